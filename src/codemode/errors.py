@@ -1,0 +1,129 @@
+"""One exception tree for codemode's host side.
+
+Errors are grouped by who must react::
+
+    CodemodeError
+    ├── ConfigError              the developer's configuration or arguments are wrong
+    ├── ExecutorError            a worker could not be started or talked to
+    │   └── SandboxUnavailable   isolation is required but this machine cannot provide it
+    ├── SessionClosed            the session was used after close()
+    ├── ToolError                a tool call failed (the agent's code sees this as ToolError)
+    │   ├── ToolNotFound         no such server or tool (carries close matches)
+    │   ├── ToolArgumentError    arguments do not match the tool's input schema
+    │   ├── ToolTimeout          the call exceeded its timeout and was cancelled
+    │   └── ServerUnavailable    the upstream server cannot be started or reached
+    ├── StorageError             skills, artifacts, state
+    │   ├── NotFound             no record of that name
+    │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
+    │   ├── StorageUnavailable   the backend cannot be reached (e.g. Redis down)
+    │   └── ValidationError      a record was refused before anything was written
+    └── DepsError                a package spec was refused or pip failed
+
+Failures of the agent's own code are not exceptions on the host: they come back in
+``ExecutionResult.error``.
+"""
+
+from __future__ import annotations
+
+
+class CodemodeError(Exception):
+    """Base of every error codemode raises on the host."""
+
+
+class ConfigError(CodemodeError):
+    """Configuration, workspace or argument problem the developer must fix."""
+
+
+class ExecutorError(CodemodeError):
+    """A worker could not be started, or the executor lost it."""
+
+
+class SandboxUnavailable(ExecutorError):
+    """Isolation was asked for but this machine cannot provide it."""
+
+
+class SessionClosed(CodemodeError):
+    """The session is closed; open a new one."""
+
+
+class ToolError(CodemodeError):
+    """A tool call failed. ``server`` and ``tool`` name it when known."""
+
+    def __init__(self, message: str, *, server: str = "", tool: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.server = server
+        self.tool = tool
+
+    def __str__(self) -> str:
+        where = f"{self.server}.{self.tool}" if self.server and self.tool else self.server
+        return f"{where}: {self.message}" if where else self.message
+
+
+class ToolNotFound(ToolError):
+    """No such server or tool; ``suggestions`` holds close names."""
+
+    def __init__(
+        self, message: str, *, server: str = "", tool: str = "", suggestions: list[str] | None = None
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.suggestions = suggestions or []
+
+
+class ToolArgumentError(ToolError):
+    """Arguments do not match the tool's input schema."""
+
+
+class ToolTimeout(ToolError):
+    """The call took longer than its timeout and was cancelled."""
+
+
+class ServerUnavailable(ToolError):
+    """The upstream MCP server could not be started or reached."""
+
+
+class StorageError(CodemodeError):
+    """Base for storage failures."""
+
+
+class NotFound(StorageError, KeyError):
+    """No record of that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+class CorruptRecord(StorageError):
+    """A stored record exists but cannot be read; the message names it."""
+
+
+class StorageUnavailable(StorageError):
+    """The backend cannot be reached; nothing was written."""
+
+
+class ValidationError(StorageError):
+    """A record was refused before anything was written (bad name, bad code...)."""
+
+
+class DepsError(CodemodeError):
+    """A package spec was refused, or installing it failed (carries pip's message)."""
+
+
+__all__ = [
+    "CodemodeError",
+    "ConfigError",
+    "CorruptRecord",
+    "DepsError",
+    "ExecutorError",
+    "NotFound",
+    "SandboxUnavailable",
+    "ServerUnavailable",
+    "SessionClosed",
+    "StorageError",
+    "StorageUnavailable",
+    "ToolArgumentError",
+    "ToolError",
+    "ToolNotFound",
+    "ToolTimeout",
+    "ValidationError",
+]

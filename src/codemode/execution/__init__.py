@@ -1,0 +1,51 @@
+"""Executors: where the agent's code runs. Chosen by the user, behind one protocol."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import CallHandler, Executor, Worker
+from .inprocess import InProcessExecutor
+from .pool import close_pools
+from .subprocess import LaunchSpec, SubprocessExecutor
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+EXECUTOR_NAMES = ("inprocess", "subprocess", "sandbox")
+
+
+def executor_by_name(name: str, *, workspace: Workspace | None = None, **options: Any) -> Executor:
+    """Build an executor from its CLI/config name."""
+    if name == "inprocess":
+        return InProcessExecutor(**options)
+    if name == "subprocess":
+        if workspace is not None:
+            options.setdefault("cwd", str(workspace.path))
+        return SubprocessExecutor(**options)
+    if name == "sandbox":
+        from .sandbox import SandboxExecutor
+
+        return SandboxExecutor.for_workspace(workspace, **options)
+    from ..errors import ConfigError
+
+    raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTOR_NAMES)}")
+
+
+def default_executor(*, workspace: Workspace | None = None) -> Executor:
+    """The executor used when none is given."""
+    return executor_by_name("subprocess", workspace=workspace)
+
+
+__all__ = [
+    "EXECUTOR_NAMES",
+    "CallHandler",
+    "Executor",
+    "InProcessExecutor",
+    "LaunchSpec",
+    "SubprocessExecutor",
+    "Worker",
+    "close_pools",
+    "default_executor",
+    "executor_by_name",
+]

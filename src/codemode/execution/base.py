@@ -1,0 +1,32 @@
+"""The executor seam: how a Session gets a worker, without knowing which kind."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
+
+from ..result import ExecutionResult
+
+CallHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+"""``(method, params) -> value``: answers calls the agent's code makes to the host."""
+
+
+@runtime_checkable
+class Worker(Protocol):
+    """One interpreter holding one session's state."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    async def run(self, code: str, timeout: float) -> ExecutionResult: ...
+
+    async def reset(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Starts workers. Implementations: in-process, subprocess, sandbox."""
+
+    async def start(self, handler: CallHandler) -> Worker: ...

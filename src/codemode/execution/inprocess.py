@@ -1,0 +1,196 @@
+"""Runs code in the host process, on a thread of its own: the fastest executor.
+
+NO SECURITY BOUNDARY: the code has everything the host has (files, environment,
+credentials, memory). Use it for trusted code and tests. A timeout raises an exception in
+the code's thread; code stuck in C cannot be stopped, so its thread is abandoned and the
+session continues with fresh state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from codemode_worker import namespaces
+from codemode_worker.bridge import set_link
+from codemode_worker.errors import from_wire
+from codemode_worker.runtime import Runtime, install_routers
+
+from ..hostapi import error_to_wire
+from ..result import ErrorInfo, ExecutionResult
+from .base import CallHandler
+
+
+class _LoopLink:
+    """HostLink that runs host handlers on the host's event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handler: CallHandler) -> None:
+        self._loop = loop
+        self._handler = handler
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return await self._handler(method, params)
+        except Exception as exc:  # noqa: BLE001 - re-raised as the worker-side class
+            raise from_wire(error_to_wire(exc)) from None
+
+    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        return self.call_async(method, params).result()
+
+
+_shared_link: _RoutingLink | None = None
+
+
+class _RoutingLink:
+    """One process-wide link that forwards to the link of the calling session's thread."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def _link(self) -> _LoopLink:
+        link: _LoopLink | None = getattr(self.local, "link", None)
+        if link is None:
+            raise RuntimeError("tools are only reachable from a session's own thread")
+        return link
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        return self._link().call(method, params)
+
+    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
+        return self._link().call_async(method, params)
+
+
+def _routing_link() -> _RoutingLink:
+    global _shared_link
+    if _shared_link is None:
+        _shared_link = _RoutingLink()
+        set_link(_shared_link)
+    return _shared_link
+
+
+class InProcessExecutor:
+    """Executes in this process (trusted code only; documented as no boundary)."""
+
+    def __init__(self, *, max_output: int = 1_000_000, interrupt_grace: float = 1.0) -> None:
+        self.max_output = max_output
+        self.interrupt_grace = interrupt_grace
+
+    async def start(self, handler: CallHandler) -> InProcessWorker:
+        return InProcessWorker(self, asyncio.get_running_loop(), handler)
+
+
+class InProcessWorker:
+    def __init__(
+        self, ex: InProcessExecutor, loop: asyncio.AbstractEventLoop, handler: CallHandler
+    ) -> None:
+        self._ex = ex
+        self._loop = loop
+        self._link = _LoopLink(loop, handler)
+        self._closed = False
+        self._start_thread()
+
+    def _start_thread(self) -> None:
+        self._jobs: queue.Queue[tuple[str, str, asyncio.Future[Any]] | None] = queue.Queue()
+        self._runtime = Runtime(self._ex.max_output, install_namespaces=namespaces.install)
+        install_routers(lambda: None, fallback=True)
+        self._thread = threading.Thread(target=self._serve, name="codemode-inprocess", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed
+
+    def _serve(self) -> None:
+        _routing_link().local.link = self._link
+        runtime, jobs, loop = self._runtime, self._jobs, self._loop
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            op, code, fut = job
+            try:
+                result: Any = runtime.run(code) if op == "run" else runtime.reset()
+            except BaseException as exc:  # noqa: BLE001 - a late async interrupt
+                result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda f=fut, r=result: f.done() or f.set_result(r))
+
+    async def _submit(self, op: str, code: str = "") -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._jobs.put((op, code, fut))
+        return fut
+
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        start = time.perf_counter()
+        fut = await self._submit("run", code)
+        try:
+            payload = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            self._interrupt()
+            try:
+                payload = await asyncio.wait_for(asyncio.shield(fut), self._ex.interrupt_grace)
+            except TimeoutError:
+                # Cannot kill a thread: abandon it and start over with fresh state.
+                self._jobs.put(None)
+                self._start_thread()
+                return ExecutionResult(
+                    error=ErrorInfo(
+                        "Timeout",
+                        f"the run was stopped after its {timeout:g} s timeout; it ignored the "
+                        "interrupt, so its thread was abandoned and the session's state was lost",
+                    ),
+                    timed_out=True,
+                    state_lost=True,
+                    duration_ms=(time.perf_counter() - start) * 1000,
+                )
+            err = payload.get("error") or {}
+            return ExecutionResult(
+                stdout=payload.get("stdout", ""),
+                stderr=payload.get("stderr", ""),
+                error=ErrorInfo(
+                    "Timeout", f"the run was stopped after its {timeout:g} s timeout",
+                    traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
+                ),
+                timed_out=True,
+                duration_ms=(time.perf_counter() - start) * 1000,
+            )
+        err = payload.get("error")
+        return ExecutionResult(
+            value=payload.get("value"),
+            value_is_repr=bool(payload.get("value_is_repr")),
+            value_truncated=bool(payload.get("value_truncated")),
+            has_value=bool(payload.get("has_value")),
+            stdout=payload.get("stdout", ""),
+            stderr=payload.get("stderr", ""),
+            stdout_truncated=bool(payload.get("stdout_truncated")),
+            stderr_truncated=bool(payload.get("stderr_truncated")),
+            error=ErrorInfo(
+                type=str(err.get("type")), message=str(err.get("message", "")),
+                traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
+                offset=err.get("offset"),
+            ) if err else None,
+            duration_ms=(time.perf_counter() - start) * 1000,
+        )
+
+    def _interrupt(self) -> None:
+        tid = self._thread.ident
+        if tid is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt)
+            )
+
+    async def reset(self) -> None:
+        await (await self._submit("reset"))
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)

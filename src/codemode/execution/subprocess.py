@@ -1,0 +1,563 @@
+"""One persistent worker process per session, talking framed JSON over pipes.
+
+The host side is asyncio with raw fds (``add_reader``, non-blocking writes): a run costs
+two pipe hops and no thread hand-offs. Process exit is watched with a pidfd, so a worker
+that dies while a forked child still holds its pipes is noticed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import codemode_worker
+from codemode_worker import protocol
+
+from ..errors import ExecutorError
+from ..hostapi import error_to_wire
+from ..result import ErrorInfo, ExecutionResult
+from .base import CallHandler
+from .pool import get_pool
+
+WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
+BOOTSTRAP = (
+    "import sys,json;c=json.loads(sys.argv[1]);sys.path.insert(0,c['root']);"
+    "from codemode_worker.main import main;main(c)"
+)
+_TAIL = 4096
+DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+@dataclass(slots=True)
+class LaunchSpec:
+    """How to start one worker; executors that wrap the worker (sandbox) rewrite it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None = None
+    pass_fds: tuple[int, ...] = ()
+    close_after_spawn: tuple[int, ...] = ()
+    cleanup: Callable[[], None] | None = None
+
+
+@dataclass(slots=True)
+class Spawned:
+    """A started worker process, not yet tied to an event loop (so it can be pooled)."""
+
+    proc: subprocess.Popen[bytes]
+    to_fd: int
+    from_fd: int
+    err_fd: int
+    out_fd: int
+    ctrl_fd: int
+    cleanup: Callable[[], None] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def destroy(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        for fd in (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.cleanup is not None:
+            self.cleanup()
+            self.cleanup = None
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        hint = {
+            signal.SIGKILL: " (killed: out of memory, or by another process)",
+            signal.SIGSEGV: " (segmentation fault)",
+            signal.SIGABRT: " (aborted)",
+        }.get(signal.Signals(sig) if sig in signal.valid_signals() else -1, "")
+        return f"the worker was killed by signal {sig} ({name}){hint}"
+    return f"the worker exited with status {returncode}"
+
+
+class SubprocessExecutor:
+    """Runs each session's code in its own persistent Python process.
+
+    Not a security boundary by itself (the process has the host user's rights): use
+    ``SandboxExecutor`` for untrusted code. The worker gets a cleared environment.
+    """
+
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        memory_limit_mb: int | None = 1024,
+        pool_size: int = 2,
+        interrupt_grace: float = 1.0,
+        max_output: int = 1_000_000,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        deps_dir: str | os.PathLike[str] | None = None,
+        site_packages: bool = True,
+        start_timeout: float = 15.0,
+    ) -> None:
+        self.python = python or sys.executable
+        self.memory_limit_mb = memory_limit_mb
+        self.pool_size = pool_size
+        self.interrupt_grace = interrupt_grace
+        self.max_output = max_output
+        self.cwd = str(cwd) if cwd is not None else None
+        self.env = dict(env or {})
+        self.deps_dir = str(deps_dir) if deps_dir is not None else None
+        self.site_packages = site_packages
+        self.start_timeout = start_timeout
+
+    # -- launching -------------------------------------------------------------
+    def worker_config(self) -> dict[str, Any]:
+        tail: list[str] = []
+        if self.site_packages:
+            paths = sysconfig.get_paths()
+            tail = list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+        return {
+            "root": WORKER_ROOT,
+            "paths": [self.deps_dir] if self.deps_dir else [],
+            "tail_paths": tail,
+            "memory_limit_mb": self.memory_limit_mb,
+            "max_output": self.max_output,
+            "cwd": self.cwd,
+        }
+
+    def launch_spec(self, config: dict[str, Any]) -> LaunchSpec:
+        """The command for one worker; override to wrap it (see SandboxExecutor)."""
+        argv = [self.python, "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)]
+        return LaunchSpec(argv=argv, env={**DEFAULT_ENV, **self.env}, cwd=self.cwd)
+
+    def pool_key(self) -> tuple[Any, ...]:
+        return (type(self).__qualname__, json.dumps(self.worker_config(), sort_keys=True),
+                json.dumps(self.env, sort_keys=True), self.python)
+
+    def spawn(self) -> Spawned:
+        out_r, out_w = os.pipe()
+        ctrl_r, ctrl_w = os.pipe()
+        config = {**self.worker_config(), "out_fd": out_w, "ctrl_fd": ctrl_r}
+        spec = self.launch_spec(config)
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(out_w, ctrl_r, *spec.pass_fds),
+                env=spec.env,
+                cwd=spec.cwd,
+                start_new_session=True,
+                bufsize=0,
+            )
+        except OSError as exc:
+            for fd in (out_r, out_w, ctrl_r, ctrl_w, *spec.close_after_spawn):
+                os.close(fd)
+            if spec.cleanup:
+                spec.cleanup()
+            raise ExecutorError(f"cannot start the worker ({spec.argv[0]}): {exc}") from exc
+        for fd in (out_w, ctrl_r, *spec.close_after_spawn):
+            os.close(fd)
+        assert proc.stdin and proc.stdout and proc.stderr
+        # Take the raw fds away from the file objects so only we close them.
+        to_fd, from_fd, err_fd = (os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr))
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+        for fd in (to_fd, from_fd, err_fd, out_r, ctrl_w):
+            os.set_inheritable(fd, False)
+        os.set_blocking(to_fd, False)
+        return Spawned(proc, to_fd, from_fd, err_fd, out_r, ctrl_w, cleanup=spec.cleanup)
+
+    # -- Executor protocol -------------------------------------------------------
+    async def start(self, handler: CallHandler) -> SubprocessWorker:
+        pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
+        spawned = pool.take()
+        if spawned is None:
+            spawned = self.spawn()
+        worker = SubprocessWorker(self, spawned, handler)
+        try:
+            await worker.attach(self.start_timeout)
+        finally:
+            asyncio.get_running_loop().call_soon(pool.refill)
+        return worker
+
+    async def warm(self) -> None:
+        """Fill the warm pool now, so the next sessions start without booting Python."""
+        get_pool(self.pool_key(), self.spawn, self.pool_size).refill()
+
+
+class _Crash(Exception):
+    def __init__(self, info: str) -> None:
+        super().__init__(info)
+        self.info = info
+
+
+class SubprocessWorker:
+    """Host side of one worker process."""
+
+    def __init__(self, executor: SubprocessExecutor, spawned: Spawned, handler: CallHandler) -> None:
+        self._ex = executor
+        self._p = spawned
+        self._handler = handler
+        self._buf = protocol.FrameBuffer()
+        self._wbuf = bytearray()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Future[Any] | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._calls: set[asyncio.Task[None]] = set()
+        self._seq = 0
+        self._raw: tuple[bytearray, bytearray] | None = None
+        self._err_tail = bytearray()
+        self._pidfd: int | None = None
+        self._dead = False
+        self._exit_info = ""
+        self._timed_out = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead
+
+    @property
+    def pid(self) -> int:
+        return self._p.proc.pid
+
+    # -- wiring --------------------------------------------------------------------
+    async def attach(self, timeout: float) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        loop.add_reader(self._p.from_fd, self._on_proto)
+        loop.add_reader(self._p.out_fd, self._on_raw, 0)
+        loop.add_reader(self._p.err_fd, self._on_raw, 1)
+        try:
+            self._pidfd = os.pidfd_open(self._p.proc.pid)
+            loop.add_reader(self._pidfd, self._on_exit)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        try:
+            await asyncio.wait_for(self._ready, timeout)
+        except (TimeoutError, _Crash) as exc:
+            info = exc.info if isinstance(exc, _Crash) else f"no answer within {timeout} s"
+            self._teardown()
+            tail = self._err_tail.decode("utf-8", "replace").strip()
+            raise ExecutorError(
+                f"the worker did not start: {info}" + (f"\nits stderr ended with:\n{tail}" if tail else "")
+            ) from None
+
+    def _on_proto(self) -> None:
+        try:
+            data = os.read(self._p.from_fd, 1 << 20)
+        except OSError:
+            data = b""
+        if not data:
+            self._on_exit()
+            return
+        try:
+            frames = self._buf.feed(data)
+        except ValueError as exc:
+            self._fail(f"the worker sent a malformed frame ({exc})")
+            return
+        for msg in frames:
+            op = msg.get("op")
+            if op == "call":
+                assert self._loop is not None
+                task = self._loop.create_task(self._serve_call(msg))
+                self._calls.add(task)
+                task.add_done_callback(self._calls.discard)
+            elif op == "done":
+                fut = self._pending.pop(int(msg.get("id") or 0), None)
+                if fut is not None and not fut.done():
+                    self._drain_raw()
+                    fut.set_result(msg.get("result"))
+            elif op == "ready" and self._ready is not None and not self._ready.done():
+                self._ready.set_result(msg)
+
+    def _on_raw(self, index: int) -> None:
+        fd = self._p.out_fd if index == 0 else self._p.err_fd
+        try:
+            data = os.read(fd, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            assert self._loop is not None
+            self._loop.remove_reader(fd)
+            return
+        self._keep_raw(index, data)
+
+    def _keep_raw(self, index: int, data: bytes) -> None:
+        if index == 1:
+            self._err_tail += data
+            del self._err_tail[:-_TAIL]
+        if self._raw is not None:
+            buf = self._raw[index]
+            room = self._ex.max_output - len(buf)
+            if room > 0:
+                buf += data[:room]
+
+    def _drain_raw(self) -> None:
+        """Take fd-level output written before the worker said 'done'."""
+        for index, fd in ((0, self._p.out_fd), (1, self._p.err_fd)):
+            while True:
+                import select
+
+                r, _, _ = select.select([fd], [], [], 0)
+                if not r:
+                    break
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self._keep_raw(index, data)
+
+    def _on_exit(self) -> None:
+        if self._dead:
+            return
+        code = self._p.proc.poll()
+        if code is None and self._pidfd is not None:
+            return  # pipe closed by the worker but the process lives on: wait for pidfd
+        self._fail(describe_exit(code))
+
+    def _fail(self, info: str) -> None:
+        if self._dead:
+            return
+        self._exit_info = info
+        self._teardown()
+        for fut in [*self._pending.values(), self._ready]:
+            if fut is not None and not fut.done():
+                fut.set_exception(_Crash(info))
+        self._pending.clear()
+
+    def _teardown(self) -> None:
+        if self._dead:
+            return
+        self._dead = True
+        loop = self._loop
+        if loop is not None:
+            for fd in (self._p.from_fd, self._p.out_fd, self._p.err_fd, self._pidfd):
+                if fd is not None:
+                    loop.remove_reader(fd)
+            loop.remove_writer(self._p.to_fd)
+        for task in self._calls:
+            task.cancel()
+        self._p.destroy()
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+
+    # -- sending ---------------------------------------------------------------------
+    def _send(self, msg: dict[str, Any]) -> None:
+        if self._dead:
+            return
+        data = protocol.encode_frame(msg)
+        if not self._wbuf:
+            try:
+                n = os.write(self._p.to_fd, data)
+            except BlockingIOError:
+                n = 0
+            except OSError:
+                return  # the worker is gone; the pidfd reader reports it
+            if n == len(data):
+                return
+            data = data[n:]
+            assert self._loop is not None
+            self._loop.add_writer(self._p.to_fd, self._flush)
+        self._wbuf += data
+
+    def _flush(self) -> None:
+        try:
+            n = os.write(self._p.to_fd, self._wbuf)
+        except BlockingIOError:
+            return
+        except OSError:
+            n = len(self._wbuf)
+        del self._wbuf[:n]
+        if not self._wbuf and self._loop is not None:
+            self._loop.remove_writer(self._p.to_fd)
+
+    async def _serve_call(self, msg: dict[str, Any]) -> None:
+        cid = msg.get("id")
+        try:
+            value = await self._handler(str(msg.get("method")), dict(msg.get("params") or {}))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
+            self._send({"op": "reply", "id": cid, "ok": False, "error": error_to_wire(exc)})
+            return
+        try:
+            self._send({"op": "reply", "id": cid, "ok": True, "value": value})
+        except TypeError as exc:
+            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
+            self._send({"op": "reply", "id": cid, "ok": False, "error": err})
+
+    async def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:
+        if self._dead:
+            raise _Crash(self._exit_info or "the worker is not running")
+        assert self._loop is not None
+        self._seq += 1
+        fut = self._loop.create_future()
+        self._pending[self._seq] = fut
+        self._send({**msg, "id": self._seq})
+        return fut
+
+    # -- Worker protocol ------------------------------------------------------------
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        assert self._loop is not None
+        start = time.perf_counter()
+        self._raw = (bytearray(), bytearray())
+        self._timed_out = False
+        try:
+            fut = await self._request({"op": "run", "code": code})
+        except _Crash as exc:
+            return self._crash_result(exc.info, start)
+        timer = self._loop.call_later(timeout, self._on_timeout, fut)
+        try:
+            payload = await fut
+        except _Crash as exc:
+            if self._timed_out:
+                return self._timeout_result(timeout, start, state_lost=True)
+            return self._crash_result(exc.info, start)
+        finally:
+            timer.cancel()
+            self._interrupt_timer_cancel()
+        raw, self._raw = self._raw, None
+        return self._result(payload, raw, timeout, start)
+
+    _grace: asyncio.TimerHandle | None = None
+
+    def _interrupt_timer_cancel(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+
+    def _on_timeout(self, fut: asyncio.Future[Any]) -> None:
+        if fut.done() or self._dead:
+            return
+        self._timed_out = True
+        with contextlib.suppress(OSError):
+            os.write(self._p.ctrl_fd, b"i")
+        assert self._loop is not None
+        self._grace = self._loop.call_later(self._ex.interrupt_grace, self._kill_stuck, fut)
+
+    def _kill_stuck(self, fut: asyncio.Future[Any]) -> None:
+        if not fut.done():
+            self._fail("the run did not stop when interrupted; the worker was killed")
+
+    def _result(
+        self, payload: Any, raw: tuple[bytearray, bytearray] | None, timeout: float, start: float
+    ) -> ExecutionResult:
+        if not isinstance(payload, dict):
+            if self._timed_out:
+                return self._timeout_result(timeout, start, state_lost=False)
+            return ExecutionResult(
+                error=ErrorInfo("WorkerError", "the worker returned no result"),
+                duration_ms=(time.perf_counter() - start) * 1000,
+            )
+        stdout, stderr = str(payload.get("stdout", "")), str(payload.get("stderr", ""))
+        out_trunc, err_trunc = bool(payload.get("stdout_truncated")), bool(payload.get("stderr_truncated"))
+        if raw is not None:
+            for i, data in enumerate(raw):
+                if data:
+                    text = data.decode("utf-8", "replace")
+                    if i == 0:
+                        stdout += text
+                        out_trunc = out_trunc or len(data) >= self._ex.max_output
+                    else:
+                        stderr += text
+                        err_trunc = err_trunc or len(data) >= self._ex.max_output
+        err = payload.get("error")
+        error = None
+        if err:
+            error = ErrorInfo(
+                type=str(err.get("type")), message=str(err.get("message", "")),
+                traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
+                offset=err.get("offset"),
+            )
+            if self._timed_out and error.type == "KeyboardInterrupt":
+                error = ErrorInfo(
+                    "Timeout", f"the run was stopped after its {timeout:g} s timeout",
+                    traceback=error.traceback.replace("KeyboardInterrupt", "Timeout: run stopped", 1),
+                    lineno=error.lineno,
+                )
+            elif error.type == "MemoryError" and self._ex.memory_limit_mb:  # noqa: SIM114
+                error = ErrorInfo(
+                    "MemoryError",
+                    f"the worker's memory limit ({self._ex.memory_limit_mb} MB) was reached"
+                    + (f": {error.message}" if error.message else ""),
+                    traceback=error.traceback, lineno=error.lineno,
+                )
+        if self._timed_out and error is None:
+            error = ErrorInfo("Timeout", f"the run was stopped after its {timeout:g} s timeout")
+        return ExecutionResult(
+            value=payload.get("value"),
+            value_is_repr=bool(payload.get("value_is_repr")),
+            value_truncated=bool(payload.get("value_truncated")),
+            has_value=bool(payload.get("has_value")),
+            stdout=stdout, stderr=stderr,
+            stdout_truncated=out_trunc, stderr_truncated=err_trunc,
+            error=error,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            timed_out=self._timed_out,
+        )
+
+    def _timeout_result(self, timeout: float, start: float, *, state_lost: bool) -> ExecutionResult:
+        msg = f"the run was stopped after its {timeout:g} s timeout"
+        if state_lost:
+            msg += "; it ignored the interrupt, so the worker was killed and the session's state was lost"
+        return ExecutionResult(
+            error=ErrorInfo("Timeout", msg), timed_out=True, state_lost=state_lost,
+            duration_ms=(time.perf_counter() - start) * 1000,
+        )
+
+    def _crash_result(self, info: str, start: float) -> ExecutionResult:
+        tail = self._err_tail.decode("utf-8", "replace").strip()
+        msg = info + "; the session's state was lost and the next run starts a fresh worker"
+        if tail:
+            msg += f"\nthe worker's stderr ended with:\n{tail[-1500:]}"
+        return ExecutionResult(
+            error=ErrorInfo("WorkerCrashed", msg), state_lost=True,
+            duration_ms=(time.perf_counter() - start) * 1000,
+        )
+
+    async def reset(self) -> None:
+        try:
+            fut = await self._request({"op": "reset"})
+            await asyncio.wait_for(fut, 10)
+        except (TimeoutError, _Crash):
+            self._fail("the worker did not reset")
+            raise ExecutorError("the worker did not answer a reset; it was stopped") from None
+
+    async def close(self) -> None:
+        if self._dead:
+            return
+        self._send({"op": "shutdown"})
+        exited = self._loop.create_future() if self._loop else None
+        if exited is not None and self._pidfd is not None and self._loop is not None:
+            self._loop.remove_reader(self._pidfd)
+            self._loop.add_reader(self._pidfd, lambda: exited.done() or exited.set_result(None))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(exited, 0.5)
+        self._teardown()

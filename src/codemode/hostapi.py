@@ -1,0 +1,58 @@
+"""Routes calls made by the agent's code (inside the worker) to host-side handlers.
+
+Tools, skills, artifacts and state each register their methods here; executors only
+deliver ``(method, params)`` and send back the answer or the error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .errors import CodemodeError
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+log = logging.getLogger("codemode.host")
+
+_HIDDEN = frozenset({"args", "with_traceback", "add_note"})
+
+
+class HostAPI:
+    """A table of ``method -> async handler``."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def register(self, method: str, handler: Handler) -> None:
+        self._handlers[method] = handler
+
+    def methods(self) -> list[str]:
+        return sorted(self._handlers)
+
+    async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
+        handler = self._handlers.get(method)
+        if handler is None:
+            area = method.partition(".")[0]
+            raise CodemodeError(
+                f"{method!r} is not available in this session "
+                f"(no {area} are configured for it)"
+            )
+        return await handler(params)
+
+
+def error_to_wire(exc: BaseException) -> dict[str, Any]:
+    """Describe a host-side error for the worker, which re-raises it by class name."""
+    if isinstance(exc, CodemodeError):
+        wire: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+        for key, val in vars(exc).items():
+            if key.startswith("_") or key in _HIDDEN or key == "message":
+                continue
+            if isinstance(val, str | int | float | bool | list | type(None)):
+                wire[key] = val
+        if hasattr(exc, "message"):
+            wire["message"] = str(getattr(exc, "message", "") or exc)
+        return wire
+    log.exception("host handler failed", exc_info=exc)
+    return {"type": "HostError", "message": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,79 @@
+"""What one run returns: the agent's value, output and error, as plain data."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An error of the agent's code (or of the run itself: timeout, crash)."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    lineno: int | None = None
+    offset: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    """Result of ``Session.run``.
+
+    ``value`` is the last expression's value: JSON-safe values come back as Python
+    values; anything else as its ``repr`` with ``value_is_repr`` set. Nothing from the
+    worker is ever unpickled.
+    """
+
+    value: Any = None
+    value_is_repr: bool = False
+    value_truncated: bool = False
+    has_value: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: ErrorInfo | None = None
+    duration_ms: float = 0.0
+    timed_out: bool = False
+    state_lost: bool = False
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def is_ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["is_ok"] = self.is_ok
+        d["warnings"] = list(self.warnings)
+        return d
+
+    def to_text(self, limit: int = 20_000) -> str:
+        """Compact text for a model: output, then the value or the error."""
+        parts: list[str] = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        if self.error is not None:
+            parts.append((self.error.traceback or str(self.error)).rstrip("\n"))
+            if self.state_lost:
+                parts.append("[the session's state was lost: variables and imports are gone]")
+        elif self.has_value:
+            parts.append(str(self.value) if self.value_is_repr else _show(self.value))
+        for w in self.warnings:
+            parts.append(f"[warning] {w}")
+        text = "\n".join(parts) if parts else "[no output]"
+        if len(text) > limit:
+            cut = len(text) - limit
+            text = text[: limit // 2] + f"\n[... {cut} characters truncated ...]\n" + text[-limit // 2 :]
+        return text
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)

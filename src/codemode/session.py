@@ -1,0 +1,205 @@
+"""Session: a persistent interpreter for an agent, and the host side of its calls.
+
+A session owns one worker from its executor and routes the worker's calls (tools,
+skills, artifacts, state) through ``HostAPI``. It knows no executor by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .errors import SessionClosed
+from .execution.base import Executor, Worker
+from .hostapi import HostAPI
+from .result import ExecutionResult
+
+if TYPE_CHECKING:
+    from .tools.registry import ToolRegistry
+
+
+def _default_executor() -> Executor:
+    from .execution import default_executor
+
+    return default_executor()
+
+
+class Session:
+    """Runs agents' code with persistent state.
+
+    ```python
+    async with Session(executor=SubprocessExecutor()) as s:
+        r = await s.run("x = 41\\nx + 1")
+        assert r.value == 42
+    ```
+    """
+
+    def __init__(
+        self,
+        executor: Executor | None = None,
+        *,
+        tools: ToolRegistry | None = None,
+        memory: Any | None = None,
+        default_timeout: float = 60.0,
+    ) -> None:
+        self.executor = executor if executor is not None else _default_executor()
+        self.host = HostAPI()
+        self.default_timeout = default_timeout
+        self._tools = tools
+        self.memory = memory
+        if tools is not None:
+            tools.install(self.host)
+        if memory is not None:
+            memory.install(self.host)
+        self._worker: Worker | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._lost_pending = False
+
+    # -- construction from a workspace ------------------------------------------------
+    @classmethod
+    def from_base(
+        cls,
+        base: str | os.PathLike[str] | None = None,
+        *,
+        executor: Executor | None = None,
+        **kwargs: Any,
+    ) -> Session:
+        """A session with the workspace's MCP servers, skills, artifacts, state and deps."""
+        from .workspace import Workspace
+
+        ws = Workspace.open(base)
+        if executor is None:
+            from .execution import default_executor
+
+            executor = default_executor(workspace=ws)
+        memory = kwargs.pop("memory", None)
+        if memory is None:
+            try:
+                from .memory import Memory
+            except ImportError:  # the memory layer is optional in slim installs
+                memory = None
+            else:
+                memory = Memory.from_workspace(ws.path)
+        return cls(executor, tools=ws.registry(), memory=memory, **kwargs)
+
+    @property
+    def tools(self) -> ToolRegistry:
+        if self._tools is None:
+            from .tools.registry import ToolRegistry
+
+            self._tools = ToolRegistry()
+            self._tools.install(self.host)
+        return self._tools
+
+    def register_tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        server: str = "local",
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Any:
+        """Expose a Python callable to the session's code as ``tools.<server>.<name>``."""
+        return self.tools.register(fn, server=server, name=name, description=description)
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._closed:
+            raise SessionClosed("this session is closed; open a new one")
+        if self._worker is None or not self._worker.alive:
+            self._worker = await self.executor.start(self.host.dispatch)
+
+    async def __aenter__(self) -> Session:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            await self._worker.close()
+            self._worker = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- running ---------------------------------------------------------------------
+    async def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
+        """Run ``code``; errors of the code come back in the result, never raised."""
+        if self._closed:
+            raise SessionClosed("this session is closed; open a new one")
+        async with self._lock:
+            restarted = self._worker is not None and not self._worker.alive
+            await self.start()
+            assert self._worker is not None
+            result = await self._worker.run(code, timeout or self.default_timeout)
+            if result.state_lost:
+                # Start the replacement now, so the next run does not wait for it.
+                self._worker = None
+                await self.start()
+            elif restarted or self._lost_pending:
+                result = _with_warning(result, "the worker was restarted before this run; earlier state was lost")
+            self._lost_pending = False
+            return result
+
+    async def reset(self) -> None:
+        """Forget all variables, functions and imports of the agent's code."""
+        async with self._lock:
+            if self._worker is None or not self._worker.alive:
+                await self.start()
+                return
+            await self._worker.reset()
+
+
+def _with_warning(result: ExecutionResult, warning: str) -> ExecutionResult:
+    from dataclasses import replace
+
+    return replace(result, warnings=(*result.warnings, warning))
+
+
+class SyncSession:
+    """A blocking facade over ``Session`` for scripts and notebooks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._runner = asyncio.Runner()
+        self._session = Session(*args, **kwargs)
+        self._runner.run(self._session.start())
+
+    def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
+        return self._runner.run(self._session.run(code, timeout))
+
+    def reset(self) -> None:
+        self._runner.run(self._session.reset())
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._session.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> SyncSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+
+__all__ = ["Session", "SyncSession"]

@@ -1,0 +1,165 @@
+"""Calls from the agent's code back to the host.
+
+``call(method, params)`` blocks until the host answers; ``await acall(...)`` lets many calls
+run at once. Both go through the one active ``HostLink`` (pipes in a subprocess worker,
+the host's event loop for the in-process executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import threading
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from . import protocol
+from .errors import CodemodeError, from_wire
+
+
+class HostLink(Protocol):
+    def call(self, method: str, params: dict[str, Any]) -> Any: ...
+
+    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]: ...
+
+
+_link: HostLink | None = None
+
+
+def set_link(link: HostLink | None) -> None:
+    global _link
+    _link = link
+
+
+def _active() -> HostLink:
+    if _link is None:
+        raise CodemodeError("this worker is not connected to a host")
+    return _link
+
+
+def call(method: str, params: dict[str, Any] | None = None) -> Any:
+    """Call the host and wait for its answer; host errors are raised here."""
+    return _active().call(method, params or {})
+
+
+async def acall(method: str, params: dict[str, Any] | None = None) -> Any:
+    """Call the host without blocking the event loop."""
+    return await asyncio.wrap_future(_active().call_async(method, params or {}))
+
+
+class PipeLink:
+    """HostLink over the worker's protocol pipes.
+
+    Whichever thread holds ``_read_lock`` reads frames and hands replies to their waiters
+    (leader/follower), so sync calls from any thread and async calls can interleave.
+    Replies for unknown ids (a call abandoned by an interrupt) are dropped.
+    """
+
+    def __init__(self, fd_in: int, fd_out: int) -> None:
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self._buf = protocol.FrameBuffer()
+        self._read_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._next = 0
+        self._waiting: dict[int, Future[Any]] = {}
+        self._commands: list[dict[str, Any]] = []
+        self._readers: set[asyncio.AbstractEventLoop] = set()
+
+    # -- sending ---------------------------------------------------------------
+    def send(self, msg: dict[str, Any]) -> None:
+        data = protocol.encode_frame(msg)
+        with self._write_lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd_out, view) :]
+
+    def _start_call(self, method: str, params: dict[str, Any]) -> tuple[int, Future[Any]]:
+        fut: Future[Any] = Future()
+        with self._write_lock:
+            self._next += 1
+            cid = self._next
+            self._waiting[cid] = fut
+        self.send({"op": "call", "id": cid, "method": method, "params": params})
+        return cid, fut
+
+    # -- receiving -------------------------------------------------------------
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        if msg.get("op") == "reply":
+            fut = self._waiting.pop(int(msg["id"]), None)
+            if fut is None or fut.done():
+                return
+            if msg.get("ok"):
+                fut.set_result(msg.get("value"))
+            else:
+                fut.set_exception(from_wire(msg.get("error") or {}))
+        else:
+            self._commands.append(msg)
+
+    def pump(self, block: bool) -> bool:
+        """Read what is available (waiting if ``block``); False on EOF."""
+        if not block:
+            r, _, _ = select.select([self.fd_in], [], [], 0)
+            if not r:
+                return True
+        data = os.read(self.fd_in, 1 << 16)
+        if not data:
+            return False
+        for msg in self._buf.feed(data):
+            self._dispatch(msg)
+        return True
+
+    def next_command(self) -> dict[str, Any] | None:
+        """Block until the host sends a command (run, reset, shutdown); None on EOF."""
+        while not self._commands:
+            with self._read_lock:
+                if self._commands:
+                    break
+                if not self.pump(block=True):
+                    return None
+        return self._commands.pop(0)
+
+    def _wait(self, cid: int, fut: Future[Any]) -> Any:
+        try:
+            while not fut.done():
+                if self._read_lock.acquire(timeout=0.005):
+                    try:
+                        if not fut.done() and not self.pump(block=True):
+                            raise CodemodeError("the host closed the connection")
+                    finally:
+                        self._read_lock.release()
+            return fut.result()
+        finally:
+            self._waiting.pop(cid, None)
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        cid, fut = self._start_call(method, params)
+        return self._wait(cid, fut)
+
+    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
+        _cid, fut = self._start_call(method, params)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return fut
+        if loop not in self._readers:
+            self._readers.add(loop)
+            loop.add_reader(self.fd_in, self._on_readable, loop)
+        return fut
+
+    def _on_readable(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._read_lock.acquire(blocking=False):
+            return
+        try:
+            alive = self.pump(block=False)
+        finally:
+            self._read_lock.release()
+        if not alive or not self._waiting:
+            loop.remove_reader(self.fd_in)
+            self._readers.discard(loop)
+            if not alive:
+                for fut in list(self._waiting.values()):
+                    if not fut.done():
+                        fut.set_exception(CodemodeError("the host closed the connection"))
+                self._waiting.clear()

@@ -1,0 +1,117 @@
+"""Length-prefixed JSON frames, and the JSON encoding of bytes and blobs.
+
+Shared by host and worker; standard library only. Nothing is ever pickled: data coming
+out of a worker is untrusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+from typing import Any
+
+HEADER = struct.Struct(">I")
+MAX_FRAME = 1 << 30
+
+B64_KEY = "__cm_b64__"
+BLOB_KEY = "__cm_blob__"
+
+
+class Blob:
+    """Binary tool content (an image, audio, a resource) with its MIME type."""
+
+    __slots__ = ("data", "kind", "mime_type", "uri")
+
+    def __init__(
+        self, data: bytes, mime_type: str, kind: str = "image", uri: str | None = None
+    ) -> None:
+        self.data = data
+        self.mime_type = mime_type
+        self.kind = kind
+        self.uri = uri
+
+    def __repr__(self) -> str:
+        return f"Blob(kind={self.kind!r}, mime_type={self.mime_type!r}, {len(self.data)} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Blob)
+            and (self.data, self.mime_type, self.kind, self.uri)
+            == (other.data, other.mime_type, other.kind, other.uri)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.mime_type, self.kind, self.uri))
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return {B64_KEY: base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, Blob):
+        return {
+            BLOB_KEY: {
+                "data": base64.b64encode(obj.data).decode("ascii"),
+                "mime_type": obj.mime_type,
+                "kind": obj.kind,
+                "uri": obj.uri,
+            }
+        }
+    if isinstance(obj, set | frozenset):
+        return list(obj)
+    raise TypeError(f"cannot send {type(obj).__name__} between host and worker")
+
+
+def _hook(d: dict[str, Any]) -> Any:
+    if len(d) == 1:
+        if B64_KEY in d:
+            return base64.b64decode(d[B64_KEY])
+        if BLOB_KEY in d:
+            b = d[BLOB_KEY]
+            return Blob(base64.b64decode(b["data"]), b["mime_type"], b.get("kind", "image"), b.get("uri"))
+    return d
+
+
+def dumps(msg: Any) -> bytes:
+    return json.dumps(msg, default=_default, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads(data: bytes | str) -> Any:
+    return json.loads(data, object_hook=_hook)
+
+
+def encode_frame(msg: Any) -> bytes:
+    body = dumps(msg)
+    return HEADER.pack(len(body)) + body
+
+
+def write_frame(fd: int, msg: Any) -> None:
+    data = encode_frame(msg)
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class FrameBuffer:
+    """Accumulates bytes and yields complete frames."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        buf = self._buf
+        buf += data
+        out: list[Any] = []
+        while len(buf) >= 4:
+            (n,) = HEADER.unpack_from(buf)
+            if n > MAX_FRAME:
+                raise ValueError(f"frame of {n} bytes exceeds the limit")
+            if len(buf) < 4 + n:
+                break
+            out.append(loads(bytes(buf[4 : 4 + n])))
+            del buf[: 4 + n]
+        return out

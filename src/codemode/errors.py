@@ -64,7 +64,12 @@ class ToolNotFound(ToolError):
     """No such server or tool; ``suggestions`` holds close names."""
 
     def __init__(
-        self, message: str, *, server: str = "", tool: str = "", suggestions: list[str] | None = None
+        self,
+        message: str,
+        *,
+        server: str = "",
+        tool: str = "",
+        suggestions: list[str] | None = None,
     ) -> None:
         super().__init__(message, server=server, tool=tool)
         self.suggestions = suggestions or []

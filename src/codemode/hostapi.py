@@ -36,8 +36,7 @@ class HostAPI:
         if handler is None:
             area = method.partition(".")[0]
             raise CodemodeError(
-                f"{method!r} is not available in this session "
-                f"(no {area} are configured for it)"
+                f"{method!r} is not available in this session (no {area} are configured for it)"
             )
         return await handler(params)
 

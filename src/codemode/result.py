@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,6 +19,16 @@ class ErrorInfo:
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ErrorInfo:
+        return cls(
+            type=str(d.get("type")),
+            message=str(d.get("message", "")),
+            traceback=str(d.get("traceback", "")),
+            lineno=d.get("lineno"),
+            offset=d.get("offset"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,23 @@ class ExecutionResult:
     timed_out: bool = False
     state_lost: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], duration_ms: float) -> ExecutionResult:
+        """Build a result from the worker's answer (plain JSON; never unpickled)."""
+        err = payload.get("error")
+        return cls(
+            value=payload.get("value"),
+            value_is_repr=bool(payload.get("value_is_repr")),
+            value_truncated=bool(payload.get("value_truncated")),
+            has_value=bool(payload.get("has_value")),
+            stdout=str(payload.get("stdout", "")),
+            stderr=str(payload.get("stderr", "")),
+            stdout_truncated=bool(payload.get("stdout_truncated")),
+            stderr_truncated=bool(payload.get("stderr_truncated")),
+            error=ErrorInfo.from_dict(err) if err else None,
+            duration_ms=duration_ms,
+        )
 
     @property
     def is_ok(self) -> bool:
@@ -71,7 +99,11 @@ class ExecutionResult:
         text = "\n".join(parts) if parts else "[no output]"
         if len(text) > limit:
             cut = len(text) - limit
-            text = text[: limit // 2] + f"\n[... {cut} characters truncated ...]\n" + text[-limit // 2 :]
+            text = (
+                text[: limit // 2]
+                + f"\n[... {cut} characters truncated ...]\n"
+                + text[-limit // 2 :]
+            )
         return text
 
 

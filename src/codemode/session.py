@@ -152,7 +152,9 @@ class Session:
                 self._worker = None
                 await self.start()
             elif restarted or self._lost_pending:
-                result = _with_warning(result, "the worker was restarted before this run; earlier state was lost")
+                result = _with_warning(
+                    result, "the worker was restarted before this run; earlier state was lost"
+                )
             self._lost_pending = False
             return result
 

@@ -78,9 +78,20 @@ class HostError(CodemodeError):
 _BY_NAME: dict[str, type[CodemodeError]] = {
     cls.__name__: cls
     for cls in (
-        CodemodeError, ToolError, ToolNotFound, ToolArgumentError, ToolTimeout,
-        ServerUnavailable, StorageError, NotFound, CorruptRecord, StorageUnavailable,
-        ValidationError, DepsError, ConfigError, HostError,
+        CodemodeError,
+        ToolError,
+        ToolNotFound,
+        ToolArgumentError,
+        ToolTimeout,
+        ServerUnavailable,
+        StorageError,
+        NotFound,
+        CorruptRecord,
+        StorageUnavailable,
+        ValidationError,
+        DepsError,
+        ConfigError,
+        HostError,
     )
 }
 

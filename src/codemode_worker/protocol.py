@@ -36,10 +36,11 @@ class Blob:
         return f"Blob(kind={self.kind!r}, mime_type={self.mime_type!r}, {len(self.data)} bytes)"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Blob)
-            and (self.data, self.mime_type, self.kind, self.uri)
-            == (other.data, other.mime_type, other.kind, other.uri)
+        return isinstance(other, Blob) and (self.data, self.mime_type, self.kind, self.uri) == (
+            other.data,
+            other.mime_type,
+            other.kind,
+            other.uri,
         )
 
     def __hash__(self) -> int:
@@ -69,7 +70,9 @@ def _hook(d: dict[str, Any]) -> Any:
             return base64.b64decode(d[B64_KEY])
         if BLOB_KEY in d:
             b = d[BLOB_KEY]
-            return Blob(base64.b64decode(b["data"]), b["mime_type"], b.get("kind", "image"), b.get("uri"))
+            return Blob(
+                base64.b64decode(b["data"]), b["mime_type"], b.get("kind", "image"), b.get("uri")
+            )
     return d
 
 

@@ -86,7 +86,9 @@ class Router(io.TextIOBase):
     output is dropped. With no run at all, writes go to ``fallback``.
     """
 
-    def __init__(self, index: int, fallback: Any, active: Callable[[], tuple[Capture, Capture] | None]):
+    def __init__(
+        self, index: int, fallback: Any, active: Callable[[], tuple[Capture, Capture] | None]
+    ):
         super().__init__()
         self._index = index
         self._fallback = fallback
@@ -273,10 +275,10 @@ class Runtime:
     def _execute(self, compiled: CodeType, wants_value: bool, pair: tuple[Capture, Capture]) -> Any:
         g = self.globals
         if compiled.co_flags & _CO_COROUTINE:
-            coro = eval(compiled, g)  # noqa: S307 - running the agent's code is the job
+            coro = eval(compiled, g)
             self._event_loop().run_until_complete(coro)
         else:
-            exec(compiled, g)  # noqa: S102
+            exec(compiled, g)
         if not wants_value:
             return _NO_VALUE
         value = g.pop("__cm_value__", None)

@@ -76,6 +76,11 @@ def _routing_link() -> _RoutingLink:
     return _shared_link
 
 
+def _settle(fut: asyncio.Future[Any], result: Any) -> None:
+    if not fut.done():
+        fut.set_result(result)
+
+
 class InProcessExecutor:
     """Executes in this process (trusted code only; documented as no boundary)."""
 
@@ -116,12 +121,16 @@ class InProcessWorker:
             if job is None:
                 return
             op, code, fut = job
+            result: Any = None
             try:
-                result: Any = runtime.run(code) if op == "run" else runtime.reset()
+                if op == "run":
+                    result = runtime.run(code)
+                else:
+                    runtime.reset()
             except BaseException as exc:  # noqa: BLE001 - a late async interrupt
                 result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
             if not loop.is_closed():
-                loop.call_soon_threadsafe(lambda f=fut, r=result: f.done() or f.set_result(r))
+                loop.call_soon_threadsafe(_settle, fut, result)
 
     async def _submit(self, op: str, code: str = "") -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self._loop.create_future()
@@ -156,29 +165,15 @@ class InProcessWorker:
                 stdout=payload.get("stdout", ""),
                 stderr=payload.get("stderr", ""),
                 error=ErrorInfo(
-                    "Timeout", f"the run was stopped after its {timeout:g} s timeout",
-                    traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
+                    "Timeout",
+                    f"the run was stopped after its {timeout:g} s timeout",
+                    traceback=str(err.get("traceback", "")),
+                    lineno=err.get("lineno"),
                 ),
                 timed_out=True,
                 duration_ms=(time.perf_counter() - start) * 1000,
             )
-        err = payload.get("error")
-        return ExecutionResult(
-            value=payload.get("value"),
-            value_is_repr=bool(payload.get("value_is_repr")),
-            value_truncated=bool(payload.get("value_truncated")),
-            has_value=bool(payload.get("has_value")),
-            stdout=payload.get("stdout", ""),
-            stderr=payload.get("stderr", ""),
-            stdout_truncated=bool(payload.get("stdout_truncated")),
-            stderr_truncated=bool(payload.get("stderr_truncated")),
-            error=ErrorInfo(
-                type=str(err.get("type")), message=str(err.get("message", "")),
-                traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
-                offset=err.get("offset"),
-            ) if err else None,
-            duration_ms=(time.perf_counter() - start) * 1000,
-        )
+        return ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
 
     def _interrupt(self) -> None:
         tid = self._thread.ident

@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +92,10 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             name = f"signal {sig}"
         hint = {
-            signal.SIGKILL: " (killed: out of memory, or by another process)",
-            signal.SIGSEGV: " (segmentation fault)",
-            signal.SIGABRT: " (aborted)",
-        }.get(signal.Signals(sig) if sig in signal.valid_signals() else -1, "")
+            int(signal.SIGKILL): " (killed: out of memory, or by another process)",
+            int(signal.SIGSEGV): " (segmentation fault)",
+            int(signal.SIGABRT): " (aborted)",
+        }.get(sig, "")
         return f"the worker was killed by signal {sig} ({name}){hint}"
     return f"the worker exited with status {returncode}"
 
@@ -153,8 +153,12 @@ class SubprocessExecutor:
         return LaunchSpec(argv=argv, env={**DEFAULT_ENV, **self.env}, cwd=self.cwd)
 
     def pool_key(self) -> tuple[Any, ...]:
-        return (type(self).__qualname__, json.dumps(self.worker_config(), sort_keys=True),
-                json.dumps(self.env, sort_keys=True), self.python)
+        return (
+            type(self).__qualname__,
+            json.dumps(self.worker_config(), sort_keys=True),
+            json.dumps(self.env, sort_keys=True),
+            self.python,
+        )
 
     def spawn(self) -> Spawned:
         out_r, out_w = os.pipe()
@@ -183,7 +187,9 @@ class SubprocessExecutor:
             os.close(fd)
         assert proc.stdin and proc.stdout and proc.stderr
         # Take the raw fds away from the file objects so only we close them.
-        to_fd, from_fd, err_fd = (os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr))
+        to_fd, from_fd, err_fd = (
+            os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr)
+        )
         for f in (proc.stdin, proc.stdout, proc.stderr):
             f.close()
         for fd in (to_fd, from_fd, err_fd, out_r, ctrl_w):
@@ -209,6 +215,11 @@ class SubprocessExecutor:
         get_pool(self.pool_key(), self.spawn, self.pool_size).refill()
 
 
+def _settle(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class _Crash(Exception):
     def __init__(self, info: str) -> None:
         super().__init__(info)
@@ -218,7 +229,9 @@ class _Crash(Exception):
 class SubprocessWorker:
     """Host side of one worker process."""
 
-    def __init__(self, executor: SubprocessExecutor, spawned: Spawned, handler: CallHandler) -> None:
+    def __init__(
+        self, executor: SubprocessExecutor, spawned: Spawned, handler: CallHandler
+    ) -> None:
         self._ex = executor
         self._p = spawned
         self._handler = handler
@@ -263,7 +276,8 @@ class SubprocessWorker:
             self._teardown()
             tail = self._err_tail.decode("utf-8", "replace").strip()
             raise ExecutorError(
-                f"the worker did not start: {info}" + (f"\nits stderr ended with:\n{tail}" if tail else "")
+                f"the worker did not start: {info}"
+                + (f"\nits stderr ended with:\n{tail}" if tail else "")
             ) from None
 
     def _on_proto(self) -> None:
@@ -476,59 +490,44 @@ class SubprocessWorker:
                 error=ErrorInfo("WorkerError", "the worker returned no result"),
                 duration_ms=(time.perf_counter() - start) * 1000,
             )
-        stdout, stderr = str(payload.get("stdout", "")), str(payload.get("stderr", ""))
-        out_trunc, err_trunc = bool(payload.get("stdout_truncated")), bool(payload.get("stderr_truncated"))
+        res = ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
+        changes: dict[str, Any] = {}
         if raw is not None:
-            for i, data in enumerate(raw):
+            for name, data in zip(("stdout", "stderr"), raw, strict=True):
                 if data:
-                    text = data.decode("utf-8", "replace")
-                    if i == 0:
-                        stdout += text
-                        out_trunc = out_trunc or len(data) >= self._ex.max_output
-                    else:
-                        stderr += text
-                        err_trunc = err_trunc or len(data) >= self._ex.max_output
-        err = payload.get("error")
-        error = None
-        if err:
-            error = ErrorInfo(
-                type=str(err.get("type")), message=str(err.get("message", "")),
-                traceback=str(err.get("traceback", "")), lineno=err.get("lineno"),
-                offset=err.get("offset"),
+                    changes[name] = getattr(res, name) + data.decode("utf-8", "replace")
+                    if len(data) >= self._ex.max_output:
+                        changes[f"{name}_truncated"] = True
+        error = res.error
+        stopped = f"the run was stopped after its {timeout:g} s timeout"
+        if self._timed_out:
+            changes["timed_out"] = True
+            tb = (
+                error.traceback.replace("KeyboardInterrupt", "Timeout: run stopped", 1)
+                if error
+                else ""
             )
-            if self._timed_out and error.type == "KeyboardInterrupt":
-                error = ErrorInfo(
-                    "Timeout", f"the run was stopped after its {timeout:g} s timeout",
-                    traceback=error.traceback.replace("KeyboardInterrupt", "Timeout: run stopped", 1),
-                    lineno=error.lineno,
-                )
-            elif error.type == "MemoryError" and self._ex.memory_limit_mb:  # noqa: SIM114
-                error = ErrorInfo(
-                    "MemoryError",
-                    f"the worker's memory limit ({self._ex.memory_limit_mb} MB) was reached"
-                    + (f": {error.message}" if error.message else ""),
-                    traceback=error.traceback, lineno=error.lineno,
-                )
-        if self._timed_out and error is None:
-            error = ErrorInfo("Timeout", f"the run was stopped after its {timeout:g} s timeout")
-        return ExecutionResult(
-            value=payload.get("value"),
-            value_is_repr=bool(payload.get("value_is_repr")),
-            value_truncated=bool(payload.get("value_truncated")),
-            has_value=bool(payload.get("has_value")),
-            stdout=stdout, stderr=stderr,
-            stdout_truncated=out_trunc, stderr_truncated=err_trunc,
-            error=error,
-            duration_ms=(time.perf_counter() - start) * 1000,
-            timed_out=self._timed_out,
-        )
+            changes["error"] = ErrorInfo(
+                "Timeout", stopped, traceback=tb, lineno=error.lineno if error else None
+            )
+        elif error is not None and error.type == "MemoryError" and self._ex.memory_limit_mb:
+            limit = f"the worker's memory limit ({self._ex.memory_limit_mb} MB) was reached"
+            changes["error"] = replace(
+                error, message=limit + (f": {error.message}" if error.message else "")
+            )
+        return replace(res, **changes) if changes else res
 
     def _timeout_result(self, timeout: float, start: float, *, state_lost: bool) -> ExecutionResult:
         msg = f"the run was stopped after its {timeout:g} s timeout"
         if state_lost:
-            msg += "; it ignored the interrupt, so the worker was killed and the session's state was lost"
+            msg += (
+                "; it ignored the interrupt, so the worker was killed"
+                " and the session's state was lost"
+            )
         return ExecutionResult(
-            error=ErrorInfo("Timeout", msg), timed_out=True, state_lost=state_lost,
+            error=ErrorInfo("Timeout", msg),
+            timed_out=True,
+            state_lost=state_lost,
             duration_ms=(time.perf_counter() - start) * 1000,
         )
 
@@ -538,7 +537,8 @@ class SubprocessWorker:
         if tail:
             msg += f"\nthe worker's stderr ended with:\n{tail[-1500:]}"
         return ExecutionResult(
-            error=ErrorInfo("WorkerCrashed", msg), state_lost=True,
+            error=ErrorInfo("WorkerCrashed", msg),
+            state_lost=True,
             duration_ms=(time.perf_counter() - start) * 1000,
         )
 
@@ -557,7 +557,7 @@ class SubprocessWorker:
         exited = self._loop.create_future() if self._loop else None
         if exited is not None and self._pidfd is not None and self._loop is not None:
             self._loop.remove_reader(self._pidfd)
-            self._loop.add_reader(self._pidfd, lambda: exited.done() or exited.set_result(None))
+            self._loop.add_reader(self._pidfd, _settle, exited)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(exited, 0.5)
         self._teardown()

@@ -1,0 +1,3 @@
+from codemode.cli import main
+
+main()

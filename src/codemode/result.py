@@ -107,5 +107,20 @@ class ExecutionResult:
         return text
 
 
+def timeout_error(
+    timeout: float, *, traceback: str = "", lineno: int | None = None, state_lost: bool = False
+) -> ErrorInfo:
+    """The error of a run stopped by its timeout (the interrupt's traceback, renamed)."""
+    msg = f"the run was stopped after its {timeout:g} s timeout"
+    if state_lost:
+        msg += (
+            "; it ignored the interrupt, so its worker was stopped and the session's state was lost"
+        )
+    if traceback:
+        head, sep, _ = traceback.rstrip("\n").rpartition("\n")
+        traceback = f"{head}{sep}Timeout: {msg}\n"
+    return ErrorInfo("Timeout", msg, traceback=traceback, lineno=lineno)
+
+
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)

@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from codemode_worker import namespaces
@@ -22,7 +23,7 @@ from codemode_worker.errors import from_wire
 from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
-from ..result import ErrorInfo, ExecutionResult
+from ..result import ExecutionResult, timeout_error
 from .base import CallHandler
 
 
@@ -151,27 +152,16 @@ class InProcessWorker:
                 self._jobs.put(None)
                 self._start_thread()
                 return ExecutionResult(
-                    error=ErrorInfo(
-                        "Timeout",
-                        f"the run was stopped after its {timeout:g} s timeout; it ignored the "
-                        "interrupt, so its thread was abandoned and the session's state was lost",
-                    ),
+                    error=timeout_error(timeout, state_lost=True),
                     timed_out=True,
                     state_lost=True,
                     duration_ms=(time.perf_counter() - start) * 1000,
                 )
-            err = payload.get("error") or {}
-            return ExecutionResult(
-                stdout=payload.get("stdout", ""),
-                stderr=payload.get("stderr", ""),
-                error=ErrorInfo(
-                    "Timeout",
-                    f"the run was stopped after its {timeout:g} s timeout",
-                    traceback=str(err.get("traceback", "")),
-                    lineno=err.get("lineno"),
-                ),
-                timed_out=True,
-                duration_ms=(time.perf_counter() - start) * 1000,
+            res = ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
+            tb = res.error.traceback if res.error else ""
+            lineno = res.error.lineno if res.error else None
+            return replace(
+                res, timed_out=True, error=timeout_error(timeout, traceback=tb, lineno=lineno)
             )
         return ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
 

@@ -26,7 +26,7 @@ from codemode_worker import protocol
 
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
-from ..result import ErrorInfo, ExecutionResult
+from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler
 from .pool import get_pool
 
@@ -499,16 +499,12 @@ class SubprocessWorker:
                     if len(data) >= self._ex.max_output:
                         changes[f"{name}_truncated"] = True
         error = res.error
-        stopped = f"the run was stopped after its {timeout:g} s timeout"
         if self._timed_out:
             changes["timed_out"] = True
-            tb = (
-                error.traceback.replace("KeyboardInterrupt", "Timeout: run stopped", 1)
-                if error
-                else ""
-            )
-            changes["error"] = ErrorInfo(
-                "Timeout", stopped, traceback=tb, lineno=error.lineno if error else None
+            changes["error"] = timeout_error(
+                timeout,
+                traceback=error.traceback if error else "",
+                lineno=error.lineno if error else None,
             )
         elif error is not None and error.type == "MemoryError" and self._ex.memory_limit_mb:
             limit = f"the worker's memory limit ({self._ex.memory_limit_mb} MB) was reached"
@@ -518,14 +514,8 @@ class SubprocessWorker:
         return replace(res, **changes) if changes else res
 
     def _timeout_result(self, timeout: float, start: float, *, state_lost: bool) -> ExecutionResult:
-        msg = f"the run was stopped after its {timeout:g} s timeout"
-        if state_lost:
-            msg += (
-                "; it ignored the interrupt, so the worker was killed"
-                " and the session's state was lost"
-            )
         return ExecutionResult(
-            error=ErrorInfo("Timeout", msg),
+            error=timeout_error(timeout, state_lost=state_lost),
             timed_out=True,
             state_lost=state_lost,
             duration_ms=(time.perf_counter() - start) * 1000,

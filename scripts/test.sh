@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh) and runs the checks CI runs: ruff, mypy --strict, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ -z "${TIKTOKEN_CACHE_DIR:-}" ] && [ -d ../shared/tiktoken ]; then
+  export TIKTOKEN_CACHE_DIR="$PWD/../shared/tiktoken"
+fi
+echo "== ruff"
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/ruff format --check src tests benchmarks
+echo "== mypy --strict"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -45,7 +45,12 @@ def call(method: str, params: dict[str, Any] | None = None) -> Any:
 
 async def acall(method: str, params: dict[str, Any] | None = None) -> Any:
     """Call the host without blocking the event loop."""
-    return await asyncio.wrap_future(_active().call_async(method, params or {}))
+    try:
+        return await asyncio.wrap_future(_active().call_async(method, params or {}))
+    except CodemodeError as exc:
+        raise exc.with_traceback(
+            None
+        ) from None  # no asyncio/futures frames in the agent's traceback
 
 
 class PipeLink:
@@ -129,7 +134,10 @@ class PipeLink:
                             raise CodemodeError("the host closed the connection")
                     finally:
                         self._read_lock.release()
-            return fut.result()
+            try:
+                return fut.result()
+            except CodemodeError as exc:
+                raise exc.with_traceback(None) from None  # no futures frames in tracebacks
         finally:
             self._waiting.pop(cid, None)
 

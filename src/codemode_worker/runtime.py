@@ -161,7 +161,9 @@ def _safe_repr(value: Any) -> str:
 def _type_name(exc: BaseException) -> str:
     cls = type(exc)
     mod = cls.__module__
-    return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
+    if mod in ("builtins", "__main__", "codemode_worker.errors"):
+        return cls.__qualname__
+    return f"{mod}.{cls.__qualname__}"
 
 
 def _is_internal(filename: str) -> bool:
@@ -214,6 +216,19 @@ class Runtime:
         if self._install is not None:
             self._install(g)
         self.globals = g
+
+    def close(self) -> None:
+        """Cancel leftover tasks and close the event loop of top-level ``await``."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            import asyncio
+
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.close()
 
     # -- running -------------------------------------------------------------------
     def run(self, code: str) -> dict[str, Any]:

@@ -120,6 +120,7 @@ class InProcessWorker:
         while True:
             job = jobs.get()
             if job is None:
+                runtime.close()
                 return
             op, code, fut = job
             result: Any = None
@@ -179,3 +180,5 @@ class InProcessWorker:
         if not self._closed:
             self._closed = True
             self._jobs.put(None)
+            # The thread closes its event loop on the way out; wait for it briefly.
+            await asyncio.to_thread(self._thread.join, 2.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import keyword
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -22,7 +23,8 @@ def py_identifier(name: str) -> str:
 
     ``get-weather`` -> ``get_weather``, ``2fa.check`` -> ``_2fa_check``, ``class`` -> ``class_``.
     """
-    ident = _NON_IDENT.sub("_", name.strip()).strip("_") or "_"
+    # Python NFKC-normalises identifiers when parsing: do the same, so names match.
+    ident = _NON_IDENT.sub("_", unicodedata.normalize("NFKC", name).strip()).strip("_") or "_"
     if ident[0].isdigit():
         ident = "_" + ident
     if keyword.iskeyword(ident) or keyword.issoftkeyword(ident):

@@ -1,0 +1,210 @@
+"""``codemode tools``: inspect a workspace's tools from the shell.
+
+Every command opens the workspace (``--base``, else ``$CODEMODE_BASE``, else
+``~/.codemode``), connects the servers it needs, prints, and closes them. ``--json``
+prints machine-readable output; errors go to stderr with exit status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from codemode.tools.registry import ToolRegistry
+
+T = TypeVar("T")
+
+_base_option = click.option(
+    "--base",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Workspace directory (default $CODEMODE_BASE or ~/.codemode).",
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+_detail_option = click.option(
+    "--detail",
+    type=click.Choice(["name", "description", "full"]),
+    default="description",
+    show_default=True,
+    help="How much to show per tool.",
+)
+
+
+def _run(base: Path | None, action: Callable[[ToolRegistry], Awaitable[T]]) -> T:
+    """Open the workspace, run ``action`` on its registry, close every connection."""
+    from codemode.workspace import Workspace
+
+    async def main() -> T:
+        registry = Workspace.open(base).registry()
+        try:
+            return await action(registry)
+        finally:
+            await registry.aclose()
+
+    try:
+        with _show_codemode_warnings():
+            return asyncio.run(main())
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+class _StderrWarnings(logging.Handler):
+    """Writes to whatever stderr click sees at the time (works under CliRunner too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"warning: {record.getMessage()}", err=True)
+
+
+@contextlib.contextmanager
+def _show_codemode_warnings() -> Iterator[None]:
+    """The registry reports unreachable servers as logged warnings: show them once, plainly."""
+    logger = logging.getLogger("codemode")
+    handler = _StderrWarnings(logging.WARNING)
+    saved = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = saved[0]
+        logger.setLevel(saved[1])
+
+
+def _dump(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _echo_tools(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        click.echo("no tools", err=True)
+        return
+    for row in rows:
+        original = f"  [{row['original']}]" if "original" in row else ""
+        click.echo(f"{row.get('signature') or row['name']}{original}")
+        description = (row.get("description") or "").strip()
+        if description:
+            for line in description.splitlines():
+                click.echo(f"    {line}" if line else "")
+        for key in ("input_schema", "output_schema"):
+            if key in row and row[key] is not None:
+                click.echo(f"    {key}: {json.dumps(row[key], ensure_ascii=False)}")
+
+
+@click.group()
+def tools() -> None:
+    """List, search, describe and generate typed stubs for the workspace's tools."""
+
+
+@tools.command("list")
+@click.option("--server", "-s", default=None, help="Only this server's tools.")
+@_detail_option
+@_base_option
+@_json_option
+def list_(server: str | None, detail: str, base: Path | None, as_json: bool) -> None:
+    """List tools (all servers, or one)."""
+    rows = _run(base, lambda reg: reg.list(server, detail))
+    _dump(rows) if as_json else _echo_tools(rows)
+
+
+@tools.command()
+@click.argument("query")
+@_detail_option
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=10, show_default=True)
+@_base_option
+@_json_option
+def search(query: str, detail: str, limit: int, base: Path | None, as_json: bool) -> None:
+    """Find tools for QUERY (ranked over names, descriptions and parameter names)."""
+    rows = _run(base, lambda reg: reg.search(query, detail, limit))
+    _dump(rows) if as_json else _echo_tools(rows)
+
+
+@tools.command()
+@click.argument("name")
+@_base_option
+@_json_option
+def describe(name: str, base: Path | None, as_json: bool) -> None:
+    """Everything about one tool, named ``server.tool``."""
+    info = _run(base, lambda reg: reg.describe(name))
+    if as_json:
+        _dump(info)
+        return
+    click.echo(str(info.get("signature") or info["name"]))
+    original = info.get("original")
+    if isinstance(original, dict):
+        click.echo(f"  original name: {original.get('server')}.{original.get('tool')}")
+    if info.get("description"):
+        click.echo("")
+        click.echo(str(info["description"]).strip())
+    params = info.get("parameters") or []
+    if params:
+        click.echo("\nparameters:")
+        for p in params:
+            flag = "required" if p.get("required") else f"default {p.get('default')!r}"
+            alias = (
+                f" (sent as {p['original']!r})"
+                if p.get("original") not in (None, p["name"])
+                else ""
+            )
+            click.echo(f"  {p['name']}: {p.get('type')}  [{flag}]{alias}")
+    for key in ("input_schema", "output_schema"):
+        if info.get(key) is not None:
+            click.echo(f"\n{key}:")
+            click.echo(json.dumps(info[key], indent=2, ensure_ascii=False))
+
+
+@tools.command()
+@_base_option
+@_json_option
+def servers(base: Path | None, as_json: bool) -> None:
+    """Each configured server, its tool count and status (connects to list them)."""
+    rows = _run(base, lambda reg: reg.servers())
+    if as_json:
+        _dump(rows)
+        return
+    if not rows:
+        click.echo("no servers configured (edit mcp.json in the workspace)", err=True)
+    for row in rows:
+        original = f" [{row['original']}]" if "original" in row else ""
+        count = "?" if row.get("tools") is None else row["tools"]
+        click.echo(f"{row['name']}{original}: {count} tools, {row.get('status', '')}")
+
+
+@tools.command()
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory to write servers/<server>/<tool>.py into.",
+)
+@_base_option
+@_json_option
+def generate(out: Path, base: Path | None, as_json: bool) -> None:
+    """Write typed Python stubs for every tool (``servers/<server>/<tool>.py``)."""
+    from codemode.tools.stubs import generate_tree
+
+    files = _run(base, lambda reg: generate_tree(reg, out))
+    if as_json:
+        _dump([str(f) for f in files])
+    else:
+        click.echo(f"wrote {len(files)} files under {out / 'servers'}")
+
+
+__all__ = ["tools"]
+
+if __name__ == "__main__":  # pragma: no cover
+    tools(sys.argv[1:])

@@ -1,0 +1,527 @@
+"""The host's table of tools and its single call pipeline.
+
+Every tool call made by agents' code (and by the SDK) goes through ``ToolRegistry.call``::
+
+    resolve name ──► validate args ──► middleware chain ──► source.call_tool ──► convert
+    (ToolNotFound     (ToolArgument-     (registry.use:        (timeout)           (ToolError,
+     + suggestions)    Error + sig)       policy, PII, audit)                       warnings)
+
+Sources (MCP servers, Python callables) are listed lazily, once, and cached until
+``invalidate`` (or a change of the source's optional ``listing_version``). Names that are
+not Python identifiers are mapped with ``py_identifier``; names that collide after mapping
+get ``_2``, ``_3``... in a predictable order (the name that is already an identifier keeps
+it, the others follow sorted), and discovery shows the original names.
+"""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from jsonschema.exceptions import best_match
+
+from codemode.errors import (
+    CodemodeError,
+    ConfigError,
+    ToolArgumentError,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+)
+from codemode.tools import convert, stubs
+from codemode.tools.entries import ServerEntry, ToolEntry, assign_names, list_tools
+from codemode.tools.search import Detail, ToolIndex, check_detail, render
+from codemode.tools.sources.python import PythonSource
+from codemode.tools.spec import ToolSource, ToolSpec, py_identifier
+
+if TYPE_CHECKING:
+    from codemode.hostapi import HostAPI
+
+log = logging.getLogger(__name__)
+
+# Names the worker's ``tools`` object uses for its own methods: servers get a ``_`` suffix.
+RESERVED_SERVER_NAMES = frozenset({"search", "list", "describe", "servers", "refresh"})
+MAX_WARNINGS = 500
+_RELIST_AFTER_MISS = 2.0
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call as middleware sees it; middleware may change ``args`` or ``timeout``."""
+
+    server: str  # original names, as the source knows them
+    tool: str
+    args: dict[str, Any]
+    spec: ToolSpec
+    timeout: float | None = None
+
+
+NextCall = Callable[[ToolCall], Awaitable[Any]]
+Middleware = Callable[[ToolCall, NextCall], Awaitable[Any]]
+
+
+class ToolRegistry:
+    """Tools of every source, discovery over them, and the one call pipeline."""
+
+    def __init__(
+        self, sources: Iterable[ToolSource] = (), *, default_timeout: float | None = None
+    ) -> None:
+        self.default_timeout = default_timeout
+        self._servers: dict[str, ServerEntry] = {}  # by original name
+        self._by_py: dict[str, ServerEntry] = {}
+        self._middleware: list[Middleware] = []
+        self._pipeline: NextCall = self._invoke
+        self._index: ToolIndex | None = None
+        self._warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
+        self._logged: set[str] = set()
+        for s in sources:
+            self.add_source(s)
+
+    # -- sources -------------------------------------------------------------------
+    def add_source(self, source: ToolSource, *, replace: bool = False) -> None:
+        name = source.name
+        if name in self._servers and not replace:
+            raise ConfigError(f"a tool server named {name!r} is already registered")
+        self._servers[name] = ServerEntry(source, name)
+        self._rename()
+
+    def remove_source(self, name: str) -> ToolSource | None:
+        """Forget a source (the caller closes it)."""
+        server = self._servers.pop(name, None)
+        self._rename()
+        return server.source if server else None
+
+    def sources(self) -> list[ToolSource]:
+        return [s.source for s in self._servers.values()]
+
+    def register(
+        self,
+        fn: Callable[..., Any],
+        *,
+        server: str = "local",
+        name: str | None = None,
+        description: str | None = None,
+    ) -> ToolSpec:
+        """Expose a Python callable (sync or async) as ``server.name``."""
+        entry = self._servers.get(server)
+        if entry is None:
+            self.add_source(PythonSource(server))
+            entry = self._servers[server]
+        if not isinstance(entry.source, PythonSource):
+            raise ConfigError(f"server {server!r} is not a Python tool server; pick another name")
+        spec = entry.source.add(fn, name=name, description=description)
+        self.invalidate(server)
+        return spec
+
+    def invalidate(self, server: str | None = None) -> None:
+        """Re-list ``server`` (all servers if None) on next use, e.g. after a reconnect."""
+        for s in self._servers.values() if server is None else [self._server(server)]:
+            s.tools = None
+            s.stub = None
+            s.refresh = True
+        self._index = None
+
+    def _rename(self) -> None:
+        mapping = assign_names(self._servers, RESERVED_SERVER_NAMES)
+        self._by_py = {}
+        for name, s in self._servers.items():
+            s.py_name = mapping[name]
+            s.stub = None
+            self._by_py[s.py_name] = s
+        self._index = None
+
+    def use(self, middleware: Middleware) -> None:
+        """Add ``middleware(call, call_next)``; the first added runs outermost."""
+        self._middleware.append(middleware)
+        handler: NextCall = self._invoke
+        for mw in reversed(self._middleware):
+            handler = _bind(mw, handler)
+        self._pipeline = handler
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._warnings)
+
+    def warn(self, message: str) -> None:
+        """Record ``message``; each distinct message is logged once (a bad tool called in a
+        loop must not flood the log)."""
+        self._warnings.append(message)
+        if message not in self._logged:
+            if len(self._logged) >= MAX_WARNINGS:
+                self._logged.clear()
+            self._logged.add(message)
+            log.warning("%s", message)
+
+    # -- listing -------------------------------------------------------------------
+    def _server(self, name: str) -> ServerEntry:
+        s = self._by_py.get(name) or self._servers.get(name)
+        if s is None:
+            known = sorted(self._by_py)
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            listing = ", ".join(known) or "none"
+            raise ToolNotFound(
+                f"no tool server {name!r}{hint} (servers: {listing})",
+                server=name,
+                suggestions=close,
+            )
+        return s
+
+    def _fresh(self, s: ServerEntry) -> bool:
+        return s.tools is not None and getattr(s.source, "listing_version", None) == s.version
+
+    async def _ensure(self, s: ServerEntry, *, force: bool = False) -> dict[str, ToolEntry]:
+        if not force and self._fresh(s):
+            assert s.tools is not None
+            return s.tools
+        async with s.lock():
+            if not force and self._fresh(s):
+                assert s.tools is not None
+                return s.tools
+            version = getattr(s.source, "listing_version", None)
+            try:
+                specs = await list_tools(s.source, refresh=force or s.refresh)
+            except CodemodeError as exc:
+                s.error = str(exc)
+                raise
+            s.error = None
+            s.refresh = False
+            mapping = assign_names(spec.name for spec in specs)
+            tools = {mapping[spec.name]: ToolEntry(spec, s, mapping[spec.name]) for spec in specs}
+            s.tools = tools
+            s.by_original = {t.spec.name: t for t in tools.values()}
+            s.version = version
+            s.listed_at = anyio.current_time()
+            s.stub = None
+            self._index = None
+            return tools
+
+    async def _all(self) -> list[ServerEntry]:
+        """Every server, listed; a server that fails is recorded and skipped."""
+        pending = [s for s in self._servers.values() if not self._fresh(s)]
+
+        async def one(s: ServerEntry) -> None:
+            before = s.error
+            try:
+                await self._ensure(s)
+            except CodemodeError as exc:
+                if s.error != before:
+                    self.warn(f"server {s.name!r} could not be listed: {exc}")
+
+        if pending:
+            async with anyio.create_task_group() as tg:
+                for s in pending:
+                    tg.start_soon(one, s)
+        return [s for s in self._servers.values() if s.tools is not None]
+
+    async def resolve(self, server: str, tool: str) -> ToolEntry:
+        s = self._server(server)
+        tools = await self._ensure(s)
+        t = tools.get(tool) or s.by_original.get(tool)
+        if t is None and anyio.current_time() - s.listed_at > _RELIST_AFTER_MISS:
+            tools = await self._ensure(s, force=True)  # the server may have new tools
+            t = tools.get(tool) or s.by_original.get(tool)
+        if t is None:
+            close = difflib.get_close_matches(tool, list(tools), n=3, cutoff=0.5)
+            if not close:
+                close = [n for n in tools if tool.lower() in n.lower()][:3]
+            sugg = [f"{s.py_name}.{c}" for c in close]
+            hint = f"; did you mean {', '.join(sugg)}?" if sugg else ""
+            raise ToolNotFound(
+                f"no tool {tool!r} on server {s.py_name!r}{hint} (tools.search(query) finds tools)",
+                server=s.py_name,
+                tool=tool,
+                suggestions=sugg,
+            )
+        return t
+
+    # -- the call pipeline ---------------------------------------------------------
+    async def call(
+        self,
+        server: str,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """Call ``server.tool`` with ``args``; returns the converted value or raises ToolError."""
+        s = self._by_py.get(server) or self._servers.get(server)
+        t = None
+        if s is not None and s.tools is not None and self._fresh(s):
+            t = s.tools.get(tool) or s.by_original.get(tool)
+        if t is None:
+            t = await self.resolve(server, tool)
+        if args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            raise ToolArgumentError(
+                f"arguments must be a dict, not {type(args).__name__}\nsignature: {t.signature}",
+                server=t.server.py_name,
+                tool=t.py_name,
+            )
+        checked = t.validator.check(
+            args, server=t.server.py_name, tool=t.py_name, signature=t.signature
+        )
+        call = ToolCall(
+            t.spec.server,
+            t.spec.name,
+            checked,
+            t.spec,
+            timeout if timeout is not None else self.default_timeout,
+        )
+        return await self._pipeline(call)
+
+    async def _invoke(self, call: ToolCall) -> Any:
+        s = self._servers.get(call.server)
+        if s is None:
+            raise ToolNotFound(f"no tool server {call.server!r}", server=call.server)
+        t = s.by_original.get(call.tool)
+        py_server = s.py_name
+        py_tool = t.py_name if t is not None else py_identifier(call.tool)
+        try:
+            result = await s.source.call_tool(call.tool, call.args, timeout=call.timeout)
+        except ToolError as exc:
+            if not exc.server:
+                exc.server, exc.tool = py_server, py_tool
+            raise
+        except CodemodeError:
+            raise
+        except TimeoutError as exc:
+            raise ToolTimeout(
+                f"timed out after {call.timeout} s", server=py_server, tool=py_tool
+            ) from exc
+        except Exception as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}", server=py_server, tool=py_tool) from exc
+        for w in result.warnings:
+            self.warn(f"{py_server}.{py_tool}: {w}")
+        if (
+            t is not None
+            and not result.warnings  # the source already checked and said why
+            and not getattr(s.source, "validates_output", False)
+            and result.structured is not None
+            and not result.is_error
+            and call.spec.output_schema is not None
+        ):
+            checker = t.output_validator
+            if checker is not None and not checker.is_valid(result.structured):
+                err = best_match(checker.iter_errors(result.structured))
+                self.warn(
+                    f"{py_server}.{py_tool}: result does not match the tool's output schema "
+                    f"({err.message}); returned as is"
+                )
+        unwrap = convert.wrapped_result_key(call.spec.output_schema)
+        return convert.to_value(result, server=py_server, tool=py_tool, unwrap=unwrap)
+
+    # -- discovery -----------------------------------------------------------------
+    async def _tool_index(self) -> ToolIndex:
+        servers = await self._all()
+        if self._index is None:
+            docs = [t.doc() for s in servers for t in (s.tools or {}).values()]
+            self._index = ToolIndex(docs)
+        return self._index
+
+    async def search(
+        self, query: str, detail: Detail | str = "name", limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """Tools ranked for ``query`` (BM25 over names, descriptions, parameter names)."""
+        level = check_detail(detail)
+        index = await self._tool_index()
+        return [render(d, level) for d in index.search(str(query), int(limit))]
+
+    async def list(
+        self, server: str | None = None, detail: Detail | str = "name"
+    ) -> builtins.list[dict[str, Any]]:
+        """Every tool (of ``server`` if given), in the server's order."""
+        level = check_detail(detail)
+        servers = [self._server(server)] if server is not None else await self._all()
+        out: builtins.list[dict[str, Any]] = []
+        for s in servers:
+            tools = await self._ensure(s) if server is not None else (s.tools or {})
+            out += [render(t.doc(), level) for t in tools.values()]
+        return out
+
+    async def describe(self, name: str) -> dict[str, Any]:
+        """Everything about one tool: ``server.tool``, in Python or original names."""
+        t = await self._find(name)
+        out = render(t.doc(), "full")
+        out["original"] = {"server": t.spec.server, "tool": t.spec.name}
+        params = stubs.parameters(t.spec, stubs.TypeRenderer(t.spec.input_schema), "")
+        out["parameters"] = [
+            {"name": p.name, "original": p.original, "required": p.required, "type": p.annotation}
+            | ({} if p.required else {"default": p.default})
+            for p in params
+        ]
+        out["docstring"] = stubs.docstring(t.spec, params)
+        if t.spec.title:
+            out["title"] = t.spec.title
+        if t.spec.annotations:
+            out["annotations"] = dict(t.spec.annotations)
+        return out
+
+    async def _find(self, name: str) -> ToolEntry:
+        name = str(name).strip()
+        if "." not in name:
+            hits = [
+                t
+                for s in await self._all()
+                for t in (s.tools or {}).values()
+                if name in (t.py_name, t.spec.name)
+            ]
+            if len(hits) == 1:
+                return hits[0]
+            found = ", ".join(t.qualified for t in hits)
+            raise ToolNotFound(
+                "name tools as 'server.tool'" + (f" (matches: {found})" if hits else ""),
+                tool=name,
+                suggestions=[t.qualified for t in hits],
+            )
+        errors: builtins.list[ToolNotFound] = []
+        # Original server names may contain dots: try every split, leftmost server first.
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            server, tool = ".".join(parts[:i]), ".".join(parts[i:])
+            try:
+                return await self.resolve(server, tool)
+            except ToolNotFound as exc:
+                errors.append(exc)
+        # Prefer "no such tool on a known server" over "no such server".
+        raise next((e for e in errors if e.tool), errors[0])
+
+    async def servers(self, *, connect: bool = True) -> builtins.list[dict[str, Any]]:
+        """Each server: Python name, original name, tool count, and status.
+
+        ``connect=False`` reports only what is known, without listing (or connecting) any.
+        """
+        if connect:
+            await self._all()
+        out = []
+        for s in self._servers.values():
+            row: dict[str, Any] = {"name": s.py_name}
+            if s.py_name != s.name:
+                row["original"] = s.name
+            row["tools"] = len(s.tools) if s.tools is not None else None
+            if s.error is not None:
+                row["status"] = f"error: {s.error}"
+            else:
+                row["status"] = "ok" if s.tools is not None else "not listed"
+            desc = getattr(s.source, "description", None)
+            if isinstance(desc, str) and desc:
+                row["description"] = desc
+            out.append(row)
+        return out
+
+    # -- stubs -----------------------------------------------------------------------
+    async def stub_items(
+        self,
+    ) -> builtins.list[tuple[str, str, builtins.list[tuple[ToolSpec, str]]]]:
+        """(python server name, original name, [(spec, python tool name)]) for every server."""
+        return [
+            (s.py_name, s.name, [(t.spec, t.py_name) for t in (s.tools or {}).values()])
+            for s in await self._all()
+        ]
+
+    async def stub_module(self, module: str) -> str | None:
+        """Source of ``servers``, ``servers.<x>`` or ``servers.<x>.<tool>``; None if unknown."""
+        parts = module.split(".")
+        if parts[0] != "servers" or len(parts) > 3:
+            return None
+        if len(parts) == 1:
+            return stubs.package_source({s.py_name: s.name for s in self._servers.values()})
+        s = self._by_py.get(parts[1])
+        if s is None:
+            return None
+        tools = await self._ensure(s)
+        if len(parts) == 2:
+            if s.stub is None:
+                items = stubs.stub_tools([(t.spec, t.py_name) for t in tools.values()])
+                s.stub = stubs.server_module_source(s.name, items)
+            return s.stub
+        t = tools.get(parts[2])
+        if t is None:
+            return None
+        item = stubs.stub_tools([(x.spec, x.py_name) for x in tools.values()])
+        return stubs.tool_module_source(next(i for i in item if i.py_name == t.py_name))
+
+    # -- the worker's side -------------------------------------------------------------
+    def install(self, host: HostAPI) -> None:
+        """Serve the worker's ``tools.*`` calls from this registry."""
+
+        async def h_call(p: dict[str, Any]) -> Any:
+            timeout = p.get("timeout")
+            return await self.call(
+                str(p.get("server", "")),
+                str(p.get("tool", "")),
+                p.get("args"),
+                timeout=float(timeout) if timeout is not None else None,
+            )
+
+        async def h_search(p: dict[str, Any]) -> Any:
+            return await self.search(
+                str(p.get("query", "")), p.get("detail", "name"), int(p.get("limit", 10))
+            )
+
+        async def h_list(p: dict[str, Any]) -> Any:
+            server = p.get("server")
+            return await self.list(
+                str(server) if server is not None else None, p.get("detail", "name")
+            )
+
+        async def h_describe(p: dict[str, Any]) -> Any:
+            return await self.describe(str(p.get("name", "")))
+
+        async def h_servers(p: dict[str, Any]) -> Any:
+            return await self.servers(connect=bool(p.get("connect", True)))
+
+        async def h_stub(p: dict[str, Any]) -> Any:
+            return await self.stub_module(str(p.get("module", "")))
+
+        for method, handler in (
+            ("tools.call", h_call),
+            ("tools.search", h_search),
+            ("tools.list", h_list),
+            ("tools.describe", h_describe),
+            ("tools.servers", h_servers),
+            ("tools.stub_module", h_stub),
+        ):
+            host.register(method, _guard(handler))
+
+    async def aclose(self) -> None:
+        """Close every source; one failing to close does not keep the others open."""
+        for s in self._servers.values():
+            try:
+                await s.source.aclose()
+            except Exception as exc:  # noqa: BLE001 - keep closing the others
+                log.warning("closing tool server %r failed: %s", s.name, exc)
+
+    async def __aenter__(self) -> ToolRegistry:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _bind(mw: Middleware, nxt: NextCall) -> NextCall:
+    async def handler(call: ToolCall) -> Any:
+        return await mw(call, nxt)
+
+    return handler
+
+
+def _guard(
+    handler: Callable[[dict[str, Any]], Awaitable[Any]],
+) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """Bad parameters from the worker (e.g. ``detail="huge"``) become ToolArgumentError."""
+
+    async def wrapped(params: dict[str, Any]) -> Any:
+        try:
+            return await handler(params)
+        except (ValueError, TypeError) as exc:
+            raise ToolArgumentError(str(exc)) from exc
+
+    return wrapped

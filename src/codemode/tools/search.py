@@ -1,0 +1,201 @@
+"""Lexical ranking for discovery: BM25 over names, descriptions and parameter names.
+
+``LexicalIndex`` knows nothing about tools: it ranks ``(key, text)`` documents and is meant
+to be shared (skills use the same ranker). ``ToolIndex`` is the tool layer: it builds each
+tool's text (the name weighted up, split on snake/camel/kebab case) and renders results at
+the three detail levels.
+
+Scoring uses ``bm25s`` (numpy only, imported on first build). Tokens are lower-cased,
+split on case and punctuation, and lightly stemmed (``files`` -> ``file``) on both sides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+Detail = Literal["name", "description", "full"]
+DETAILS: tuple[Detail, ...] = ("name", "description", "full")
+
+_PART = re.compile(r"[^\W_]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_STOP = frozenset(
+    "a an and are as at be by for from in into is it of on or that the this to with".split()  # noqa: SIM905
+)
+
+
+def _stem(token: str) -> str:
+    if len(token) <= 3:
+        return token
+    if token.endswith("ies") and len(token) > 4:
+        return token[:-3] + "y"
+    if token.endswith(("sses", "xes", "ches", "shes")):
+        return token[:-2]
+    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    if token.endswith("ing") and len(token) > 5:
+        return token[:-3]
+    if token.endswith("ed") and len(token) > 4:
+        return token[:-2]
+    return token
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _words(part: str) -> tuple[str, ...]:
+    """Normalized tokens of one alphanumeric run (memoized: vocabularies are small)."""
+    out = []
+    for word in _CAMEL.findall(part) if part.isascii() else (part,):
+        low = word.lower()
+        if low not in _STOP:
+            out.append(_stem(low))
+    return tuple(out)
+
+
+def tokenize(text: str) -> list[str]:
+    """Words of ``text``, lower-cased and stemmed; compound identifiers are split."""
+    out: list[str] = []
+    for part in _PART.findall(text):
+        out.extend(_words(part))
+    return out
+
+
+class LexicalIndex(Generic[K]):
+    """BM25 over ``(key, text)`` documents; ``search`` returns ``(key, score)`` best first."""
+
+    def __init__(
+        self, docs: Sequence[tuple[K, str]], *, tokens: Sequence[list[str]] | None = None
+    ) -> None:
+        """``tokens`` (one list per doc) replaces tokenizing the texts, for weighted fields."""
+        self.keys: list[K] = [k for k, _ in docs]
+        corpus = list(tokens) if tokens is not None else [tokenize(text) for _, text in docs]
+        self._retriever: Any = None
+        self._vocab: dict[str, int] = {}
+        if any(corpus):
+            import bm25s  # numpy-only, ~90 ms to import: kept off import paths
+
+            retriever = bm25s.BM25()
+            retriever.index(corpus, show_progress=False)
+            self._retriever = retriever
+            self._vocab = retriever.vocab_dict
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def search(self, query: str, limit: int = 10) -> list[tuple[K, float]]:
+        if limit <= 0 or self._retriever is None:
+            return []
+        ids = list(dict.fromkeys(self._vocab[t] for t in tokenize(query) if t in self._vocab))
+        if not ids:
+            return []
+        import numpy as np
+
+        scores = self._retriever.get_scores_from_ids(ids)
+        n = len(scores)
+        k = min(limit, n)
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        # Ties keep insertion order: a stable, predictable ranking.
+        order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
+        return [(self.keys[i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+# -- the tool layer ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDoc:
+    """What discovery knows about one tool (built by the registry).
+
+    ``signature`` may be a callable: rendering signatures of 10,000 tools up front costs
+    ~0.3 s, and only the few shown at ``description`` level or above need one.
+    """
+
+    name: str  # server.tool in Python identifiers
+    original: str  # server.tool as the source names it
+    description: str
+    signature_text: str | Callable[[], str]
+    parameters: tuple[str, ...] = ()
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    title: str | None = None
+
+    @property
+    def signature(self) -> str:
+        sig = self.signature_text
+        return sig if isinstance(sig, str) else sig()
+
+    def tokens(self) -> list[str]:
+        """The document BM25 sees: names count three times, description and params once."""
+        server, _, tool = self.name.partition(".")
+        original = self.original.partition(".")[2]
+        names = tokenize(tool if original == tool else f"{tool} {original}")
+        if self.title:
+            names += tokenize(self.title)
+        rest = tokenize(" ".join([server, self.description, *self.parameters]))
+        return names * 3 + rest
+
+
+def first_paragraph(text: str, limit: int = 400) -> str:
+    para = text.strip().split("\n\n", 1)[0]
+    para = " ".join(para.split())
+    return para if len(para) <= limit else para[: limit - 3].rstrip() + "..."
+
+
+def render(doc: ToolDoc, detail: Detail) -> dict[str, Any]:
+    """One result at ``detail``: ``name`` < ``description`` (+ signature) < ``full`` (+ schemas)."""
+    out: dict[str, Any] = {"name": doc.name}
+    if doc.original != doc.name:
+        out["original"] = doc.original
+    if detail == "name":
+        return out
+    if detail == "description":
+        out["description"] = first_paragraph(doc.description)
+        out["signature"] = doc.signature
+        return out
+    out["description"] = doc.description
+    out["signature"] = doc.signature
+    out["input_schema"] = doc.input_schema or {"type": "object", "properties": {}}
+    out["output_schema"] = doc.output_schema
+    return out
+
+
+def check_detail(detail: str) -> Detail:
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
+    return detail
+
+
+class ToolIndex:
+    """Ranks ``ToolDoc``s for a query; falls back to close names when BM25 finds nothing."""
+
+    def __init__(self, docs: Iterable[ToolDoc]) -> None:
+        self.docs: dict[str, ToolDoc] = {d.name: d for d in docs}
+        docs_ = list(self.docs.values())
+        self._index: LexicalIndex[str] = LexicalIndex(
+            [(d.name, "") for d in docs_], tokens=[d.tokens() for d in docs_]
+        )
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def search(self, query: str, limit: int = 10) -> list[ToolDoc]:
+        if limit <= 0:
+            return []
+        if not query.strip():
+            return [self.docs[k] for k in sorted(self.docs)[:limit]]
+        hits = self._index.search(query, limit)
+        if hits:
+            return [self.docs[k] for k, _ in hits]
+        # No shared word: a typo or partial name. Match on names instead.
+        needle = query.strip().lower().replace("-", "_").replace(" ", "_")
+        names = list(self.docs)
+        sub = [n for n in names if needle in n.lower()][:limit]
+        if sub:
+            return [self.docs[n] for n in sub]
+        tails = {n.partition(".")[2]: n for n in names}
+        close = difflib.get_close_matches(needle, list(tails), n=limit, cutoff=0.7)
+        return [self.docs[tails[c]] for c in close]

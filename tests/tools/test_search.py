@@ -1,0 +1,183 @@
+"""Lexical discovery: BM25 over names, descriptions and parameter names."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from codemode.tools import LexicalIndex, PythonSource, ToolRegistry, ToolSpec, tokenize
+from codemode.tools.search import ToolDoc, ToolIndex
+
+
+def test_identifiers_are_split_on_snake_camel_and_kebab_case() -> None:
+    assert tokenize("getWeatherForecast") == ["get", "weather", "forecast"]
+    assert tokenize("list_files read-file HTTPServer") == [
+        "list",
+        "file",
+        "read",
+        "file",
+        "http",
+        "server",
+    ]
+
+
+def test_plurals_and_stop_words_do_not_matter() -> None:
+    assert tokenize("the files of the directories") == ["file", "directory"]
+
+
+def test_the_generic_index_ranks_the_most_relevant_document_first() -> None:
+    idx = LexicalIndex(
+        [(1, "send an email message"), (2, "read a file from disk"), (3, "write file")]
+    )
+    hits = idx.search("read file", limit=5)
+    assert [k for k, _ in hits][:2] == [2, 3]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+def test_the_generic_index_handles_empty_queries_empty_corpora_and_no_match() -> None:
+    idx = LexicalIndex([("a", "alpha"), ("b", "beta")])
+    assert idx.search("") == []
+    assert idx.search("gamma") == []
+    assert idx.search("alpha", limit=0) == []
+    assert LexicalIndex([]).search("alpha") == []
+    assert LexicalIndex([("x", "")]).search("alpha") == []
+
+
+def doc(name: str, description: str = "", params: tuple[str, ...] = ()) -> ToolDoc:
+    return ToolDoc(
+        name=name,
+        original=name,
+        description=description,
+        signature_text=f"{name}()",
+        parameters=params,
+    )
+
+
+TOOLS = [
+    doc("fs.read_file", "Read the complete contents of a file.", ("path",)),
+    doc("fs.write_file", "Create or overwrite a file.", ("path", "content")),
+    doc("fs.list_directory", "List entries of a directory.", ("path",)),
+    doc("git.git_commit", "Record changes to the repository.", ("repo_path", "message")),
+    doc("time.get_current_time", "Current time in a timezone.", ("timezone",)),
+    doc("mail.send", "Send an email.", ("to", "subject", "body")),
+]
+
+
+def test_tool_names_weigh_more_than_descriptions() -> None:
+    idx = ToolIndex([*TOOLS, doc("x.other", "mentions commit once")])
+    assert idx.search("commit")[0].name == "git.git_commit"
+
+
+def test_parameter_names_are_searchable() -> None:
+    assert idx_names(ToolIndex(TOOLS).search("timezone", 1)) == ["time.get_current_time"]
+
+
+def test_an_empty_query_lists_tools_by_name() -> None:
+    assert idx_names(ToolIndex(TOOLS).search("  ", 2)) == ["fs.list_directory", "fs.read_file"]
+
+
+def test_a_query_sharing_no_word_falls_back_to_close_names() -> None:
+    idx = ToolIndex(TOOLS)
+    assert idx_names(idx.search("git_comit")) == ["git.git_commit"]
+    assert idx.search("zzzz qqqq") == []
+
+
+def idx_names(docs: list[ToolDoc]) -> list[str]:
+    return [d.name for d in docs]
+
+
+def make_specs(n: int, seed: int = 7) -> list[ToolSpec]:
+    rnd = random.Random(seed)
+    verbs = ["get", "list", "create", "delete", "update", "search", "send", "read", "write", "sync"]
+    nouns = [
+        "issue",
+        "file",
+        "user",
+        "invoice",
+        "message",
+        "event",
+        "ticket",
+        "repo",
+        "order",
+        "page",
+    ]
+    words = ["fast", "remote", "cloud", "local", "secure", "batch", "daily", "shared", "archived"]
+    out = []
+    for i in range(n):
+        v, noun = rnd.choice(verbs), rnd.choice(nouns)
+        extra = " ".join(rnd.sample(words, 3))
+        out.append(
+            ToolSpec(
+                server=f"srv{i % 50}",
+                name=f"{v}_{noun}_{i}",
+                description=f"{v.capitalize()} a {noun} ({extra}).",
+                input_schema={"type": "object", "properties": {f"{noun}_id": {"type": "string"}}},
+            )
+        )
+    return out
+
+
+class StaticSource:
+    def __init__(self, name: str, specs: list[ToolSpec]) -> None:
+        self.name = name
+        self.specs = specs
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return self.specs
+
+    async def call_tool(self, tool, arguments, *, timeout=None):  # type: ignore[no-untyped-def]
+        raise AssertionError("not called")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def registry_of(specs: list[ToolSpec]) -> ToolRegistry:
+    by_server: dict[str, list[ToolSpec]] = {}
+    for s in specs:
+        by_server.setdefault(s.server, []).append(s)
+    return ToolRegistry([StaticSource(k, v) for k, v in by_server.items()])
+
+
+@pytest.mark.anyio
+async def test_search_over_ten_thousand_tools_finds_the_matching_ones() -> None:
+    specs = make_specs(10_000)
+    specs.append(ToolSpec("billing", "refund_payment", "Refund a customer's card payment."))
+    reg = registry_of(specs)
+    hits = await reg.search("refund payment", limit=3)
+    assert hits[0] == {"name": "billing.refund_payment"}
+    hits = await reg.search("delete invoice", limit=10)
+    assert len(hits) == 10
+    assert all("delete_invoice" in h["name"] for h in hits)
+
+
+@pytest.mark.anyio
+async def test_results_grow_with_the_detail_level() -> None:
+    src = PythonSource("local")
+
+    def add(a: int, b: int = 1) -> int:
+        """Add two integers.
+
+        Longer explanation that only the full level shows.
+        """
+        return a + b
+
+    src.add(add)
+    reg = ToolRegistry([src])
+    name = await reg.search("add", detail="name")
+    desc = await reg.search("add", detail="description")
+    full = await reg.search("add", detail="full")
+    assert name == [{"name": "local.add"}]
+    assert desc == [
+        {
+            "name": "local.add",
+            "description": "Add two integers.",
+            "signature": "local.add(a: int, *, b: int = 1) -> int",
+        }
+    ]
+    assert full[0]["input_schema"]["required"] == ["a"]
+    assert full[0]["output_schema"] == {"type": "integer"}
+    assert "Longer explanation" in full[0]["description"]
+    with pytest.raises(ValueError, match="detail must be one of"):
+        await reg.search("add", detail="huge")

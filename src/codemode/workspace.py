@@ -1,0 +1,192 @@
+"""The workspace: one directory holding codemode's configuration and stored memory.
+
+Layout (``<base>`` is ``base=``/``--base``, else ``$CODEMODE_BASE``, else ``~/.codemode``)::
+
+    <base>/mcp.json       upstream MCP servers ("mcpServers", as in Claude Desktop / Cursor)
+    <base>/config.json    optional codemode settings (and optionally "mcpServers" too)
+    <base>/skills/        saved skills        (storage is implemented elsewhere; these are
+    <base>/artifacts/     saved artifacts      only the paths)
+    <base>/deps/          packages installed for the sandbox
+
+The directory and an example ``mcp.json`` (all servers commented out with ``//``, which
+codemode's loader accepts) are created on first use.
+
+``Workspace.registry()`` returns the process-wide :class:`ToolRegistry` for this workspace:
+every session of the process opened on the same base shares it, hence one connection per
+upstream server per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codemode.config import (
+    CONFIG_FILE,
+    SERVERS_FILE,
+    ServerConfig,
+    Settings,
+    load_servers,
+    load_settings,
+)
+from codemode.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codemode.tools.registry import ToolRegistry
+
+__all__ = ["BASE_ENV", "EXAMPLE_MCP_JSON", "Workspace", "default_base"]
+
+BASE_ENV = "CODEMODE_BASE"
+
+EXAMPLE_MCP_JSON = """\
+// Upstream MCP servers for codemode: the "mcpServers" format of Claude Desktop, Cursor
+// and .mcp.json. Lines starting with // are comments (codemode strips them).
+// Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
+//   "timeout": seconds per call, "enabled": false to skip it,
+//   "include"/"exclude": tool names or globs ("search_*").
+// ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
+{
+  "mcpServers": {
+    // "filesystem": {
+    //   "command": "npx",
+    //   "args": ["-y", "@modelcontextprotocol/server-filesystem", "${HOME}/projects"],
+    //   "timeout": 30
+    // },
+    // "time": {"command": "uvx", "args": ["mcp-server-time"]},
+    // "remote": {
+    //   "type": "http",
+    //   "url": "https://example.com/mcp",
+    //   "headers": {"Authorization": "Bearer ${EXAMPLE_TOKEN}"},
+    //   "include": ["search_*", "get_item"]
+    // }
+  }
+}
+"""
+
+_registries: dict[tuple[Path, str], ToolRegistry] = {}
+_registries_lock = threading.Lock()
+
+
+def default_base(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    raw = env.get(BASE_ENV) or "~/.codemode"
+    return Path(raw).expanduser()
+
+
+class Workspace:
+    """An opened workspace directory with its parsed settings and servers."""
+
+    def __init__(self, path: Path, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+        self.path = path
+        self.settings = settings
+        self.servers = servers
+
+    @classmethod
+    def open(
+        cls,
+        base: str | os.PathLike[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        **settings: Any,
+    ) -> Workspace:
+        """Open (creating on first use) the workspace at ``base``.
+
+        ``settings`` override the file and the environment (``None`` values are ignored).
+        Raises ``ConfigError`` naming the file and field of any invalid configuration.
+        """
+        env = os.environ if env is None else env
+        path = (Path(base).expanduser() if base is not None else default_base(env)).resolve()
+        _create(path)
+        config_file = path / CONFIG_FILE
+        cfg = load_settings(config_file, env=env, **settings)
+        servers = load_servers(config_file, path / SERVERS_FILE, env=env)
+        return cls(path, cfg, servers)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r}, servers={sorted(self.servers)})"
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def servers_file(self) -> Path:
+        return self.path / SERVERS_FILE
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.path / "skills"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.path / "artifacts"
+
+    @property
+    def deps_dir(self) -> Path:
+        return self.path / "deps"
+
+    @property
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        return {name: cfg for name, cfg in self.servers.items() if cfg.enabled}
+
+    # ------------------------------------------------------------------ tools
+
+    def _fingerprint(self) -> str:
+        doc = {
+            "servers": {n: c.model_dump(mode="json") for n, c in self.enabled_servers.items()},
+            "settings": self.settings.model_dump(mode="json"),
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    def registry(self) -> ToolRegistry:
+        """The process-wide tool registry for this workspace (one MCPSource per server).
+
+        Shared by every session of the process on the same base and configuration, so each
+        upstream server has one connection per process. Nothing connects until first use.
+        """
+        key = (self.path, self._fingerprint())
+        with _registries_lock:
+            reg = _registries.get(key)
+            if reg is None:
+                reg = _registries[key] = self._build_registry()
+            return reg
+
+    def _build_registry(self) -> ToolRegistry:
+        from codemode.tools.registry import ToolRegistry
+        from codemode.tools.sources.mcp import MCPSource
+
+        # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
+        # ``settings.tool_timeout``; a registry default would override the per-server one.
+        reg = ToolRegistry()
+        for name, cfg in self.enabled_servers.items():
+            reg.add_source(
+                MCPSource(
+                    name,
+                    cfg,
+                    default_timeout=self.settings.tool_timeout,
+                    connect_timeout=self.settings.connect_timeout,
+                    protocol=self.settings.protocol,
+                )
+            )
+        return reg
+
+
+def _create(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path}: the workspace path exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        servers_file = path / SERVERS_FILE
+        if not servers_file.exists():
+            tmp = servers_file.with_name(f".{SERVERS_FILE}.{os.getpid()}.tmp")
+            tmp.write_text(EXAMPLE_MCP_JSON, encoding="utf-8")
+            os.replace(tmp, servers_file)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot create the workspace: {exc.strerror or exc}") from exc

@@ -1,0 +1,519 @@
+"""Token and round-trip benchmark engine: code mode against direct tool calling.
+
+For each scenario two transcripts are built by really calling MCP servers, with the agent's
+side scripted (no LLM), then counted with tiktoken's ``o200k_base``:
+
+- **direct**: what a tool-calling agent's context holds: every connected tool's definition as
+  a model API receives it (name, description, input schema), each call and each full result,
+  and the final answer. Driven with the official SDK client against each upstream server.
+- **code mode**: what a client of ``codemode serve`` holds: codemode's own tool definitions,
+  the discovery calls and their results, the code sent, what it printed, and the answer.
+
+A *round trip* is one model invocation (one assistant turn; parallel calls in one turn count
+once). Counts are exact for OpenAI's o200k models and an estimate for every other model.
+The scenarios themselves live in :mod:`codemode.bench.scenarios`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult, TextContent
+
+from codemode.errors import CodemodeError
+
+ENCODING = "o200k_base"
+TOKENIZER_NOTE = (
+    f"tokens counted with tiktoken {ENCODING} (exact for OpenAI GPT-4o/o-series; "
+    "an estimate for other models)"
+)
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CALL_TIMEOUT = 120.0
+CORE_TOOLS = frozenset(
+    {"run_code", "reset_session", "search_tools", "list_servers", "list_tools", "get_tool"}
+)
+"""codemode serve's code-mode tools; the rest (skills, artifacts, state, deps) are memory tools."""
+CONNECT_TIMEOUT = 180.0
+
+
+class BenchError(CodemodeError):
+    """The benchmark could not run as scripted (a server failed, discovery missed a tool)."""
+
+
+# ---------------------------------------------------------------- tokenizer
+
+
+@cache
+def _encoding() -> Any:
+    """o200k_base, from the shared offline cache when the repo sits next to one."""
+    shared = REPO_ROOT.parent / "shared" / "tiktoken"
+    if "TIKTOKEN_CACHE_DIR" not in os.environ and shared.is_dir():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(shared)
+    import tiktoken
+
+    try:
+        return tiktoken.get_encoding(ENCODING)
+    except Exception as exc:  # tiktoken's network/cache failures vary by version
+        raise BenchError(
+            f"cannot load the {ENCODING} tokenizer ({exc}); set TIKTOKEN_CACHE_DIR to a folder "
+            "holding tiktoken's cached BPE file, or run once with internet access"
+        ) from exc
+
+
+def count_tokens(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+# ---------------------------------------------------------------- transcripts
+
+
+@dataclass(slots=True)
+class Entry:
+    """One piece of the model's context. ``turn`` is the model invocation that produced it
+    (0 for what is there before the first turn: tool definitions and the user's task)."""
+
+    kind: str  # definitions | task | call | result | answer
+    text: str
+    turn: int
+    tokens: int = 0
+
+
+@dataclass
+class Transcript:
+    mode: str
+    entries: list[Entry] = field(default_factory=list)
+    round_trips: int = 0
+    wall_ms: float = 0.0
+    definition_tokens: dict[str, int] = field(default_factory=dict)  # per tool
+
+    def add(self, kind: str, text: str) -> None:
+        self.entries.append(Entry(kind, text, self.round_trips, count_tokens(text)))
+
+    @property
+    def tokens(self) -> int:
+        """Size of the final context: everything the model has seen and said."""
+        return sum(e.tokens for e in self.entries)
+
+    @property
+    def input_tokens_billed(self) -> int:
+        """Sum over model invocations of the context each one reads (no prompt caching)."""
+        total = 0
+        for turn in range(1, self.round_trips + 1):
+            total += sum(e.tokens for e in self.entries if e.turn < turn)
+        return total
+
+    def breakdown(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for e in self.entries:
+            out[e.kind] = out.get(e.kind, 0) + e.tokens
+        return out
+
+    def text(self) -> str:
+        """The transcript as a human reads it, for ``--transcripts``."""
+        parts = [f"# {self.mode}: {self.tokens} tokens, {self.round_trips} round trips\n"]
+        for e in self.entries:
+            parts.append(f"--- turn {e.turn} {e.kind} ({e.tokens} tokens)\n{e.text}\n")
+        return "\n".join(parts)
+
+
+def tool_definition(
+    name: str, description: str | None, input_schema: dict[str, Any]
+) -> dict[str, Any]:
+    """A tool as a model API receives it (Anthropic's shape; OpenAI's differs only in keys)."""
+    return {"name": name, "description": description or "", "input_schema": input_schema}
+
+
+def result_text(result: CallToolResult) -> str:
+    """What an MCP client hands the model for a tool result: its text content."""
+    texts = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            texts.append(block.text)
+        else:
+            texts.append(f"[{block.type} content]")
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(texts)
+
+
+Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
+
+
+class Agent:
+    """The scripted model: it issues turns of tool calls and a final answer, and every byte
+    that passes through its context is recorded in the transcript."""
+
+    def __init__(self, mode: str, definitions: list[dict[str, Any]], task: str, caller: Caller):
+        self.transcript = Transcript(mode)
+        self._caller = caller
+        self._started = 0.0
+        self.transcript.add("definitions", json.dumps(definitions, ensure_ascii=False))
+        self.transcript.definition_tokens = {
+            d["name"]: count_tokens(json.dumps(d, ensure_ascii=False)) for d in definitions
+        }
+        self.transcript.add("task", task)
+
+    async def turn(self, *calls: tuple[str, dict[str, Any]]) -> list[str]:
+        """One model invocation emitting ``calls`` (in parallel); returns the result texts."""
+        if not self._started:
+            self._started = time.perf_counter()
+        self.transcript.round_trips += 1
+        for name, args in calls:
+            self.transcript.add(
+                "call", json.dumps({"name": name, "input": args}, ensure_ascii=False)
+            )
+        results = [await self._caller(name, args) for name, args in calls]
+        texts = []
+        for (name, _), res in zip(calls, results, strict=True):
+            text = result_text(res)
+            if res.is_error:
+                raise BenchError(f"{self.transcript.mode}: {name} failed: {text[:2000]}")
+            self.transcript.add("result", text)
+            texts.append(text)
+        return texts
+
+    def answer(self, text: str) -> Transcript:
+        self.transcript.round_trips += 1
+        self.transcript.add("answer", text)
+        self.transcript.wall_ms = (time.perf_counter() - self._started) * 1000
+        return self.transcript
+
+
+# ---------------------------------------------------------------- servers and catalogs
+
+
+def servers_dir() -> Path:
+    """The benchmark's own MCP servers (``benchmarks/tokens/servers`` of a repo checkout)."""
+    env = os.environ.get("CODEMODE_BENCH_SERVERS")
+    path = Path(env) if env else REPO_ROOT / "benchmarks" / "tokens" / "servers"
+    if not (path / "benchdata.py").is_file():
+        raise BenchError(
+            f"benchmark servers not found in {path}; run from a codemode repo checkout or set "
+            "CODEMODE_BENCH_SERVERS to its benchmarks/tokens/servers folder"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Scenario sizes; the defaults are the published benchmark, tests use small ones."""
+
+    words: int = 10_000
+    rows: int = 10_000
+    polls: int = 8
+    customers: int = 100
+    catalog_servers: int = 50
+    catalog_small_servers: int = 5
+    real_servers: bool = True
+
+
+QUICK = Sizes(
+    words=2_000, rows=500, polls=3, customers=10, catalog_servers=10, catalog_small_servers=5
+)
+"""Small sizes for smoke runs and tests; their figures are not the published ones."""
+
+
+def bench_server(script: str, *args: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(servers_dir() / script), *args]}
+
+
+def real_servers(scratch: Path) -> dict[str, dict[str, Any]]:
+    """The five real third-party servers of the tools issue, where ``.ci`` installed them."""
+    ci = REPO_ROOT / ".ci"
+    node_mods = ci / "node" / "node_modules" / "@modelcontextprotocol"
+    out: dict[str, dict[str, Any]] = {}
+    root = scratch / "files"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "README.txt").write_text("Scratch folder for the filesystem server.\n")
+    node = "node"
+    if (node_mods / "server-filesystem").is_dir():
+        out["filesystem"] = {
+            "command": node,
+            "args": [str(node_mods / "server-filesystem" / "dist" / "index.js"), str(root)],
+        }
+    if (node_mods / "server-memory").is_dir():
+        out["memory"] = {
+            "command": node,
+            "args": [str(node_mods / "server-memory" / "dist" / "index.js")],
+            "env": {"MEMORY_FILE_PATH": str(scratch / "memory.jsonl")},
+        }
+    if (node_mods / "server-everything").is_dir():
+        out["everything"] = {
+            "command": node,
+            "args": [str(node_mods / "server-everything" / "dist" / "index.js"), "stdio"],
+        }
+    for name, module in (("time", "mcp_server_time"), ("git", "mcp_server_git")):
+        python = ci / "venvs" / f"mcp-server-{name}" / "bin" / "python"
+        if python.is_file():
+            out[name] = {"command": str(python), "args": ["-m", module]}
+    return out
+
+
+def realistic_catalog(sizes: Sizes, scratch: Path) -> dict[str, dict[str, Any]]:
+    """The benchmark's five servers next to the real ones: what a user's mcp.json looks like."""
+    servers = {
+        "docs": bench_server("docs_server.py", "--words", str(sizes.words)),
+        "crm": bench_server("crm_server.py"),
+        "sheets": bench_server("sheet_server.py", "--rows", str(sizes.rows)),
+        "jobs": bench_server("jobs_server.py", "--polls", str(sizes.polls)),
+        "customers": bench_server("customers_server.py", "--customers", str(sizes.customers)),
+    }
+    if sizes.real_servers:
+        servers.update(real_servers(scratch))
+    return servers
+
+
+def _load_benchdata() -> Any:
+    """The servers' data module, loaded by path (it is not part of the installed package)."""
+    path = servers_dir() / "benchdata.py"
+    spec = importlib.util.spec_from_file_location("codemode_bench_benchdata", path)
+    if spec is None or spec.loader is None:
+        raise BenchError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wide_catalog(n_servers: int) -> dict[str, dict[str, Any]]:
+    """``n_servers`` generated servers of 20 tools each; the task's two are always included."""
+    benchdata = _load_benchdata()
+    small: list[str] = list(benchdata.CATALOG_SMALL)
+    domains = small + [d[0] for d in benchdata.CATALOG_DOMAINS if d[0] not in small]
+    return {d: bench_server("catalog_server.py", d) for d in domains[:n_servers]}
+
+
+def _params(spec: dict[str, Any]) -> StdioServerParameters:
+    env = {**os.environ, **spec.get("env", {})}
+    return StdioServerParameters(
+        command=spec["command"], args=spec.get("args", []), env=env, cwd=spec.get("cwd")
+    )
+
+
+async def _list_all_tools(client: Client) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one real error inside (nested) exception groups of anyio task groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _stderr_tail(path: Path, chars: int = 1500) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return f" (stderr: ...{text[-chars:]})" if text.strip() else ""
+
+
+@asynccontextmanager
+async def connect_all(catalog: dict[str, dict[str, Any]], logs: Path) -> Any:
+    """Connect to every server of ``catalog`` concurrently; yields ``{name: (client, tools)}``.
+
+    Each connection is entered and left in its own task (anyio scopes must be), and all are
+    closed when the block ends. Servers' stderr goes to ``logs/<name>.stderr``.
+    """
+    logs.mkdir(parents=True, exist_ok=True)
+    connected: dict[str, tuple[Client, list[Any]]] = {}
+    errors: dict[str, BaseException] = {}
+    stop = anyio.Event()
+    done = {"n": 0}
+    all_ready = anyio.Event()
+
+    async def hold(name: str, spec: dict[str, Any]) -> None:
+        log = logs / f"{name}.stderr"
+        try:
+            with log.open("w") as errlog:
+                transport = stdio_client(_params(spec), errlog=errlog)
+                async with Client(transport, read_timeout_seconds=CALL_TIMEOUT) as client:
+                    connected[name] = (client, await _list_all_tools(client))
+                    _mark()
+                    await stop.wait()
+        except Exception as exc:  # noqa: BLE001 - reported with the server name below
+            errors[name] = BenchError(f"{_single(exc)!r}{_stderr_tail(log)}")
+            _mark()
+
+    def _mark() -> None:
+        done["n"] += 1
+        if done["n"] == len(catalog):
+            all_ready.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for name, spec in catalog.items():
+                tg.start_soon(hold, name, spec)
+            try:
+                with anyio.fail_after(CONNECT_TIMEOUT):
+                    await all_ready.wait()
+                if errors:
+                    raise BenchError(
+                        "could not connect: "
+                        + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+                    )
+                yield {name: connected[name] for name in catalog}
+            finally:
+                stop.set()
+    except BaseExceptionGroup as group:
+        raise _single(group) from None
+
+
+def direct_definitions(connected: dict[str, tuple[Client, list[Any]]]) -> list[dict[str, Any]]:
+    """Every tool of every server, named ``server__tool`` as multi-server clients do."""
+    return [
+        tool_definition(f"{server}__{t.name}", t.description, t.input_schema)
+        for server, (_, tools) in connected.items()
+        for t in tools
+    ]
+
+
+def direct_caller(connected: dict[str, tuple[Client, list[Any]]]) -> Caller:
+    async def call(name: str, args: dict[str, Any]) -> CallToolResult:
+        server, _, tool = name.partition("__")
+        return await connected[server][0].call_tool(tool, args)
+
+    return call
+
+
+def serve_command(base: Path, executor: str = "subprocess") -> StdioServerParameters:
+    """``codemode serve`` over stdio, started with this interpreter."""
+    args = [
+        "-c",
+        "from codemode.cli import main; main()",
+        "serve",
+        "--base",
+        str(base),
+        "--transport",
+        "stdio",
+        "--executor",
+        executor,
+    ]
+    return StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+
+
+@asynccontextmanager
+async def codemode_client(
+    catalog: dict[str, dict[str, Any]], base: Path, executor: str = "subprocess"
+) -> Any:
+    """A client of ``codemode serve`` whose workspace connects ``catalog``; yields
+    ``(client, definitions)``. Upstream servers are warmed up before the block (a search
+    outside any transcript) so wall times compare work, not process start-up."""
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": catalog}, indent=2))
+    log = base / "codemode-serve.stderr"
+    with log.open("w") as errlog:
+        async with _serve_client(serve_command(base, executor), errlog, log) as (client, defs):
+            yield client, defs
+
+
+@asynccontextmanager
+async def _serve_client(params: StdioServerParameters, errlog: Any, log: Path) -> Any:
+    ready = False
+    try:
+        async with Client(
+            stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT
+        ) as client:
+            tools = await _list_all_tools(client)
+            names = {t.name for t in tools}
+            missing = {"run_code", "search_tools", "get_tool"} - names
+            if missing:
+                raise BenchError(
+                    f"codemode serve lacks tools {sorted(missing)} (has {sorted(names)})"
+                )
+            with anyio.fail_after(CONNECT_TIMEOUT):
+                warm = await client.call_tool("search_tools", {"query": "warm up", "limit": 1})
+            if warm.is_error:
+                raise BenchError(
+                    f"codemode serve could not search tools: {result_text(warm)[:2000]}"
+                )
+            ready = True
+            yield client, [tool_definition(t.name, t.description, t.input_schema) for t in tools]
+    except Exception as exc:  # failures before the block get serve's stderr
+        if ready:
+            raise
+        why = _single(exc)
+        raise BenchError(f"codemode serve failed to start: {why!r}{_stderr_tail(log)}") from exc
+
+
+def codemode_caller(client: Client) -> Caller:
+    async def call(name: str, args: dict[str, Any]) -> CallToolResult:
+        return await client.call_tool(name, args)
+
+    return call
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    title: str
+    tokens_direct: int
+    tokens_codemode: int
+    reduction_pct: float
+    round_trips_direct: int
+    round_trips_codemode: int
+    wall_ms_direct: float
+    wall_ms_codemode: float
+    input_tokens_billed_direct: int
+    input_tokens_billed_codemode: int
+    breakdown_direct: dict[str, int]
+    breakdown_codemode: dict[str, int]
+    extra: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = ENCODING
+
+    @classmethod
+    def from_transcripts(
+        cls, name: str, title: str, direct: Transcript, code: Transcript, **extra: Any
+    ) -> ScenarioResult:
+        defs = code.definition_tokens
+        other = sum(t for n, t in defs.items() if n not in CORE_TOOLS)
+        if other:
+            # A what-if, labelled as such: the same run, had codemode listed only its core tools.
+            core = sum(t for n, t in defs.items() if n in CORE_TOOLS)
+            extra["codemode_definition_tokens"] = {"core tools": core, "memory tools": other}
+            lean = code.tokens - other
+            extra["reduction_pct_if_only_core_tools_listed"] = round(
+                100 * (1 - lean / direct.tokens), 2
+            )
+        return cls(
+            name=name,
+            title=title,
+            tokens_direct=direct.tokens,
+            tokens_codemode=code.tokens,
+            reduction_pct=round(100 * (1 - code.tokens / direct.tokens), 2),
+            round_trips_direct=direct.round_trips,
+            round_trips_codemode=code.round_trips,
+            wall_ms_direct=round(direct.wall_ms, 1),
+            wall_ms_codemode=round(code.wall_ms, 1),
+            input_tokens_billed_direct=direct.input_tokens_billed,
+            input_tokens_billed_codemode=code.input_tokens_billed,
+            breakdown_direct=direct.breakdown(),
+            breakdown_codemode=code.breakdown(),
+            extra=extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,355 @@
+"""The MCP server: codemode's tools as thin handlers over sessions and the tool registry.
+
+``build_server`` returns an ``MCPServer`` (official SDK 2.x) exposing ``run_code``,
+``search_tools``, ``list_servers``, ``list_tools``, ``get_tool`` and ``reset_session``,
+plus whatever ``codemode.server.memory_tools.register`` adds when that module exists.
+Transports (stdio, HTTP) are started by ``cli.py`` / ``http.py``.
+
+How a call finds its session (see docs/server.md, "Sessions"):
+
+- no HTTP request behind the call (stdio, in-process): the process serves one client,
+  so every call shares the ``local`` session;
+- HTTP with an ``Mcp-Session-Id`` header (the 2025 handshake protocol): one session per
+  MCP session id;
+- HTTP without one (the stateless 2026-07-28 protocol): the ``Codemode-Session`` header,
+  when the client sends one, names the session; otherwise the call gets a fresh
+  session that is closed when the call ends (nothing persists), and the result says so.
+
+Over HTTP the server answers ``server/discover`` with the handshake-era protocol
+versions only, so ``mode="auto"`` clients fall back to the handshake and get a session
+id: code mode is stateful by nature.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import DiscoverResult, RequestParams
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from codemode.errors import ToolNotFound
+from codemode.result import ExecutionResult
+
+from .toolset import Call, Reply, ServerContext, Toolset, load_text
+
+SERVER_NAME = "codemode"
+LOCAL_KEY = "local"
+SESSION_HEADER = "codemode-session"
+MCP_SESSION_HEADER = "mcp-session-id"
+MEMORY_TOOLS_MODULE = "codemode.server.memory_tools"
+
+EPHEMERAL_NOTICE = (
+    "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
+    "header), so it ran in a fresh session that is now closed: nothing persists."
+)
+
+__all__ = ["LOCAL_KEY", "SERVER_NAME", "build_server", "core_toolset", "session_key"]
+
+
+def session_key(ctx: Context) -> str | None:
+    """Name the caller's session (``None``: the caller cannot be recognised again)."""
+    headers: Mapping[str, str] | None = ctx.headers
+    if ctx.request_context.request is None or headers is None:
+        return LOCAL_KEY
+    sid = headers.get(MCP_SESSION_HEADER)
+    if sid:
+        return f"mcp:{sid}"
+    own = headers.get(SESSION_HEADER)
+    if own:
+        return f"client:{own[:200]}"
+    return None
+
+
+# --------------------------------------------------------------------------- run_code
+
+
+class ErrorOut(TypedDict):
+    type: str
+    message: str
+    traceback: str
+    lineno: int | None
+    offset: int | None
+
+
+class RunCodeOutput(TypedDict):
+    """Structured content of ``run_code``: the fields of the compact text, separately."""
+
+    ok: bool
+    stdout: str
+    stderr: str
+    value: Any
+    has_value: bool
+    value_is_repr: bool
+    error: ErrorOut | None
+    duration_ms: float
+    timed_out: bool
+    state_lost: bool
+    truncated: list[str]
+    warnings: list[str]
+    session: Literal["persistent", "ephemeral"]
+    notice: str | None
+
+
+def render_run(
+    result: ExecutionResult, *, limit: int, notice: str | None, ephemeral: bool
+) -> Reply:
+    """Compact text (notice, stdout, stderr, then the value or the error) plus the fields."""
+    text = result.to_text(limit)
+    if notice:
+        text = f"[{notice}]\n{text}"
+    err = result.error
+    truncated = [
+        name
+        for name, flag in (
+            ("stdout", result.stdout_truncated),
+            ("stderr", result.stderr_truncated),
+            ("value", result.value_truncated),
+        )
+        if flag
+    ]
+    data: RunCodeOutput = {
+        "ok": result.is_ok,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "value": result.value if result.has_value else None,
+        "has_value": result.has_value,
+        "value_is_repr": result.value_is_repr,
+        "error": None
+        if err is None
+        else {
+            "type": err.type,
+            "message": err.message,
+            "traceback": err.traceback,
+            "lineno": err.lineno,
+            "offset": err.offset,
+        },
+        "duration_ms": round(result.duration_ms, 3),
+        "timed_out": result.timed_out,
+        "state_lost": result.state_lost,
+        "truncated": truncated,
+        "warnings": list(result.warnings),
+        "session": "ephemeral" if ephemeral else "persistent",
+        "notice": notice,
+    }
+    return Reply(text, dict(data), is_error=not result.is_ok)
+
+
+# --------------------------------------------------------------------------- tools
+
+Detail = Literal["name", "description", "full"]
+
+
+def core_toolset() -> Toolset:
+    """The tools every codemode server has (the memory tools are added separately)."""
+    ts = Toolset()
+
+    # No outputSchema on purpose: clients validate structured content against it with
+    # jsonschema on every call (~0.2 ms, more than the rest of codemode's overhead). The
+    # fields are RunCodeOutput, documented in docs/server.md.
+    @ts.tool(description_file="run_code.md")
+    async def run_code(
+        call: Call,
+        code: Annotated[str, Field(description="Python source to run in your session.")],
+        timeout: Annotated[
+            float | None,
+            Field(description="Seconds before the run is interrupted (default: server's).", gt=0),
+        ] = None,
+    ) -> Reply:
+        async with call.lease() as lease:
+            result = await lease.session.run(code, timeout=timeout)
+        notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
+        limit = call.server.output_limit
+        return render_run(result, limit=limit, notice=notice, ephemeral=lease.ephemeral)
+
+    @ts.tool(description_file="reset_session.md")
+    async def reset_session(call: Call) -> Reply:
+        sessions = call.server.sessions
+        key = call.session_key
+        if key is None or key not in sessions:
+            return Reply("Session is empty: nothing to reset.", {"reset": False})
+        async with call.lease() as lease:
+            await lease.session.reset()
+        return Reply(
+            "Session reset: variables, imports and functions are cleared.", {"reset": True}
+        )
+
+    @ts.tool(description_file="search_tools.md", read_only=True)
+    async def search_tools(
+        call: Call,
+        query: Annotated[str, Field(description="Keywords describing what you want to do.")],
+        detail_level: Annotated[
+            Detail, Field(description='"name", "description" or "full".')
+        ] = "name",
+        limit: Annotated[int, Field(description="Maximum number of results.", ge=1, le=100)] = 10,
+    ) -> Reply:
+        return await _d_search(call.server.tools, query, detail_level, limit)
+
+    @ts.tool(description_file="list_servers.md", read_only=True)
+    async def list_servers(call: Call) -> Reply:
+        return await _d_servers(call.server.tools)
+
+    @ts.tool(description_file="list_tools.md", read_only=True)
+    async def list_tools(
+        call: Call,
+        server: Annotated[
+            str | None, Field(description="Server name; omit for all servers.")
+        ] = None,
+    ) -> Reply:
+        return await _d_list_tools(call.server.tools, server)
+
+    @ts.tool(description_file="get_tool.md", read_only=True)
+    async def get_tool(
+        call: Call,
+        name: Annotated[str, Field(description='Qualified tool name, "server.tool".')],
+    ) -> Reply:
+        return await _d_describe(call.server.tools, name)
+
+    return ts
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply:
+    rows = await registry.search(query, detail, limit) if registry is not None else []
+    if not rows:
+        return Reply(
+            f"No tools match {query!r}. Try other words, or list_servers() and list_tools().",
+            {"tools": []},
+        )
+    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
+
+
+async def _d_servers(registry: Any) -> Reply:
+    rows = await registry.servers() if registry is not None else []
+    if not rows:
+        return Reply(
+            "No MCP servers are configured: add them to mcp.json in the workspace.",
+            {"servers": []},
+        )
+    lines = []
+    for r in rows:
+        original = f" (original name: {r['original']})" if r.get("original") else ""
+        count = "?" if r.get("tools") is None else r["tools"]
+        about = f" - {r['description']}" if r.get("description") else ""
+        lines.append(f"{r['name']}{original}: {count} tools, {r.get('status', 'ok')}{about}")
+    return Reply("\n".join(lines), {"servers": rows})
+
+
+async def _d_list_tools(registry: Any, server: str | None) -> Reply:
+    if registry is None:
+        return Reply("No MCP servers are configured.", {"tools": []})
+    rows = await registry.list(server, "description")
+    if not rows:
+        return Reply("No tools.", {"tools": []})
+    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
+
+
+async def _d_describe(registry: Any, name: str) -> Reply:
+    if registry is None:
+        raise ToolNotFound(f"no tool named {name!r}: no MCP servers are configured", tool=name)
+    try:
+        info = await registry.describe(name)
+    except ToolNotFound as exc:
+        hint = f" Did you mean: {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+        return Reply(f"ToolNotFound: {exc}.{hint}", None, is_error=True)
+    parts = [f"tools.{info['name']}{_sig_tail(info)}"]
+    if info.get("description"):
+        parts.append(str(info["description"]).strip())
+    original = info.get("original")
+    if isinstance(original, dict):
+        parts.append(
+            f"Original names: server {original.get('server')!r}, tool {original.get('tool')!r}"
+        )
+    parts.append("Input schema: " + json.dumps(info.get("input_schema"), ensure_ascii=False))
+    if info.get("output_schema") is not None:
+        parts.append("Output schema: " + json.dumps(info["output_schema"], ensure_ascii=False))
+    return Reply("\n\n".join(parts), info)
+
+
+def _sig_tail(row: dict[str, Any]) -> str:
+    """``(a: int) -> dict`` from a signature that may or may not repeat the name."""
+    sig = str(row.get("signature") or "(...)")
+    i = sig.find("(")
+    return sig[i:] if i >= 0 else sig
+
+
+def _tool_line(row: dict[str, Any]) -> str:
+    line = str(row["name"])
+    if "signature" in row:
+        line += _sig_tail(row)
+    if row.get("original"):
+        line += f"  [original: {row['original']}]"
+    if row.get("description"):
+        line += f"\n    {row['description']}"
+    if "input_schema" in row:
+        line += "\n    input schema: " + json.dumps(row["input_schema"], ensure_ascii=False)
+    return line
+
+
+def _add_memory_tools(toolset: Toolset, context: ServerContext) -> None:
+    """Let the memory layer add its tools when it is installed."""
+    try:
+        module = importlib.import_module(MEMORY_TOOLS_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != MEMORY_TOOLS_MODULE:
+            raise
+        return
+    register = getattr(module, "register", None)
+    if register is not None:
+        register(toolset, context)
+
+
+def build_server(
+    context: ServerContext,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    toolset: Toolset | None = None,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+) -> MCPServer[Any]:
+    """The MCP server for one ``codemode serve``; ``context`` is shared by every call."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        server_version = version("codemode")
+    except PackageNotFoundError:
+        server_version = "0"
+    server: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        title="codemode",
+        instructions=load_text("server_instructions.md"),
+        version=server_version,
+        log_level=log_level,
+    )
+    if toolset is None:
+        toolset = core_toolset()
+        _add_memory_tools(toolset, context)
+    toolset.apply(server, context, session_key)
+    if transport == "http":
+        _advertise_handshake_only(server)
+    return server
+
+
+def _advertise_handshake_only(server: MCPServer[Any]) -> None:
+    """Answer ``server/discover`` with handshake-era versions only.
+
+    ``mode="auto"`` clients then use the initialize handshake, which gives each client
+    an ``Mcp-Session-Id`` and so a persistent session. Clients that pin the stateless
+    protocol are still served (see ``session_key``).
+    """
+    low = server._lowlevel_server  # the SDK documents replacing this handler here
+
+    async def discover(ctx: Any, params: RequestParams | None) -> DiscoverResult:
+        return DiscoverResult(
+            supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+            capabilities=low.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=low.instructions,
+        )
+
+    low.add_request_handler("server/discover", RequestParams, discover)

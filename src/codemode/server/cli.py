@@ -1,0 +1,342 @@
+"""``codemode serve``: give MCP clients code mode over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from codemode.errors import CodemodeError, ConfigError, ExecutorError
+
+EXECUTORS = ("inprocess", "subprocess", "sandbox")
+"""Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
+
+TOKEN_ENV = "CODEMODE_TOKEN"
+DEFAULT_PORT = 8765
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _say(message: str) -> None:
+    """Talk to the human on stderr: stdout belongs to the MCP protocol on stdio."""
+    click.echo(f"codemode: {message}", err=True)
+
+
+def sandbox_problem() -> str | None:
+    """Why the sandbox executor cannot isolate code here, or None when it can."""
+    try:
+        from codemode.execution.sandbox import SandboxExecutor
+    except ImportError as exc:
+        return f"the sandbox executor is not installed ({exc})"
+    try:
+        failed = [c for c in SandboxExecutor().checks() if not c.ok and c.required]
+    except Exception as exc:  # noqa: BLE001 - a broken probe means "not usable", not a crash
+        return f"the sandbox executor cannot check this machine ({exc})"
+    if not failed:
+        return None
+    return "the sandbox cannot start here: " + "; ".join(
+        f"{c.name}: {c.detail} (fix: {c.fix})" for c in failed
+    )
+
+
+def choose_executor(name: str | None) -> str:
+    """``name`` when given; otherwise ``sandbox`` when usable, else ``subprocess`` (said why)."""
+    if name is not None:
+        if name == "sandbox" and (why := sandbox_problem()) is not None:
+            raise click.UsageError(f"--executor sandbox: {why}")
+        return name
+    why = sandbox_problem()
+    if why is None:
+        return "sandbox"
+    _fallback_notice(why)
+    return "subprocess"
+
+
+def _fallback_notice(why: str) -> None:
+    _say(
+        f"{why}; running agents' code with the subprocess executor, which is NOT a "
+        "security boundary (the code has this user's rights). See `codemode doctor`."
+    )
+
+
+async def start_executor(name: str, workspace: Any, *, chosen: bool) -> tuple[str, Any]:
+    """Build and warm the executor. A sandbox picked by default (``chosen=False``) that
+    cannot start here (e.g. the workspace is unreachable for its uid) falls back to
+    ``subprocess`` with the reason on stderr; one asked for by name fails instead."""
+    try:
+        executor = make_executor(name, workspace)
+        warm = getattr(executor, "warm", None)
+        if warm is not None:
+            await warm()
+    except (ExecutorError, ConfigError) as exc:
+        if chosen or name != "sandbox":
+            raise
+        _fallback_notice(f"the sandbox cannot start here ({exc})")
+        return await start_executor("subprocess", workspace, chosen=True)
+    return name, executor
+
+
+def make_executor(name: str, workspace: Any) -> Any:
+    from codemode.execution import executor_by_name
+
+    return executor_by_name(name, workspace=workspace)
+
+
+@dataclass
+class ServeOptions:
+    base: Path | None
+    transport: Literal["stdio", "http"]
+    host: str
+    port: int
+    executor: str
+    executor_chosen: bool
+    token: str | None
+    idle_timeout: float | None
+    max_sessions: int
+    timeout: float | None
+    log_level: LogLevel
+
+
+@click.command("serve")
+@click.option(
+    "--base",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Workspace directory (default: $CODEMODE_BASE or ~/.codemode).",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for one local client; http for several.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind.")
+@click.option(
+    "--port",
+    type=int,
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="HTTP: port (0 picks a free one).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(sorted(EXECUTORS)),
+    default=None,
+    help="Where agents' code runs (default: sandbox when usable, else subprocess).",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="HTTP on a loopback address only: accept requests without a token.",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=1800.0,
+    show_default=True,
+    help="Close a client's session after this many idle seconds (0: never).",
+)
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Most sessions (workers) open at once; more clients get a clear error.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Default timeout of one run_code in seconds (default: settings' run_timeout).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+    default="WARNING",
+    show_default=True,
+)
+def serve(
+    base: Path | None,
+    transport: Literal["stdio", "http"],
+    host: str,
+    port: int,
+    executor: str | None,
+    no_auth: bool,
+    idle_timeout: float,
+    max_sessions: int,
+    timeout: float | None,
+    log_level: LogLevel,
+) -> None:
+    """Serve code mode to MCP clients: one Python session per client, every tool inside.
+
+    \b
+    Claude Code:  claude mcp add codemode -- codemode serve --base ~/.codemode
+    HTTP:         CODEMODE_TOKEN=... codemode serve --transport http --port 8765
+    """
+    from .http import is_loopback
+
+    token: str | None = None
+    if transport == "http":
+        if no_auth and not is_loopback(host):
+            raise click.UsageError(
+                f"--no-auth is only allowed on a loopback address, not {host!r}: "
+                f"set {TOKEN_ENV} and let clients send it as a bearer token."
+            )
+        if not no_auth:
+            token = os.environ.get(TOKEN_ENV) or None
+            if token is None:
+                token = secrets.token_urlsafe(32)
+                _say(f"generated bearer token (set {TOKEN_ENV} to choose one): {token}")
+    elif no_auth:
+        raise click.UsageError("--no-auth only applies to --transport http")
+    opts = ServeOptions(
+        base=base.expanduser() if base is not None else None,
+        transport=transport,
+        host=host,
+        port=port,
+        executor=choose_executor(executor),
+        executor_chosen=executor is not None,
+        token=token,
+        idle_timeout=idle_timeout if idle_timeout > 0 else None,
+        max_sessions=max_sessions,
+        timeout=timeout,
+        log_level=log_level,
+    )
+    import anyio
+
+    try:
+        anyio.run(run_server, opts)
+    except KeyboardInterrupt:
+        pass
+    except (CodemodeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+async def run_server(opts: ServeOptions) -> None:
+    """Open the workspace, build the server, serve until the client leaves or a signal."""
+    import anyio
+
+    from codemode.session import Session
+
+    from .app import build_server
+    from .sessions import SessionManager
+    from .toolset import ServerContext
+
+    workspace, registry, memory, settings = _open_workspace(opts.base)
+    run_timeout = opts.timeout or float(getattr(settings, "run_timeout", 60.0))
+    opts.executor, executor = await start_executor(
+        opts.executor, workspace, chosen=opts.executor_chosen
+    )
+
+    async def new_session() -> Session:
+        session = Session(executor, tools=registry, memory=memory, default_timeout=run_timeout)
+        await session.start()
+        return session
+
+    sessions = SessionManager(
+        new_session, idle_timeout=opts.idle_timeout, max_sessions=opts.max_sessions
+    )
+    context = ServerContext(
+        sessions,
+        base=Path(workspace.path) if workspace is not None else opts.base,
+        tools=registry,
+        workspace=workspace,
+        memory=memory,
+        settings=settings,
+        run_timeout=run_timeout,
+    )
+    server = build_server(context, transport=opts.transport, log_level=opts.log_level)
+    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(opts.log_level)
+
+    async def close_upstream() -> None:
+        aclose = getattr(registry, "aclose", None)
+        if aclose is not None:
+            with anyio.move_on_after(10):
+                await aclose()
+
+    if opts.transport == "http":
+        from .http import bind_socket, build_http_app, serve_http
+
+        sock = bind_socket(opts.host, opts.port)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        url = f"http://{shown}:{bound[1]}/mcp"
+        app = build_http_app(
+            server,
+            context,
+            host=opts.host,
+            token=opts.token,
+            on_shutdown=close_upstream,
+            on_ready=lambda: _say(f"serving MCP on {url} (executor: {opts.executor})"),
+        )
+        await serve_http(app, sock, log_level=opts.log_level.lower())
+        return
+
+    closed = False
+
+    async def close_all() -> None:
+        nonlocal closed
+        if not closed:
+            closed = True
+            await sessions.aclose()
+            await close_upstream()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sessions.run_reaper)
+            tg.start_soon(_exit_on_signal, close_all)
+            await server.run_stdio_async()  # returns when the client closes stdin
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await close_all()
+
+
+async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
+    """On SIGTERM/SIGINT/SIGHUP: close sessions and upstream servers, then exit.
+
+    Exiting is forced because the SDK reads stdin in a thread that cannot be cancelled:
+    waiting for it would keep the process alive until the client writes or closes stdin.
+    """
+    import signal
+
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            with anyio.move_on_after(15), anyio.CancelScope(shield=True):
+                await close_all()
+            sys.stderr.flush()
+            os._exit(0)
+
+
+def _open_workspace(base: Path | None) -> tuple[Any, Any, Any, Any]:
+    """The workspace (created with an example mcp.json on first start), its tool
+    registry (one upstream connection per server, shared by all sessions), its memory
+    layer when installed, and the settings."""
+    from codemode.config import load_settings
+    from codemode.workspace import Workspace
+
+    workspace = Workspace.open(base)
+    registry = workspace.registry()
+    settings = getattr(workspace, "settings", None)
+    if settings is None:
+        settings = load_settings(Path(workspace.path) / "config.json")
+    memory: Any = None
+    try:
+        from codemode.memory import Memory  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        memory = None
+    else:
+        memory = Memory.from_workspace(workspace.path)
+    return workspace, registry, memory, settings

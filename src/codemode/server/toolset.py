@@ -1,0 +1,282 @@
+"""Server tools as small async functions; the MCP wiring is done here, once.
+
+How to add a tool to ``codemode serve`` (e.g. in ``src/codemode/server/memory_tools.py``,
+which ``app.build_server`` imports when it exists and calls ``register(toolset, ctx)``)::
+
+    from codemode.server.toolset import Call, Reply, ServerContext, Toolset
+
+    def register(toolset: Toolset, ctx: ServerContext) -> None:
+        @toolset.tool(description="List saved skills, optionally filtered by a query.")
+        async def list_skills(call: Call, query: str = "", limit: int = 50) -> Reply:
+            found = ...  # use ctx (workspace, memory...) or ``await call.session()``
+            return Reply("\\n".join(found), data={"skills": found})
+
+Rules:
+
+- The first parameter is always ``call`` (a :class:`Call`); the others become the tool's
+  input schema (type hints, defaults; ``Annotated[str, Field(description=...)]`` works).
+- ``description`` is what the model reads; keep it byte-stable (no dynamic lists). Use
+  ``description_file="x.md"`` with ``package=`` to keep long texts as package data.
+- Return a :class:`Reply` (text for the model + optional structured ``data``), a ``str``,
+  or JSON-able data. Raise a :class:`~codemode.errors.CodemodeError` (or return
+  ``Reply(..., is_error=True)``) for a failure the model should see: it becomes an MCP
+  tool error (``isError``), not a protocol error. Other exceptions are bugs: they are
+  logged and reported as an internal error.
+- ``async with call.lease() as lease:`` borrows the caller's codemode session
+  (``lease.session``; started on demand, counted against the session cap, one use at a
+  time). ``await call.session()`` returns it without holding it. Most tools need neither.
+
+This module does not know which tools exist; ``app.py`` registers them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+
+from codemode.errors import CodemodeError
+
+from .sessions import Lease, SessionManager
+
+INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
+
+__all__ = [
+    "INSTRUCTIONS_PACKAGE",
+    "Call",
+    "Reply",
+    "ServerContext",
+    "ToolDef",
+    "Toolset",
+    "load_text",
+]
+
+
+def load_text(name: str, package: str = INSTRUCTIONS_PACKAGE) -> str:
+    """A text file shipped as package data (e.g. ``run_code.md``), without its final newline."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8").rstrip("\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a tool answers: text for the model, and the same facts as structured data."""
+
+    text: str
+    data: dict[str, Any] | None = None
+    is_error: bool = False
+
+
+@dataclass
+class ServerContext:
+    """What the server shares between tools: built once per ``codemode serve``.
+
+    ``tools`` is the workspace's tool registry (discovery, shared by all sessions),
+    ``workspace`` the opened workspace (when one exists), ``memory`` its storage of
+    skills, artifacts, state and deps (when available). ``extras`` is free for tool
+    modules to keep their own objects in.
+    """
+
+    sessions: SessionManager
+    base: Path | None = None
+    tools: Any = None
+    workspace: Any = None
+    memory: Any = None
+    settings: Any = None
+    run_timeout: float = 60.0
+    output_limit: int = 20_000
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One MCP tool call as the handler sees it."""
+
+    server: ServerContext
+    session_key: str | None
+    """Which client session this call belongs to (``None``: not recognisable again)."""
+    mcp: Context | None = None
+    """The SDK's request context, for the rare tool that needs it (progress...)."""
+
+    def lease(self) -> AbstractAsyncContextManager[Lease]:
+        """Borrow the caller's session for one use (``async with call.lease() as l:``).
+
+        Works for every caller, including one that cannot be recognised again (it gets
+        a session that is closed when the block ends). Runs on one session are serialised.
+        """
+        return self.server.sessions.lease(self.session_key)
+
+    async def session(self) -> Any:
+        """The caller's persistent ``codemode.session.Session`` (started on demand).
+
+        Raises ``CodemodeError`` for a caller without a session id (stateless HTTP
+        without ``Codemode-Session``): use :meth:`lease` there.
+        """
+        if self.session_key is None:
+            raise CodemodeError(
+                "this call has no session to keep (no Mcp-Session-Id or Codemode-Session)"
+            )
+        return await self.server.sessions.get(self.session_key)
+
+
+Handler = Callable[..., Awaitable[Any]]
+KeyFn = Callable[[Context], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    name: str
+    fn: Handler
+    description: str
+    title: str | None = None
+    output: Any = None
+    read_only: bool = False
+
+
+class Toolset:
+    """An ordered set of tool definitions, applied to an ``MCPServer`` in one go."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> typing.Iterator[ToolDef]:
+        return iter(self._tools.values())
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        description_file: str | None = None,
+        package: str = INSTRUCTIONS_PACKAGE,
+        title: str | None = None,
+        output: Any = None,
+        read_only: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        """Decorator: register ``fn(call, **arguments)`` as a tool (see the module doc).
+
+        ``output`` is an optional TypedDict or pydantic model describing ``Reply.data``;
+        it becomes the tool's ``outputSchema``.
+        """
+
+        def decorator(fn: Handler) -> Handler:
+            self.add(
+                fn,
+                name=name,
+                description=description,
+                description_file=description_file,
+                package=package,
+                title=title,
+                output=output,
+                read_only=read_only,
+            )
+            return fn
+
+        return decorator
+
+    def add(
+        self,
+        fn: Handler,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        description_file: str | None = None,
+        package: str = INSTRUCTIONS_PACKAGE,
+        title: str | None = None,
+        output: Any = None,
+        read_only: bool = False,
+    ) -> None:
+        tool_name = name or fn.__name__
+        if tool_name in self._tools:
+            raise ValueError(f"a server tool named {tool_name!r} is already registered")
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"tool {tool_name!r}: the handler must be an async function")
+        params = list(inspect.signature(fn).parameters)
+        if not params or params[0] != "call":
+            raise TypeError(f"tool {tool_name!r}: the first parameter must be `call`")
+        if description is None and description_file is not None:
+            description = load_text(description_file, package)
+        if description is None:
+            description = inspect.getdoc(fn) or ""
+        self._tools[tool_name] = ToolDef(
+            tool_name, fn, description, title=title, output=output, read_only=read_only
+        )
+
+    def apply(self, server: MCPServer[Any], context: ServerContext, key_of: KeyFn) -> None:
+        """Register every tool on ``server``; ``key_of`` names the caller's session."""
+        for td in self._tools.values():
+            server.add_tool(
+                _adapt(td, context, key_of),
+                name=td.name,
+                title=td.title,
+                description=td.description,
+                annotations=ToolAnnotations(read_only_hint=True) if td.read_only else None,
+            )
+
+
+def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
+    """Wrap ``fn(call, **args)`` as the SDK expects: ``fn(**args, ctx: Context)``.
+
+    The wrapper's signature is the handler's, minus ``call``, plus a keyword-only
+    ``ctx`` the SDK fills with its request context; the SDK derives the input schema
+    from it.
+    """
+    fn = td.fn
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {td.name!r}: *args and **kwargs are not supported")
+    ctx_name = "mcp_request_context"
+    new_params = [p.replace(annotation=hints.get(p.name, Any)) for p in params]
+    new_params.append(
+        inspect.Parameter(ctx_name, inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    )
+    returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
+
+    async def wrapper(**kwargs: Any) -> CallToolResult:
+        mcp_ctx = kwargs.pop(ctx_name)
+        call = Call(context, key_of(mcp_ctx), mcp_ctx)
+        try:
+            out = await fn(call, **kwargs)
+        except CodemodeError as exc:
+            return to_result(Reply(f"{type(exc).__name__}: {exc}", None, is_error=True))
+        return to_result(out)
+
+    wrapper.__name__ = td.name
+    wrapper.__qualname__ = td.name
+    wrapper.__doc__ = td.description
+    wrapper.__signature__ = inspect.Signature(new_params, return_annotation=returns)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in new_params} | {"return": returns}
+    return wrapper
+
+
+def to_result(out: Any) -> CallToolResult:
+    """Turn a handler's answer into the MCP result."""
+    if isinstance(out, CallToolResult):
+        return out
+    if isinstance(out, Reply):
+        return CallToolResult(
+            content=[TextContent(type="text", text=out.text)],
+            structured_content=out.data,
+            is_error=out.is_error,
+        )
+    if isinstance(out, str):
+        return CallToolResult(content=[TextContent(type="text", text=out)])
+    data = out if isinstance(out, dict) else {"result": out}
+    text = json.dumps(out, ensure_ascii=False, default=str)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)

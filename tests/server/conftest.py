@@ -1,0 +1,184 @@
+"""Real ``codemode serve`` processes and the official MCP client talking to them.
+
+The workspace used by these tests has one upstream server: the real
+``@modelcontextprotocol/server-filesystem`` (installed by ``.ci/install-test-servers.sh``),
+serving a small directory of notes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_DIR = REPO / ".ci" / "node"
+FS_SERVER = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
+INSTALL_HINT = "run .ci/install-test-servers.sh to install the real test servers"
+TOKEN = "test-token-0123456789"
+NOTES = {f"note{i}.txt": f"note number {i}\n" for i in range(6)} | {"todo.md": "- write tests\n"}
+
+
+def serve_argv(base: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "codemode", "serve", "--base", str(base), *extra]
+
+
+def make_workspace(root: Path) -> tuple[Path, Path]:
+    """A workspace whose mcp.json names the filesystem server; returns (base, files dir)."""
+    entry = FS_SERVER / "index.js"
+    if not entry.exists():
+        pytest.skip(f"{entry.relative_to(REPO)} is missing: {INSTALL_HINT}")
+    files = root / "files"
+    files.mkdir(parents=True)
+    for name, text in NOTES.items():
+        (files / name).write_text(text)
+    base = root / "ws"
+    base.mkdir()
+    servers = {"mcpServers": {"fs": {"command": "node", "args": [str(entry), str(files)]}}}
+    (base / "mcp.json").write_text(json.dumps(servers))
+    return base, files.resolve()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> tuple[Path, Path]:
+    return make_workspace(tmp_path)
+
+
+@asynccontextmanager
+async def stdio_client(
+    base: Path, *extra: str, mode: Any = "auto", executor: str | None = "subprocess"
+) -> AsyncIterator[Client]:
+    chosen = ("--executor", executor) if executor is not None else ()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_argv(base, *chosen, *extra)[1:],
+        env=dict(os.environ),
+    )
+    async with Client(params, mode=mode, read_timeout_seconds=60) as client:
+        yield client
+
+
+@asynccontextmanager
+async def http_client(
+    url: str,
+    *,
+    token: str | None = TOKEN,
+    headers: dict[str, str] | None = None,
+    mode: Any = "auto",
+) -> AsyncIterator[Client]:
+    sent = dict(headers or {})
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    timeout = httpx2.Timeout(30, read=60)
+    async with (
+        httpx2.AsyncClient(headers=sent, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+@dataclass
+class HttpServer:
+    """One ``codemode serve --transport http`` process."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    lines: list[str] = field(default_factory=list)
+    files: Path | None = None
+    drain: threading.Thread | None = None
+
+    @property
+    def health_url(self) -> str:
+        return self.url.removesuffix("/mcp") + "/healthz"
+
+    def health(self) -> dict[str, Any]:
+        response = httpx2.get(self.health_url, timeout=10)
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    def wait_health(self, key: str, value: Any, timeout: float = 15.0) -> None:
+        """Poll /healthz until ``key`` has ``value`` (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.health().get(key) == value:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"/healthz {key} never became {value!r}: {self.health()}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError("codemode serve did not stop on SIGTERM") from None
+        if self.drain is not None:
+            self.drain.join(timeout=10)
+        return code
+
+
+def start_http_server(
+    base: Path, *extra: str, token: str | None = TOKEN, executor: str | None = "subprocess"
+) -> HttpServer:
+    env = dict(os.environ)
+    env.pop("CODEMODE_TOKEN", None)
+    if token is not None:
+        env["CODEMODE_TOKEN"] = token
+    chosen = ("--executor", executor) if executor is not None else ()
+    argv = serve_argv(base, "--transport", "http", "--port", "0", *chosen, *extra)
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    found: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if m := re.search(r"serving MCP on (\S+)", line):
+                found.put(m.group(1))
+        proc.stderr.close()
+        found.put(None)
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    try:
+        url = found.get(timeout=60)
+    except queue.Empty:
+        url = None
+    if url is None:
+        proc.kill()
+        proc.wait(timeout=10)
+        thread.join(timeout=10)
+        raise RuntimeError("codemode serve did not start:\n" + "".join(lines[-30:]))
+    return HttpServer(proc, url, lines, drain=thread)
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """A token-protected server shared by a test module."""
+    base, files = make_workspace(tmp_path_factory.mktemp("http"))
+    server = start_http_server(base)
+    server.files = files
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -22,6 +22,7 @@ def executor_by_name(name: str, *, workspace: Workspace | None = None, **options
     if name == "subprocess":
         if workspace is not None:
             options.setdefault("cwd", str(workspace.path))
+            options.setdefault("deps_dir", str(workspace.deps_dir))
         return SubprocessExecutor(**options)
     if name == "sandbox":
         from .sandbox import SandboxExecutor

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import logging
 import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,8 @@ class LexicalIndex(Generic[K]):
         if any(corpus):
             import bm25s  # numpy-only, ~90 ms to import: kept off import paths
 
+            # bm25s sets its own logger to DEBUG on import; keep its progress chatter quiet.
+            logging.getLogger("bm25s").setLevel(logging.WARNING)
             retriever = bm25s.BM25()
             retriever.index(corpus, show_progress=False)
             self._retriever = retriever

@@ -1,0 +1,617 @@
+"""``SandboxExecutor``: the subprocess worker, inside bubblewrap, as an unprivileged uid.
+
+The worker is the same ``codemode_worker`` process the subprocess executor starts; only
+its launch line changes. One launch is::
+
+    /bin/sh -c 'join cgroups; exec "$@" 9<seccomp.bpf'  (host user: root or you)
+      [unshare --mount sh -c 'mount --bind ...']         (root, for dirs under e.g. /root)
+      setpriv --reuid 65534 ...                          (only when the host user is root)
+        bwrap --unshare-all --cap-drop ALL --seccomp 9 ...   (new user/pid/net/ipc/uts/cgroup ns)
+          python -I -S -c <bootstrap> <config>           (rlimits, then codemode_worker.main)
+
+Why each layer:
+
+- **setpriv**: bwrap started by root keeps every capability inside the sandbox (code could
+  remount ``/`` read-write). Root drops to ``uid``/``gid`` (65534 by default) first, with
+  ``no_new_privs`` and an empty bounding set; a non-root host user is already unprivileged.
+- **bwrap**: a new root built from read-only pieces only: ``/usr`` (and the ``/lib``,
+  ``/bin`` links), ``/etc/ld.so.cache`` and TLS roots, the interpreter's prefix when it
+  lives outside ``/usr``, the worker package at ``/opt/codemode``, the deps directory at
+  ``/opt/codemode-deps``. A private tmpfs on ``/tmp``, bwrap's own ``/proc`` (new pid
+  namespace) and minimal ``/dev``. The session's workspace is the only writable host
+  directory, at ``/workspace``. No host ``/home``, ``/root``, ``/proc``, ``/sys`` or
+  ``/run``: a symlink in the workspace pointing at ``/etc/shadow`` resolves inside the
+  sandbox, where that file does not exist.
+- **private binds**: bwrap resolves bind sources as the sandbox uid, so a workspace under
+  a directory it cannot search (``~/.codemode`` of root) is first bind-mounted by root onto
+  a reachable mount point, in a private mount namespace that dies with the worker.
+- **seccomp** (:mod:`.seccomp`), **limits** (:mod:`.limits`): cgroups joined by the shell
+  line before exec, rlimits applied by the bootstrap before any agent code runs.
+
+When bubblewrap or user namespaces are missing the executor refuses to start
+(:class:`~codemode.errors.SandboxUnavailable`, with the fix), unless built with
+``allow_weaker=True``: then it warns and runs what it can.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError, SandboxUnavailable
+from . import seccomp as seccomp_mod
+from .doctor import (
+    Check,
+    can_private_mount,
+    find_program,
+    sandbox_python,
+    traversable,
+    userns_check,
+    writable_by,
+)
+from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
+from .subprocess import BOOTSTRAP, WORKER_ROOT, LaunchSpec, SubprocessExecutor
+
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+WORKER_MOUNT = "/opt/codemode"
+DEPS_MOUNT = "/opt/codemode-deps"
+SITE_MOUNT = "/opt/codemode-site"
+WORKSPACE = "/workspace"
+WORKER_PKG = os.path.join(WORKER_ROOT, "codemode_worker")
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "USER": "sandbox",
+}
+_RO_ETC = ("/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates")
+_SECCOMP_FD = 9
+# Joins the cgroups named before "--", then execs the rest with the BPF file on fd 9.
+_LAUNCHER = (
+    'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
+    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
+)
+# Root only, in a private mount namespace (``unshare --mount``): binds host directories the
+# sandbox uid cannot reach (e.g. under /root) onto reachable mount points, then continues.
+_BINDER = (
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; '
+    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
+)
+# Applies rlimits (from the config) before the worker, hence before any agent code.
+_RLIMITS_BOOT = (
+    "import sys,json,resource as r;c=json.loads(sys.argv[1])\n"
+    "for n,v in c.pop('rlimits',()):r.setrlimit(getattr(r,n),(v,v))\n"
+)
+
+
+class WeakerSandboxWarning(RuntimeWarning):
+    """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
+
+
+_rundir: str | None = None
+
+
+def _shared_rundir() -> str:
+    """A root-only directory for the BPF file and per-worker scratch workspaces."""
+    global _rundir
+    if _rundir is None or not os.path.isdir(_rundir):
+        _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
+        os.chmod(_rundir, 0o711)
+        atexit.register(shutil.rmtree, _rundir, True)
+    return _rundir
+
+
+@functools.cache
+def _bpf_path() -> str:
+    return seccomp_mod.write_bpf(_shared_rundir())
+
+
+# -- the argv ----------------------------------------------------------------------------
+
+
+def bwrap_args(
+    *,
+    bwrap: str,
+    workspace: str,
+    python_prefix: str | None = None,
+    worker_pkg: str = WORKER_PKG,
+    deps_dir: str | None = None,
+    site_dir: str | None = None,
+    env: Mapping[str, str] = SANDBOX_ENV,
+    tmp_size_mb: int | None = 256,
+    seccomp_fd: int | None = _SECCOMP_FD,
+) -> list[str]:
+    """bwrap's arguments up to (not including) the command; pure, for tests and doctor."""
+    a = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
+    else:
+        # the filter already refuses unshare/setns/clone(CLONE_NEWUSER); without it, let
+        # bwrap forbid nested user namespaces (it costs ~10 ms per start)
+        a += ["--disable-userns"]
+    a += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            a += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            a += ["--ro-bind", top, top]
+    for path in _RO_ETC:
+        if os.path.exists(path):
+            a += ["--ro-bind", path, path]
+    if python_prefix:
+        a += ["--ro-bind", python_prefix, python_prefix]
+    a += ["--ro-bind", worker_pkg, f"{WORKER_MOUNT}/codemode_worker"]
+    if deps_dir and os.path.isdir(deps_dir):
+        a += ["--ro-bind", deps_dir, DEPS_MOUNT]
+    if site_dir and os.path.isdir(site_dir):
+        a += ["--ro-bind", site_dir, SITE_MOUNT]
+    size = ["--size", str(tmp_size_mb * 1024 * 1024)] if tmp_size_mb is not None else []
+    a += [*size, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    a += [*size, "--tmpfs", "/dev/shm"]
+    a += ["--bind", workspace, WORKSPACE, "--chdir", WORKSPACE]
+    # bwrap's root and /dev are tmpfs owned by the sandbox uid: make them read-only so the
+    # workspace, /tmp and /dev/shm are the only writable places
+    a += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    for key, value in env.items():
+        a += ["--setenv", key, value]
+    return a
+
+
+def setpriv_args(setpriv: str, uid: int, gid: int) -> list[str]:
+    return [
+        setpriv,
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+    ]
+
+
+# -- the executor ------------------------------------------------------------------------
+
+
+class SandboxExecutor(SubprocessExecutor):
+    """Each session's code in its own persistent worker inside bubblewrap.
+
+    ``workspace``: host directory mounted read-write at ``/workspace`` (the worker's cwd);
+    None gives every worker a private empty one, removed with the worker.
+    ``allow_weaker``: run even when a protection is missing (with a warning) instead of
+    raising :class:`SandboxUnavailable`.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        memory_limit_mb: int | None = None,
+        python: str | None = None,
+        bwrap: str = "bwrap",
+        setpriv: str = "setpriv",
+        uid: int = SANDBOX_UID,
+        gid: int = SANDBOX_GID,
+        seccomp: bool = True,
+        cgroups: bool = True,
+        allow_weaker: bool = False,
+        pool_size: int = 2,
+        interrupt_grace: float = 1.0,
+        max_output: int = 1_000_000,
+        env: Mapping[str, str] | None = None,
+        deps_dir: str | os.PathLike[str] | None = None,
+        site_packages: bool = False,
+        start_timeout: float = 15.0,
+    ) -> None:
+        self.limits = limits or Limits()
+        if memory_limit_mb is not None:  # the SubprocessExecutor spelling, for option parity
+            self.limits = dataclasses.replace(self.limits, memory_mb=memory_limit_mb)
+        super().__init__(
+            python=python,
+            memory_limit_mb=self.limits.memory_mb,
+            pool_size=pool_size,
+            interrupt_grace=interrupt_grace,
+            max_output=max_output,
+            cwd=None,
+            env=env,
+            deps_dir=deps_dir,
+            site_packages=site_packages,
+            start_timeout=start_timeout,
+        )
+        self.requested_python = python
+        self.workspace = os.path.realpath(workspace) if workspace is not None else None
+        self.bwrap = bwrap
+        self.setpriv = setpriv
+        self.uid, self.gid = (uid, gid) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+        self.use_seccomp = seccomp
+        self.use_cgroups = cgroups
+        self.allow_weaker = allow_weaker
+        self._prepared: dict[str, Any] | None = None
+        self.cgroup_dirs: list[str] = []
+        """Every cgroup directory made for this executor's workers (each removed at exit)."""
+
+    @classmethod
+    def for_workspace(cls, workspace: Any | None = None, **options: Any) -> SandboxExecutor:
+        """An executor for a codemode workspace: its files directory and its deps.
+
+        Only the workspace's files directory is mounted, never its root: the root holds
+        the server configuration (commands the host runs, tokens in their env), which
+        the agent's code must neither read nor rewrite.
+        """
+        if workspace is not None:
+            files = getattr(workspace, "files_dir", None)
+            if files is None:
+                files = os.path.join(os.fspath(workspace.path), "files")
+            os.makedirs(files, exist_ok=True)
+            options.setdefault("workspace", files)
+            deps = getattr(workspace, "deps_dir", None)
+            if deps is not None:
+                options.setdefault("deps_dir", deps)
+        options.pop("cwd", None)
+        return cls(**options)
+
+    # -- checks ------------------------------------------------------------------------
+    def checks(self) -> list[Check]:
+        """Every precondition of full isolation, in the order a user should fix them."""
+        out: list[Check] = []
+        bw = find_program(self.bwrap)
+        out.append(
+            Check(
+                "bubblewrap",
+                bw is not None,
+                bw or f"{self.bwrap!r} not found",
+                "apt-get install bubblewrap (or dnf/pacman install bubblewrap)",
+            )
+        )
+        out.append(userns_check())
+        if os.geteuid() == 0:
+            sp = find_program(self.setpriv)
+            out.append(
+                Check(
+                    "unprivileged uid",
+                    sp is not None,
+                    f"drops root to uid {self.uid} with {sp}"
+                    if sp
+                    else f"{self.setpriv!r} not found",
+                    "apt-get install util-linux (provides setpriv)",
+                )
+            )
+        else:
+            out.append(Check("unprivileged uid", True, f"runs as uid {os.geteuid()} (not root)"))
+        if self.use_seccomp:
+            ok, why = seccomp_mod.available()
+            out.append(
+                Check("seccomp", ok, why, "apt-get install libseccomp2; pip install pyseccomp")
+            )
+        if not self._reachable(WORKER_PKG, whole=True) and not can_private_mount():
+            out.append(
+                Check(
+                    "worker package",
+                    False,
+                    f"{WORKER_ROOT} is not readable by uid {self.uid}",
+                    "install codemode where other users can read it (e.g. a venv outside /root)",
+                )
+            )
+        out += self._path_checks()
+        return out
+
+    def verify(self) -> list[Check]:
+        """:meth:`checks`, then (if they pass) start a throwaway sandbox to prove it works.
+
+        Catches what static checks cannot see (an AppArmor profile, a container's own
+        seccomp policy refusing user namespaces...).
+        """
+        out = self.checks()
+        if all(c.ok for c in out if c.required):
+            try:
+                self._prepare()
+            except (SandboxUnavailable, ConfigError) as exc:
+                out.append(Check("test sandbox", False, str(exc), "run `codemode doctor`"))
+            else:
+                out.append(Check("test sandbox", True, "started and exited cleanly"))
+        return out
+
+    def _path_checks(self) -> list[Check]:
+        """Host directories to mount must be reachable by the sandbox uid (bwrap runs as it)."""
+        out = []
+        for label, path, whole in (
+            ("workspace", self.workspace, False),
+            ("deps directory", self.deps_dir, True),
+        ):
+            if path is None or not os.path.exists(path):
+                continue
+            target = path if whole else os.path.dirname(path)
+            if not traversable(target, self.uid, self.gid, read_last=whole) and not (
+                can_private_mount()
+            ):
+                out.append(
+                    Check(
+                        label,
+                        False,
+                        f"{path} is unreachable for uid {self.uid} (a parent directory is "
+                        "not searchable by it, e.g. /root)",
+                        "use a base directory the sandbox can reach (e.g. "
+                        "CODEMODE_BASE=/var/lib/codemode), chmod o+x its parents, or run "
+                        "codemode as a non-root user",
+                    )
+                )
+        return out
+
+    def _prepare(self) -> dict[str, Any]:
+        """Resolve programs and paths once; refuse (or warn) when something is missing."""
+        if self._prepared is not None:
+            return self._prepared
+        failed = [c for c in self.checks() if not c.ok and c.required]
+        paths = [c for c in failed if c.name in ("workspace", "deps directory")]
+        if paths:  # a configuration mistake: weaker isolation would not fix it
+            raise ConfigError("; ".join(f"{c.name}: {c.detail}. Fix: {c.fix}" for c in paths))
+        hard = {c.name for c in failed} - {"seccomp"}
+        if failed and not self.allow_weaker:
+            lines = [f"- {c.name}: {c.detail}. Fix: {c.fix}" for c in failed]
+            raise SandboxUnavailable(
+                "the sandbox cannot start on this machine:\n"
+                + "\n".join(lines)
+                + "\nOr pass allow_weaker=True (SandboxExecutor) to run with weaker isolation."
+            )
+        prep: dict[str, Any] = {"weak": bool(hard), "seccomp": self.use_seccomp}
+        if failed:
+            names = ", ".join(c.name for c in failed)
+            what = (
+                "NO isolation: code runs as a plain subprocess with the host user's rights"
+                if hard
+                else "without " + names
+            )
+            warnings.warn(
+                f"sandbox running {what} (missing: {names})", WeakerSandboxWarning, stacklevel=3
+            )
+            if "seccomp" in names:
+                prep["seccomp"] = False
+        if not hard:
+            exe, prefix = sandbox_python(self.requested_python, self.uid, self.gid)
+            prep.update(
+                bwrap=find_program(self.bwrap),
+                setpriv=find_program(self.setpriv),
+                python=exe,
+                prefix=prefix,
+            )
+            if prep["seccomp"]:
+                prep["bpf"] = _bpf_path()
+            _probe(self, prep)
+        self._prepared = prep
+        return prep
+
+    @property
+    def weak(self) -> bool:
+        """True when ``allow_weaker`` let the executor run without bubblewrap."""
+        return bool(self._prepare()["weak"])
+
+    def limit_status(self) -> list[LimitStatus]:
+        """How each of this executor's limits is enforced here."""
+        return plan(self.limits, self._cgroups())
+
+    def _cgroups(self) -> CgroupSupport:
+        if self.use_cgroups:
+            return detect_cgroups()
+        return CgroupSupport(version=None, why_not="cgroups switched off (cgroups=False)")
+
+    # -- launching ---------------------------------------------------------------------
+    def worker_config(self) -> dict[str, Any]:
+        config = super().worker_config()
+        if self._prepare()["weak"]:
+            return config
+        config.update(
+            root=WORKER_MOUNT,
+            paths=[DEPS_MOUNT] if self.deps_dir and os.path.isdir(self.deps_dir) else [],
+            tail_paths=[SITE_MOUNT] if self.site_packages else [],
+            cwd=WORKSPACE,
+            memory_limit_mb=None,  # applied with the other rlimits by the bootstrap
+        )
+        return config
+
+    def pool_key(self) -> tuple[Any, ...]:
+        return (
+            *super().pool_key(),
+            self.workspace,
+            self.limits,
+            self.uid,
+            self.gid,
+            self.bwrap,
+            self.setpriv,
+            self.use_seccomp,
+            self.use_cgroups,
+            self.requested_python,
+        )
+
+    def launch_spec(self, config: dict[str, Any]) -> LaunchSpec:
+        prep = self._prepare()
+        if prep["weak"]:
+            return super().launch_spec(config)
+        limits = WorkerLimits(self.limits, self._cgroups())
+        self.cgroup_dirs += limits.groups.values()
+        made: list[str] = []  # scratch workspace, mount points: removed with the worker
+
+        def cleanup() -> None:
+            limits.cleanup()
+            for path in reversed(made):
+                shutil.rmtree(path, ignore_errors=True)
+
+        try:
+            workspace = self.workspace
+            if workspace is None:
+                workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
+                made.append(workspace)
+            self._own_workspace(workspace)
+            config = {**config, "rlimits": limits.rlimits()}
+            site = None
+            if self.site_packages:
+                import sysconfig
+
+                site = sysconfig.get_paths()["purelib"]
+            argv, points = self._command(
+                prep, limits.procs_files(), workspace=workspace, deps=self.deps_dir, site=site
+            )
+            if points:
+                made.append(points)
+            argv += [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP]
+            argv.append(json.dumps(config))
+        except BaseException:
+            cleanup()
+            raise
+
+        return LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd="/", cleanup=cleanup)
+
+    def _command(
+        self,
+        prep: dict[str, Any],
+        procs: list[str],
+        *,
+        workspace: str,
+        deps: str | None = None,
+        site: str | None = None,
+        tmp_size_mb: int | None = None,
+    ) -> tuple[list[str], str | None]:
+        """The launch line up to the interpreter: sh (cgroups, fd 9), [binds], setpriv, bwrap.
+
+        Returns it with the directory of private mount points to remove after the worker
+        exits (None when every host path is reachable by the sandbox uid as it is).
+        """
+        paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
+        binds: list[tuple[str, str]] = []
+        points = None
+        if can_private_mount():
+            hidden = [
+                k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
+            ]
+            if hidden:
+                points = tempfile.mkdtemp(prefix="mnt-", dir=_shared_rundir())
+                os.chmod(points, 0o711)
+                for key in hidden:
+                    dst = os.path.join(points, key)
+                    os.mkdir(dst)
+                    binds.append((str(paths[key]), dst))
+                    paths[key] = dst
+        argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
+        if binds:
+            argv += ["", find_program("unshare") or "unshare", "--mount", "--propagation",
+                     "private", "/bin/sh", "-c", _BINDER, "codemode-binds"]  # fmt: skip
+            argv += [path for pair in binds for path in pair] + ["--"]
+        argv.append(prep.get("bpf", ""))
+        if os.geteuid() == 0:
+            argv += setpriv_args(prep["setpriv"], self.uid, self.gid)
+        argv += bwrap_args(
+            bwrap=prep["bwrap"],
+            workspace=str(paths["workspace"]),
+            python_prefix=prep["prefix"],
+            worker_pkg=str(paths["worker"]),
+            deps_dir=paths["deps"],
+            site_dir=paths["site"],
+            env={**SANDBOX_ENV, **self.env},
+            tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
+            seccomp_fd=_SECCOMP_FD if prep["seccomp"] else None,
+        )
+        return argv, points
+
+    def _reachable(self, path: str, *, whole: bool) -> bool:
+        target = path if whole else os.path.dirname(path)
+        return traversable(target, self.uid, self.gid, read_last=whole)
+
+    def _own_workspace(self, path: str) -> None:
+        """The sandbox uid must reach and write its workspace.
+
+        A directory it cannot write yet is given to it (``chown`` of the top directory
+        only, never recursive); a world-writable one is left as it is.
+        """
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise ConfigError(f"the sandbox workspace {path} cannot be used: {exc}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"the sandbox workspace {path} is not a directory")
+        if not self._reachable(path, whole=False) and not can_private_mount():
+            raise ConfigError(
+                f"the sandbox workspace {path} is unreachable for uid {self.uid}: a parent "
+                f"directory of it is not searchable by that user. Fix: chmod o+x the parents "
+                f"of {path}, or choose a workspace elsewhere (e.g. under /var/tmp)"
+            )
+        if writable_by(st, self.uid, self.gid):
+            return
+        if os.geteuid() != 0:
+            raise ConfigError(f"the sandbox workspace {path} is not writable by uid {self.uid}")
+        os.chown(path, self.uid, self.gid)
+        if not st.st_mode & stat.S_IWUSR:
+            os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+
+    async def start(self, handler: Any) -> Any:
+        self._prepare()
+        return await super().start(handler)
+
+    async def warm(self) -> None:
+        self._prepare()
+        await super().warm()
+
+
+def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
+    """Start ``/bin/true`` in the same sandbox once, so failures say why before a session."""
+    key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
+    if key in _probed:
+        return
+    with tempfile.TemporaryDirectory(dir=_shared_rundir()) as ws:
+        if os.geteuid() == 0:
+            os.chown(ws, ex.uid, ex.gid)
+        argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1)
+        argv += [prep["python"], "-I", "-S", "-c", "pass"]
+        try:
+            env = {"PATH": "/usr/bin:/bin"}
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd="/", env=env)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
+        finally:
+            if points:
+                shutil.rmtree(points, ignore_errors=True)
+    if r.returncode != 0:
+        raise SandboxUnavailable(
+            f"a test sandbox failed (exit {r.returncode}): {r.stderr.strip()[-800:]}\n"
+            "Fix: check that bubblewrap works for unprivileged users here "
+            "(e.g. `bwrap --unshare-all --ro-bind / / true` as a normal user), or run "
+            "`codemode doctor`."
+        )
+    _probed.add(key)
+
+
+_probed: set[tuple[Any, ...]] = set()
+
+__all__ = [
+    "SANDBOX_GID",
+    "SANDBOX_UID",
+    "WORKSPACE",
+    "Check",
+    "SandboxExecutor",
+    "WeakerSandboxWarning",
+    "bwrap_args",
+    "sandbox_python",
+    "setpriv_args",
+    "userns_check",
+]

@@ -1,0 +1,178 @@
+"""The seccomp filter loaded into every sandboxed worker (``bwrap --seccomp FD``).
+
+Namespaces already cut the worker off from the host's network, mounts and processes; the
+filter removes the kernel interfaces that are the usual ways *out* of a namespace, or
+that only a debugger or an administrator needs. Denied calls fail with ``EPERM`` (the
+code sees an ordinary ``PermissionError``) rather than killing the worker, so an agent
+gets an error it can read.
+
+Socket policy: ``socket``/``socketpair`` are allowed for ``AF_UNIX`` only. asyncio's
+event loop (top-level ``await``) needs a unix socketpair, and with the mount and network
+namespaces unshared no host unix socket is reachable: host socket files are not mounted
+and abstract sockets belong to the (empty) network namespace. Every other family
+(``AF_INET``, ``AF_INET6``, ``AF_NETLINK``, ``AF_PACKET``, ``AF_VSOCK``...) gets
+``EAFNOSUPPORT``.
+
+``clone3`` answers ``ENOSYS`` (its flags sit behind a pointer the filter cannot read), so
+the C library falls back to ``clone``, whose namespace flags are checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import socket
+import tempfile
+from typing import Any
+
+# Calls that fail with EPERM whatever their arguments.
+DENIED_SYSCALLS: tuple[str, ...] = (
+    # debugging other processes / reading their memory
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
+    # mounts and namespaces
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    # kernel extension points with a long CVE history
+    "bpf",
+    "userfaultfd",
+    "perf_event_open",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "fanotify_init",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    # administration
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "vhangup",
+    "uselib",
+    "lookup_dcookie",
+    "nfsservctl",
+)
+
+# clone(2) flags that create namespaces (CLONE_NEWNS .. CLONE_NEWNET, CLONE_NEWCGROUP,
+# CLONE_NEWTIME).
+_CLONE_NS_FLAGS = (
+    0x00020000  # NEWNS
+    | 0x02000000  # NEWCGROUP
+    | 0x04000000  # NEWUTS
+    | 0x08000000  # NEWIPC
+    | 0x10000000  # NEWUSER
+    | 0x20000000  # NEWPID
+    | 0x40000000  # NEWNET
+    | 0x00000080  # NEWTIME
+)
+
+
+def _seccomp() -> Any:
+    """Import pyseccomp lazily: it loads libseccomp through ctypes."""
+    import pyseccomp
+
+    return pyseccomp
+
+
+def available() -> tuple[bool, str]:
+    """Whether a filter can be built here, and if not, why."""
+    try:
+        _seccomp()
+    except (ImportError, OSError) as exc:
+        return False, f"pyseccomp/libseccomp not loadable: {exc}"
+    return True, "pyseccomp over libseccomp"
+
+
+def build_filter() -> Any:
+    """The ``pyseccomp.SyscallFilter`` described in the module docstring."""
+    sc = _seccomp()
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    eperm = sc.ERRNO(errno.EPERM)
+    for name in DENIED_SYSCALLS:
+        try:
+            f.add_rule(eperm, name)
+        except (OSError, ValueError, RuntimeError):
+            continue  # a call this architecture or libseccomp does not know
+    afnosupport = sc.ERRNO(errno.EAFNOSUPPORT)
+    for call in ("socket", "socketpair"):
+        f.add_rule(afnosupport, call, sc.Arg(0, sc.NE, socket.AF_UNIX))
+    for flag in _split_flags(_CLONE_NS_FLAGS):
+        f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    return f
+
+
+def _split_flags(mask: int) -> list[int]:
+    return [1 << bit for bit in range(mask.bit_length()) if mask & (1 << bit)]
+
+
+@functools.cache
+def bpf_program() -> bytes:
+    """The compiled BPF program, built once per process."""
+    f = build_filter()
+    fd = os.memfd_create("codemode-seccomp", os.MFD_CLOEXEC)
+    try:
+        with os.fdopen(os.dup(fd), "wb") as sink:
+            f.export_bpf(sink)
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_bpf(directory: str) -> str:
+    """Write the program into ``directory`` (atomically) and return the file's path.
+
+    The launcher opens it as ``bwrap --seccomp FD`` for each worker, so no descriptor
+    has to outlive a spawn.
+    """
+    program = bpf_program()
+    fd, tmp = tempfile.mkstemp(prefix=".seccomp-", dir=directory)
+    try:
+        os.write(fd, program)
+    finally:
+        os.close(fd)
+    path = os.path.join(directory, "seccomp.bpf")
+    os.replace(tmp, path)
+    os.chmod(path, 0o444)
+    return path
+
+
+__all__ = ["DENIED_SYSCALLS", "available", "bpf_program", "build_filter", "write_bpf"]

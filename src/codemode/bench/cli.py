@@ -46,6 +46,13 @@ def bench() -> None:
     help="Executor codemode serve runs the code with.",
 )
 @click.option(
+    "--serve-tools",
+    type=click.Choice(["all", "core"]),
+    default="all",
+    show_default=True,
+    help="Which tools codemode serve lists (serve --tools): all, or only the core six.",
+)
+@click.option(
     "--quick",
     is_flag=True,
     help="Small sizes (2,000 words, 500 rows, 10 catalog servers) for a smoke run.",
@@ -56,6 +63,7 @@ def tokens(
     scenarios: tuple[str, ...],
     transcripts: Path | None,
     executor: str,
+    serve_tools: str,
     quick: bool,
 ) -> None:
     """Tokens and round trips: code mode against direct tool calling, on real MCP servers."""
@@ -89,6 +97,7 @@ def tokens(
                 names,
                 QUICK if quick else Sizes(),
                 executor=executor,
+                tools=serve_tools,
                 transcripts=transcripts,
                 progress=progress,
             )

@@ -320,7 +320,11 @@ NAMES = [s.name for s in SCENARIOS]
 
 
 async def run_pair(
-    scenario: Scenario, catalog: dict[str, dict[str, Any]], scratch: Path, executor: str
+    scenario: Scenario,
+    catalog: dict[str, dict[str, Any]],
+    scratch: Path,
+    executor: str,
+    tools: str = "all",
 ) -> tuple[Transcript, Transcript, int]:
     """Both transcripts of one scenario against one catalog; also the catalog's tool count."""
     async with connect_all(catalog, scratch / "logs") as connected:
@@ -328,7 +332,7 @@ async def run_pair(
         agent = Agent("direct", defs, scenario.task, direct_caller(connected))
         direct = await scenario.direct(agent)
     base = Path(tempfile.mkdtemp(prefix="ws-", dir=scratch))
-    async with codemode_client(catalog, base, executor) as (client, cm_defs):
+    async with codemode_client(catalog, base, executor, tools) as (client, cm_defs):
         agent = Agent("code mode", cm_defs, scenario.task, codemode_caller(client))
         code = await scenario.codemode(agent)
     return direct, code, len(defs)
@@ -340,15 +344,16 @@ async def run_scenario(
     scratch: Path,
     executor: str = "subprocess",
     transcripts: Path | None = None,
+    tools: str = "all",
 ) -> ScenarioResult:
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"serve_tools": tools}
     if scenario.wide:
         catalog = wide_catalog(sizes.catalog_servers)
-        direct, code, n_tools = await run_pair(scenario, catalog, scratch, executor)
+        direct, code, n_tools = await run_pair(scenario, catalog, scratch, executor, tools)
         small = wide_catalog(sizes.catalog_small_servers)
-        direct_s, code_s, n_small = await run_pair(scenario, small, scratch, executor)
+        direct_s, code_s, n_small = await run_pair(scenario, small, scratch, executor, tools)
         delta = 100 * (code.tokens - code_s.tokens) / code_s.tokens
-        extra = {
+        extra |= {
             "catalog": f"{len(catalog)} servers / {n_tools} tools vs {len(small)} / {n_small}",
             "tokens_direct_small_catalog": direct_s.tokens,
             "tokens_codemode_small_catalog": code_s.tokens,
@@ -358,8 +363,8 @@ async def run_scenario(
         _dump(transcripts, scenario.name + "-small", direct_s, code_s)
     else:
         catalog = realistic_catalog(sizes, scratch)
-        direct, code, n_tools = await run_pair(scenario, catalog, scratch, executor)
-        extra = {"catalog": f"{len(catalog)} servers / {n_tools} tools ({', '.join(catalog)})"}
+        direct, code, n_tools = await run_pair(scenario, catalog, scratch, executor, tools)
+        extra["catalog"] = f"{len(catalog)} servers / {n_tools} tools ({', '.join(catalog)})"
     if scenario.target_pct is not None:
         extra.update(_target(scenario.target_pct, direct, code))
     if scenario.name == "privacy":
@@ -411,6 +416,7 @@ async def run_benchmark(
     sizes: Sizes | None = None,
     *,
     executor: str = "subprocess",
+    tools: str = "all",
     transcripts: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[ScenarioResult]:
@@ -428,5 +434,6 @@ async def run_benchmark(
                 progress(f"running {scenario.name} ...")
             scratch = Path(tmp) / scenario.name
             scratch.mkdir()
-            results.append(await run_scenario(scenario, sizes, scratch, executor, transcripts))
+            result = await run_scenario(scenario, sizes, scratch, executor, transcripts, tools)
+            results.append(result)
     return results

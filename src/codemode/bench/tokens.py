@@ -396,7 +396,9 @@ def direct_caller(connected: dict[str, tuple[Client, list[Any]]]) -> Caller:
     return call
 
 
-def serve_command(base: Path, executor: str = "subprocess") -> StdioServerParameters:
+def serve_command(
+    base: Path, executor: str = "subprocess", tools: str = "all"
+) -> StdioServerParameters:
     """``codemode serve`` over stdio, started with this interpreter."""
     args = [
         "-c",
@@ -408,13 +410,18 @@ def serve_command(base: Path, executor: str = "subprocess") -> StdioServerParame
         "stdio",
         "--executor",
         executor,
+        "--tools",
+        tools,
     ]
     return StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
 
 
 @asynccontextmanager
 async def codemode_client(
-    catalog: dict[str, dict[str, Any]], base: Path, executor: str = "subprocess"
+    catalog: dict[str, dict[str, Any]],
+    base: Path,
+    executor: str = "subprocess",
+    tools: str = "all",
 ) -> Any:
     """A client of ``codemode serve`` whose workspace connects ``catalog``; yields
     ``(client, definitions)``. Upstream servers are warmed up before the block (a search
@@ -423,7 +430,8 @@ async def codemode_client(
     (base / "mcp.json").write_text(json.dumps({"mcpServers": catalog}, indent=2))
     log = base / "codemode-serve.stderr"
     with log.open("w") as errlog:
-        async with _serve_client(serve_command(base, executor), errlog, log) as (client, defs):
+        command = serve_command(base, executor, tools)
+        async with _serve_client(command, errlog, log) as (client, defs):
             yield client, defs
 
 

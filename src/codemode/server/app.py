@@ -312,8 +312,14 @@ def build_server(
     transport: Literal["stdio", "http"] = "stdio",
     toolset: Toolset | None = None,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+    memory_tools: bool = True,
 ) -> MCPServer[Any]:
-    """The MCP server for one ``codemode serve``; ``context`` is shared by every call."""
+    """The MCP server for one ``codemode serve``; ``context`` is shared by every call.
+
+    ``memory_tools=False`` (``serve --tools core``) lists only the six core tools: skills,
+    artifacts, state and deps stay reachable from the code, and every client's context
+    carries ~1,700 fewer tokens of tool definitions.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -329,7 +335,8 @@ def build_server(
     )
     if toolset is None:
         toolset = core_toolset()
-        _add_memory_tools(toolset, context)
+        if memory_tools:
+            _add_memory_tools(toolset, context)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

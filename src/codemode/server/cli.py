@@ -102,6 +102,7 @@ class ServeOptions:
     max_sessions: int
     timeout: float | None
     log_level: LogLevel
+    tools: Literal["all", "core"] = "all"
 
 
 @click.command("serve")
@@ -158,6 +159,15 @@ class ServeOptions:
     help="Default timeout of one run_code in seconds (default: settings' run_timeout).",
 )
 @click.option(
+    "--tools",
+    "tool_profile",
+    type=click.Choice(["all", "core"]),
+    default="all",
+    show_default=True,
+    help="core: list only run_code and discovery; skills, artifacts, state and deps stay "
+    "reachable from the code (smaller context for the model).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -173,6 +183,7 @@ def serve(
     idle_timeout: float,
     max_sessions: int,
     timeout: float | None,
+    tool_profile: Literal["all", "core"],
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -209,6 +220,7 @@ def serve(
         max_sessions=max_sessions,
         timeout=timeout,
         log_level=log_level,
+        tools=tool_profile,
     )
     import anyio
 
@@ -253,7 +265,12 @@ async def run_server(opts: ServeOptions) -> None:
         settings=settings,
         run_timeout=run_timeout,
     )
-    server = build_server(context, transport=opts.transport, log_level=opts.log_level)
+    server = build_server(
+        context,
+        transport=opts.transport,
+        log_level=opts.log_level,
+        memory_tools=opts.tools == "all",
+    )
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
         handler.setLevel(opts.log_level)

@@ -8,17 +8,22 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
+PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+PYV="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+
 need_apt=()
 for pkg in bubblewrap redis-server libseccomp2 util-linux; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# The sandbox runs a system interpreter of the same version when the venv's base
+# interpreter is not readable by its unprivileged uid (e.g. pyenv under /root).
+[ -x "/usr/bin/python$PYV" ] || need_apt+=("python$PYV")
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $PY"
   "$PY" -m venv .venv

@@ -7,8 +7,8 @@ if [ -z "${TIKTOKEN_CACHE_DIR:-}" ] && [ -d ../shared/tiktoken ]; then
   export TIKTOKEN_CACHE_DIR="$PWD/../shared/tiktoken"
 fi
 echo "== ruff"
-.venv/bin/ruff check src tests benchmarks
-.venv/bin/ruff format --check src tests benchmarks
+.venv/bin/ruff check src tests benchmarks examples
+.venv/bin/ruff format --check src tests benchmarks examples
 echo "== mypy --strict"
 .venv/bin/mypy
 echo "== pytest"

@@ -202,7 +202,7 @@ def test_settings_precedence_is_defaults_file_env_arguments(tmp_path: Path) -> N
     env = {"CODEMODE_CONNECT_TIMEOUT": "21", "CODEMODE_RUN_TIMEOUT": "22"}
     s = load_settings(cfg, env=env, run_timeout=32.0, executor=None)
     assert (s.tool_timeout, s.connect_timeout, s.run_timeout) == (10, 21, 32)
-    assert s.executor == "subprocess"  # a None argument leaves the lower layers alone
+    assert s.executor == "sandbox"  # a None argument leaves the default alone
 
 
 def test_defaults_apply_without_file_or_env(tmp_path: Path) -> None:

@@ -77,9 +77,15 @@ class Settings(BaseModel):
     tool_timeout: float = Field(60.0, gt=0, description="Default per-call timeout (s) for tools.")
     connect_timeout: float = Field(30.0, gt=0, description="Start + handshake timeout (s).")
     run_timeout: float = Field(60.0, gt=0, description="Default timeout (s) of one session run.")
-    executor: Literal["subprocess", "inprocess", "sandbox"] = "subprocess"
+    executor: Literal["subprocess", "inprocess", "sandbox"] = Field(
+        "sandbox", description="Where agents' code runs; the sandbox refuses rather than degrade."
+    )
     storage: Literal["file", "redis"] = "file"
     redis_url: str | None = None
+    redis_prefix: str = "codemode"
+    allow_runtime_deps: bool = Field(True, description="Let agents' code add packages.")
+    deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
+    install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
     )

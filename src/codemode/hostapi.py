@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 from .errors import CodemodeError
@@ -17,6 +18,16 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 log = logging.getLogger("codemode.host")
 
 _HIDDEN = frozenset({"args", "with_traceback", "add_note"})
+
+call_warnings: ContextVar[list[str] | None] = ContextVar("codemode_call_warnings", default=None)
+"""Where handlers note warnings for the run that made the call (set per call by Session)."""
+
+
+def warn_caller(message: str) -> None:
+    """Tell the run that made the current call (it shows in ``ExecutionResult.warnings``)."""
+    sink = call_warnings.get()
+    if sink is not None and message not in sink:
+        sink.append(message)
 
 
 class HostAPI:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import SessionClosed
 from .execution.base import Executor, Worker
-from .hostapi import HostAPI
+from .hostapi import HostAPI, call_warnings
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ class Session:
         self._lock = asyncio.Lock()
         self._closed = False
         self._lost_pending = False
+        self._owns_memory = False
+        self._install_deps = False
+        self._run_warnings: list[str] = []
 
     # -- construction from a workspace ------------------------------------------------
     @classmethod
@@ -77,14 +80,15 @@ class Session:
 
             executor = default_executor(workspace=ws)
         memory = kwargs.pop("memory", None)
+        owns = memory is None
         if memory is None:
-            try:
-                from .memory import Memory
-            except ImportError:  # the memory layer is optional in slim installs
-                memory = None
-            else:
-                memory = Memory.from_workspace(ws.path)
-        return cls(executor, tools=ws.registry(), memory=memory, **kwargs)
+            from .memory import Memory
+
+            memory = Memory.from_workspace(ws.path)
+        session = cls(executor, tools=ws.registry(), memory=memory, **kwargs)
+        session._owns_memory = owns
+        session._install_deps = ws.settings.install_deps
+        return session
 
     @property
     def tools(self) -> ToolRegistry:
@@ -110,8 +114,11 @@ class Session:
     async def start(self) -> None:
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
+        if self._install_deps and self.memory is not None:
+            self._install_deps = False
+            await self.memory.prepare(install_deps=True)  # the workspace's configured deps
         if self._worker is None or not self._worker.alive:
-            self._worker = await self.executor.start(self.host.dispatch)
+            self._worker = await self.executor.start(self._dispatch)
 
     async def __aenter__(self) -> Session:
         await self.start()
@@ -129,13 +136,22 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        if self._worker is not None:
-            await self._worker.close()
-            self._worker = None
+        try:
+            if self._worker is not None:
+                await self._worker.close()
+                self._worker = None
+        finally:
+            if self._owns_memory and self.memory is not None:
+                await self.memory.aclose()
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
+        # Each call runs in a task of its own: this context variable is the call's alone.
+        call_warnings.set(self._run_warnings)
+        return await self.host.dispatch(method, params)
 
     # -- running ---------------------------------------------------------------------
     async def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
@@ -146,7 +162,10 @@ class Session:
             restarted = self._worker is not None and not self._worker.alive
             await self.start()
             assert self._worker is not None
+            self._run_warnings = []
             result = await self._worker.run(code, timeout or self.default_timeout)
+            if self._run_warnings:
+                result = _with_warning(result, *self._run_warnings)
             if result.state_lost:
                 # Start the replacement now, so the next run does not wait for it.
                 self._worker = None
@@ -167,10 +186,10 @@ class Session:
             await self._worker.reset()
 
 
-def _with_warning(result: ExecutionResult, warning: str) -> ExecutionResult:
+def _with_warning(result: ExecutionResult, *warnings: str) -> ExecutionResult:
     from dataclasses import replace
 
-    return replace(result, warnings=(*result.warnings, warning))
+    return replace(result, warnings=(*result.warnings, *warnings))
 
 
 class SyncSession:

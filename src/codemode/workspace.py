@@ -129,6 +129,11 @@ class Workspace:
         return self.path / "artifacts"
 
     @property
+    def files_dir(self) -> Path:
+        """The agent's own files: the only part of the workspace its code can see."""
+        return self.path / "files"
+
+    @property
     def deps_dir(self) -> Path:
         return self.path / "deps"
 

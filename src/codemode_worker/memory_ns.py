@@ -11,21 +11,21 @@ Standard library only.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import importlib
-import inspect
 import linecache
 import os
 import sys
 import threading
 import types
-import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import bridge
 from .errors import ValidationError
+
+if TYPE_CHECKING:
+    import inspect
 
 _List = list  # ``Skills.list`` and friends shadow the builtin inside the classes
 
@@ -62,6 +62,9 @@ def _run_coroutine(coro: Any) -> Any:
     inside a running loop (sync call from async code) a helper thread runs it, since the
     caller's loop cannot be re-entered.
     """
+    import asyncio
+    import warnings
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -93,6 +96,7 @@ def _run_coroutine(coro: Any) -> Any:
 
 def _function_source(fn: Callable[..., Any]) -> str:
     """The source of a session-defined function, as a skill whose entry point is ``run``."""
+    import inspect
     import re
     import textwrap
 
@@ -200,6 +204,8 @@ class Skills:
     def _load(
         self, name: str, src: dict[str, Any]
     ) -> tuple[Callable[..., Any], inspect.Signature | None]:
+        import inspect  # only when a skill runs: keeps worker start-up lean
+
         cached = self._cache.get(name)
         version = int(src["version"])
         if "code" not in src and cached is not None and cached[0] == version:
@@ -247,7 +253,7 @@ class Skills:
         """Run skill ``name`` here and return what its ``run`` returns."""
         run = self._prepare(name, self._source(name), args, kwargs)
         result = run(*args, **kwargs)
-        if inspect.isawaitable(result):
+        if hasattr(result, "__await__"):
             return _run_coroutine(result)
         return result
 
@@ -258,7 +264,7 @@ class Skills:
         src = await bridge.acall("skills.source", params)
         run = self._prepare(name, src, args, kwargs)
         result = run(*args, **kwargs)
-        if inspect.isawaitable(result):
+        if hasattr(result, "__await__"):
             return await result
         return result
 

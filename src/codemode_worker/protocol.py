@@ -98,12 +98,13 @@ def write_frame(fd: int, msg: Any) -> None:
 
 
 class FrameBuffer:
-    """Accumulates bytes and yields complete frames."""
+    """Accumulates bytes and yields complete frames no larger than ``max_frame``."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "max_frame")
 
-    def __init__(self) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
+        self.max_frame = max_frame
 
     def feed(self, data: bytes) -> list[Any]:
         buf = self._buf
@@ -111,8 +112,8 @@ class FrameBuffer:
         out: list[Any] = []
         while len(buf) >= 4:
             (n,) = HEADER.unpack_from(buf)
-            if n > MAX_FRAME:
-                raise ValueError(f"frame of {n} bytes exceeds the limit")
+            if n > self.max_frame:
+                raise ValueError(f"a frame of {n} bytes exceeds the limit of {self.max_frame}")
             if len(buf) < 4 + n:
                 break
             out.append(loads(bytes(buf[4 : 4 + n])))

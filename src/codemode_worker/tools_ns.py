@@ -15,12 +15,11 @@ Standard library only.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 import types
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import bridge
 from .errors import CodemodeError, ToolArgumentError, ToolError
@@ -232,8 +231,23 @@ class _ToolModule(types.ModuleType):
         return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
 
 
-class ServersFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``servers``, ``servers.<server>`` and ``servers.<server>.<tool>`` on the host."""
+if TYPE_CHECKING:
+    from importlib.abc import Loader as _LoaderBase
+    from importlib.abc import MetaPathFinder as _FinderBase
+else:  # importing importlib.abc costs the worker ~7 ms of start-up
+
+    class _FinderBase:
+        pass
+
+    class _LoaderBase:
+        pass
+
+
+class ServersFinder(_FinderBase, _LoaderBase):
+    """Finds ``servers``, ``servers.<server>`` and ``servers.<server>.<tool>`` on the host.
+
+    A meta path finder and loader (``find_spec``, ``create_module``, ``exec_module``).
+    """
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None

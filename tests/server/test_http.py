@@ -196,16 +196,14 @@ def test_a_generated_token_is_printed_when_none_is_set(tmp_path: Path) -> None:
     assert allowed.status_code != 401
 
 
-def test_a_default_sandbox_that_cannot_reach_the_workspace_falls_back_and_says_why(
+def test_a_default_sandbox_that_cannot_start_refuses_and_names_the_way_out(
     tmp_path: Path,
 ) -> None:
-    from codemode.server.cli import sandbox_problem
-
-    if sandbox_problem() is not None or os.geteuid() != 0:
-        pytest.skip("needs a working sandbox and a root host user (pytest's tmp is 0700)")
-    server = start_http_server(tmp_path / "ws", executor=None)
-    server.stop()
-    printed = "".join(server.lines)
-    assert "the sandbox cannot start here" in printed
-    assert "NOT a security boundary" in printed
-    assert "(executor: subprocess)" in printed
+    env = {**os.environ, "CODEMODE_BWRAP": "/nonexistent/bwrap"}
+    argv = [*serve_argv(tmp_path / "ws"), "--transport", "http", "--port", "0", "--no-auth"]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env
+    )
+    assert done.returncode == 1
+    assert "bubblewrap" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    assert "--executor subprocess" in done.stderr

@@ -186,10 +186,11 @@ def test_sigterm_stops_a_stdio_server_and_its_worker(workspace: tuple[Path, Path
 
 
 async def test_by_default_code_runs_in_the_sandbox_when_the_machine_supports_it() -> None:
-    from codemode.server.cli import sandbox_problem
+    from codemode.execution.sandbox import SandboxExecutor
 
-    if (why := sandbox_problem()) is not None:
-        pytest.skip(why)
+    failed = [c for c in SandboxExecutor(pool_size=0).checks() if not c.ok and c.required]
+    if failed:
+        pytest.skip("; ".join(f"{c.name}: {c.detail}" for c in failed))
     # The sandbox's unprivileged uid must be able to reach the workspace: pytest's own
     # temporary directories are private to root, so use a world-traversable one.
     root = Path(tempfile.mkdtemp(prefix="codemode-serve-"))

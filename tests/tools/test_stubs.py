@@ -7,8 +7,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Iterator
-from concurrent.futures import Future
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,10 +63,11 @@ class RecordingLink:
         self.calls.append((method, params))
         return params["args"]
 
-    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
-        fut: Future[Any] = Future()
-        fut.set_result(self.call(method, params))
-        return fut
+    def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
+        async def answer() -> Any:
+            return self.call(method, params)
+
+        return answer()
 
 
 @pytest.fixture

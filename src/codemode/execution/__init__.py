@@ -21,7 +21,8 @@ def executor_by_name(name: str, *, workspace: Workspace | None = None, **options
         return InProcessExecutor(**options)
     if name == "subprocess":
         if workspace is not None:
-            options.setdefault("cwd", str(workspace.path))
+            workspace.files_dir.mkdir(parents=True, exist_ok=True)
+            options.setdefault("cwd", str(workspace.files_dir))
             options.setdefault("deps_dir", str(workspace.deps_dir))
         return SubprocessExecutor(**options)
     if name == "sandbox":
@@ -34,8 +35,11 @@ def executor_by_name(name: str, *, workspace: Workspace | None = None, **options
 
 
 def default_executor(*, workspace: Workspace | None = None) -> Executor:
-    """The executor used when none is given."""
-    return executor_by_name("subprocess", workspace=workspace)
+    """The executor used when none is given: the workspace's ``executor`` setting
+    (``CODEMODE_EXECUTOR``), which defaults to the sandbox. A sandbox that cannot start
+    refuses with the reason and the fix; it never silently runs code unsandboxed."""
+    name = workspace.settings.executor if workspace is not None else "sandbox"
+    return executor_by_name(name, workspace=workspace)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import ctypes
 import queue
 import threading
 import time
+from collections.abc import Awaitable
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
@@ -40,11 +41,14 @@ class _LoopLink:
         except Exception as exc:  # noqa: BLE001 - re-raised as the worker-side class
             raise from_wire(error_to_wire(exc)) from None
 
-    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
+    def _submit(self, method: str, params: dict[str, Any]) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
 
+    def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
+        return asyncio.wrap_future(self._submit(method, params))
+
     def call(self, method: str, params: dict[str, Any]) -> Any:
-        return self.call_async(method, params).result()
+        return self._submit(method, params).result()
 
 
 _shared_link: _RoutingLink | None = None
@@ -65,7 +69,7 @@ class _RoutingLink:
     def call(self, method: str, params: dict[str, Any]) -> Any:
         return self._link().call(method, params)
 
-    def call_async(self, method: str, params: dict[str, Any]) -> Future[Any]:
+    def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
         return self._link().call_async(method, params)
 
 

@@ -60,7 +60,13 @@ from .doctor import (
     writable_by,
 )
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
-from .subprocess import BOOTSTRAP, WORKER_ROOT, LaunchSpec, SubprocessExecutor
+from .subprocess import (
+    BOOTSTRAP,
+    WORKER_ROOT,
+    LaunchSpec,
+    SubprocessExecutor,
+    describe_exit,
+)
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -211,7 +217,7 @@ class SandboxExecutor(SubprocessExecutor):
         limits: Limits | None = None,
         memory_limit_mb: int | None = None,
         python: str | None = None,
-        bwrap: str = "bwrap",
+        bwrap: str | None = None,
         setpriv: str = "setpriv",
         uid: int = SANDBOX_UID,
         gid: int = SANDBOX_GID,
@@ -226,6 +232,8 @@ class SandboxExecutor(SubprocessExecutor):
         site_packages: bool = False,
         start_timeout: float = 15.0,
     ) -> None:
+        # CODEMODE_BWRAP points at a bubblewrap outside PATH (or at none, to test refusal).
+        bwrap = bwrap or os.environ.get("CODEMODE_BWRAP") or "bwrap"
         self.limits = limits or Limits()
         if memory_limit_mb is not None:  # the SubprocessExecutor spelling, for option parity
             self.limits = dataclasses.replace(self.limits, memory_mb=memory_limit_mb)
@@ -430,6 +438,12 @@ class SandboxExecutor(SubprocessExecutor):
             memory_limit_mb=None,  # applied with the other rlimits by the bootstrap
         )
         return config
+
+    def describe_exit(self, returncode: int | None) -> str:
+        """bwrap reports a worker killed by signal N as exit status 128 + N."""
+        if returncode is not None and 128 < returncode < 128 + 65:
+            return describe_exit(-(returncode - 128))
+        return describe_exit(returncode)
 
     def pool_key(self) -> tuple[Any, ...]:
         return (

@@ -120,6 +120,7 @@ class SubprocessExecutor:
         deps_dir: str | os.PathLike[str] | None = None,
         site_packages: bool = True,
         start_timeout: float = 15.0,
+        max_frame_mb: int = 256,
     ) -> None:
         self.python = python or sys.executable
         self.memory_limit_mb = memory_limit_mb
@@ -131,6 +132,8 @@ class SubprocessExecutor:
         self.deps_dir = str(deps_dir) if deps_dir is not None else None
         self.site_packages = site_packages
         self.start_timeout = start_timeout
+        # What one message from the worker may hold (untrusted: it bounds host memory).
+        self.max_frame = max_frame_mb * 1024 * 1024
 
     # -- launching -------------------------------------------------------------
     def worker_config(self) -> dict[str, Any]:
@@ -152,8 +155,13 @@ class SubprocessExecutor:
         argv = [self.python, "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)]
         return LaunchSpec(argv=argv, env={**DEFAULT_ENV, **self.env}, cwd=self.cwd)
 
+    def describe_exit(self, returncode: int | None) -> str:
+        """Say how the worker ended; wrappers that report signals differently override it."""
+        return describe_exit(returncode)
+
     def pool_key(self) -> tuple[Any, ...]:
         return (
+            self.pool_size,
             type(self).__qualname__,
             json.dumps(self.worker_config(), sort_keys=True),
             json.dumps(self.env, sort_keys=True),
@@ -235,7 +243,7 @@ class SubprocessWorker:
         self._ex = executor
         self._p = spawned
         self._handler = handler
-        self._buf = protocol.FrameBuffer()
+        self._buf = protocol.FrameBuffer(executor.max_frame)
         self._wbuf = bytearray()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Future[Any] | None = None
@@ -248,6 +256,7 @@ class SubprocessWorker:
         self._dead = False
         self._exit_info = ""
         self._timed_out = False
+        self._gone: asyncio.Future[None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -261,6 +270,7 @@ class SubprocessWorker:
     async def attach(self, timeout: float) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
+        self._gone = loop.create_future()
         loop.add_reader(self._p.from_fd, self._on_proto)
         loop.add_reader(self._p.out_fd, self._on_raw, 0)
         loop.add_reader(self._p.err_fd, self._on_raw, 1)
@@ -353,7 +363,7 @@ class SubprocessWorker:
         code = self._p.proc.poll()
         if code is None and self._pidfd is not None:
             return  # pipe closed by the worker but the process lives on: wait for pidfd
-        self._fail(describe_exit(code))
+        self._fail(self._ex.describe_exit(code))
 
     def _fail(self, info: str) -> None:
         if self._dead:
@@ -381,6 +391,8 @@ class SubprocessWorker:
         if self._pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
+        if self._gone is not None:
+            _settle(self._gone)
 
     # -- sending ---------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
@@ -544,10 +556,8 @@ class SubprocessWorker:
         if self._dead:
             return
         self._send({"op": "shutdown"})
-        exited = self._loop.create_future() if self._loop else None
-        if exited is not None and self._pidfd is not None and self._loop is not None:
-            self._loop.remove_reader(self._pidfd)
-            self._loop.add_reader(self._pidfd, _settle, exited)
+        if self._gone is not None and self._pidfd is not None:
+            # The pidfd (or EOF) reader tears the worker down as soon as it exits.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(exited, 0.5)
+                await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
         self._teardown()

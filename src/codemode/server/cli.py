@@ -29,57 +29,30 @@ def _say(message: str) -> None:
     click.echo(f"codemode: {message}", err=True)
 
 
-def sandbox_problem() -> str | None:
-    """Why the sandbox executor cannot isolate code here, or None when it can."""
-    try:
-        from codemode.execution.sandbox import SandboxExecutor
-    except ImportError as exc:
-        return f"the sandbox executor is not installed ({exc})"
-    try:
-        failed = [c for c in SandboxExecutor().checks() if not c.ok and c.required]
-    except Exception as exc:  # noqa: BLE001 - a broken probe means "not usable", not a crash
-        return f"the sandbox executor cannot check this machine ({exc})"
-    if not failed:
-        return None
-    return "the sandbox cannot start here: " + "; ".join(
-        f"{c.name}: {c.detail} (fix: {c.fix})" for c in failed
-    )
+def choose_executor(name: str | None) -> str | None:
+    """``--executor`` as given; None means the workspace's ``executor`` setting."""
+    return name
 
 
-def choose_executor(name: str | None) -> str:
-    """``name`` when given; otherwise ``sandbox`` when usable, else ``subprocess`` (said why)."""
-    if name is not None:
-        if name == "sandbox" and (why := sandbox_problem()) is not None:
-            raise click.UsageError(f"--executor sandbox: {why}")
-        return name
-    why = sandbox_problem()
-    if why is None:
-        return "sandbox"
-    _fallback_notice(why)
-    return "subprocess"
-
-
-def _fallback_notice(why: str) -> None:
-    _say(
-        f"{why}; running agents' code with the subprocess executor, which is NOT a "
-        "security boundary (the code has this user's rights). See `codemode doctor`."
-    )
-
-
-async def start_executor(name: str, workspace: Any, *, chosen: bool) -> tuple[str, Any]:
-    """Build and warm the executor. A sandbox picked by default (``chosen=False``) that
-    cannot start here (e.g. the workspace is unreachable for its uid) falls back to
-    ``subprocess`` with the reason on stderr; one asked for by name fails instead."""
+async def start_executor(name: str | None, workspace: Any, *, chosen: bool) -> tuple[str, Any]:
+    """Build and warm the executor (``name``, or the workspace's setting: the sandbox by
+    default). A sandbox that cannot start refuses with the reason and the fix; codemode
+    never falls back to running agents' code unsandboxed on its own."""
+    if name is None:
+        settings = getattr(workspace, "settings", None)
+        name = str(getattr(settings, "executor", "sandbox"))
     try:
         executor = make_executor(name, workspace)
         warm = getattr(executor, "warm", None)
         if warm is not None:
             await warm()
     except (ExecutorError, ConfigError) as exc:
-        if chosen or name != "sandbox":
-            raise
-        _fallback_notice(f"the sandbox cannot start here ({exc})")
-        return await start_executor("subprocess", workspace, chosen=True)
+        if name == "sandbox" and not chosen:
+            raise ExecutorError(
+                f"{exc}\nTo run agents' code without the sandbox (NOT a security boundary), "
+                "choose it explicitly: --executor subprocess, or CODEMODE_EXECUTOR=subprocess."
+            ) from exc
+        raise
     return name, executor
 
 
@@ -95,7 +68,7 @@ class ServeOptions:
     transport: Literal["stdio", "http"]
     host: str
     port: int
-    executor: str
+    executor: str | None
     executor_chosen: bool
     token: str | None
     idle_timeout: float | None
@@ -131,7 +104,7 @@ class ServeOptions:
     "--executor",
     type=click.Choice(sorted(EXECUTORS)),
     default=None,
-    help="Where agents' code runs (default: sandbox when usable, else subprocess).",
+    help="Where agents' code runs (default: the workspace's setting, the sandbox).",
 )
 @click.option(
     "--no-auth",
@@ -243,6 +216,10 @@ async def run_server(opts: ServeOptions) -> None:
     from .toolset import ServerContext
 
     workspace, registry, memory, settings = _open_workspace(opts.base)
+    if memory is not None and getattr(settings, "install_deps", False):
+        added = await memory.prepare(install_deps=True)
+        if added:
+            _say(f"installed the workspace's deps: {', '.join(added)}")
     run_timeout = opts.timeout or float(getattr(settings, "run_timeout", 60.0))
     opts.executor, executor = await start_executor(
         opts.executor, workspace, chosen=opts.executor_chosen

@@ -34,6 +34,7 @@ from codemode.errors import (
     ToolNotFound,
     ToolTimeout,
 )
+from codemode.hostapi import warn_caller
 from codemode.tools import convert, stubs
 from codemode.tools.entries import ServerEntry, ToolEntry, assign_names, list_tools
 from codemode.tools.search import Detail, ToolIndex, check_detail, render
@@ -152,6 +153,7 @@ class ToolRegistry:
         """Record ``message``; each distinct message is logged once (a bad tool called in a
         loop must not flood the log)."""
         self._warnings.append(message)
+        warn_caller(message)
         if message not in self._logged:
             if len(self._logged) >= MAX_WARNINGS:
                 self._logged.clear()

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+from codemode_worker.protocol import json_like_problem
+
 from .errors import ValidationError
 from .storage.base import RecordInfo, Storage, check_name
 
@@ -26,27 +28,9 @@ def now_iso() -> str:
 
 def check_json_like(value: Any, what: str = "data") -> None:
     """Refuse values that would not come back equal after a JSON round trip."""
-    stack: list[tuple[Any, str]] = [(value, what)]
-    while stack:
-        v, where = stack.pop()
-        if v is None or isinstance(v, bool | int | float | str):
-            continue
-        if isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                if not isinstance(k, str):
-                    raise ValidationError(
-                        f"{where} has a {type(k).__name__} key {k!r}; JSON keys are strings, "
-                        "so it would not come back the same: convert the keys to str"
-                    )
-                stack.append((x, f"{where}[{k!r}]"))
-        else:
-            hint = " (use a list)" if isinstance(v, tuple | set | frozenset) else ""
-            raise ValidationError(
-                f"{where} is a {type(v).__name__}; artifacts hold bytes, str or JSON-like "
-                f"data (dict with str keys, list, str, int, float, bool, None){hint}"
-            )
+    problem = json_like_problem(value, what)
+    if problem is not None:
+        raise ValidationError(problem)
 
 
 def encode_value(data: Any) -> tuple[str, bytes | bytearray | memoryview]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import bridge
 from .errors import ValidationError
+from .protocol import json_like_problem
 
 if TYPE_CHECKING:
     import inspect
@@ -32,27 +33,9 @@ _List = list  # ``Skills.list`` and friends shadow the builtin inside the classe
 
 def _check_json_like(value: Any, what: str) -> None:
     """Refuse values JSON would change (tuples, sets, non-str keys) before sending them."""
-    stack: _List[tuple[Any, str]] = [(value, what)]
-    while stack:
-        v, where = stack.pop()
-        if v is None or isinstance(v, bool | int | float | str):
-            continue
-        if isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                if not isinstance(k, str):
-                    raise ValidationError(
-                        f"{where} has a {type(k).__name__} key {k!r}; JSON keys are strings, "
-                        "so it would not come back the same: convert the keys to str"
-                    )
-                stack.append((x, f"{where}[{k!r}]"))
-        else:
-            hint = " (use a list)" if isinstance(v, tuple | set | frozenset) else ""
-            raise ValidationError(
-                f"{where} is a {type(v).__name__}; artifacts and state hold bytes, str or "
-                f"JSON-like data (dict with str keys, list, str, int, float, bool, None){hint}"
-            )
+    problem = json_like_problem(value, what)
+    if problem is not None:
+        raise ValidationError(problem)
 
 
 def _run_coroutine(coro: Any) -> Any:

@@ -47,6 +47,35 @@ class Blob:
         return hash((self.data, self.mime_type, self.kind, self.uri))
 
 
+def json_like_problem(value: Any, what: str = "data") -> str | None:
+    """Why ``value`` would not come back equal after a JSON round trip (None: it would).
+
+    Shared by the host and the worker, so both refuse the same values with the same words.
+    """
+    stack: list[tuple[Any, str]] = [(value, what)]
+    while stack:
+        v, where = stack.pop()
+        if v is None or isinstance(v, bool | int | float | str):
+            continue
+        if isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return (
+                        f"{where} has a {type(k).__name__} key {k!r}; JSON keys are strings, "
+                        "so it would not come back the same: convert the keys to str"
+                    )
+                stack.append((x, f"{where}[{k!r}]"))
+        else:
+            hint = " (use a list)" if isinstance(v, tuple | set | frozenset) else ""
+            return (
+                f"{where} is a {type(v).__name__}; artifacts and state hold bytes, str or "
+                f"JSON-like data (dict with str keys, list, str, int, float, bool, None){hint}"
+            )
+    return None
+
+
 def _default(obj: Any) -> Any:
     if isinstance(obj, bytes | bytearray | memoryview):
         return {B64_KEY: base64.b64encode(bytes(obj)).decode("ascii")}

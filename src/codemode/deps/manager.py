@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from importlib import metadata
@@ -34,6 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ..errors import DepsError
+from ..storage.locks import file_lock
 
 MANIFEST = ".requirements.json"
 PIP_TIMEOUT = 600.0
@@ -105,20 +104,11 @@ class Deps:
 
     @contextlib.asynccontextmanager
     async def _locked(self, timeout: float = PIP_TIMEOUT) -> AsyncIterator[None]:
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise DepsError(f"{self.root} is busy with another install") from None
-                    await asyncio.sleep(0.05)
+        def busy() -> Exception:
+            return DepsError(f"{self.root} is busy with another install")
+
+        async with file_lock(self.root / ".lock", timeout, busy):
             yield
-        finally:
-            os.close(fd)
 
     # -- pip -------------------------------------------------------------------------
     async def _pip_install(self, target: Path, specs: Sequence[str]) -> None:

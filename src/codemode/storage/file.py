@@ -14,7 +14,6 @@ never mixes versions. ``lock()`` uses ``flock`` on ``<base>/.locks/<kind>/<name>
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import struct
@@ -39,6 +38,7 @@ from .base import (
     encode_meta,
     iter_chunks,
 )
+from .locks import file_lock
 
 MAGIC = b"CMREC01\n"
 FIXED = struct.Struct(">QII")
@@ -352,24 +352,12 @@ class FileStorage:
         directory = self.base / ".locks" / check_kind(kind)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{check_name(name)}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            deadline = time.monotonic() + timeout
-            delay = 0.001
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StorageUnavailable(
-                            f"{path} stayed locked by another writer for {timeout:.0f}s"
-                        ) from None
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 0.05)
+
+        def busy() -> Exception:
+            return StorageUnavailable(f"{path} stayed locked by another writer for {timeout:.0f}s")
+
+        async with file_lock(path, timeout, busy):
             yield
-        finally:
-            os.close(fd)
 
     async def aclose(self) -> None:
         return None

@@ -105,12 +105,17 @@ def _hook(d: dict[str, Any]) -> Any:
     return d
 
 
+# Built once: json.dumps/loads with options build a new encoder/decoder on every call.
+_ENCODER = json.JSONEncoder(default=_default, separators=(",", ":"), ensure_ascii=False)
+_DECODER = json.JSONDecoder(object_hook=_hook)
+
+
 def dumps(msg: Any) -> bytes:
-    return json.dumps(msg, default=_default, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(msg).encode()
 
 
 def loads(data: bytes | str) -> Any:
-    return json.loads(data, object_hook=_hook)
+    return _DECODER.decode(data.decode() if isinstance(data, bytes | bytearray) else data)
 
 
 def encode_frame(msg: Any) -> bytes:

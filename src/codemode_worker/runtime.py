@@ -130,8 +130,12 @@ class Router(io.TextIOBase):
 
 
 def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
-    """Return a JSON-native copy of ``value`` or raise ValueError."""
-    budget[0] -= 1
+    """Return a JSON-native copy of ``value`` or raise ValueError.
+
+    ``budget`` approximates the JSON size in characters (strings by length, other items
+    a few characters each), so a huge value falls back to its repr without being encoded.
+    """
+    budget[0] -= len(value) + 2 if type(value) is str else 4
     if budget[0] < 0 or depth > 100:
         raise ValueError("too large")
     if value is None or isinstance(value, bool | int | float | str):
@@ -145,6 +149,7 @@ def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 raise ValueError("non-string key")
+            budget[0] -= len(k) + 3
             out[k] = _json_safe(v, budget, depth + 1)
         return out
     raise ValueError("not JSON")
@@ -311,12 +316,7 @@ class Runtime:
 
     def _set_value(self, result: dict[str, Any], value: Any) -> None:
         try:
-            safe = _json_safe(value, [200_000])
-            import json
-
-            if len(json.dumps(safe)) > _MAX_VALUE_JSON:
-                raise ValueError("too large")
-            result["value"] = safe
+            result["value"] = _json_safe(value, [_MAX_VALUE_JSON])
         except (ValueError, RecursionError, OverflowError):
             text = _safe_repr(value)
             if len(text) > _MAX_REPR:

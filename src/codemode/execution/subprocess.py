@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -342,20 +343,20 @@ class SubprocessWorker:
 
     def _drain_raw(self) -> None:
         """Take fd-level output written before the worker said 'done'."""
-        for index, fd in ((0, self._p.out_fd), (1, self._p.err_fd)):
-            while True:
-                import select
-
-                r, _, _ = select.select([fd], [], [], 0)
-                if not r:
-                    break
+        fds = {self._p.out_fd: 0, self._p.err_fd: 1}
+        while fds:
+            ready, _, _ = select.select(list(fds), [], [], 0)
+            if not ready:
+                return
+            for fd in ready:
                 try:
                     data = os.read(fd, 1 << 16)
                 except OSError:
-                    break
-                if not data:
-                    break
-                self._keep_raw(index, data)
+                    data = b""
+                if data:
+                    self._keep_raw(fds[fd], data)
+                else:
+                    del fds[fd]
 
     def _on_exit(self) -> None:
         if self._dead:

@@ -32,8 +32,8 @@ while True:
 """
 
 
-def echo_floor(n: int) -> list[float]:
-    """A bare length-prefixed echo over pipes to a child process: the floor."""
+def start_echo() -> tuple[subprocess.Popen[bytes], int, int, bytes]:
+    """The echo child, its write and read fds, and a frame the size of a run request."""
     p = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", ECHO],
         stdin=subprocess.PIPE,
@@ -41,9 +41,13 @@ def echo_floor(n: int) -> list[float]:
         bufsize=0,
     )
     assert p.stdin and p.stdout
-    wfd, rfd = p.stdin.fileno(), p.stdout.fileno()
     msg = b'{"op":"run","id":1,"code":"x+1"}'
-    frame = struct.pack(">I", len(msg)) + msg
+    return p, p.stdin.fileno(), p.stdout.fileno(), struct.pack(">I", len(msg)) + msg
+
+
+def echo_floor(n: int) -> list[float]:
+    """A bare length-prefixed echo over pipes to a child process: the floor."""
+    p, wfd, rfd, frame = start_echo()
     times = []
     for _ in range(n):
         t = time.perf_counter()
@@ -52,6 +56,7 @@ def echo_floor(n: int) -> list[float]:
         while len(got) < len(frame):
             got += os.read(rfd, 65536)
         times.append(time.perf_counter() - t)
+    assert p.stdin
     p.stdin.close()
     p.wait()
     return times
@@ -59,16 +64,7 @@ def echo_floor(n: int) -> list[float]:
 
 async def asyncio_echo_floor(n: int) -> list[float]:
     """The same echo driven by an asyncio event loop, as the session's host side is."""
-    p = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", ECHO],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        bufsize=0,
-    )
-    assert p.stdin and p.stdout
-    wfd, rfd = p.stdin.fileno(), p.stdout.fileno()
-    msg = b'{"op":"run","id":1,"code":"x+1"}'
-    frame = struct.pack(">I", len(msg)) + msg
+    p, wfd, rfd, frame = start_echo()
     loop = asyncio.get_running_loop()
     buf = bytearray()
     waiter: asyncio.Future[None] | None = None
@@ -88,6 +84,7 @@ async def asyncio_echo_floor(n: int) -> list[float]:
         buf.clear()
         times.append(time.perf_counter() - t)
     loop.remove_reader(rfd)
+    assert p.stdin
     p.stdin.close()
     p.wait()
     return times

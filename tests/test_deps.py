@@ -101,3 +101,37 @@ async def test_configured_deps_are_installed_when_missing(tmp_path: Path) -> Non
     assert await deps.install_configured() == ["six"]
     assert await deps.install_configured() == []
     assert import_from(deps.site, "six").returncode == 0
+
+
+def _canary_sdist(root: Path, canary: Path) -> Path:
+    """An sdist whose build script would leave ``canary`` behind if anyone ran it."""
+    src = root / "canary_pkg-1.0"
+    src.mkdir(parents=True)
+    (src / "setup.py").write_text(
+        f"open({str(canary)!r}, 'w').write('built')\n"
+        "from setuptools import setup\nsetup(name='canary_pkg', version='1.0')\n"
+    )
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: canary_pkg\nVersion: 1.0\n")
+    archive = root / "canary_pkg-1.0.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "-C", str(root), src.name], check=True)
+    return archive
+
+
+async def test_source_builds_are_refused_so_no_package_code_runs_on_the_host(
+    tmp_path: Path,
+) -> None:
+    canary = tmp_path / "canary.txt"
+    archive = _canary_sdist(tmp_path / "sdist", canary)
+    deps = Deps(tmp_path / "deps", allow_urls=True)
+    with pytest.raises(DepsError, match="only wheel URLs"):
+        await deps.add(f"canary_pkg @ {archive.as_uri()}")
+    assert not canary.exists()
+    assert await deps.list() == []
+
+
+async def test_source_builds_run_only_when_explicitly_allowed(tmp_path: Path) -> None:
+    canary = tmp_path / "canary.txt"
+    archive = _canary_sdist(tmp_path / "sdist", canary)
+    deps = Deps(tmp_path / "deps", allow_urls=True, allow_source_builds=True)
+    await deps.add(f"canary_pkg @ {archive.as_uri()}")
+    assert canary.read_text() == "built"

@@ -84,6 +84,9 @@ class Settings(BaseModel):
     redis_url: str | None = None
     redis_prefix: str = "codemode"
     allow_runtime_deps: bool = Field(True, description="Let agents' code add packages.")
+    allow_source_builds: bool = Field(
+        False, description="Let deps build sdists (runs the package's code on the host)."
+    )
     deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
     install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(

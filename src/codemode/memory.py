@@ -84,7 +84,12 @@ class Memory:
             deps = tuple(getattr(settings, "deps", None) or ())
         return cls(
             storage,
-            deps=Deps(base / "deps", allow_runtime_deps=allow_runtime_deps, configured=deps),
+            deps=Deps(
+                base / "deps",
+                allow_runtime_deps=allow_runtime_deps,
+                allow_source_builds=bool(getattr(settings, "allow_source_builds", False)),
+                configured=deps,
+            ),
             allow_runtime_deps=allow_runtime_deps,
         )
 

@@ -69,15 +69,20 @@ class Deps:
         *,
         allow_runtime_deps: bool = True,
         allow_urls: bool = False,
+        allow_source_builds: bool = False,
         configured: Sequence[str] = (),
         python: str | None = None,
         timeout: float = PIP_TIMEOUT,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
+        # Building an sdist runs the package's own code on the host: the sandbox's code
+        # asks for packages, so by default only wheels (which install without running
+        # anything) are accepted.
+        self.allow_source_builds = allow_source_builds
         self.site = self.root
         self.allow_runtime_deps = allow_runtime_deps
         self.allow_urls = allow_urls
-        self.configured = [str(check_spec(s, allow_urls=allow_urls)) for s in configured]
+        self.configured = [str(self._check(s)) for s in configured]
         self.python = python or sys.executable
         self.timeout = timeout
         # The worker's import system caches a missing path entry for good: create it now.
@@ -117,7 +122,9 @@ class Deps:
         args = [
             self.python, "-m", "pip", "install", "--target", str(target), "--upgrade",
             "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
-            "--no-warn-conflicts", *specs,
+            "--no-warn-conflicts",
+            *([] if self.allow_source_builds else ["--only-binary", ":all:"]),
+            *specs,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_TARGET")}
         env["PIP_NO_INPUT"] = "1"
@@ -137,9 +144,26 @@ class Deps:
             await self._kill(proc)
             raise
         if proc.returncode != 0:
-            raise DepsError(
-                f"pip could not install {' '.join(specs)}:\n{_tail(out.decode(errors='replace'))}"
+            hint = (
+                ""
+                if self.allow_source_builds
+                else "\n(codemode installs wheels only: building from source would run the "
+                "package's code on the host; Deps(allow_source_builds=True) allows it)"
             )
+            raise DepsError(
+                f"pip could not install {' '.join(specs)}:\n"
+                f"{_tail(out.decode(errors='replace'))}{hint}"
+            )
+
+    def _check(self, spec: str) -> Requirement:
+        req = check_spec(spec, allow_urls=self.allow_urls)
+        # pip ignores --only-binary for direct references: refuse non-wheel URLs ourselves.
+        if req.url and not self.allow_source_builds and not req.url.split("#")[0].endswith(".whl"):
+            raise DepsError(
+                f"{spec!r}: only wheel URLs (.whl) are installed; building from source would "
+                "run the package's code on the host (Deps(allow_source_builds=True) allows it)"
+            )
+        return req
 
     @staticmethod
     async def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -189,7 +213,7 @@ class Deps:
         """Install ``spec`` into the deps directory and remember it for ``sync``."""
         if runtime:
             self._check_runtime("add")
-        req = check_spec(spec, allow_urls=self.allow_urls)
+        req = self._check(spec)
         async with self._locked():
             fresh = self.root / f".add-{uuid.uuid4().hex}"
             fresh.mkdir()

@@ -150,6 +150,13 @@ class FrameBuffer:
                 raise ValueError(f"a frame of {n} bytes exceeds the limit of {self.max_frame}")
             if len(buf) < 4 + n:
                 break
-            out.append(loads(bytes(buf[4 : 4 + n])))
+            body = bytes(buf[4 : 4 + n])
             del buf[: 4 + n]
+            try:
+                msg = loads(body)
+            except (ValueError, RecursionError) as exc:  # untrusted bytes: say so, stay usable
+                raise ValueError(f"a frame is not valid JSON ({type(exc).__name__})") from None
+            if not isinstance(msg, dict):
+                raise ValueError(f"a frame holds a {type(msg).__name__}, not an object")
+            out.append(msg)
         return out

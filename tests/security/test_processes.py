@@ -156,3 +156,26 @@ async def test_a_forged_garbage_frame_only_ends_the_attackers_worker(arena: Aren
     r = await arena.attack(code)
     assert r.state_lost and r.error is not None
     assert (await arena.attacker.run("'fresh'")).value == "fresh"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "b'[' * 200000 + b']' * 200000",  # nesting deep enough to overflow a JSON decoder
+        "b'[1, 2, 3]'",  # valid JSON, but not a message
+        'b\'{"op": "done", "id": "not-a-number"}\'',  # a message with a forged id
+    ],
+)
+async def test_a_forged_frame_of_any_shape_only_ends_the_attackers_worker(
+    arena: Arena, body: str
+) -> None:
+    code = (
+        "import struct\nfrom codemode_worker import bridge\n"
+        f"body = {body}\n"
+        "os.write(bridge._link.fd_out, struct.pack('>I', len(body)) + body)\n"
+        "import time; time.sleep(2)"
+    )
+    r = await arena.attack(code)
+    assert r.state_lost and r.error is not None
+    assert "malformed" in r.error.message
+    assert (await arena.attacker.run("'fresh'")).value == "fresh"

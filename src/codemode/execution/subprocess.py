@@ -301,23 +301,26 @@ class SubprocessWorker:
             return
         try:
             frames = self._buf.feed(data)
-        except ValueError as exc:
-            self._fail(f"the worker sent a malformed frame ({exc})")
-            return
-        for msg in frames:
-            op = msg.get("op")
-            if op == "call":
-                assert self._loop is not None
-                task = self._loop.create_task(self._serve_call(msg))
-                self._calls.add(task)
-                task.add_done_callback(self._calls.discard)
-            elif op == "done":
-                fut = self._pending.pop(int(msg.get("id") or 0), None)
-                if fut is not None and not fut.done():
-                    self._drain_raw()
-                    fut.set_result(msg.get("result"))
-            elif op == "ready" and self._ready is not None and not self._ready.done():
-                self._ready.set_result(msg)
+            for msg in frames:
+                self._on_frame(msg)
+        except (ValueError, TypeError, KeyError) as exc:
+            # The worker runs untrusted code, which can write to the protocol pipe itself.
+            self._fail(f"the worker sent a malformed message ({exc}); it was stopped")
+
+    def _on_frame(self, msg: dict[str, Any]) -> None:
+        op = msg.get("op")
+        if op == "call":
+            assert self._loop is not None
+            task = self._loop.create_task(self._serve_call(msg))
+            self._calls.add(task)
+            task.add_done_callback(self._calls.discard)
+        elif op == "done":
+            fut = self._pending.pop(int(msg.get("id") or 0), None)
+            if fut is not None and not fut.done():
+                self._drain_raw()
+                fut.set_result(msg.get("result"))
+        elif op == "ready" and self._ready is not None and not self._ready.done():
+            self._ready.set_result(msg)
 
     def _on_raw(self, index: int) -> None:
         fd = self._p.out_fd if index == 0 else self._p.err_fd

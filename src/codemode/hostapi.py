@@ -55,14 +55,16 @@ class HostAPI:
 def error_to_wire(exc: BaseException) -> dict[str, Any]:
     """Describe a host-side error for the worker, which re-raises it by class name."""
     if isinstance(exc, CodemodeError):
-        wire: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+        # ``message`` without the "server.tool: " prefix: the worker-side class adds it back.
+        wire: dict[str, Any] = {
+            "type": type(exc).__name__,
+            "message": str(getattr(exc, "message", "") or exc),
+        }
         for key, val in vars(exc).items():
             if key.startswith("_") or key in _HIDDEN or key == "message":
                 continue
             if isinstance(val, str | int | float | bool | list | type(None)):
                 wire[key] = val
-        if hasattr(exc, "message"):
-            wire["message"] = str(getattr(exc, "message", "") or exc)
         return wire
     log.exception("host handler failed", exc_info=exc)
     return {"type": "HostError", "message": f"{type(exc).__name__}: {exc}"}

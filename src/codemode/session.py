@@ -19,12 +19,13 @@ from .result import ExecutionResult
 
 if TYPE_CHECKING:
     from .tools.registry import ToolRegistry
+    from .workspace import Workspace
 
 
-def _default_executor() -> Executor:
+def _default_executor(workspace: Workspace | None = None) -> Executor:
     from .execution import default_executor
 
-    return default_executor()
+    return default_executor(workspace=workspace)
 
 
 class Session:
@@ -57,7 +58,6 @@ class Session:
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-        self._lost_pending = False
         self._owns_memory = False
         self._install_deps = False
         self._run_warnings: list[str] = []
@@ -76,9 +76,7 @@ class Session:
 
         ws = Workspace.open(base)
         if executor is None:
-            from .execution import default_executor
-
-            executor = default_executor(workspace=ws)
+            executor = _default_executor(ws)
         memory = kwargs.pop("memory", None)
         owns = memory is None
         if memory is None:
@@ -170,11 +168,10 @@ class Session:
                 # Start the replacement now, so the next run does not wait for it.
                 self._worker = None
                 await self.start()
-            elif restarted or self._lost_pending:
+            elif restarted:
                 result = _with_warning(
                     result, "the worker was restarted before this run; earlier state was lost"
                 )
-            self._lost_pending = False
             return result
 
     async def reset(self) -> None:

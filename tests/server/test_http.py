@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .conftest import HttpServer, http_client, make_workspace, serve_argv, start_http_server
-from .test_stdio import CORE_TOOLS, text_of
+from .test_stdio import CORE_TOOLS, _alive, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -142,14 +142,6 @@ async def test_an_idle_session_expires_and_the_next_run_says_so(tmp_path: Path) 
         server.stop()
     assert result.is_error and "NameError" in text_of(result)
     assert "expired" in text_of(result)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_sigterm_closes_sessions_and_their_workers(tmp_path: Path) -> None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from ..result import ExecutionResult
+
+
+def settle(fut: asyncio.Future[Any], value: Any = None) -> None:
+    """Resolve ``fut`` unless it already is (callbacks may race with a teardown)."""
+    if not fut.done():
+        fut.set_result(value)
+
 
 CallHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """``(method, params) -> value``: answers calls the agent's code makes to the host."""

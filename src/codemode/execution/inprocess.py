@@ -25,7 +25,7 @@ from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ExecutionResult, timeout_error
-from .base import CallHandler
+from .base import CallHandler, settle
 
 
 class _LoopLink:
@@ -81,11 +81,6 @@ def _routing_link() -> _RoutingLink:
     return _shared_link
 
 
-def _settle(fut: asyncio.Future[Any], result: Any) -> None:
-    if not fut.done():
-        fut.set_result(result)
-
-
 class InProcessExecutor:
     """Executes in this process (trusted code only; documented as no boundary)."""
 
@@ -136,7 +131,7 @@ class InProcessWorker:
             except BaseException as exc:  # noqa: BLE001 - a late async interrupt
                 result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
             if not loop.is_closed():
-                loop.call_soon_threadsafe(_settle, fut, result)
+                loop.call_soon_threadsafe(settle, fut, result)
 
     async def _submit(self, op: str, code: str = "") -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self._loop.create_future()

@@ -28,7 +28,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler
+from .base import CallHandler, settle
 from .pool import get_pool
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
@@ -224,11 +224,6 @@ class SubprocessExecutor:
         get_pool(self.pool_key(), self.spawn, self.pool_size).refill()
 
 
-def _settle(fut: asyncio.Future[Any]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
 class _Crash(Exception):
     def __init__(self, info: str) -> None:
         super().__init__(info)
@@ -258,6 +253,7 @@ class SubprocessWorker:
         self._exit_info = ""
         self._timed_out = False
         self._gone: asyncio.Future[None] | None = None
+        self._grace: asyncio.TimerHandle | None = None
 
     @property
     def alive(self) -> bool:
@@ -396,7 +392,7 @@ class SubprocessWorker:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
         if self._gone is not None:
-            _settle(self._gone)
+            settle(self._gone)
 
     # -- sending ---------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
@@ -475,8 +471,6 @@ class SubprocessWorker:
             self._interrupt_timer_cancel()
         raw, self._raw = self._raw, None
         return self._result(payload, raw, timeout, start)
-
-    _grace: asyncio.TimerHandle | None = None
 
     def _interrupt_timer_cancel(self) -> None:
         if self._grace is not None:

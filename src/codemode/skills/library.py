@@ -272,10 +272,7 @@ class Skills:
         """Change some fields; the previous version is kept for ``rollback``."""
         check_skill_name(name)
         async with self.storage.lock(KIND, name):
-            try:
-                cur = await self._load(name)
-            except NotFound:
-                raise NotFound(f"no skill named {name!r}") from None
+            cur = await self.get(name)
             new = self._build(
                 name,
                 cur.code if code is None else code,
@@ -290,10 +287,7 @@ class Skills:
         """Restore an earlier version (default: the one before the current) as a new version."""
         check_skill_name(name)
         async with self.storage.lock(KIND, name):
-            try:
-                cur = await self._load(name)
-            except NotFound:
-                raise NotFound(f"no skill named {name!r}") from None
+            cur = await self.get(name)
             target = cur.version - 1 if version is None else int(version)
             if target == cur.version:
                 return cur

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -147,42 +144,6 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def test_sigterm_stops_a_stdio_server_and_its_worker(workspace: tuple[Path, Path]) -> None:
-    base, _ = workspace
-    argv = serve_argv(base, "--executor", "subprocess")
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
-    init = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    run = {"name": "run_code", "arguments": {"code": "import os\nos.getpid()"}}
-    try:
-        for message in (
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": run},
-        ):
-            proc.stdin.write(json.dumps(message).encode() + b"\n")
-        proc.stdin.flush()
-        replies = [json.loads(proc.stdout.readline()) for _ in range(2)]
-        worker = replies[1]["result"]["structuredContent"]["value"]
-        assert _alive(worker)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        proc.stdin.close()
-        proc.stdout.close()
-    deadline = time.monotonic() + 10
-    while _alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(worker)
 
 
 async def test_by_default_code_runs_in_the_sandbox_when_the_machine_supports_it() -> None:

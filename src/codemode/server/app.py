@@ -17,7 +17,8 @@ How a call finds its session (see docs/server.md, "Sessions"):
 
 Over HTTP the server answers ``server/discover`` with the handshake-era protocol
 versions only, so ``mode="auto"`` clients fall back to the handshake and get a session
-id: code mode is stateful by nature.
+id: code mode is stateful by nature. A client that sends ``Codemode-Session`` keeps its
+state that way, so it is offered the stateless protocol too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import DiscoverResult, RequestParams
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -344,17 +345,23 @@ def build_server(
 
 
 def _advertise_handshake_only(server: MCPServer[Any]) -> None:
-    """Answer ``server/discover`` with handshake-era versions only.
+    """Answer ``server/discover`` with the eras a client can keep a session in.
 
+    Without a ``Codemode-Session`` header only handshake-era versions are offered:
     ``mode="auto"`` clients then use the initialize handshake, which gives each client
-    an ``Mcp-Session-Id`` and so a persistent session. Clients that pin the stateless
-    protocol are still served (see ``session_key``).
+    an ``Mcp-Session-Id`` and so a persistent session. A client that sends the header
+    has said how it keeps state, so the stateless 2026-07-28 protocol is offered too
+    (and preferred by negotiating clients). Clients pinned to the stateless protocol are
+    served either way (see ``session_key``).
     """
     low = server._lowlevel_server  # the SDK documents replacing this handler here
 
     async def discover(ctx: Any, params: RequestParams | None) -> DiscoverResult:
+        headers = getattr(getattr(ctx, "request", None), "headers", None)
+        stateful = headers is not None and bool(headers.get(SESSION_HEADER))
+        versions = [*HANDSHAKE_PROTOCOL_VERSIONS, *(MODERN_PROTOCOL_VERSIONS if stateful else ())]
         return DiscoverResult(
-            supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+            supported_versions=versions,
             capabilities=low.get_capabilities(protocol_version=ctx.protocol_version),
             instructions=low.instructions,
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +12,15 @@ from typing import Any, Literal
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
+
+from .sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_QUEUE_SIZE,
+    DEFAULT_QUEUE_TIMEOUT,
+    DEFAULT_RECLAIM_AFTER,
+    DEFAULT_SHUTDOWN_GRACE,
+)
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -34,15 +41,18 @@ def choose_executor(name: str | None) -> str | None:
     return name
 
 
-async def start_executor(name: str | None, workspace: Any, *, chosen: bool) -> tuple[str, Any]:
+async def start_executor(
+    name: str | None, workspace: Any, *, chosen: bool, pool_size: int | None = None
+) -> tuple[str, Any]:
     """Build and warm the executor (``name``, or the workspace's setting: the sandbox by
     default). A sandbox that cannot start refuses with the reason and the fix; codemode
-    never falls back to running agents' code unsandboxed on its own."""
+    never falls back to running agents' code unsandboxed on its own. ``pool_size`` is
+    how many workers are kept pre-started (the executor's default when None)."""
     if name is None:
         settings = getattr(workspace, "settings", None)
         name = str(getattr(settings, "executor", "sandbox"))
     try:
-        executor = make_executor(name, workspace)
+        executor = make_executor(name, workspace, pool_size=pool_size)
         warm = getattr(executor, "warm", None)
         if warm is not None:
             await warm()
@@ -56,10 +66,11 @@ async def start_executor(name: str | None, workspace: Any, *, chosen: bool) -> t
     return name, executor
 
 
-def make_executor(name: str, workspace: Any) -> Any:
+def make_executor(name: str, workspace: Any, *, pool_size: int | None = None) -> Any:
     from codemode.execution import executor_by_name
 
-    return executor_by_name(name, workspace=workspace)
+    options = {} if pool_size is None or name == "inprocess" else {"pool_size": pool_size}
+    return executor_by_name(name, workspace=workspace, **options)
 
 
 @dataclass
@@ -76,6 +87,11 @@ class ServeOptions:
     timeout: float | None
     log_level: LogLevel
     tools: Literal["all", "core"] = "all"
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    reclaim_after: float | None = DEFAULT_RECLAIM_AFTER
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
+    pool_size: int | None = None
 
 
 @click.command("serve")
@@ -113,17 +129,52 @@ class ServeOptions:
 )
 @click.option(
     "--idle-timeout",
-    type=float,
-    default=1800.0,
+    type=click.FloatRange(min=0),
+    default=DEFAULT_IDLE_TIMEOUT,
     show_default=True,
     help="Close a client's session after this many idle seconds (0: never).",
 )
 @click.option(
+    "--reclaim-after",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_RECLAIM_AFTER,
+    show_default=True,
+    help="HTTP: close an Mcp-Session-Id session this many seconds after its client's last "
+    "connection or event stream closed (0: never; the idle timeout still applies).",
+)
+@click.option(
     "--max-sessions",
     type=click.IntRange(min=1),
-    default=32,
+    default=DEFAULT_MAX_SESSIONS,
     show_default=True,
-    help="Most sessions (workers) open at once; more clients get a clear error.",
+    help="Most sessions (workers) open at once; more clients wait in the queue.",
+)
+@click.option(
+    "--queue-size",
+    type=click.IntRange(min=0),
+    default=DEFAULT_QUEUE_SIZE,
+    show_default=True,
+    help="Clients that may wait for a session slot; beyond it: 'busy, retry after N s'.",
+)
+@click.option(
+    "--queue-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_QUEUE_TIMEOUT,
+    show_default=True,
+    help="Seconds a client waits for a session slot before it is told to retry later.",
+)
+@click.option(
+    "--pool-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Workers kept pre-started so new sessions start at once (default: the executor's, 2).",
+)
+@click.option(
+    "--shutdown-grace",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SHUTDOWN_GRACE,
+    show_default=True,
+    help="On SIGTERM/SIGINT, seconds running calls may take to finish before they are cancelled.",
 )
 @click.option(
     "--timeout",
@@ -154,7 +205,12 @@ def serve(
     executor: str | None,
     no_auth: bool,
     idle_timeout: float,
+    reclaim_after: float,
     max_sessions: int,
+    queue_size: int,
+    queue_timeout: float,
+    pool_size: int | None,
+    shutdown_grace: float,
     timeout: float | None,
     tool_profile: Literal["all", "core"],
     log_level: LogLevel,
@@ -194,6 +250,11 @@ def serve(
         timeout=timeout,
         log_level=log_level,
         tools=tool_profile,
+        shutdown_grace=shutdown_grace,
+        reclaim_after=reclaim_after if reclaim_after > 0 else None,
+        queue_size=queue_size,
+        queue_timeout=queue_timeout,
+        pool_size=pool_size,
     )
     import anyio
 
@@ -209,9 +270,11 @@ async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
 
+    from codemode.execution import close_pools
     from codemode.session import Session
 
     from .app import build_server
+    from .lifecycle import GracefulStop
     from .sessions import SessionManager
     from .toolset import ServerContext
 
@@ -222,7 +285,7 @@ async def run_server(opts: ServeOptions) -> None:
             _say(f"installed the workspace's deps: {', '.join(added)}")
     run_timeout = opts.timeout or float(getattr(settings, "run_timeout", 60.0))
     opts.executor, executor = await start_executor(
-        opts.executor, workspace, chosen=opts.executor_chosen
+        opts.executor, workspace, chosen=opts.executor_chosen, pool_size=opts.pool_size
     )
 
     async def new_session() -> Session:
@@ -231,7 +294,12 @@ async def run_server(opts: ServeOptions) -> None:
         return session
 
     sessions = SessionManager(
-        new_session, idle_timeout=opts.idle_timeout, max_sessions=opts.max_sessions
+        new_session,
+        idle_timeout=opts.idle_timeout,
+        max_sessions=opts.max_sessions,
+        reclaim_after=opts.reclaim_after,
+        queue_size=opts.queue_size,
+        queue_timeout=opts.queue_timeout,
     )
     context = ServerContext(
         sessions,
@@ -251,12 +319,18 @@ async def run_server(opts: ServeOptions) -> None:
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
         handler.setLevel(opts.log_level)
+    stop = GracefulStop(opts.shutdown_grace)
 
-    async def close_upstream() -> None:
-        aclose = getattr(registry, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(10):
-                await aclose()
+    async def close_rest() -> None:
+        """After the sessions: upstream servers, then the pre-started workers (and their
+        cgroups), which interpreter-exit hooks would not reach after a forced exit."""
+        try:
+            aclose = getattr(registry, "aclose", None)
+            if aclose is not None:
+                with anyio.move_on_after(10):
+                    await aclose()
+        finally:
+            close_pools()
 
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http
@@ -270,11 +344,14 @@ async def run_server(opts: ServeOptions) -> None:
             context,
             host=opts.host,
             token=opts.token,
-            on_shutdown=close_upstream,
+            on_shutdown=close_rest,
             on_ready=lambda: _say(f"serving MCP on {url} (executor: {opts.executor})"),
+            stop=stop,
         )
         await serve_http(app, sock, log_level=opts.log_level.lower())
         return
+
+    from .stdio import serve_stdio
 
     closed = False
 
@@ -282,36 +359,16 @@ async def run_server(opts: ServeOptions) -> None:
         nonlocal closed
         if not closed:
             closed = True
-            await sessions.aclose()
-            await close_upstream()
+            try:
+                await sessions.aclose()
+            finally:
+                await close_rest()
 
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sessions.run_reaper)
-            tg.start_soon(_exit_on_signal, close_all)
-            await server.run_stdio_async()  # returns when the client closes stdin
-            tg.cancel_scope.cancel()
+        await serve_stdio(server, context, stop, close_all)  # returns when stdin closes
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
-
-
-async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
-    """On SIGTERM/SIGINT/SIGHUP: close sessions and upstream servers, then exit.
-
-    Exiting is forced because the SDK reads stdin in a thread that cannot be cancelled:
-    waiting for it would keep the process alive until the client writes or closes stdin.
-    """
-    import signal
-
-    import anyio
-
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
-            with anyio.move_on_after(15), anyio.CancelScope(shield=True):
-                await close_all()
-            sys.stderr.flush()
-            os._exit(0)
 
 
 def _open_workspace(base: Path | None) -> tuple[Any, Any, Any, Any]:

@@ -46,17 +46,21 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from codemode.errors import CodemodeError
 
+from .calls import CallTracker, ClientLink
 from .sessions import Lease, SessionManager
 
 INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
 __all__ = [
     "INSTRUCTIONS_PACKAGE",
+    "LINK_SCOPE_KEY",
     "Call",
     "Reply",
     "ServerContext",
     "ToolDef",
     "Toolset",
+    "error_reply",
+    "link_of",
     "load_text",
 ]
 
@@ -93,6 +97,8 @@ class ServerContext:
     settings: Any = None
     run_timeout: float = 60.0
     output_limit: int = 20_000
+    calls: CallTracker = field(default_factory=CallTracker)
+    """Every call in progress: cancelled when its client goes away, or at shutdown."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,6 +111,8 @@ class Call:
     """Which client session this call belongs to (``None``: not recognisable again)."""
     mcp: Context | None = None
     """The SDK's request context, for the rare tool that needs it (progress...)."""
+    client: str | None = None
+    """Who sent the call (the remote address over HTTP), for fair queueing."""
 
     def lease(self) -> AbstractAsyncContextManager[Lease]:
         """Borrow the caller's session for one use (``async with call.lease() as l:``).
@@ -112,7 +120,7 @@ class Call:
         Works for every caller, including one that cannot be recognised again (it gets
         a session that is closed when the block ends). Runs on one session are serialised.
         """
-        return self.server.sessions.lease(self.session_key)
+        return self.server.sessions.lease(self.session_key, client=self.client)
 
     async def session(self) -> Any:
         """The caller's persistent ``codemode.session.Session`` (started on demand).
@@ -250,11 +258,16 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
 
     async def wrapper(**kwargs: Any) -> CallToolResult:
         mcp_ctx = kwargs.pop(ctx_name)
-        call = Call(context, key_of(mcp_ctx), mcp_ctx)
-        try:
-            out = await fn(call, **kwargs)
-        except CodemodeError as exc:
-            return to_result(Reply(f"{type(exc).__name__}: {exc}", None, is_error=True))
+        link = link_of(mcp_ctx)
+        call = Call(context, key_of(mcp_ctx), mcp_ctx, link.client if link else None)
+        out: Any = None
+        with context.calls.track(link) as running:
+            try:
+                out = await fn(call, **kwargs)
+            except CodemodeError as exc:
+                out = error_reply(exc)
+        if running.reason is not None:
+            return to_result(Reply(f"Cancelled: {running.reason}", None, is_error=True))
         return to_result(out)
 
     wrapper.__name__ = td.name
@@ -263,6 +276,25 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     wrapper.__signature__ = inspect.Signature(new_params, return_annotation=returns)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in new_params} | {"return": returns}
     return wrapper
+
+
+LINK_SCOPE_KEY = "codemode.link"
+"""Where the HTTP transport puts a request's :class:`ClientLink` in the ASGI scope."""
+
+
+def link_of(ctx: Context) -> ClientLink | None:
+    """The link of the HTTP request behind a call (None over stdio)."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    link = scope.get(LINK_SCOPE_KEY) if isinstance(scope, dict) else None
+    return link if isinstance(link, ClientLink) else None
+
+
+def error_reply(exc: CodemodeError) -> Reply:
+    """A failure the model should see, as a tool error (with ``retry_after`` when busy)."""
+    retry = getattr(exc, "retry_after", None)
+    data = None if retry is None else {"error": type(exc).__name__, "retry_after": retry}
+    return Reply(f"{type(exc).__name__}: {exc}", data, is_error=True)
 
 
 def to_result(out: Any) -> CallToolResult:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codemode.deps import Deps, check_spec
 from codemode.errors import DepsError
+from codemode.memory.deps import Deps, check_spec
 
 pytestmark = pytest.mark.anyio
 

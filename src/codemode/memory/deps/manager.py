@@ -31,8 +31,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ..errors import DepsError
-from ..storage.locks import file_lock
+from ...errors import DepsError
+from ...storage.locks import file_lock
 
 MANIFEST = ".requirements.json"
 PIP_TIMEOUT = 600.0

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "artifacts": ("codemode.memory_cli:artifacts", "Manage saved artifacts."),
     "deps": ("codemode.memory_cli:deps", "Manage packages installed for the sandbox."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
+    "task": ("codemode.agent.cli:task", "Let the configured model complete a task in code."),
 }
 
 

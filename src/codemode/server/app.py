@@ -43,6 +43,7 @@ LOCAL_KEY = "local"
 SESSION_HEADER = "codemode-session"
 MCP_SESSION_HEADER = "mcp-session-id"
 MEMORY_TOOLS_MODULE = "codemode.server.memory_tools"
+AGENT_TOOLS_MODULE = "codemode.server.agent_tools"
 
 EPHEMERAL_NOTICE = (
     "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
@@ -293,12 +294,14 @@ def _tool_line(row: dict[str, Any]) -> str:
     return line
 
 
-def _add_memory_tools(toolset: Toolset, context: ServerContext) -> None:
-    """Let the memory layer add its tools when it is installed."""
+def _add_memory_tools(
+    toolset: Toolset, context: ServerContext, name: str = MEMORY_TOOLS_MODULE
+) -> None:
+    """Let the memory layer (or the agent runner) add its tools when it is installed."""
     try:
-        module = importlib.import_module(MEMORY_TOOLS_MODULE)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name != MEMORY_TOOLS_MODULE:
+        if exc.name != name:
             raise
         return
     register = getattr(module, "register", None)
@@ -337,6 +340,7 @@ def build_server(
         toolset = core_toolset()
         if memory_tools:
             _add_memory_tools(toolset, context)
+            _add_memory_tools(toolset, context, AGENT_TOOLS_MODULE)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

@@ -142,6 +142,8 @@ class RecordedRequest:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         inner = block.get("content")
                         return inner if isinstance(inner, str) else json.dumps(inner)
+                if m.get("role") == "user":
+                    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
             if m.get("role") == "user" and isinstance(content, str):
                 return content
         return ""

@@ -26,7 +26,8 @@ def test_a_multi_step_task_discovers_and_calls_a_real_mcp_server_from_sandboxed_
 
     llm.add(
         Code(
-            "hits = tools.search('read a text file', detail='name')\nprint([h['name'] for h in hits])"
+            "hits = tools.search('read a text file', detail='name')\n"
+            "print([h['name'] for h in hits])"
         ),
         read_after_search,
         Answer("Paris in May: the Louvre, then Lyon."),

@@ -39,9 +39,11 @@ def test_azure_switches_to_max_completion_tokens_when_the_model_refuses_max_toke
 
 
 def test_a_token_parameter_set_explicitly_is_never_switched(base: Path) -> None:
-    with FakeLLMServer([Answer("x")], reject_max_tokens=True) as llm:
-        with make_agent(llm, base, "azure", llm_token_param="max_tokens") as agent:
-            r = agent.execute_task("one")
+    with (
+        FakeLLMServer([Answer("x")], reject_max_tokens=True) as llm,
+        make_agent(llm, base, "azure", llm_token_param="max_tokens") as agent,
+    ):
+        r = agent.execute_task("one")
     assert not r.success and "max_completion_tokens" in (r.error or "")
     assert "HTTP 400" in (r.error or "")
 

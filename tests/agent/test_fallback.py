@@ -41,7 +41,7 @@ def test_a_matching_skill_runs_with_arguments_taken_from_the_task(agent: Agent) 
     assert r.success and r.stop_reason == "skill" and r.result == 42
     assert r.output == "multiplying 21\n" and r.model == "skill:double_number"
     result, output, error = r
-    assert (result, error) == (42, None)
+    assert (result, output, error) == (42, "multiplying 21\n", None)
 
 
 def test_a_matching_skill_without_its_arguments_lists_what_is_missing(agent: Agent) -> None:

@@ -7,6 +7,7 @@ Providers translate these to and from their SDK's types in one place each
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ PROMPTS = "codemode.agent.prompts"
 Role = Literal["user", "assistant", "tool"]
 
 
+@functools.cache
 def prompt_text(name: str) -> str:
     return resources.files(PROMPTS).joinpath(name).read_text(encoding="utf-8").rstrip("\n")
 

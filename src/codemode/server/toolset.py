@@ -1,7 +1,7 @@
 """Server tools as small async functions; the MCP wiring is done here, once.
 
-How to add a tool to ``codemode serve`` (e.g. in ``src/codemode/server/memory_tools.py``,
-which ``app.build_server`` imports when it exists and calls ``register(toolset, ctx)``)::
+How to add a tool to ``codemode serve`` (as ``src/codemode/memory/server_tools.py`` does;
+``app.build_server`` calls its ``register(toolset, ctx)``)::
 
     from codemode.server.toolset import Call, Reply, ServerContext, Toolset
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from codemode.errors import CodemodeError
 
@@ -256,7 +256,7 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
-    async def wrapper(**kwargs: Any) -> CallToolResult:
+    async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         link = link_of(mcp_ctx)
         call = Call(context, key_of(mcp_ctx), mcp_ctx, link.client if link else None)
@@ -297,9 +297,9 @@ def error_reply(exc: CodemodeError) -> Reply:
     return Reply(f"{type(exc).__name__}: {exc}", data, is_error=True)
 
 
-def to_result(out: Any) -> CallToolResult:
-    """Turn a handler's answer into the MCP result."""
-    if isinstance(out, CallToolResult):
+def to_result(out: Any) -> CallToolResult | InputRequiredResult:
+    """Turn a handler's answer into the MCP result (a multi-round request passes through)."""
+    if isinstance(out, CallToolResult | InputRequiredResult):
         return out
     if isinstance(out, Reply):
         return CallToolResult(

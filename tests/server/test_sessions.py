@@ -408,3 +408,33 @@ async def wait_until(predicate: Callable[[], bool]) -> None:
     with anyio.fail_after(10):
         while not predicate():
             await anyio.sleep(0.001)
+
+
+async def test_no_more_sessions_start_at_once_than_allowed() -> None:
+    executor = InProcessExecutor()
+    starting = peak = 0
+
+    async def factory() -> Session:
+        nonlocal starting, peak
+        starting += 1
+        peak = max(peak, starting)
+        await anyio.sleep(0.01)  # a worker booting
+        session = Session(executor)
+        await session.start()
+        starting -= 1
+        return session
+
+    manager = SessionManager(factory, start_concurrency=3)
+
+    async def use(key: str) -> None:
+        async with manager.lease(key):
+            pass
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(use, f"k{i}")
+        opened = len(manager)
+    finally:
+        await manager.aclose()
+    assert peak == 3 and opened == 12

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,6 +48,9 @@ DEFAULT_MAX_SESSIONS = 32
 DEFAULT_RECLAIM_AFTER = 120.0
 DEFAULT_QUEUE_SIZE = 64
 DEFAULT_QUEUE_TIMEOUT = 15.0
+DEFAULT_START_CONCURRENCY = max(4, 2 * (os.cpu_count() or 1))
+"""Sessions started at once: more would boot their workers side by side, each slower,
+until all of them miss their start timeout; the rest wait their turn instead."""
 DEFAULT_SHUTDOWN_GRACE = 10.0
 """Seconds running calls may take to finish once the server is asked to stop."""
 _REMEMBER_EXPIRED = 4096
@@ -140,6 +144,7 @@ class SessionManager:
         reclaim_after: float | None = DEFAULT_RECLAIM_AFTER,
         queue_size: int = DEFAULT_QUEUE_SIZE,
         queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
+        start_concurrency: int = DEFAULT_START_CONCURRENCY,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("reclaim_after", reclaim_after)):
@@ -149,6 +154,8 @@ class SessionManager:
             raise ValueError("max_sessions must be at least 1")
         if queue_size < 0 or not (math.isfinite(queue_timeout) and queue_timeout >= 0):
             raise ValueError("queue_size and queue_timeout must not be negative")
+        if start_concurrency < 1:
+            raise ValueError("start_concurrency must be at least 1")
         self._factory = factory
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
@@ -165,6 +172,7 @@ class SessionManager:
         self._queued = 0
         self._links: dict[str, _Link] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()
+        self._starts = anyio.Semaphore(start_concurrency)
         self._draining = False
         self._closed = False
 
@@ -263,7 +271,7 @@ class SessionManager:
         self._entries[key] = entry
         notice = self._expired.pop(key, None)
         try:
-            entry.session = await self._factory()
+            entry.session = await self._start()
         except BaseException as exc:
             entry.error = exc
             if self._entries.get(key) is entry:
@@ -279,7 +287,7 @@ class SessionManager:
         self._check_open()
         await self._reserve_slot(client)
         try:
-            session = await self._factory()
+            session = await self._start()
             try:
                 yield Lease(session, None, True, None)
             finally:
@@ -287,6 +295,10 @@ class SessionManager:
                     await _close_quietly(session)
         finally:
             self._free_slot()
+
+    async def _start(self) -> Any:
+        async with self._starts:
+            return await self._factory()
 
     # -- admission -------------------------------------------------------------------
 

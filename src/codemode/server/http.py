@@ -250,8 +250,8 @@ class ClientWatch:
         finally:
             if not stream:
                 self._traffic.end()
-            for key in keys:
-                sessions.detach(key)
+            for key in keys:  # an unknown session id (404) leaves no trace
+                sessions.detach(key, known=status < 400)
         if method == "DELETE" and sid and 200 <= status < 300:
             await sessions.drop(f"mcp:{sid}")
 

@@ -193,11 +193,6 @@ class SessionManager:
         return self._queued
 
     @property
-    def busy_calls(self) -> int:
-        """Calls holding a keyed session right now."""
-        return sum(e.busy for e in self._entries.values())
-
-    @property
     def accepting(self) -> bool:
         """Whether a new client would get a session now or a place in the queue."""
         if self._draining or self._closed:
@@ -408,13 +403,19 @@ class SessionManager:
             link = self._links[key] = _Link()
         link.open += 1
 
-    def detach(self, key: str) -> None:
-        """One of its streams or requests closed (see ``reclaim_after``)."""
+    def detach(self, key: str, *, known: bool = True) -> None:
+        """One of its streams or requests closed (see ``reclaim_after``).
+
+        ``known=False``: the transport did not know ``key`` (a made-up session id); it is
+        forgotten unless something else holds it, so such requests cost no memory.
+        """
         link = self._links.get(key)
         if link is not None and link.open > 0:
             link.open -= 1
             if link.open == 0:
                 link.since = self._clock()
+                if not known and key not in self._entries:
+                    del self._links[key]
 
     # -- expiry and closing --------------------------------------------------------
 

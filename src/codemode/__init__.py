@@ -5,6 +5,7 @@ The public API is what this module exports; everything else is private and may c
 
 from __future__ import annotations
 
+from .context import CallContext
 from .errors import (
     CodemodeError,
     ConfigError,
@@ -20,6 +21,7 @@ from .result import ErrorInfo, ExecutionResult
 from .session import Session, SyncSession
 
 __all__ = [
+    "CallContext",
     "CodemodeError",
     "ConfigError",
     "ErrorInfo",

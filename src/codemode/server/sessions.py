@@ -82,8 +82,9 @@ class ServerSession(Protocol):
     async def close(self) -> None: ...
 
 
-SessionFactory = Callable[[], Awaitable[Any]]
-"""Returns a started session. Called once per new key (and per ephemeral call)."""
+SessionFactory = Callable[[str | None], Awaitable[Any]]
+"""Returns a started session for a key. Called once per new key (and with ``None`` per
+ephemeral call)."""
 
 
 @dataclass(eq=False)
@@ -266,7 +267,7 @@ class SessionManager:
         self._entries[key] = entry
         notice = self._expired.pop(key, None)
         try:
-            entry.session = await self._start()
+            entry.session = await self._start(key)
         except BaseException as exc:
             entry.error = exc
             if self._entries.get(key) is entry:
@@ -282,7 +283,7 @@ class SessionManager:
         self._check_open()
         await self._reserve_slot(client)
         try:
-            session = await self._start()
+            session = await self._start(None)
             try:
                 yield Lease(session, None, True, None)
             finally:
@@ -291,9 +292,9 @@ class SessionManager:
         finally:
             self._free_slot()
 
-    async def _start(self) -> Any:
+    async def _start(self, key: str | None) -> Any:
         async with self._starts:
-            return await self._factory()
+            return await self._factory(key)
 
     # -- admission -------------------------------------------------------------------
 

@@ -7,8 +7,11 @@ makes ``--runs`` calls one after the other: ``run_code`` (codemode) or ``echo`` 
 SDK ``MCPServer`` whose one tool returns its argument: the floor of the protocol).
 
 What is measured is codemode, not cold starts: the warm pool holds ``--pool`` pre-started
-workers (>= 50) before timing, ``--max-sessions`` is at least 500 so nobody waits, and a
-"busy" answer counts as an error. A thread polls ``/healthz`` all along.
+workers (>= 50) before timing (the timing starts once the server and its workers are
+idle: every pre-started worker has booted), ``--max-sessions`` is at least 500 so nobody
+waits, and a "busy" answer counts as an error. A thread polls ``/healthz`` all along.
+Sessions beyond the pool start cold, on demand: at 200 and 500 sessions their first call
+includes a worker's boot.
 
 Reported per row: calls/s, latency p50/p95/p99, first-call latency (the codemode
 session starts then), errors, server RSS and the workers' RSS at the end (all sessions
@@ -155,6 +158,18 @@ def _cpu_s(pid: int) -> float:
     except (OSError, IndexError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pid: int, *, idle: float = 0.25, limit: float = 120.0) -> None:
+    """Wait (bounded) until the server and its workers use less than ``idle`` of a core
+    over a second: the warm pool's workers have booted and the sessions are open."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        procs = [pid, *_children(pid)]
+        before = sum(_cpu_s(p) for p in procs)
+        time.sleep(1.0)
+        if sum(_cpu_s(p) for p in procs) - before < idle:
+            return
 
 
 def _children(root: int) -> list[int]:
@@ -374,6 +389,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise SystemExit(f"a client process of {name} did not get ready")
+        settle(server.proc.pid)
         probe.start()
         workers = _children(server.proc.pid)
         cpu0 = _cpu_s(server.proc.pid), sum(_cpu_s(p) for p in workers)

@@ -97,6 +97,7 @@ class Session:
         """``from_base`` for a workspace that is already open; its capabilities' run hooks
         are added (``codemode.assembly``)."""
         from .assembly import configure_session
+        from .memory.capability import MEMORY
 
         if executor is None:
             executor = _default_executor(workspace)
@@ -112,7 +113,7 @@ class Session:
         )
         session = cls(executor, tools=workspace.registry(), memory=memory, **kwargs)
         session._owns_memory = owns
-        session._install_deps = workspace.settings.install_deps
+        session._install_deps = workspace.section(MEMORY).install_deps
         configure_session(session, workspace.capabilities, workspace.sections)
         return session
 

@@ -1,8 +1,4 @@
-"""codemode settings and upstream MCP server configuration.
-
-Settings precedence, lowest to highest::
-
-    defaults  <  <base>/config.json  <  CODEMODE_* environment  <  arguments
+"""Upstream MCP server configuration (codemode's own settings: ``config.schema``).
 
 Upstream servers use the ``mcpServers`` JSON that Claude Desktop, Cursor and ``.mcp.json``
 already use (``servers`` as in VS Code is accepted too), either in ``<base>/mcp.json`` or
@@ -14,8 +10,9 @@ inside ``<base>/config.json``; a name defined in both comes from ``mcp.json``::
                 "timeout": 20, "include": ["search_*"], "exclude": ["delete_*"]}
     }}
 
-Both files are JSON with comments: ``//`` and ``/* ... */`` outside strings are ignored, and
-so is any ``"$comment"`` key. ``${VAR}`` and ``${VAR:-default}`` in commands, arguments,
+``mcp.json`` is JSON with comments (``//`` and ``/* ... */`` outside strings are ignored, and
+so is any ``"$comment"`` key); the config file may also be YAML (``config.files``).
+``${VAR}`` and ``${VAR:-default}`` in commands, arguments,
 environment values, working directories, URLs and header values are expanded from the host
 environment when the file is loaded (``$${`` writes a literal ``${``); a missing variable
 is a :class:`~codemode.errors.ConfigError` naming the file, the field and the variable.
@@ -23,77 +20,37 @@ A stdio server gets a minimal environment (``PATH``, ``HOME``, ``USER``, ``SHELL
 ``LOGNAME``, as the MCP SDK and Claude Desktop do) plus its ``env``: host secrets reach a
 server only when its entry names them.
 
-Unknown keys in a server entry are ignored (clients add their own, e.g. ``autoApprove``);
-unknown settings are refused, since a typo there would silently change nothing. Settings
-from the environment are ``CODEMODE_<NAME>`` (``CODEMODE_TOOL_TIMEOUT=30``); the workspace
-directory itself comes from ``CODEMODE_BASE`` (see ``codemode.workspace``).
+Unknown keys in a server entry are ignored (clients add their own, e.g. ``autoApprove``).
 
 This module knows nothing about the MCP SDK: it only describes what to connect to.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
 
-CONFIG_FILE = "config.json"
+from .files import load_json_file
+
 SERVERS_FILE = "mcp.json"
-ENV_PREFIX = "CODEMODE_"
 
 __all__ = [
-    "CONFIG_FILE",
-    "ENV_PREFIX",
     "SERVERS_FILE",
     "RemoteServerConfig",
     "ServerConfig",
-    "Settings",
     "StdioServerConfig",
     "expand_vars",
-    "load_json_file",
-    "load_section",
     "load_servers",
-    "load_settings",
     "parse_servers",
-    "strip_json_comments",
 ]
-
-
-# --------------------------------------------------------------------------- settings
-
-
-class Settings(BaseModel):
-    """codemode's own settings (not the upstream servers)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tool_timeout: float = Field(60.0, gt=0, description="Default per-call timeout (s) for tools.")
-    connect_timeout: float = Field(30.0, gt=0, description="Start + handshake timeout (s).")
-    run_timeout: float = Field(60.0, gt=0, description="Default timeout (s) of one session run.")
-    executor: Literal["subprocess", "inprocess", "sandbox"] = Field(
-        "sandbox", description="Where agents' code runs; the sandbox refuses rather than degrade."
-    )
-    storage: Literal["file", "redis"] = "file"
-    redis_url: str | None = None
-    redis_prefix: str = "codemode"
-    allow_runtime_deps: bool = Field(True, description="Let agents' code add packages.")
-    allow_source_builds: bool = Field(
-        False, description="Let deps build sdists (runs the package's code on the host)."
-    )
-    deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
-    tenant: str = Field("default", description="The tenant this process serves (CallContext).")
-    install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
-    protocol: Literal["auto", "legacy", "modern"] = Field(
-        "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
-    )
 
 
 # --------------------------------------------------------------------------- servers
@@ -158,68 +115,6 @@ _TRANSPORT_ALIASES = {
     "streamablehttp": "streamable-http",
     "sse": "sse",
 }
-
-# --------------------------------------------------------------------------- JSON with comments
-
-
-def strip_json_comments(text: str) -> str:
-    """Remove ``//`` and ``/* */`` comments outside JSON strings, keeping line numbers."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_str = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-        elif c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j == -1 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            end = n if j == -1 else j + 2
-            out.append("\n" * text.count("\n", i, end))
-            i = end
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _drop_comment_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_comment_keys(v) for k, v in value.items() if k != "$comment"}
-    if isinstance(value, list):
-        return [_drop_comment_keys(v) for v in value]
-    return value
-
-
-def load_json_file(path: Path) -> dict[str, Any]:
-    """Read a JSON-with-comments object; a clear ConfigError names the file on failure."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(strip_json_comments(text))
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise ConfigError(f"{path}: invalid JSON at {where}: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level")
-    cleaned: dict[str, Any] = _drop_comment_keys(data)
-    return cleaned
-
 
 # --------------------------------------------------------------------------- ${VAR} expansion
 
@@ -342,68 +237,3 @@ def load_servers(*paths: Path, env: Mapping[str, str] | None = None) -> dict[str
         if path.exists():
             servers.update(parse_servers(load_json_file(path), source=str(path), env=env))
     return servers
-
-
-def _settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in Settings.model_fields:
-        value = env.get(ENV_PREFIX + field.upper())
-        if value is not None and value != "":
-            out[field] = value
-    return out
-
-
-def load_settings(
-    config_file: Path | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    sections: Collection[str] = (),
-    **overrides: Any,
-) -> Settings:
-    """Settings from defaults < ``config_file`` < ``CODEMODE_*`` env < ``overrides``.
-
-    ``overrides`` whose value is ``None`` are ignored, so CLI options can be passed through.
-    Keys named in ``sections`` belong to capabilities (``load_sections``), not to these.
-    """
-    env = os.environ if env is None else env
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if config_file is not None and config_file.exists():
-        doc = load_json_file(config_file)
-        skip = {"mcpServers", "servers", *sections}
-        file_settings = {k: v for k, v in doc.items() if k not in skip}
-        layers.append((str(config_file), file_settings))
-    layers.append(("environment", _settings_from_env(env)))
-    layers.append(("arguments", {k: v for k, v in overrides.items() if v is not None}))
-
-    merged: dict[str, Any] = {}
-    for _, layer in layers:
-        merged.update(layer)
-    try:
-        return Settings.model_validate(merged)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = _field_path(err)
-        origin = next(
-            (src for src, layer in reversed(layers) if field.split(".")[0] in layer), "settings"
-        )
-        if origin == "environment":
-            field = ENV_PREFIX + field.upper()
-        raise ConfigError(f"{origin}: {field}: {err['msg']}") from None
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def load_section(config_file: Path | None, name: str, model: type[M]) -> M:
-    """A capability's config section: the object under ``name`` in the config file."""
-    raw: Any = {}
-    if config_file is not None and config_file.exists():
-        raw = load_json_file(config_file).get(name, {})
-    source = f"{config_file}: {name}"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected an object, got {type(raw).__name__}")
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(f"{source}.{_field_path(err)}: {err['msg']}") from None

@@ -97,18 +97,20 @@ class Memory:
         storage: Storage | None = None,
     ) -> Memory:
         """``from_workspace`` for a workspace that is already open."""
-        base, settings = workspace.path, workspace.settings
+        from .capability import MEMORY
+
+        base, config = workspace.path, workspace.section(MEMORY)
         if storage is None:
-            storage = _storage_for(base, settings)
+            storage = _storage_for(base, workspace.settings)
         if allow_runtime_deps is None:
-            allow_runtime_deps = settings.allow_runtime_deps
+            allow_runtime_deps = config.allow_runtime_deps
         return cls(
             storage,
             deps=Deps(
                 base / "deps",
                 allow_runtime_deps=allow_runtime_deps,
-                allow_source_builds=settings.allow_source_builds,
-                configured=settings.deps if deps is None else deps,
+                allow_source_builds=config.allow_source_builds,
+                configured=config.deps if deps is None else deps,
             ),
             allow_runtime_deps=allow_runtime_deps,
         )

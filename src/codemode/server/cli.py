@@ -217,6 +217,7 @@ async def run_server(opts: ServeOptions) -> None:
 
     from codemode.assembly import configure_session
     from codemode.context import CallContext
+    from codemode.memory.capability import MEMORY
     from codemode.session import Session
 
     from .app import build_server
@@ -224,7 +225,7 @@ async def run_server(opts: ServeOptions) -> None:
     from .toolset import ServerContext
 
     workspace, registry, memory, settings = _open_workspace(opts.base)
-    if settings.install_deps:
+    if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
             _say(f"installed the workspace's deps: {', '.join(added)}")

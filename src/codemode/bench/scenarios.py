@@ -42,6 +42,7 @@ from codemode.bench.tokens import (
     direct_definitions,
     direct_instructions,
     reduction,
+    single_error,
 )
 
 DOC_ID = "mtg-2026-11-20-acme-northwind"
@@ -267,7 +268,10 @@ async def wide_codemode(agent: Agent, profile: str) -> Transcript:
     await discover(
         agent,
         profile,
-        (("units of SKU available in warehouse",), ["inventory.get_stock_level"]),
+        (
+            ("units of SKU available in warehouse", "inventory stock of a SKU"),
+            ["inventory.get_stock_level"],
+        ),
         (("ship units to customer",), ["shipping.create_shipment"]),
     )
     printed = await run_code(agent, CODE_4)
@@ -289,9 +293,13 @@ async def privacy_direct(agent: Agent) -> Transcript:
     return agent.answer(f"Imported {json.loads(res)['imported']} contacts into the CRM.")
 
 
-CODE_5 = f"""\
+# Keys spelled out (not looped over) so the hindsight check sees each one the code uses.
+CODE_5 = """\
 people = tools.customers.list_customers()["customers"]
-contacts = [{{k: p[k] for k in {_CONTACT_KEYS!r}}} for p in people]
+contacts = [
+    {"name": p["name"], "email": p["email"], "phone": p["phone"], "company": p["company"]}
+    for p in people
+]
 res = tools.crm.import_contacts(contacts=contacts)
 print("imported", res["imported"], "skipped", res["skipped"])
 """
@@ -546,5 +554,10 @@ async def run_benchmark(
                 progress(f"running {scenario.name} ...")
             scratch = Path(tmp) / scenario.name
             scratch.mkdir()
-            results += await run_scenario(scenario, sizes, scratch, executor, transcripts, profiles)
+            try:
+                results += await run_scenario(
+                    scenario, sizes, scratch, executor, transcripts, profiles
+                )
+            except BaseExceptionGroup as group:  # anyio task groups wrap the real error
+                raise single_error(group) from None
     return results

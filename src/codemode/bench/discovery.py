@@ -158,23 +158,37 @@ def check_labels(snapshots: Sequence[dict[str, Any]], queries: Sequence[Query]) 
         raise BenchError(f"queries label tools the catalog lacks: {', '.join(bad[:10])}")
 
 
-def ranker_by_name(name: str, snapshots: Sequence[dict[str, Any]]) -> Ranker:
-    if name == "bm25":
-        return bm25_ranker(snapshots)
-    from codemode.bench import embeddings
+def ranker_by_name(
+    name: str, snapshots: Sequence[dict[str, Any]], built: dict[str, Ranker] | None = None
+) -> Ranker:
+    """The ranker called ``name``; ``built`` caches rankers already made (hybrid reuses
+    the embeddings, which take a while to compute on a CPU)."""
+    built = built if built is not None else {}
+    if name not in built:
+        if name == "bm25":
+            built[name] = bm25_ranker(snapshots)
+        elif name in ("embeddings", "hybrid"):
+            from codemode.bench import embeddings
 
-    if name == "embeddings":
-        return embeddings.embedding_ranker(snapshots)
-    if name == "hybrid":
-        return embeddings.hybrid_ranker(snapshots, bm25_ranker(snapshots))
-    raise BenchError(f"unknown ranker {name!r}; choose bm25, embeddings or hybrid")
+            if name == "embeddings":
+                built[name] = embeddings.embedding_ranker(snapshots)
+            else:
+                dense = ranker_by_name("embeddings", snapshots, built)
+                lexical = ranker_by_name("bm25", snapshots, built)
+                built[name] = embeddings.hybrid_ranker(dense, lexical)
+        else:
+            raise BenchError(f"unknown ranker {name!r}; choose bm25, embeddings or hybrid")
+    return built[name]
 
 
 async def run(rankers: Sequence[str]) -> dict[str, dict[str, Scores]]:
     snapshots = load_snapshots()
     queries = load_queries()
     check_labels(snapshots, queries)
-    return {name: await evaluate(ranker_by_name(name, snapshots), queries) for name in rankers}
+    built: dict[str, Ranker] = {}
+    return {
+        name: await evaluate(ranker_by_name(name, snapshots, built), queries) for name in rankers
+    }
 
 
 def catalog_summary(snapshots: Sequence[dict[str, Any]] | None = None) -> str:

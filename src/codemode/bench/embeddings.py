@@ -55,9 +55,8 @@ def embedding_ranker(snapshots: Sequence[dict[str, Any]]) -> Ranker:
     return rank
 
 
-def hybrid_ranker(snapshots: Sequence[dict[str, Any]], lexical: Ranker, depth: int = 50) -> Ranker:
-    """Reciprocal-rank fusion of the embedding ranking and ``lexical`` (codemode's BM25)."""
-    dense = embedding_ranker(snapshots)
+def hybrid_ranker(dense: Ranker, lexical: Ranker, depth: int = 50) -> Ranker:
+    """Reciprocal-rank fusion of an embedding ranking and ``lexical`` (codemode's BM25)."""
 
     async def rank(query: str, limit: int) -> list[str]:
         fused: dict[str, float] = {}

@@ -272,7 +272,10 @@ async def wide_codemode(agent: Agent, profile: str) -> Transcript:
             ("units of SKU available in warehouse", "inventory stock of a SKU"),
             ["inventory.get_stock_level"],
         ),
-        (("ship units to customer",), ["shipping.create_shipment"]),
+        (
+            ("ship units to customer", "create a shipment to a customer"),
+            ["shipping.create_shipment"],
+        ),
     )
     printed = await run_code(agent, CODE_4)
     words = printed.split()

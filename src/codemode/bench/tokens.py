@@ -400,6 +400,7 @@ async def _serve_client(params: StdioServerParameters, errlog: Any, log: Path) -
                 raise BenchError(
                     f"codemode serve could not search tools: {result_text(warm)[:2000]}"
                 )
+            await _all_upstreams_listed(client)
             ready = True
             yield client, [tool_definition(t.name, t.description, t.input_schema) for t in tools]
     except Exception as exc:  # failures before the block get serve's stderr
@@ -407,6 +408,29 @@ async def _serve_client(params: StdioServerParameters, errlog: Any, log: Path) -
             raise
         why = single_error(exc)
         raise BenchError(f"codemode serve failed to start: {why!r}{_stderr_tail(log)}") from exc
+
+
+_NOT_LISTED = "[s['name'] + ': ' + s['status'] for s in tools.servers() if s['status'] != 'ok']"
+
+
+async def _all_upstreams_listed(client: Client, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Wait until codemode has listed every upstream server (outside any transcript).
+
+    codemode skips a server that fails to start (slow start-ups on a loaded machine time
+    out) and retries it on the next listing; a benchmark run must not go on without one,
+    or a discovery miss would be reported for what is a start-up failure.
+    """
+    missing: Any = None
+    with anyio.move_on_after(timeout):
+        while True:
+            res = await client.call_tool("run_code", {"code": _NOT_LISTED})
+            if res.is_error:
+                raise BenchError(f"codemode serve could not list its servers: {result_text(res)}")
+            missing = (res.structured_content or {}).get("value")
+            if missing == []:
+                return
+            await anyio.sleep(1.0)
+    raise BenchError(f"codemode serve could not list every server in {timeout:.0f} s: {missing}")
 
 
 def codemode_caller(client: Client) -> Caller:

@@ -373,6 +373,9 @@ async def codemode_client(
     outside any transcript) so wall times compare work, not process start-up."""
     base.mkdir(parents=True, exist_ok=True)
     (base / "mcp.json").write_text(json.dumps({"mcpServers": catalog}, indent=2))
+    # The same start-up allowance as the direct side: 50 servers starting at once on a
+    # loaded 2-core machine can take longer than codemode's default 30 s handshake wait.
+    (base / "config.json").write_text(json.dumps({"connect_timeout": CONNECT_TIMEOUT}))
     log = base / "codemode-serve.stderr"
     with log.open("w") as errlog:
         command = serve_command(base, executor, tools)

@@ -60,7 +60,7 @@ def bench() -> None:
     type=click.Choice(["all", "core", "minimal"]),
     multiple=True,
     help="Which serve --tools profile(s) to measure code mode under (repeatable; default: "
-    "all three). all: 21 tools; core: run_code and discovery; minimal: run_code and "
+    "all three). all: every tool; core: run_code and discovery; minimal: run_code and "
     "search_tools.",
 )
 @click.option(

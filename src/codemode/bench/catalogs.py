@@ -114,7 +114,7 @@ def realistic_catalog(sizes: Sizes, scratch: Path) -> dict[str, dict[str, Any]]:
     return servers
 
 
-def _load_benchdata() -> Any:
+def load_benchdata() -> Any:
     """The servers' data module, loaded by path (it is not part of the installed package)."""
     path = servers_dir() / "benchdata.py"
     spec = importlib.util.spec_from_file_location("codemode_bench_benchdata", path)
@@ -127,7 +127,7 @@ def _load_benchdata() -> Any:
 
 def wide_catalog(n_servers: int) -> dict[str, dict[str, Any]]:
     """``n_servers`` generated servers of 20 tools each; the task's two are always included."""
-    benchdata = _load_benchdata()
+    benchdata = load_benchdata()
     small: list[str] = list(benchdata.CATALOG_SMALL)
     domains = small + [d[0] for d in benchdata.CATALOG_DOMAINS if d[0] not in small]
     return {d: bench_server("catalog_server.py", d) for d in domains[:n_servers]}

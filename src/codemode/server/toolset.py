@@ -162,6 +162,13 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def only(self, names: typing.Iterable[str]) -> Toolset:
+        """A toolset with just these tools (in this toolset's order)."""
+        keep = set(names)
+        out = Toolset()
+        out._tools = {n: td for n, td in self._tools.items() if n in keep}
+        return out
+
     def tool(
         self,
         name: str | None = None,

@@ -383,6 +383,10 @@ class ToolRegistry:
             for p in params
         ]
         out["docstring"] = stubs.docstring(t.spec, params)
+        key = convert.wrapped_result_key(t.spec.output_schema)
+        if key is not None and t.spec.output_schema is not None:
+            # What the code receives: the SDK's {"result": ...} wrapper is unwrapped.
+            out["result_schema"] = t.spec.output_schema["properties"][key]
         if t.spec.title:
             out["title"] = t.spec.title
         if t.spec.annotations:

@@ -427,7 +427,9 @@ class SubprocessWorker:
     async def _serve_call(self, msg: dict[str, Any]) -> None:
         cid = msg.get("id")
         try:
-            value = await self._handler(str(msg.get("method")), dict(msg.get("params") or {}))
+            # Params go as sent: the method's table row validates them (codemode.rpc).
+            params = msg.get("params")
+            value = await self._handler(str(msg.get("method")), {} if params is None else params)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code

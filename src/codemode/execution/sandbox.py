@@ -44,6 +44,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -72,6 +73,7 @@ from .doctor import (
     userns_check,
     writable_by,
 )
+from .guard import GuardedWorker, WorkspaceQuota
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
 from .subprocess import (
     BOOTSTRAP,
@@ -104,6 +106,9 @@ class WeakerSandboxWarning(RuntimeWarning):
 
 
 _rundir: str | None = None
+# The host directory each live worker (by pid) has at /workspace, for the host's sweep.
+_workspace_of: dict[int, str] = {}
+_spawning = threading.local()
 
 
 def _shared_rundir() -> str:
@@ -401,6 +406,7 @@ class SandboxExecutor(SubprocessExecutor):
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
+            _spawning.workspace = workspace
             config = {**config, "rlimits": limits.rlimits()}
             site = None
             if self.site_packages:
@@ -501,9 +507,25 @@ class SandboxExecutor(SubprocessExecutor):
         if not st.st_mode & stat.S_IWUSR:
             os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
 
+    def spawn(self) -> Any:
+        spawned = super().spawn()
+        ws = getattr(_spawning, "workspace", None)
+        if ws is not None:
+            _workspace_of[spawned.proc.pid] = ws
+        return spawned
+
+    @property
+    def quota(self) -> WorkspaceQuota:
+        mb, files = self.limits.workspace_mb, self.limits.workspace_files
+        return WorkspaceQuota(None if mb is None else mb << 20, files)
+
     async def start(self, handler: Any) -> Any:
         self._prepare()
-        return await super().start(handler)
+        worker = await super().start(handler)
+        workspace = _workspace_of.pop(worker.pid, None)
+        if workspace is None:
+            return worker  # weaker mode: a plain subprocess, nothing mounted
+        return GuardedWorker(worker, workspace, self.quota)
 
     async def warm(self) -> None:
         self._prepare()

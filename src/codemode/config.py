@@ -92,6 +92,18 @@ class Settings(BaseModel):
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
     )
+    workspace_quota_mb: int = Field(
+        1024, ge=0, description="Disk /workspace (files/) may use; 0: no limit."
+    )
+    workspace_quota_files: int = Field(
+        50_000, ge=0, description="Files and directories /workspace may hold; 0: no limit."
+    )
+    memory_quota_mb: int = Field(
+        512, ge=0, description="Bytes of artifacts, state and skills together; 0: no limit."
+    )
+    memory_quota_records: int = Field(
+        20_000, ge=0, description="Artifacts, skill versions and state records; 0: no limit."
+    )
 
 
 # --------------------------------------------------------------------------- servers

@@ -78,6 +78,13 @@ class Memory:
         settings = _workspace_settings(base)
         if storage is None:
             storage = _storage_for(base, settings)
+            if settings is not None:
+                from .storage.quota import QuotaStorage
+
+                mb, records = settings.memory_quota_mb, settings.memory_quota_records
+                storage = QuotaStorage(
+                    storage, max_bytes=(mb << 20) or None, max_records=records or None
+                )
         if allow_runtime_deps is None:
             allow_runtime_deps = bool(getattr(settings, "allow_runtime_deps", True))
         if deps is None:

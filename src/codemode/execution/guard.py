@@ -93,12 +93,20 @@ class GuardedWorker:
         self.last_usage = usage
         return usage
 
-    async def _watch(self, breach: list[str]) -> None:
-        """Sweep while the code runs; stop it when the workspace goes over its quota."""
+    def _grew_over(self, usage: Usage, before: Usage) -> str | None:
+        """The quota problem, if this usage is over it *and* the run added to it (a run
+        that only deletes files from a workspace over its quota is never stopped)."""
+        problem = self.quota.problem(usage)
+        if problem is None or (usage.bytes <= before.bytes and usage.files <= before.files):
+            return None
+        return problem
+
+    async def _watch(self, before: Usage, breach: list[str]) -> None:
+        """Sweep while the code runs; stop it when it takes the workspace over its quota."""
         while True:
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
-            problem = self.quota.problem(usage)
+            problem = self._grew_over(usage, before)
             if problem is not None:
                 breach.append(problem)
                 self.inner.stop_run(f"the run was stopped: {problem}")
@@ -107,8 +115,9 @@ class GuardedWorker:
             await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
 
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        before: Usage = self.last_usage or await asyncio.to_thread(self._sweep)
         breach: list[str] = []
-        watch = asyncio.get_running_loop().create_task(self._watch(breach))
+        watch = asyncio.get_running_loop().create_task(self._watch(before, breach))
         try:
             result: ExecutionResult = await self.inner.run(code, timeout)
         finally:
@@ -116,13 +125,16 @@ class GuardedWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
         usage = await asyncio.to_thread(self._sweep)
-        problem = breach[0] if breach else self.quota.problem(usage)
+        notes: list[str] = []
         if usage.stripped:
             shown = ", ".join(usage.stripped[:5]) + (" ..." if len(usage.stripped) > 5 else "")
-            result = replace(
-                result,
-                warnings=(*result.warnings, f"setuid/setgid bits were removed from: {shown}"),
-            )
+            notes.append(f"setuid/setgid bits were removed from: {shown}")
+        problem = breach[0] if breach else self._grew_over(usage, before)
+        still = self.quota.problem(usage)
+        if problem is None and still is not None:
+            notes.append(still)
+        if notes:
+            result = replace(result, warnings=(*result.warnings, *notes))
         if problem is not None and not result.timed_out:
             stopped = "the run was stopped: " if breach else ""
             result = replace(result, error=ErrorInfo("QuotaExceeded", stopped + problem))

@@ -206,6 +206,12 @@ class SandboxExecutor(SubprocessExecutor):
             deps = getattr(workspace, "deps_dir", None)
             if deps is not None:
                 options.setdefault("deps_dir", deps)
+            settings = getattr(workspace, "settings", None)
+            if settings is not None and "limits" not in options:
+                options["limits"] = Limits(
+                    workspace_mb=settings.workspace_quota_mb or None,
+                    workspace_files=settings.workspace_quota_files or None,
+                )
         options.pop("cwd", None)
         return cls(**options)
 
@@ -441,6 +447,7 @@ class SandboxExecutor(SubprocessExecutor):
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
+        deps = deps if deps and os.path.isdir(deps) else None
         paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
         binds: list[tuple[str, str]] = []
         points = None

@@ -115,7 +115,9 @@ class GuardedWorker:
             await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
 
     async def run(self, code: str, timeout: float) -> ExecutionResult:
-        before: Usage = self.last_usage or await asyncio.to_thread(self._sweep)
+        before = self.last_usage
+        if before is None:
+            before = await asyncio.to_thread(self._sweep)
         breach: list[str] = []
         watch = asyncio.get_running_loop().create_task(self._watch(before, breach))
         try:

@@ -342,7 +342,7 @@ async def run_scenario(
     scenario: Scenario,
     sizes: Sizes,
     scratch: Path,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     transcripts: Path | None = None,
     tools: str = "all",
 ) -> ScenarioResult:
@@ -415,7 +415,7 @@ async def run_benchmark(
     names: list[str] | None = None,
     sizes: Sizes | None = None,
     *,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     tools: str = "all",
     transcripts: Path | None = None,
     progress: Callable[[str], None] | None = None,

@@ -84,8 +84,8 @@ async def _run(
 
     if no_tools:
         # the same default as with tools: the sandbox, never a plain subprocess on its own
-        chosen = executor_by_name(executor) if executor else default_executor()
-        async with Session(chosen) as s:
+        bare = executor_by_name(executor) if executor else default_executor()
+        async with Session(bare) as s:
             return await s.run(source, timeout=timeout)
     from .workspace import Workspace
 

@@ -85,8 +85,28 @@ class Settings(BaseModel):
     redis_prefix: str = "codemode"
     allow_runtime_deps: bool = Field(True, description="Let agents' code add packages.")
     allow_source_builds: bool = Field(
-        False, description="Let deps build sdists (runs the package's code on the host)."
+        False, description="Removed: codemode installs wheels only (must stay false)."
     )
+    deps_index_url: str | None = Field(
+        None, description="Package index for deps (http(s)); default: the system's, or PyPI."
+    )
+
+    @field_validator("allow_source_builds")
+    @classmethod
+    def _no_source_builds(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "codemode never builds packages from source (a build runs the package's own "
+                "code); install wheels only, or publish a wheel to your index"
+            )
+        return v
+
+    @field_validator("deps_index_url")
+    @classmethod
+    def _http_index(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
     deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
     install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(

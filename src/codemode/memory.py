@@ -94,7 +94,7 @@ class Memory:
             deps=Deps(
                 base / "deps",
                 allow_runtime_deps=allow_runtime_deps,
-                allow_source_builds=bool(getattr(settings, "allow_source_builds", False)),
+                index_url=getattr(settings, "deps_index_url", None),
                 configured=deps,
             ),
             allow_runtime_deps=allow_runtime_deps,

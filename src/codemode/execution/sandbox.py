@@ -35,9 +35,7 @@ When bubblewrap or user namespaces are missing the executor refuses to start
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -50,6 +48,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
+from ..isolation.jail import BINDER, bpf_path, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
@@ -88,12 +87,6 @@ _LAUNCHER = (
     'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
     'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
 )
-# Root only, in a private mount namespace (``unshare --mount``): binds host directories the
-# sandbox uid cannot reach (e.g. under /root) onto reachable mount points, then continues.
-_BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
-)
 # Applies rlimits (from the config) before the worker, hence before any agent code.
 _RLIMITS_BOOT = (
     "import sys,json,resource as r;c=json.loads(sys.argv[1])\n"
@@ -105,25 +98,9 @@ class WeakerSandboxWarning(RuntimeWarning):
     """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
 
 
-_rundir: str | None = None
 # The host directory each live worker (by pid) has at /workspace, for the host's sweep.
 _workspace_of: dict[int, str] = {}
 _spawning = threading.local()
-
-
-def _shared_rundir() -> str:
-    """A root-only directory for the BPF file and per-worker scratch workspaces."""
-    global _rundir
-    if _rundir is None or not os.path.isdir(_rundir):
-        _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
-        os.chmod(_rundir, 0o711)
-        atexit.register(shutil.rmtree, _rundir, True)
-    return _rundir
-
-
-@functools.cache
-def _bpf_path() -> str:
-    return seccomp_mod.write_bpf(_shared_rundir())
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -340,7 +317,7 @@ class SandboxExecutor(SubprocessExecutor):
                 prefix=prefix,
             )
             if prep["seccomp"]:
-                prep["bpf"] = _bpf_path()
+                prep["bpf"] = bpf_path()
             _probe(self, prep)
         self._prepared = prep
         return prep
@@ -409,7 +386,7 @@ class SandboxExecutor(SubprocessExecutor):
         try:
             workspace = self.workspace
             if workspace is None:
-                workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
+                workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
             _spawning.workspace = workspace
@@ -456,7 +433,7 @@ class SandboxExecutor(SubprocessExecutor):
                 k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
             ]
             if hidden:
-                points = tempfile.mkdtemp(prefix="mnt-", dir=_shared_rundir())
+                points = tempfile.mkdtemp(prefix="mnt-", dir=rundir())
                 os.chmod(points, 0o711)
                 for key in hidden:
                     dst = os.path.join(points, key)
@@ -466,7 +443,7 @@ class SandboxExecutor(SubprocessExecutor):
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
         if binds:
             argv += ["", find_program("unshare") or "unshare", "--mount", "--propagation",
-                     "private", "/bin/sh", "-c", _BINDER, "codemode-binds"]  # fmt: skip
+                     "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
             argv += [path for pair in binds for path in pair] + ["--"]
         argv.append(prep.get("bpf", ""))
         if os.geteuid() == 0:
@@ -544,7 +521,7 @@ def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
     key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
     if key in _probed:
         return
-    with tempfile.TemporaryDirectory(dir=_shared_rundir()) as ws:
+    with tempfile.TemporaryDirectory(dir=rundir()) as ws:
         if os.geteuid() == 0:
             os.chown(ws, ex.uid, ex.gid)
         argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1)

@@ -17,9 +17,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("codemode.tools.cli:tools", "List, search, describe and generate stubs for tools."),
     "serve": ("codemode.server.cli:serve", "Serve code mode to MCP clients (stdio or HTTP)."),
     "doctor": ("codemode.execution.doctor:doctor", "Show which sandbox protections are active."),
-    "skills": ("codemode.memory_cli:skills", "Manage saved skills."),
-    "artifacts": ("codemode.memory_cli:artifacts", "Manage saved artifacts."),
-    "deps": ("codemode.memory_cli:deps", "Manage packages installed for the sandbox."),
+    "skills": ("codemode.memory.cli:skills", "Manage saved skills."),
+    "artifacts": ("codemode.memory.cli:artifacts", "Manage saved artifacts."),
+    "state": ("codemode.memory.cli:state", "Read and change the workspace's state."),
+    "deps": ("codemode.memory.cli:deps", "Manage packages installed for the sandbox."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
 }
 

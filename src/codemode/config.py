@@ -107,6 +107,7 @@ class Settings(BaseModel):
         if v is not None and not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
         return v
+
     deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
     install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(

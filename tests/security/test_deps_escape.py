@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from codemode import Session
-from codemode.deps import Deps
-from codemode.deps.pip import JailedPip, PipPolicy, _adopt, canonical_spec
 from codemode.errors import DepsError
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.isolation import jail
 from codemode.isolation.uids import DEPS_UID
 from codemode.memory import Memory
+from codemode.memory.deps import Deps
+from codemode.memory.deps.pip import JailedPip, PipPolicy, _adopt, canonical_spec
 from codemode.workspace import Workspace
 
 from .conftest import SUITE_LIMITS

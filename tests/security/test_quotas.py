@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from codemode import Session
-from codemode.artifacts import Artifacts
 from codemode.errors import QuotaExceeded, StorageUnavailable
 from codemode.execution import executor_by_name
 from codemode.execution.limits import Limits
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.memory import Memory
-from codemode.state import State
+from codemode.memory.artifacts import Artifacts
+from codemode.memory.state import State
 from codemode.storage import FileStorage
 from codemode.storage.quota import QuotaStorage
 from codemode.workspace import Workspace

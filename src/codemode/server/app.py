@@ -2,7 +2,7 @@
 
 ``build_server`` returns an ``MCPServer`` (official SDK 2.x) exposing ``run_code``,
 ``search_tools``, ``list_servers``, ``list_tools``, ``get_tool`` and ``reset_session``,
-plus whatever ``codemode.server.memory_tools.register`` adds when that module exists.
+plus the memory tools (``codemode.memory.server_tools``) when the context has a memory.
 Transports (stdio, HTTP) are started by ``cli.py`` / ``http.py``.
 
 How a call finds its session (see docs/server.md, "Sessions"):
@@ -22,7 +22,6 @@ id: code mode is stateful by nature.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -42,7 +41,6 @@ SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
 SESSION_HEADER = "codemode-session"
 MCP_SESSION_HEADER = "mcp-session-id"
-MEMORY_TOOLS_MODULE = "codemode.server.memory_tools"
 
 EPHEMERAL_NOTICE = (
     "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
@@ -293,19 +291,6 @@ def _tool_line(row: dict[str, Any]) -> str:
     return line
 
 
-def _add_memory_tools(toolset: Toolset, context: ServerContext) -> None:
-    """Let the memory layer add its tools when it is installed."""
-    try:
-        module = importlib.import_module(MEMORY_TOOLS_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != MEMORY_TOOLS_MODULE:
-            raise
-        return
-    register = getattr(module, "register", None)
-    if register is not None:
-        register(toolset, context)
-
-
 def build_server(
     context: ServerContext,
     *,
@@ -336,7 +321,9 @@ def build_server(
     if toolset is None:
         toolset = core_toolset()
         if memory_tools:
-            _add_memory_tools(toolset, context)
+            from codemode.memory.server_tools import register
+
+            register(toolset, context)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

@@ -9,11 +9,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
+
+if TYPE_CHECKING:
+    from codemode.config import Settings
+    from codemode.memory import Memory
+    from codemode.tools.registry import ToolRegistry
+    from codemode.workspace import Workspace
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -216,11 +222,11 @@ async def run_server(opts: ServeOptions) -> None:
     from .toolset import ServerContext
 
     workspace, registry, memory, settings = _open_workspace(opts.base)
-    if memory is not None and getattr(settings, "install_deps", False):
+    if settings.install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
             _say(f"installed the workspace's deps: {', '.join(added)}")
-    run_timeout = opts.timeout or float(getattr(settings, "run_timeout", 60.0))
+    run_timeout = opts.timeout or settings.run_timeout
     opts.executor, executor = await start_executor(
         opts.executor, workspace, chosen=opts.executor_chosen
     )
@@ -235,7 +241,7 @@ async def run_server(opts: ServeOptions) -> None:
     )
     context = ServerContext(
         sessions,
-        base=Path(workspace.path) if workspace is not None else opts.base,
+        base=workspace.path,
         tools=registry,
         workspace=workspace,
         memory=memory,
@@ -314,23 +320,12 @@ async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
             os._exit(0)
 
 
-def _open_workspace(base: Path | None) -> tuple[Any, Any, Any, Any]:
+def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
-    layer when installed, and the settings."""
-    from codemode.config import load_settings
+    and its settings."""
+    from codemode.memory import Memory
     from codemode.workspace import Workspace
 
     workspace = Workspace.open(base)
-    registry = workspace.registry()
-    settings = getattr(workspace, "settings", None)
-    if settings is None:
-        settings = load_settings(Path(workspace.path) / "config.json")
-    memory: Any = None
-    try:
-        from codemode.memory import Memory  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        memory = None
-    else:
-        memory = Memory.from_workspace(workspace.path)
-    return workspace, registry, memory, settings
+    return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

@@ -1,7 +1,7 @@
 """Server tools as small async functions; the MCP wiring is done here, once.
 
-How to add a tool to ``codemode serve`` (e.g. in ``src/codemode/server/memory_tools.py``,
-which ``app.build_server`` imports when it exists and calls ``register(toolset, ctx)``)::
+How to add a tool to ``codemode serve`` (as ``src/codemode/memory/server_tools.py`` does;
+``app.build_server`` calls its ``register(toolset, ctx)``)::
 
     from codemode.server.toolset import Call, Reply, ServerContext, Toolset
 

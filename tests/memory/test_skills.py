@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codemode.errors import NotFound, ValidationError
-from codemode.skills import Skills, parse_skill_md
+from codemode.memory.skills import Skills, parse_skill_md
 from codemode.storage import FileStorage
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""``codemode skills|artifacts|deps``: the workspace's memory from the shell.
+"""``codemode skills|artifacts|state|deps``: the workspace's memory from the shell.
 
 Every command takes ``--base DIR`` (default: ``$CODEMODE_BASE`` or ``~/.codemode``) and
 works on the same storage the sessions use (files, or Redis if the workspace says so).
@@ -11,11 +11,15 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .errors import CodemodeError, ValidationError
+from ..errors import CodemodeError, ValidationError
+
+if TYPE_CHECKING:
+    from .core import Memory
+    from .deps import Deps
 
 T = TypeVar("T")
 
@@ -28,20 +32,13 @@ base_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _workspace_path(base: Path | None) -> Path:
-    try:
-        from .workspace import Workspace
-    except ImportError:
-        return Path(base or "~/.codemode").expanduser()
-    return Workspace.open(base).path
-
-
-def _run(base: Path | None, fn: Callable[[Any], Awaitable[T]]) -> T:
+def _run(base: Path | None, fn: Callable[[Memory], Awaitable[T]]) -> T:
     """Open the workspace's memory, run ``fn(memory)``, close it; errors become messages."""
-    from .memory import Memory
+    from ..workspace import Workspace
+    from .core import Memory
 
     async def main() -> T:
-        memory = Memory.from_workspace(_workspace_path(base))
+        memory = Memory.from_workspace(Workspace.open(base).path)
         try:
             return await fn(memory)
         finally:
@@ -66,6 +63,16 @@ def _table(rows: list[list[str]]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
+def _listing(data: Any, as_json: bool, empty: str, rows: Callable[[], list[list[str]]]) -> None:
+    """``data`` as JSON (``--json``), as a table of ``rows()``, or ``empty`` when there is none."""
+    if as_json:
+        _echo_json(data)
+    elif not data:
+        click.echo(empty)
+    else:
+        _table(rows())
+
+
 def _short(text: str, n: int = 70) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= n else line[: n - 3] + "..."
@@ -78,19 +85,17 @@ def skills() -> None:
 
 
 def _print_skill_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        _echo_json(rows)
-        return
-    if not rows:
-        click.echo("(no skills)")
-        return
-    table = []
-    for r in rows:
-        if "error" in r:
-            table.append([r["name"], "!", f"unreadable: {r['error']}"])
-        else:
-            table.append([r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))])
-    _table(table)
+    _listing(
+        rows,
+        as_json,
+        "(no skills)",
+        lambda: [
+            [r["name"], "!", f"unreadable: {r['error']}"]
+            if "error" in r
+            else [r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))]
+            for r in rows
+        ],
+    )
 
 
 @skills.command("list")
@@ -118,7 +123,7 @@ def skills_search(query: str, limit: int, base: Path | None, as_json: bool) -> N
 def skills_show(name: str, base: Path | None, as_json: bool) -> None:
     """Print a skill's SKILL.md and code."""
 
-    async def get(m: Any) -> Any:
+    async def get(m: Memory) -> Any:
         return await m.skills.get(name)
 
     skill = _run(base, get)
@@ -169,7 +174,7 @@ def skills_add(
         raise click.ClickException(str(exc)) from None
     skill_name = name or front.get("name") or path.stem.replace("-", "_")
 
-    async def add(m: Any) -> Any:
+    async def add(m: Memory) -> Any:
         return await m.skills.create(
             str(skill_name),
             code,
@@ -206,19 +211,16 @@ def artifacts() -> None:
 def artifacts_list(base: Path | None, as_json: bool) -> None:
     """List artifacts (name, type, size, created, description) without loading them."""
     rows = _run(base, lambda m: m.artifacts.list())
-    if as_json:
-        _echo_json(rows)
-        return
-    if not rows:
-        click.echo("(no artifacts)")
-        return
-    _table(
-        [
+    _listing(
+        rows,
+        as_json,
+        "(no artifacts)",
+        lambda: [
             [r["name"], r["type"], "!", f"unreadable: {r['error']}"]
             if "error" in r
             else [r["name"], r["type"], str(r["size"]), r["created"], _short(r["description"], 50)]
             for r in rows
-        ]
+        ],
     )
 
 
@@ -229,7 +231,11 @@ def artifacts_list(base: Path | None, as_json: bool) -> None:
 def artifacts_show(name: str, out: Path | None, base: Path | None) -> None:
     """Print an artifact (text and JSON as text; bytes go to --out or a binary stdout)."""
 
-    async def show(m: Any) -> None:
+    async def show(m: Memory) -> None:
+        if out is None and sys.stdout.isatty():
+            info = await m.artifacts.info(name)
+            if info["type"] == "bytes":
+                raise click.ClickException(f"{name} holds {info['size']} bytes; use --out FILE")
         info, chunks = await m.artifacts.stream(name)
         if out is not None:
             with out.open("wb") as f:
@@ -237,9 +243,6 @@ def artifacts_show(name: str, out: Path | None, base: Path | None) -> None:
                     f.write(chunk)
             click.echo(f"wrote {info['size']} bytes ({info['type']}) to {out}", err=True)
             return
-        if info["type"] == "bytes" and sys.stdout.isatty():
-            await chunks.aclose()
-            raise click.ClickException(f"{name} holds {info['size']} bytes; use --out FILE")
         stream = sys.stdout.buffer
         async for chunk in chunks:
             stream.write(chunk)
@@ -260,13 +263,78 @@ def artifacts_rm(name: str, base: Path | None) -> None:
     click.echo(f"deleted artifact {name}")
 
 
+# -- state --------------------------------------------------------------------------------
+@click.group()
+def state() -> None:
+    """The workspace's state: one small JSON object shared with the code's ``state``."""
+
+
+@state.command("list")
+@base_option
+@json_option
+def state_list(base: Path | None, as_json: bool) -> None:
+    """List the state's keys with a short view of each value."""
+    doc = _run(base, lambda m: m.state.get())
+    _listing(
+        doc,
+        as_json,
+        "(no state)",
+        lambda: [[k, _short(json.dumps(v, ensure_ascii=False))] for k, v in doc.items()],
+    )
+
+
+@state.command("get")
+@click.argument("key")
+@base_option
+def state_get(key: str, base: Path | None) -> None:
+    """Print one key's value as JSON."""
+    missing = object()
+
+    async def get(m: Memory) -> Any:
+        return await m.state.get(key, missing)
+
+    value = _run(base, get)
+    if value is missing:
+        raise click.ClickException(f"the state has no key {key!r}")
+    _echo_json(value)
+
+
+@state.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--string", "as_string", is_flag=True, help="Store VALUE as text, not JSON.")
+@base_option
+def state_set(key: str, value: str, as_string: bool, base: Path | None) -> None:
+    """Set KEY to VALUE, read as JSON (``42``, ``'"text"'``, ``'{"a": 1}'``)."""
+    data: Any = value
+    if not as_string:
+        try:
+            data = json.loads(value)
+        except ValueError as exc:
+            raise click.ClickException(
+                f"VALUE is not JSON ({exc}); quote a string as '\"text\"' or pass --string"
+            ) from None
+    _run(base, lambda m: m.state.set(key, data))
+    click.echo(f"set {key}")
+
+
+@state.command("rm")
+@click.argument("key")
+@base_option
+def state_rm(key: str, base: Path | None) -> None:
+    """Delete one key."""
+    if not _run(base, lambda m: m.state.delete(key)):
+        raise click.ClickException(f"the state has no key {key!r}")
+    click.echo(f"deleted {key}")
+
+
 # -- deps --------------------------------------------------------------------------------
 @click.group()
 def deps() -> None:
     """Packages installed for the agent's code (in <base>/deps, not codemode's env)."""
 
 
-def _need_deps(m: Any) -> Any:
+def _need_deps(m: Memory) -> Deps:
     if m.deps is None:
         raise click.ClickException("this workspace has no deps directory")
     return m.deps
@@ -278,12 +346,12 @@ def _need_deps(m: Any) -> Any:
 def deps_list(base: Path | None, as_json: bool) -> None:
     """List the packages asked for and the versions installed."""
     rows = _run(base, lambda m: _need_deps(m).list())
-    if as_json:
-        _echo_json(rows)
-    elif not rows:
-        click.echo("(no packages)")
-    else:
-        _table([[r["spec"], r["version"] or "(not installed)"] for r in rows])
+    _listing(
+        rows,
+        as_json,
+        "(no packages)",
+        lambda: [[r["spec"], r["version"] or "(not installed)"] for r in rows],
+    )
 
 
 @deps.command("add")
@@ -292,7 +360,7 @@ def deps_list(base: Path | None, as_json: bool) -> None:
 def deps_add(specs: tuple[str, ...], base: Path | None) -> None:
     """Install packages, e.g. ``codemode deps add 'requests>=2' six``."""
 
-    async def add(m: Any) -> list[Any]:
+    async def add(m: Memory) -> list[Any]:
         return [await _need_deps(m).add(spec, runtime=False) for spec in specs]
 
     for info in _run(base, add):
@@ -305,7 +373,7 @@ def deps_add(specs: tuple[str, ...], base: Path | None) -> None:
 def deps_rm(names: tuple[str, ...], base: Path | None) -> None:
     """Uninstall packages (what they pulled in goes at the next sync)."""
 
-    async def rm(m: Any) -> list[bool]:
+    async def rm(m: Memory) -> list[bool]:
         return [await _need_deps(m).remove(name, runtime=False) for name in names]
 
     for name, removed in zip(names, _run(base, rm), strict=True):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from codemode.artifacts import Artifacts
 from codemode.errors import NotFound, ValidationError
-from codemode.state import State
+from codemode.memory.artifacts import Artifacts
+from codemode.memory.state import State
 from codemode.storage import FileStorage
 
 pytestmark = pytest.mark.anyio

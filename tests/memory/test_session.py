@@ -18,12 +18,12 @@ from codemode import Session, SubprocessExecutor
 from codemode.memory import Memory
 from codemode.storage.redis import RedisStorage
 
-sys.path.insert(0, str(Path(__file__).parent / "storage"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
 from redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EDGE_SERVER = REPO / "tests" / "fixtures" / "servers" / "edge_server.py"
 
 

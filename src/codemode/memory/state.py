@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import CorruptRecord, NotFound, ValidationError
+from ..storage.base import Storage
 from .artifacts import check_json_like
-from .errors import CorruptRecord, NotFound, ValidationError
-from .storage.base import Storage
 
 KIND = "state"
 NAME = "state"

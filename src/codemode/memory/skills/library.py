@@ -19,9 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...errors import CorruptRecord, NotFound, ValidationError
+from ...storage.base import RecordInfo, Storage
 from ..artifacts import now_iso
-from ..errors import CorruptRecord, NotFound, ValidationError
-from ..storage.base import RecordInfo, Storage
 from .model import (
     MAX_DESCRIPTION,
     Skill,
@@ -157,7 +157,7 @@ class Skills:
         ]
 
     async def _rebuild(self, gen: str) -> None:
-        from ..tools.search import LexicalIndex
+        from ...tools.search import LexicalIndex
 
         listing = await self.storage.list(KIND)
         missing = [

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import ValidationError
+from ...errors import ValidationError
 
 MAX_CODE = 256 * 1024
 MAX_DESCRIPTION = 4000

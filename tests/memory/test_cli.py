@@ -1,4 +1,4 @@
-"""``codemode skills|artifacts|deps`` work on the workspace the sessions use."""
+"""``codemode skills|artifacts|state|deps`` work on the workspace the sessions use."""
 
 from __future__ import annotations
 
@@ -96,3 +96,30 @@ def test_deps_add_list_rm(tmp_path: Path) -> None:
     code, out = invoke("deps", "rm", "tomli", "--base", base)
     assert "removed tomli" in out
     assert not list((tmp_path / "ws" / "deps").glob("tomli*"))
+
+
+def test_state_set_get_list_and_rm_share_the_sessions_state(tmp_path: Path) -> None:
+    base = str(tmp_path / "ws")
+    assert invoke("state", "set", "cursor", "42", "--base", base) == (0, "set cursor\n")
+    assert invoke("state", "set", "who", "ada", "--string", "--base", base)[0] == 0
+    assert invoke("state", "get", "cursor", "--base", base) == (0, "42\n")
+    code, out = invoke("state", "list", "--base", base)
+    assert code == 0 and out.split() == ["cursor", "42", "who", '"ada"']
+    seen = asyncio.run(_state_of(tmp_path / "ws"))
+    assert seen == {"cursor": 42, "who": "ada"}
+    assert invoke("state", "rm", "cursor", "--base", base)[0] == 0
+    code, out = invoke("state", "get", "cursor", "--base", base)
+    assert code == 1 and "no key 'cursor'" in out
+
+
+def test_state_set_refuses_a_value_that_is_not_json(tmp_path: Path) -> None:
+    code, out = invoke("state", "set", "k", "not json", "--base", str(tmp_path / "ws"))
+    assert code == 1 and "--string" in out
+
+
+async def _state_of(base: Path) -> object:
+    memory = Memory.from_workspace(base)
+    try:
+        return await memory.state.get()
+    finally:
+        await memory.aclose()

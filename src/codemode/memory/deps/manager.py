@@ -30,8 +30,8 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..errors import DepsError
-from ..storage.locks import file_lock
+from ...errors import DepsError
+from ...storage.locks import file_lock
 from .pip import JailedPip, PipPolicy, canonical_spec
 
 MANIFEST = ".requirements.json"

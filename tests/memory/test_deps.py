@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from codemode.deps import Deps, check_spec
-from codemode.deps.pip import canonical_spec
 from codemode.errors import DepsError
+from codemode.memory.deps import Deps, check_spec
+from codemode.memory.deps.pip import canonical_spec
 
 pytestmark = pytest.mark.anyio
 

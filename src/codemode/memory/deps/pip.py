@@ -41,9 +41,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..errors import DepsError
-from ..isolation import jail
-from ..isolation.uids import DEPS_UID
+from ...errors import DepsError
+from ...isolation import jail
+from ...isolation.uids import DEPS_UID
 
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "~=")
@@ -183,7 +183,7 @@ def _pip_package() -> str:
 
 
 def _interpreter(python: str) -> tuple[str, str]:
-    from ..execution.doctor import _python_prefix
+    from ...execution.doctor import _python_prefix
 
     exe = os.path.realpath(python)
     return exe, _python_prefix(exe)

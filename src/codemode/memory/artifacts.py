@@ -15,8 +15,8 @@ from typing import Any
 
 from codemode_worker.protocol import json_like_problem
 
-from .errors import ValidationError
-from .storage.base import RecordInfo, Storage, check_name
+from ..errors import ValidationError
+from ..storage.base import RecordInfo, Storage, check_name
 
 KIND = "artifacts"
 MAX_DESCRIPTION = 2000

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from codemode.errors import ValidationError
 
-from .toolset import Call, Reply, ServerContext, Toolset
+from ..server.toolset import Call, Reply, ServerContext, Toolset
 
 INLINE_BYTES = 256 * 1024
 
@@ -137,8 +137,8 @@ def _skills(ts: Toolset) -> None:
             float | None, Field(description="Seconds before the run is interrupted.", gt=0)
         ] = None,
     ) -> Reply:
-        from ..skills import check_skill_name
-        from .app import EPHEMERAL_NOTICE, render_run
+        from ..server.app import EPHEMERAL_NOTICE, render_run
+        from .skills import check_skill_name
 
         check_skill_name(name)
         args = json.dumps(arguments or {}, ensure_ascii=False)

@@ -11,14 +11,19 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import DepsError, ValidationError
+from ..storage import FileStorage, Storage
+from ..storage.quota import QuotaStorage
 from .artifacts import Artifacts
 from .deps import Deps
-from .errors import DepsError, ValidationError
 from .skills import Skills
 from .state import State
-from .storage import FileStorage, Storage
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..workspace import Workspace
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -71,31 +76,44 @@ class Memory:
     ) -> Memory:
         """Records under the workspace (or Redis when its config says so), deps in ``deps/``.
 
-        Unset arguments come from the workspace settings when it has them
-        (``storage``/``redis_url``/``redis_prefix``, ``allow_runtime_deps``, ``deps``).
+        Unset arguments come from the workspace settings (``storage``/``redis_url``/
+        ``redis_prefix``, ``allow_runtime_deps``, ``deps``, ``deps_index_url``, the memory quota).
         """
-        base = Path(path).expanduser().absolute()
-        settings = _workspace_settings(base)
+        from ..workspace import Workspace
+
+        return cls.for_workspace(
+            Workspace.open(Path(path).expanduser().absolute()),
+            allow_runtime_deps=allow_runtime_deps,
+            deps=deps,
+            storage=storage,
+        )
+
+    @classmethod
+    def for_workspace(
+        cls,
+        workspace: Workspace,
+        *,
+        allow_runtime_deps: bool | None = None,
+        deps: Sequence[str] | None = None,
+        storage: Storage | None = None,
+    ) -> Memory:
+        """``from_workspace`` for a workspace that is already open."""
+        base, settings = workspace.path, workspace.settings
         if storage is None:
             storage = _storage_for(base, settings)
-            if settings is not None:
-                from .storage.quota import QuotaStorage
-
-                mb, records = settings.memory_quota_mb, settings.memory_quota_records
-                storage = QuotaStorage(
-                    storage, max_bytes=(mb << 20) or None, max_records=records or None
-                )
+            mb, records = settings.memory_quota_mb, settings.memory_quota_records
+            storage = QuotaStorage(
+                storage, max_bytes=(mb << 20) or None, max_records=records or None
+            )
         if allow_runtime_deps is None:
-            allow_runtime_deps = bool(getattr(settings, "allow_runtime_deps", True))
-        if deps is None:
-            deps = tuple(getattr(settings, "deps", None) or ())
+            allow_runtime_deps = settings.allow_runtime_deps
         return cls(
             storage,
             deps=Deps(
                 base / "deps",
                 allow_runtime_deps=allow_runtime_deps,
-                index_url=getattr(settings, "deps_index_url", None),
-                configured=deps,
+                index_url=settings.deps_index_url,
+                configured=settings.deps if deps is None else deps,
             ),
             allow_runtime_deps=allow_runtime_deps,
         )
@@ -248,22 +266,12 @@ class Memory:
             host.register(method, handler)
 
 
-def _workspace_settings(base: Path) -> Any:
-    """The workspace's settings, or None when the workspace layer is not installed."""
-    try:
-        from .workspace import Workspace
-    except ImportError:
-        return None
-    return Workspace.open(base).settings
-
-
-def _storage_for(base: Path, settings: Any) -> Storage:
+def _storage_for(base: Path, settings: Settings) -> Storage:
     """FileStorage under the workspace, unless its settings choose Redis."""
-    if getattr(settings, "storage", "file") == "redis":
-        from .storage.redis import RedisStorage
+    if settings.storage == "redis":
+        from ..storage.redis import RedisStorage
 
-        url = getattr(settings, "redis_url", None) or "redis://127.0.0.1:6379/0"
-        return RedisStorage(url, getattr(settings, "redis_prefix", None) or "codemode")
+        return RedisStorage(settings.redis_url or "redis://127.0.0.1:6379/0", settings.redis_prefix)
     return FileStorage(base)
 
 

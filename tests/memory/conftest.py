@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.skills import Skills
+from codemode.memory.skills import Skills
 from codemode.storage import FileStorage
 
 

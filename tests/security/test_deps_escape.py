@@ -168,6 +168,8 @@ async def test_the_users_pip_config_is_ignored(
     (home / ".config" / "pip" / "pip.conf").write_text(conf)
     (home / ".pip").mkdir()
     (home / ".pip" / "pip.conf").write_text(conf)
+    for key in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(key)  # the file alone speaks (variables would override it)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PIP_CONFIG_FILE", str(home / ".pip" / "pip.conf"))
     deps = Deps(tmp_path / "deps")

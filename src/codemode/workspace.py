@@ -164,12 +164,14 @@ class Workspace:
             return reg
 
     def _build_registry(self) -> ToolRegistry:
+        from codemode.isolation.servers import Isolation
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
+        isolation = Isolation(workspace=self.path, files=self.files_dir)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(
@@ -178,6 +180,7 @@ class Workspace:
                     default_timeout=self.settings.tool_timeout,
                     connect_timeout=self.settings.connect_timeout,
                     protocol=self.settings.protocol,
+                    isolation=isolation,
                 )
             )
         return reg

@@ -152,14 +152,16 @@ def _venv_base(venv: str) -> str | None:
     return None
 
 
-def _home(iso: Isolation, name: str, uid: int | None) -> str:
+def _home(iso: Isolation, name: str, uid: int | None, *, create: bool = True) -> str:
     key = hashlib.sha256(f"{iso.workspace}\0{name}".encode()).hexdigest()[:12]
     root = iso.homes_root
     if root is None:
         root = HOMES_ROOT if os.geteuid() == 0 else os.path.expanduser("~/.cache/codemode/homes")
-    os.makedirs(root, mode=0o711, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
     home = os.path.join(root, f"{safe}-{key}")
+    if not create:
+        return home
+    os.makedirs(root, mode=0o711, exist_ok=True)
     os.makedirs(home, mode=0o700, exist_ok=True)
     if uid is not None and os.geteuid() == 0:
         st = os.lstat(home)
@@ -178,11 +180,14 @@ def _home(iso: Isolation, name: str, uid: int | None) -> str:
     return home
 
 
-def plan(cfg: StdioServerConfig, iso: Isolation) -> ServerLaunch:
-    """How to start ``cfg``: in its jail (the default), or as it is (``isolation: none``)."""
+def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> ServerLaunch:
+    """How to start ``cfg``: in its jail (the default), or as it is (``isolation: none``).
+
+    ``dry_run`` only describes it (``codemode doctor``): nothing is created or changed.
+    """
     name = cfg.name or cfg.command
     if cfg.isolation == "none":
-        log.warning(
+        (log.info if dry_run else log.warning)(
             "MCP server %r runs WITHOUT isolation (isolation: none in its config): as uid %d, "
             "with every file and network that user can reach",
             name,
@@ -230,8 +235,8 @@ def plan(cfg: StdioServerConfig, iso: Isolation) -> ServerLaunch:
     runtime += [jail.Mount(p) for p in cfg.read_only_paths]
     data += [jail.Mount(p, writable=True) for p in cfg.writable_paths]
     uid = server_uid(iso.tenant) if root else None
-    home = _home(iso, name, uid)
-    if uid is not None:
+    home = _home(iso, name, uid, create=not dry_run)
+    if uid is not None and not dry_run:
         _share(data, uid, iso.sandbox_uid, workspace)
     network = cfg.network if cfg.network is not None else not touches
     env = {
@@ -255,12 +260,14 @@ def plan(cfg: StdioServerConfig, iso: Isolation) -> ServerLaunch:
         etc=SERVER_ETC,
         tmp_size_mb=256,
     )
-    launch = jail.build(spec, [command, *cfg.args])
     summary = (
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
         f"{'network' if network else 'no network'}, mounts: "
         + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
     )
+    if dry_run:
+        return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
+    launch = jail.build(spec, [command, *cfg.args])
     log.info("MCP server %r: %s", name, summary)
     return ServerLaunch(
         launch.argv[0],

@@ -48,6 +48,8 @@ EXAMPLE_MCP_JSON = """\
 // and .mcp.json. Lines starting with // are comments (codemode strips them).
 // Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
 //   "timeout": seconds per call, "enabled": false to skip it,
+//   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
+//   "read_only_paths"/"writable_paths": more host paths for its jail,
 //   "include"/"exclude": tool names or globs ("search_*").
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {

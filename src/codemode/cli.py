@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "state": ("codemode.memory.cli:state", "Read and change the workspace's state."),
     "deps": ("codemode.memory.cli:deps", "Manage packages installed for the sandbox."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
+    "task": ("codemode.agent.cli:task", "Let the configured model complete a task in code."),
 }
 
 

@@ -46,18 +46,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from codemode.errors import ConfigError
 
 CONFIG_FILE = "config.json"
+CONFIG_FILES = (CONFIG_FILE, "config.yaml")
+"""The workspace config may be written in either format; both present is an error."""
 SERVERS_FILE = "mcp.json"
 ENV_PREFIX = "CODEMODE_"
+SECTIONS = frozenset({"mcpServers", "servers", "llm"})
+"""Top-level keys of the config file that are sections of their own, not ``Settings``."""
 
 __all__ = [
     "CONFIG_FILE",
+    "CONFIG_FILES",
     "ENV_PREFIX",
+    "SECTIONS",
     "SERVERS_FILE",
     "RemoteServerConfig",
     "ServerConfig",
     "Settings",
     "StdioServerConfig",
     "expand_vars",
+    "find_config_file",
+    "load_config_document",
     "load_json_file",
     "load_servers",
     "load_settings",
@@ -263,6 +271,39 @@ def load_json_file(path: Path) -> dict[str, Any]:
     return cleaned
 
 
+def find_config_file(base: Path) -> Path | None:
+    """The workspace's config file (``config.json`` or ``config.yaml``), if there is one."""
+    found = [base / name for name in CONFIG_FILES if (base / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError(
+            f"{base}: both {' and '.join(p.name for p in found)} exist; codemode reads one "
+            "config file: merge them into one and remove the other"
+        )
+    return found[0] if found else None
+
+
+def load_config_document(path: Path) -> dict[str, Any]:
+    """A config file as a dict: YAML for ``.yaml``/``.yml``, JSON with comments otherwise."""
+    if path.suffix not in (".yaml", ".yml"):
+        return load_json_file(path)
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    cleaned: dict[str, Any] = _drop_comment_keys(data)
+    return cleaned
+
+
 # --------------------------------------------------------------------------- ${VAR} expansion
 
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -378,12 +419,14 @@ def parse_servers(
     return servers
 
 
-def load_servers(*paths: Path, env: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+def load_servers(
+    *paths: Path | None, env: Mapping[str, str] | None = None
+) -> dict[str, ServerConfig]:
     """Servers from each existing file in order; a later file wins for the same name."""
     servers: dict[str, ServerConfig] = {}
     for path in paths:
-        if path.exists():
-            servers.update(parse_servers(load_json_file(path), source=str(path), env=env))
+        if path is not None and path.exists():
+            servers.update(parse_servers(load_config_document(path), source=str(path), env=env))
     return servers
 
 
@@ -409,8 +452,8 @@ def load_settings(
     env = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []
     if config_file is not None and config_file.exists():
-        doc = load_json_file(config_file)
-        file_settings = {k: v for k, v in doc.items() if k not in ("mcpServers", "servers")}
+        doc = load_config_document(config_file)
+        file_settings = {k: v for k, v in doc.items() if k not in SECTIONS}
         layers.append((str(config_file), file_settings))
     layers.append(("environment", _settings_from_env(env)))
     layers.append(("arguments", {k: v for k, v in overrides.items() if v is not None}))

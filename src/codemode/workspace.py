@@ -3,7 +3,8 @@
 Layout (``<base>`` is ``base=``/``--base``, else ``$CODEMODE_BASE``, else ``~/.codemode``)::
 
     <base>/mcp.json       upstream MCP servers ("mcpServers", as in Claude Desktop / Cursor)
-    <base>/config.json    optional codemode settings (and optionally "mcpServers" too)
+    <base>/config.json    optional codemode settings (and optionally "mcpServers" too);
+                          or config.yaml (one of the two), with an "llm" section for agents
     <base>/skills/        saved skills        (storage is implemented elsewhere; these are
     <base>/artifacts/     saved artifacts      only the paths)
     <base>/deps/          packages installed for the sandbox
@@ -31,6 +32,7 @@ from codemode.config import (
     SERVERS_FILE,
     ServerConfig,
     Settings,
+    find_config_file,
     load_servers,
     load_settings,
 )
@@ -104,7 +106,7 @@ class Workspace:
         env = os.environ if env is None else env
         path = (Path(base).expanduser() if base is not None else default_base(env)).resolve()
         _create(path)
-        config_file = path / CONFIG_FILE
+        config_file = find_config_file(path)
         cfg = load_settings(config_file, env=env, **settings)
         servers = load_servers(config_file, path / SERVERS_FILE, env=env)
         return cls(path, cfg, servers)
@@ -120,7 +122,8 @@ class Workspace:
 
     @property
     def config_file(self) -> Path:
-        return self.path / CONFIG_FILE
+        """``config.json`` or ``config.yaml``, whichever exists (``config.json`` if neither)."""
+        return find_config_file(self.path) or self.path / CONFIG_FILE
 
     @property
     def skills_dir(self) -> Path:

@@ -324,6 +324,9 @@ def build_server(
             from codemode.memory.server_tools import register
 
             register(toolset, context)
+            from codemode.server.agent_tools import register as register_agent
+
+            register_agent(toolset, context)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from codemode.errors import CodemodeError
 
@@ -248,7 +248,7 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
-    async def wrapper(**kwargs: Any) -> CallToolResult:
+    async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         call = Call(context, key_of(mcp_ctx), mcp_ctx)
         try:
@@ -265,9 +265,9 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     return wrapper
 
 
-def to_result(out: Any) -> CallToolResult:
-    """Turn a handler's answer into the MCP result."""
-    if isinstance(out, CallToolResult):
+def to_result(out: Any) -> CallToolResult | InputRequiredResult:
+    """Turn a handler's answer into the MCP result (a multi-round request passes through)."""
+    if isinstance(out, CallToolResult | InputRequiredResult):
         return out
     if isinstance(out, Reply):
         return CallToolResult(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .context import CallContext
 from .errors import (
     CodemodeError,
     ConfigError,
@@ -42,6 +43,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Agent",
+    "CallContext",
     "CodemodeError",
     "ConfigError",
     "ErrorInfo",

@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -67,6 +67,7 @@ __all__ = [
     "find_config_file",
     "load_config_document",
     "load_json_file",
+    "load_section",
     "load_servers",
     "load_settings",
     "parse_servers",
@@ -117,6 +118,7 @@ class Settings(BaseModel):
         return v
 
     deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
+    tenant: str = Field("default", description="The tenant this process serves (CallContext).")
     install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
@@ -443,17 +445,20 @@ def load_settings(
     config_file: Path | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    sections: Collection[str] = (),
     **overrides: Any,
 ) -> Settings:
     """Settings from defaults < ``config_file`` < ``CODEMODE_*`` env < ``overrides``.
 
     ``overrides`` whose value is ``None`` are ignored, so CLI options can be passed through.
+    Keys named in ``sections`` belong to capabilities (``load_sections``), not to these.
     """
     env = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []
     if config_file is not None and config_file.exists():
         doc = load_config_document(config_file)
-        file_settings = {k: v for k, v in doc.items() if k not in SECTIONS}
+        skip = {*SECTIONS, *sections}
+        file_settings = {k: v for k, v in doc.items() if k not in skip}
         layers.append((str(config_file), file_settings))
     layers.append(("environment", _settings_from_env(env)))
     layers.append(("arguments", {k: v for k, v in overrides.items() if v is not None}))
@@ -472,3 +477,21 @@ def load_settings(
         if origin == "environment":
             field = ENV_PREFIX + field.upper()
         raise ConfigError(f"{origin}: {field}: {err['msg']}") from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_section(config_file: Path | None, name: str, model: type[M]) -> M:
+    """A capability's config section: the object under ``name`` in the config file."""
+    raw: Any = {}
+    if config_file is not None and config_file.exists():
+        raw = load_config_document(config_file).get(name, {})
+    source = f"{config_file}: {name}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected an object, got {type(raw).__name__}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"{source}.{_field_path(err)}: {err['msg']}") from None

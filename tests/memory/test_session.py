@@ -227,7 +227,7 @@ async def memory_server(memory: Memory) -> AsyncIterator[Client]:
     from codemode.server.sessions import SessionManager
     from codemode.server.toolset import ServerContext
 
-    async def factory() -> Session:
+    async def factory(key: str | None) -> Session:
         session = new_session(memory)
         await session.start()
         return session

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 async def context() -> AsyncIterator[ServerContext]:
     executor = InProcessExecutor()
 
-    async def factory() -> Session:
+    async def factory(key: str | None) -> Session:
         session = Session(executor)
         await session.start()
         return session

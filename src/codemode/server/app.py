@@ -2,7 +2,7 @@
 
 ``build_server`` returns an ``MCPServer`` (official SDK 2.x) exposing ``run_code``,
 ``search_tools``, ``list_servers``, ``list_tools``, ``get_tool`` and ``reset_session``,
-plus the memory tools (``codemode.memory.server_tools``) when the context has a memory.
+plus the tools of capabilities (``codemode.assembly``): the memory's, for one.
 Transports (stdio, HTTP) are started by ``cli.py`` / ``http.py``.
 
 How a call finds its session (see docs/server.md, "Sessions"):
@@ -23,7 +23,7 @@ id: code mode is stateful by nature.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -32,6 +32,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from codemode import assembly
+from codemode.capability import Capability
 from codemode.errors import ToolNotFound
 from codemode.result import ExecutionResult
 
@@ -297,13 +299,15 @@ def build_server(
     transport: Literal["stdio", "http"] = "stdio",
     toolset: Toolset | None = None,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
-    memory_tools: bool = True,
+    capability_tools: bool = True,
+    capabilities: Sequence[Capability[Any]] | None = None,
 ) -> MCPServer[Any]:
     """The MCP server for one ``codemode serve``; ``context`` is shared by every call.
 
-    ``memory_tools=False`` (``serve --tools core``) lists only the six core tools: skills,
-    artifacts, state and deps stay reachable from the code, and every client's context
-    carries ~1,700 fewer tokens of tool definitions.
+    Capabilities (``codemode.assembly``; by default the workspace's) add their tools after
+    the core ones. ``capability_tools=False`` (``serve --tools core``) lists only the six
+    core tools: skills, artifacts, state and deps stay reachable from the code, and every
+    client's context carries ~1,700 fewer tokens of tool definitions.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -320,13 +324,11 @@ def build_server(
     )
     if toolset is None:
         toolset = core_toolset()
-        if memory_tools:
-            from codemode.memory.server_tools import register
-
-            register(toolset, context)
-            from codemode.server.agent_tools import register as register_agent
-
-            register_agent(toolset, context)
+        if capability_tools:
+            if capabilities is None:
+                ws = context.workspace
+                capabilities = ws.capabilities if ws is not None else assembly.installed()
+            assembly.add_server_tools(toolset, context, capabilities)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

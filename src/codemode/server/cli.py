@@ -7,7 +7,7 @@ import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -215,6 +215,8 @@ async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
 
+    from codemode.assembly import configure_session
+    from codemode.context import CallContext
     from codemode.session import Session
 
     from .app import build_server
@@ -231,8 +233,17 @@ async def run_server(opts: ServeOptions) -> None:
         opts.executor, workspace, chosen=opts.executor_chosen
     )
 
-    async def new_session() -> Session:
-        session = Session(executor, tools=registry, memory=memory, default_timeout=run_timeout)
+    base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
+
+    async def new_session(key: str | None) -> Session:
+        session = Session(
+            executor,
+            tools=registry,
+            memory=memory,
+            default_timeout=run_timeout,
+            context=replace(base_context, client=key or "ephemeral"),
+        )
+        configure_session(session, workspace.capabilities, workspace.sections)
         await session.start()
         return session
 
@@ -252,7 +263,7 @@ async def run_server(opts: ServeOptions) -> None:
         context,
         transport=opts.transport,
         log_level=opts.log_level,
-        memory_tools=opts.tools == "all",
+        capability_tools=opts.tools == "all",
     )
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:

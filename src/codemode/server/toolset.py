@@ -39,7 +39,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -47,6 +47,12 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from codemode.errors import CodemodeError
 
 from .sessions import Lease, SessionManager
+
+if TYPE_CHECKING:
+    from codemode.config import Settings
+    from codemode.memory import Memory
+    from codemode.tools.registry import ToolRegistry
+    from codemode.workspace import Workspace
 
 INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
@@ -87,10 +93,10 @@ class ServerContext:
 
     sessions: SessionManager
     base: Path | None = None
-    tools: Any = None
-    workspace: Any = None
-    memory: Any = None
-    settings: Any = None
+    tools: ToolRegistry | None = None
+    workspace: Workspace | None = None
+    memory: Memory | None = None
+    settings: Settings | None = None
     run_timeout: float = 60.0
     output_limit: int = 20_000
     extras: dict[str, Any] = field(default_factory=dict)

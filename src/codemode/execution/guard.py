@@ -27,6 +27,10 @@ from typing import Any
 from ..isolation.sweep import Usage, sweep
 from ..result import ErrorInfo, ExecutionResult
 
+# A workspace this small is swept inline after a run (well under a millisecond): a thread
+# hop would cost more than the walk.
+INLINE_FILES = 200
+
 
 @dataclass(frozen=True)
 class WorkspaceQuota:
@@ -102,7 +106,9 @@ class GuardedWorker:
         return problem
 
     async def _watch(self, before: Usage, breach: list[str]) -> None:
-        """Sweep while the code runs; stop it when it takes the workspace over its quota."""
+        """Sweep while the code runs; stop it when it takes the workspace over its quota.
+        The first sweep waits one interval: short runs never pay for one."""
+        await asyncio.sleep(self.interval)
         while True:
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
@@ -126,7 +132,8 @@ class GuardedWorker:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
-        usage = await asyncio.to_thread(self._sweep)
+        small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
+        usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
         notes: list[str] = []
         if usage.stripped:
             shown = ", ".join(usage.stripped[:5]) + (" ..." if len(usage.stripped) > 5 else "")

@@ -14,15 +14,18 @@ Sessions beyond the pool start cold, on demand: at 200 and 500 sessions their fi
 includes a worker's boot.
 
 Reported per row: calls/s, latency p50/p95/p99, first-call latency (the codemode
-session starts then), errors, server RSS and the workers' RSS at the end (all sessions
-still open), and the slowest ``/healthz`` answer. Goals (issue 13): 500 sessions with 0
-errors; at 50 sessions codemode's throughput >= 70 % of the bare server's and p99 <= 10x
-p50; first call p95 <= 100 ms at 50 sessions.
+session starts then), errors, hung sessions (one answer took longer than ``--hang`` s),
+server RSS and the workers' RSS at the end (all sessions still open), and the slowest
+``/healthz`` answer. Then the graceful stop: SIGTERM while ``--stop-calls`` calls of
+``--stop-seconds`` s run; how many finish, exit status, stop time, what is left behind.
+Goals (issue 13): 500 sessions with 0 errors; at 50 sessions codemode's throughput
+>= 70 % of the bare server's and p99 <= 10x p50; first call p95 <= 100 ms at 50 sessions.
 
     .venv/bin/python benchmarks/bench_load.py [--sessions 50,200,500] [--runs 20]
-        [--procs 4] [--pool 64] [--executor sandbox|subprocess] [--quick] [--json FILE]
+        [--procs 4] [--pool 64] [--executor sandbox|subprocess] [--hang 300]
+        [--stop-calls 10] [--stop-seconds 3] [--quick] [--json FILE]
 
-``--quick`` (CI): 10 sessions x 5 runs, 2 client processes, pool 10.
+``--quick`` (CI): 10 sessions x 5 runs, 2 client processes, pool 10, 4 calls at the stop.
 """
 
 from __future__ import annotations
@@ -172,6 +175,15 @@ def settle(pid: int, *, idle: float = 0.25, limit: float = 120.0) -> None:
             return
 
 
+def _live(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: it holds nothing but its pid)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def _children(root: int) -> list[int]:
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -202,6 +214,10 @@ class HealthProbe(threading.Thread):
         self.url = url.removesuffix("/mcp") + "/healthz"
         self.latencies: list[float] = []
         self.failures = 0
+        self.failed_at: list[float] = []
+        """When each failure happened (``time.perf_counter()``)."""
+        self.refused_at: list[float] = []
+        """When a connection was refused (the server no longer listens)."""
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -214,8 +230,11 @@ class HealthProbe(threading.Thread):
                     if http.get(self.url).status_code >= 500:
                         raise httpx2.HTTPError("server error")
                     self.latencies.append((time.perf_counter() - t0) * 1000)
+                except httpx2.ConnectError:  # nobody listens: counted apart
+                    self.refused_at.append(time.perf_counter())
                 except httpx2.HTTPError:
                     self.failures += 1
+                    self.failed_at.append(time.perf_counter())
                 self._halt.wait(0.1)
 
     def stop(self) -> None:
@@ -226,15 +245,22 @@ class HealthProbe(threading.Thread):
 # ----------------------------------------------------------------------------- clients
 
 
-def client_main(url: str, token: str, sessions: int, runs: int, kind: str, era: str) -> None:
+def client_main(
+    url: str, token: str, sessions: int, runs: int, kind: str, era: str, hang: float
+) -> None:
     """One client process: open ``sessions`` MCP sessions, say ready, wait for "go" on
-    stdin, make the calls, print the latencies as JSON, wait for "close", close."""
+    stdin, make the calls, print the latencies as JSON, wait for "close", close.
+
+    A session whose opening or one call takes longer than ``hang`` seconds is counted as
+    hung and makes no more calls (the benchmark always ends)."""
     import anyio
 
-    anyio.run(_client, url, token, sessions, runs, kind, era)
+    anyio.run(_client, url, token, sessions, runs, kind, era, hang)
 
 
-async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era: str) -> None:
+async def _client(
+    url: str, token: str, sessions: int, runs: int, kind: str, era: str, hang: float
+) -> None:
     import anyio
     import httpx2
     from mcp import Client
@@ -245,6 +271,7 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
     first: list[float] = []
     rest: list[float] = []
     errors: list[str] = []
+    hung = 0
     finished = 0
     all_done = anyio.Event()
     limit = anyio.Semaphore(20)  # connect at most 20 at once
@@ -255,6 +282,10 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
             code = "n = 1\nn" if n == 0 else "n += 1\nn"
             r = await client.call_tool("run_code", {"code": code})
             ok = not r.is_error and r.structured_content["value"] == n + 1
+        elif kind.startswith("sleep"):  # sleep<S>: one call that takes S seconds
+            code = f"import time\ntime.sleep({float(kind[5:])})\n'finished'"
+            r = await client.call_tool("run_code", {"code": code})
+            ok = not r.is_error and r.structured_content["value"] == "finished"
         else:
             r = await client.call_tool("echo", {"text": f"{i}:{n}"})
             ok = not r.is_error and r.content[0].text == f"{i}:{n}"
@@ -264,7 +295,7 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
     mode = "legacy" if era == "handshake" else "2026-07-28"
 
     async def session(i: int) -> None:
-        nonlocal opened, finished
+        nonlocal opened, finished, hung
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if era == "stateless":
             headers["Codemode-Session"] = f"bench-{os.getpid()}-{i}"
@@ -274,13 +305,16 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
             ):
                 async with limit:
                     transport = streamable_http_client(url, http_client=h)
+                    # Entering opens the client's task group: no cancel scope around it.
                     client = await _enter(Client(transport, mode=mode))
-                    await client.list_tools()
+                    with anyio.fail_after(hang):
+                        await client.list_tools()
                 opened += 1
                 try:
                     await go.wait()
                     for n in range(runs):
-                        ms, ok, err = await call(client, i, n)
+                        with anyio.fail_after(hang):
+                            ms, ok, err = await call(client, i, n)
                         (first if n == 0 else rest).append(ms)
                         if not ok:
                             errors.append(err)
@@ -290,6 +324,12 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
                     await close.wait()
                 finally:
                     await client.__aexit__(None, None, None)
+        except TimeoutError:
+            hung += 1
+            errors.append(f"hung: no answer within {hang:g} s")
+            finished += 1
+            if finished == sessions:
+                all_done.set()
         except Exception as exc:  # noqa: BLE001 - counted, never a crash of the benchmark
             errors.append(f"{type(exc).__name__}: {exc}"[:300])
             finished += 1
@@ -304,7 +344,8 @@ async def _client(url: str, token: str, sessions: int, runs: int, kind: str, era
         assert line.strip() == "go"
         go.set()
         await all_done.wait()
-        print(json.dumps({"first": first, "rest": rest, "errors": errors}), flush=True)
+        report = {"first": first, "rest": rest, "errors": errors, "hung": hung}
+        print(json.dumps(report), flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # "close"
         close.set()
 
@@ -327,6 +368,8 @@ class Row:
     sessions: int
     calls: int = 0
     errors: list[str] = field(default_factory=list)
+    hung: int = 0
+    """Sessions that waited more than ``--hang`` seconds for one answer."""
     wall: float = 0.0
     latencies: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
@@ -349,7 +392,8 @@ class Row:
             h += f" ({self.health_failures} failed)"
         workers = f"{self.worker_rss_mb:.0f} ({self.workers} procs)" if self.workers else "-"
         cpu = f"{self.server_cpu_ms:.2f}" + (f" + {self.worker_cpu_ms:.2f}" if self.workers else "")
-        return [self.name, self.sessions, self.calls, len(self.errors), f"{self.rate:.0f}",
+        return [self.name, self.sessions, self.calls, len(self.errors), self.hung,
+                f"{self.rate:.0f}",
                 pct(self.latencies, 50), pct(self.latencies, 95), pct(self.latencies, 99),
                 pct(self.first, 50), pct(self.first, 95), cpu, f"{self.server_rss_mb:.0f}",
                 workers, h]  # fmt: skip
@@ -357,7 +401,7 @@ class Row:
     def summary(self) -> dict[str, Any]:
         return {
             "name": self.name, "sessions": self.sessions, "calls": self.calls,
-            "errors": len(self.errors), "calls_per_s": self.rate,
+            "errors": len(self.errors), "hung_sessions": self.hung, "calls_per_s": self.rate,
             "p50": pct(self.latencies, 50), "p95": pct(self.latencies, 95),
             "p99": pct(self.latencies, 99), "first_p50": pct(self.first, 50),
             "first_p95": pct(self.first, 95), "server_rss_mb": self.server_rss_mb,
@@ -375,7 +419,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
     me = [sys.executable, str(ME), "--client", server.url, server.token or ""]
     children = [
         subprocess.Popen(
-            [*me, str(n), str(args.runs), kind, args.era],
+            [*me, str(n), str(args.runs), kind, args.era, str(args.hang)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -405,6 +449,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             row.first += data["first"]
             row.latencies += data["rest"]
             row.errors += data["errors"]
+            row.hung += data["hung"]
         row.wall = time.perf_counter() - t0
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -422,7 +467,8 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
     finally:
         probe.stop()
         if kind == "codemode":
-            row.health_ms, row.health_failures = probe.latencies, probe.failures
+            row.health_ms = probe.latencies
+            row.health_failures = probe.failures + len(probe.refused_at)
         for child in children:
             if child.stdin is not None and child.poll() is None:
                 try:
@@ -451,6 +497,86 @@ def profile(server: Server, args: argparse.Namespace, name: str) -> subprocess.P
     return spy
 
 
+# ----------------------------------------------------------------------------- stop
+
+CGROUP_PARENTS = [Path("/sys/fs/cgroup", c, "codemode") for c in ("memory", "pids", "cpu")]
+
+
+def worker_cgroups(pids: list[int]) -> set[Path]:
+    """The per-worker cgroup directories holding any of ``pids``."""
+    found: set[Path] = set()
+    for parent in CGROUP_PARENTS:
+        for group in parent.glob("w-*") if parent.is_dir() else ():
+            try:
+                held = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            except OSError:
+                continue
+            if held & set(pids):
+                found.add(group)
+    return found
+
+
+def _health(url: str) -> dict[str, Any]:
+    import httpx2
+
+    data: dict[str, Any] = httpx2.get(url.removesuffix("/mcp") + "/healthz", timeout=10).json()
+    return data
+
+
+def graceful_stop(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """SIGTERM while ``--stop-calls`` calls of ``--stop-seconds`` s run (one per session):
+    how many finish, the exit status, how long the stop took, what is left behind."""
+    n = args.stop_calls
+    server = start_codemode(base, args, n)
+    me = [sys.executable, str(ME), "--client", server.url, TOKEN, str(n), "1",
+          f"sleep{args.stop_seconds:g}", args.era, str(args.hang)]  # fmt: skip
+    child = subprocess.Popen(me, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    probe = HealthProbe(server.url)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        if child.stdout.readline().strip() != "ready":
+            raise SystemExit("the client process of the stop test did not get ready")
+        settle(server.proc.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        deadline = time.monotonic() + 120
+        while _health(server.url)["calls"] < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the {n} calls of the stop test did not all start")
+            time.sleep(0.02)
+        workers = _children(server.proc.pid)
+        cgroups = worker_cgroups(workers)
+        probe.start()
+        t0 = time.perf_counter()
+        server.proc.send_signal(signal.SIGTERM)
+        status = server.proc.wait(timeout=args.hang)
+        took = time.perf_counter() - t0
+        ended = time.perf_counter()
+        data = json.loads(child.stdout.readline())
+    finally:
+        probe.stop()
+        if child.poll() is None:
+            child.stdin.write("close\n")
+            child.stdin.close()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        child.stdout.close()
+        server.stop()
+    finished = len(data["first"]) - sum(1 for e in data["errors"] if not e.startswith("hung"))
+    alive = [p for p in workers if _live(p)]
+    failed = sum(1 for t in probe.failed_at if t < ended)
+    refused = sum(1 for t in probe.refused_at if t < ended)
+    return {"calls": n, "call_s": args.stop_seconds, "finished": max(finished, 0),
+            "errors": len(data["errors"]), "error_samples": data["errors"][:5],
+            "exit_status": status, "stop_s": round(took, 2), "processes_left": len(alive),
+            "cgroups_left": len([g for g in cgroups if g.exists()]), "cgroups": len(cgroups),
+            "healthz_answers": len(probe.latencies),
+            "healthz_max_ms": round(max(probe.latencies, default=0.0), 1),
+            "healthz_failed": failed, "healthz_refused": refused}  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -472,16 +598,28 @@ def main(args: argparse.Namespace) -> None:
             finally:
                 ours.stop()
             print(f"... {n} sessions done", file=sys.stderr, flush=True)
+        stop = graceful_stop(base, args) if args.stop_calls else None
     load = os.getloadavg()
     print(table(
         f"{args.runs} calls per session, {args.era} protocol, clients in {args.procs} "
         f"processes, executor {args.executor}, warm pool {args.pool} (latency ms; load at the end "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
-        ["server", "sessions", "calls", "errors", "calls/s", "p50", "p95", "p99",
+        ["server", "sessions", "calls", "errors", "hung", "calls/s", "p50", "p95", "p99",
          "first p50", "first p95", "CPU ms/call (server + workers)", "server RSS MB",
          "workers RSS MB", "healthz max ms"],
         [r.cells() for r in rows],
     ))  # fmt: skip
+    if stop is not None:
+        print(table(
+            "graceful stop: SIGTERM while calls run (one per session)",
+            ["calls", "call s", "finished", "errors", "exit status", "SIGTERM->exit s",
+             "worker procs left", "cgroups left", "healthz answers while stopping",
+             "healthz max ms", "healthz failed", "healthz refused (listener closed)"],
+            [[stop["calls"], stop["call_s"], stop["finished"], stop["errors"],
+              stop["exit_status"], stop["stop_s"], stop["processes_left"],
+              f"{stop['cgroups_left']}/{stop['cgroups']}", stop["healthz_answers"],
+              stop["healthz_max_ms"], stop["healthz_failed"], stop["healthz_refused"]]],
+        ))  # fmt: skip
     print()
     for bare, ours in zip(rows[::2], rows[1::2], strict=True):
         ratio = ours.rate / bare.rate if bare.rate else float("nan")
@@ -493,7 +631,8 @@ def main(args: argparse.Namespace) -> None:
         for e in r.errors[:3]:
             print(f"error ({r.name}, {r.sessions}): {e}")
     if args.json:
-        Path(args.json).write_text(json.dumps([r.summary() for r in rows], indent=2))
+        data = {"rows": [r.summary() for r in rows], "graceful_stop": stop}
+        Path(args.json).write_text(json.dumps(data, indent=2))
 
 
 if __name__ == "__main__":
@@ -501,8 +640,8 @@ if __name__ == "__main__":
         bare_server_main(int(sys.argv[2]))
         raise SystemExit(0)
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        url, token, n, runs, kind, era = sys.argv[2:8]
-        client_main(url, token, int(n), int(runs), kind, era)
+        url, token, n, runs, kind, era, hang = sys.argv[2:9]
+        client_main(url, token, int(n), int(runs), kind, era, float(hang))
         raise SystemExit(0)
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sessions", default="50,200,500")
@@ -517,11 +656,24 @@ if __name__ == "__main__":
         help="protocol of both servers' clients: the 2025 handshake (what negotiating "
         "clients get from codemode) or the stateless 2026-07-28 one (with Codemode-Session)",
     )
+    parser.add_argument(
+        "--hang",
+        type=float,
+        default=300.0,
+        help="a session waiting longer than this for one answer counts as hung",
+    )
+    parser.add_argument(
+        "--stop-calls",
+        type=int,
+        default=10,
+        help="calls running when the server gets SIGTERM (0: skip the graceful stop test)",
+    )
+    parser.add_argument("--stop-seconds", type=float, default=3.0, help="each such call's length")
     parser.add_argument("--quick", action="store_true", help="CI: 10 sessions x 5 runs")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--profile", help="sample each server with py-spy into this directory")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy program (--profile)")
     ns = parser.parse_args()
     if ns.quick:
-        ns.sessions, ns.runs, ns.procs, ns.pool = "10", 5, 2, 10
+        ns.sessions, ns.runs, ns.procs, ns.pool, ns.stop_calls = "10", 5, 2, 10, 4
     main(ns)

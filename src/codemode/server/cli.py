@@ -14,6 +14,7 @@ from typing import Any, Literal
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
+from codemode.output import DEFAULT_LIMIT
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -241,6 +242,7 @@ async def run_server(opts: ServeOptions) -> None:
         memory=memory,
         settings=settings,
         run_timeout=run_timeout,
+        output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
     server = build_server(
         context,

@@ -66,7 +66,11 @@ def _skills(ts: Toolset) -> None:
         rows = await _memory(call).skills.list()
         if not rows:
             return Reply("No skills saved yet. Save one with create_skill.", {"skills": []})
-        return Reply("\n".join(_skill_line(r) for r in rows), {"skills": rows})
+        return Reply(
+            "\n".join(_skill_line(r) for r in rows),
+            {"skills": rows},
+            hint="narrow it down with search_skills",
+        )
 
     @ts.tool(
         description="Find saved skills relevant to a task (ranked by name, description, "
@@ -87,7 +91,8 @@ def _skills(ts: Toolset) -> None:
     async def get_skill(call: Call, name: Name) -> Reply:
         skill = await _memory(call).skills.get(name)
         text = f"{skill.skill_md()}\n```python\n{skill.code.rstrip()}\n```"
-        return Reply(text, skill.to_dict())
+        hint = f"read it in parts in run_code: skills.get({name!r})['code']"
+        return Reply(text, skill.to_dict(), hint=hint)
 
     @ts.tool(
         description="Save Python code as a reusable skill. The code must define run(...) "
@@ -138,7 +143,7 @@ def _skills(ts: Toolset) -> None:
         ] = None,
     ) -> Reply:
         from ..skills import check_skill_name
-        from .app import EPHEMERAL_NOTICE, render_run
+        from .app import EPHEMERAL_NOTICE, output_artifacts, render_run
 
         check_skill_name(name)
         args = json.dumps(arguments or {}, ensure_ascii=False)
@@ -147,7 +152,13 @@ def _skills(ts: Toolset) -> None:
         async with ctx.sessions.lease(call.session_key) as lease:
             result = await lease.session.run(code, timeout=timeout)
         notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
-        return render_run(result, limit=ctx.output_limit, notice=notice, ephemeral=lease.ephemeral)
+        return await render_run(
+            result,
+            limit=ctx.output_limit,
+            notice=notice,
+            ephemeral=lease.ephemeral,
+            artifacts=output_artifacts(call),
+        )
 
 
 def _artifacts_and_state(ts: Toolset) -> None:
@@ -160,7 +171,11 @@ def _artifacts_and_state(ts: Toolset) -> None:
         rows = await _memory(call).artifacts.list()
         if not rows:
             return Reply("No artifacts saved yet.", {"artifacts": []})
-        return Reply("\n".join(_artifact_line(r) for r in rows), {"artifacts": rows})
+        return Reply(
+            "\n".join(_artifact_line(r) for r in rows),
+            {"artifacts": rows},
+            hint="list them in run_code: artifacts.list()",
+        )
 
     @ts.tool(
         description="Load an artifact: JSON and text come back as they were saved; bytes "
@@ -184,7 +199,8 @@ def _artifacts_and_state(ts: Toolset) -> None:
             )
         value = await memory.artifacts.load(name)
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-        return Reply(text, {"info": info, "value": value})
+        hint = f"read it in parts in run_code: artifacts.load({name!r})"
+        return Reply(text, {"info": info, "value": value}, hint=hint)
 
     @ts.tool(
         description="Save data as a named artifact that survives sessions (JSON value or "
@@ -225,7 +241,8 @@ def _artifacts_and_state(ts: Toolset) -> None:
     ) -> Reply:
         state = _memory(call).state
         value = await state.get(key)
-        return Reply(json.dumps(value, ensure_ascii=False), {"key": key, "value": value})
+        hint = "read one key with get_state(key=...), or state.get(key) in run_code"
+        return Reply(json.dumps(value, ensure_ascii=False), {"key": key, "value": value}, hint=hint)
 
     @ts.tool(
         description="Save the workspace state (a JSON object): replaces it, or merges the "

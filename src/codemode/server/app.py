@@ -221,15 +221,32 @@ def core_toolset() -> Toolset:
 # --------------------------------------------------------------------------- discovery
 
 
+def _problems(registry: Any) -> list[str]:
+    problems = getattr(registry, "problems", None)
+    return list(problems()) if problems is not None else []
+
+
+def _with_problems(reply: Reply, registry: Any) -> Reply:
+    """Say which servers are missing from a result, first (a cut keeps the head)."""
+    problems = _problems(registry)
+    if not problems:
+        return reply
+    head = "\n".join(f"[warning] {p}" for p in problems)
+    data = {**(reply.data or {}), "warnings": problems}
+    return Reply(f"{head}\n{reply.text}", data, reply.is_error, reply.hint)
+
+
 async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply:
     rows = await registry.search(query, detail, limit) if registry is not None else []
     if not rows:
-        return Reply(
+        reply = Reply(
             f"No tools match {query!r}. Try other words, or list_servers() and list_tools().",
             {"tools": []},
         )
-    hint = "ask for fewer (limit) or less (detail_level), or use tools.search() in run_code"
-    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+    else:
+        hint = "ask for fewer (limit) or less (detail_level), or use tools.search() in run_code"
+        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+    return _with_problems(reply, registry)
 
 
 async def _d_servers(registry: Any) -> Reply:
@@ -244,7 +261,8 @@ async def _d_servers(registry: Any) -> Reply:
         original = f" (original name: {r['original']})" if r.get("original") else ""
         count = "?" if r.get("tools") is None else r["tools"]
         about = f" - {r['description']}" if r.get("description") else ""
-        lines.append(f"{r['name']}{original}: {count} tools, {r.get('status', 'ok')}{about}")
+        status = r.get("problem") or r.get("status", "ok")
+        lines.append(f"{r['name']}{original}: {count} tools, {status}{about}")
     return Reply("\n".join(lines), {"servers": rows})
 
 
@@ -253,9 +271,11 @@ async def _d_list_tools(registry: Any, server: str | None) -> Reply:
         return Reply("No MCP servers are configured.", {"tools": []})
     rows = await registry.list(server, "description")
     if not rows:
-        return Reply("No tools.", {"tools": []})
-    hint = "list one server at a time (server=...), or use tools.list() in run_code"
-    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+        reply = Reply("No tools.", {"tools": []})
+    else:
+        hint = "list one server at a time (server=...), or use tools.list() in run_code"
+        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+    return _with_problems(reply, registry) if server is None else reply
 
 
 async def _d_describe(registry: Any, name: str) -> Reply:

@@ -77,20 +77,25 @@ def skills() -> None:
     """Saved skills: reusable code the agent invokes as skills.<name>(...)."""
 
 
+def _warn_unreadable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Report unreadable entries on stderr (with their path and the fix); return the rest."""
+    for r in rows:
+        if "error" in r:
+            click.echo(f"warning: {r['error']}", err=True)
+    return [r for r in rows if "error" not in r]
+
+
 def _print_skill_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         _echo_json(rows)
         return
-    if not rows:
+    good = _warn_unreadable(rows)
+    if not good:
         click.echo("(no skills)")
         return
-    table = []
-    for r in rows:
-        if "error" in r:
-            table.append([r["name"], "!", f"unreadable: {r['error']}"])
-        else:
-            table.append([r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))])
-    _table(table)
+    _table(
+        [[r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))] for r in good]
+    )
 
 
 @skills.command("list")
@@ -209,15 +214,14 @@ def artifacts_list(base: Path | None, as_json: bool) -> None:
     if as_json:
         _echo_json(rows)
         return
-    if not rows:
+    good = _warn_unreadable(rows)
+    if not good:
         click.echo("(no artifacts)")
         return
     _table(
         [
-            [r["name"], r["type"], "!", f"unreadable: {r['error']}"]
-            if "error" in r
-            else [r["name"], r["type"], str(r["size"]), r["created"], _short(r["description"], 50)]
-            for r in rows
+            [r["name"], r["type"], str(r["size"]), r["created"], _short(r["description"], 50)]
+            for r in good
         ]
     )
 

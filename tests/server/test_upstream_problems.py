@@ -15,7 +15,9 @@ from .test_stdio import text_of
 pytestmark = pytest.mark.anyio
 
 EDGE = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "edge_server.py"
-HANG = "import sys, time\nprint('token=' + sys.argv[1], file=sys.stderr, flush=True)\ntime.sleep(120)"
+HANG = (
+    "import sys, time\nprint('token=' + sys.argv[1], file=sys.stderr, flush=True)\ntime.sleep(120)"
+)
 SECRET = "s3cr3t-value-for-the-hung-server"
 PROBLEM = "server 'hung' did not answer within 2 s (last stderr: token=[redacted])"
 

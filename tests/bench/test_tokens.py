@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +97,22 @@ def test_a_server_that_dies_at_start_is_named_with_its_stderr(tmp_path: Path) ->
 
     with pytest.raises(BenchError, match=r"broken: .*boom: no config"):
         anyio.run(connect)
+
+
+def test_bench_tokens_offline_says_in_one_line_how_to_fix_it(tmp_path: Path) -> None:
+    empty = tmp_path / "tiktoken"
+    empty.mkdir()
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(empty)}
+    env["HTTPS_PROXY"] = env["https_proxy"] = "http://127.0.0.1:9"  # no download, anywhere
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode", "bench", "tokens", "--quick"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"Error: the o200k_base tokenizer is not in {empty} and cannot be downloaded (no "
+        "network?); set TIKTOKEN_CACHE_DIR to a folder holding "
+        "fb374d419588a4632f3f557e76b4b70aebbca790 (tiktoken saves it there on one run with "
+        "internet access)"
+    ]

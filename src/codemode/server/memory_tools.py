@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field
+from typing_extensions import TypeAliasType
 
 from codemode.errors import ValidationError
+from codemode.result import ExecutionResult
 
 from .toolset import Call, Reply, ServerContext, Toolset
 
 INLINE_BYTES = 256 * 1024
 
 Name = Annotated[str, Field(description="The skill's name (a Python identifier).")]
+JSONData = TypeAliasType(
+    "JSONData", "dict[str, JSONData] | list[JSONData] | str | int | float | bool | None"
+)
+"""Any JSON value, spelled out so the input schema says so (clients check for a type)."""
 ArtifactName = Annotated[str, Field(description="The artifact's name.")]
 
 
@@ -153,12 +161,27 @@ def _skills(ts: Toolset) -> None:
             result = await lease.session.run(code, timeout=timeout)
         notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
         return await render_run(
-            result,
+            _without_generated_frame(result),
             limit=ctx.output_limit,
             notice=notice,
             ephemeral=lease.ephemeral,
             artifacts=output_artifacts(call),
         )
+
+
+_CELL_FRAME = re.compile(r'  File "<cell \d+>", line \d+, in <module>\n(?:    .*\n)*')
+
+
+def _without_generated_frame(result: ExecutionResult) -> ExecutionResult:
+    """The traceback of a failed skill starts at the skill's own code: the one-line cell
+    invoke_skill generated to call it is not the model's code and is left out."""
+    err = result.error
+    if err is None or not err.traceback:
+        return result
+    tb = _CELL_FRAME.sub("", err.traceback, count=1)
+    if '  File "' not in tb:
+        tb = tb.replace("Traceback (most recent call last):\n", "", 1)
+    return replace(result, error=replace(err, traceback=tb, lineno=None, offset=None))
 
 
 def _artifacts_and_state(ts: Toolset) -> None:
@@ -209,11 +232,11 @@ def _artifacts_and_state(ts: Toolset) -> None:
     async def save_artifact(
         call: Call,
         name: ArtifactName,
-        data: Annotated[Any, Field(description="A JSON value, a string, or base64 bytes.")],
+        data: Annotated[JSONData, Field(description="A JSON value, a string, or base64 bytes.")],
         description: Annotated[str, Field(description="What the data is.")] = "",
         is_base64: Annotated[bool, Field(description="data is base64-encoded bytes.")] = False,
     ) -> Reply:
-        value = data
+        value: Any = data
         if is_base64:
             if not isinstance(data, str):
                 raise ValidationError("with is_base64=true, data must be a base64 string")

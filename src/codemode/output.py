@@ -76,6 +76,7 @@ class _Piece:
     total: int  # the original size (larger than len(text) when the worker cut it)
     middle: bool = True  # cut in the middle (output, tracebacks) or keep the head (values)
     hint: str = ""  # how to get everything, as the worker said
+    flagged: bool = False  # said to be cut upstream, without a marker stating the size
 
     @classmethod
     def of(cls, name: str, raw: str, cut_upstream: bool, *, middle: bool = True) -> _Piece:
@@ -83,7 +84,7 @@ class _Piece:
             kept, total, hint = split_marker(raw)
             if total is not None:
                 return cls(name, raw, kept, total, middle, hint)
-        return cls(name, raw, raw, len(raw), middle)
+        return cls(name, raw, raw, len(raw), middle, flagged=cut_upstream and name != "traceback")
 
     @property
     def cut_upstream(self) -> bool:
@@ -176,7 +177,7 @@ def _view(result: ExecutionResult, limit: int | None, hint: str) -> RunView:
     for p, budget in zip(pieces, budgets, strict=True):
         rendered[p.name] = p.render(budget, hint)
         sizes[p.name] = p.total
-        if p.cut_upstream or rendered[p.name] != p.raw:
+        if p.cut_upstream or p.flagged or rendered[p.name] != p.raw:
             truncated.append(p.name)
     if warnings != list(result.warnings):
         truncated.append("warnings")

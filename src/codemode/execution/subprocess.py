@@ -560,8 +560,10 @@ class SubprocessWorker:
     def _crash_result(self, info: str, start: float) -> ExecutionResult:
         tail = self._err_tail.decode("utf-8", "replace").strip()
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
-        if tail:
-            msg += f"\nthe worker's stderr ended with:\n{tail[-1500:]}"
+        if len(tail) > 1500:
+            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{tail[-1500:]}"
+        elif tail:
+            msg += f"\nthe worker's stderr ended with:\n{tail}"
         return ExecutionResult(
             error=ErrorInfo("WorkerCrashed", msg),
             state_lost=True,

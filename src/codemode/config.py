@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,19 +47,28 @@ from codemode.errors import ConfigError
 from codemode.redact import NOT_SECRET_VARS, remember_secret, secret_name
 
 CONFIG_FILE = "config.json"
+CONFIG_FILES = (CONFIG_FILE, "config.yaml")
+"""The workspace config may be written in either format; both present is an error."""
 SERVERS_FILE = "mcp.json"
 ENV_PREFIX = "CODEMODE_"
+SECTIONS = frozenset({"mcpServers", "servers", "llm"})
+"""Top-level keys of the config file that are sections of their own, not ``Settings``."""
 
 __all__ = [
     "CONFIG_FILE",
+    "CONFIG_FILES",
     "ENV_PREFIX",
+    "SECTIONS",
     "SERVERS_FILE",
     "RemoteServerConfig",
     "ServerConfig",
     "Settings",
     "StdioServerConfig",
     "expand_vars",
+    "find_config_file",
+    "load_config_document",
     "load_json_file",
+    "load_section",
     "load_servers",
     "load_settings",
     "parse_servers",
@@ -89,6 +98,7 @@ class Settings(BaseModel):
         False, description="Let deps build sdists (runs the package's code on the host)."
     )
     deps: tuple[str, ...] = Field((), description="Packages the workspace always has.")
+    tenant: str = Field("default", description="The tenant this process serves (CallContext).")
     install_deps: bool = Field(False, description="Install missing `deps` when a session opens.")
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
@@ -227,6 +237,39 @@ def load_json_file(path: Path) -> dict[str, Any]:
     return cleaned
 
 
+def find_config_file(base: Path) -> Path | None:
+    """The workspace's config file (``config.json`` or ``config.yaml``), if there is one."""
+    found = [base / name for name in CONFIG_FILES if (base / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError(
+            f"{base}: both {' and '.join(p.name for p in found)} exist; codemode reads one "
+            "config file: merge them into one and remove the other"
+        )
+    return found[0] if found else None
+
+
+def load_config_document(path: Path) -> dict[str, Any]:
+    """A config file as a dict: YAML for ``.yaml``/``.yml``, JSON with comments otherwise."""
+    if path.suffix not in (".yaml", ".yml"):
+        return load_json_file(path)
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    cleaned: dict[str, Any] = _drop_comment_keys(data)
+    return cleaned
+
+
 # --------------------------------------------------------------------------- ${VAR} expansion
 
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -346,12 +389,14 @@ def parse_servers(
     return servers
 
 
-def load_servers(*paths: Path, env: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+def load_servers(
+    *paths: Path | None, env: Mapping[str, str] | None = None
+) -> dict[str, ServerConfig]:
     """Servers from each existing file in order; a later file wins for the same name."""
     servers: dict[str, ServerConfig] = {}
     for path in paths:
-        if path.exists():
-            servers.update(parse_servers(load_json_file(path), source=str(path), env=env))
+        if path is not None and path.exists():
+            servers.update(parse_servers(load_config_document(path), source=str(path), env=env))
     return servers
 
 
@@ -368,17 +413,20 @@ def load_settings(
     config_file: Path | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    sections: Collection[str] = (),
     **overrides: Any,
 ) -> Settings:
     """Settings from defaults < ``config_file`` < ``CODEMODE_*`` env < ``overrides``.
 
     ``overrides`` whose value is ``None`` are ignored, so CLI options can be passed through.
+    Keys named in ``sections`` belong to capabilities (``load_sections``), not to these.
     """
     env = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []
     if config_file is not None and config_file.exists():
-        doc = load_json_file(config_file)
-        file_settings = {k: v for k, v in doc.items() if k not in ("mcpServers", "servers")}
+        doc = load_config_document(config_file)
+        skip = {*SECTIONS, *sections}
+        file_settings = {k: v for k, v in doc.items() if k not in skip}
         layers.append((str(config_file), file_settings))
     layers.append(("environment", _settings_from_env(env)))
     layers.append(("arguments", {k: v for k, v in overrides.items() if v is not None}))
@@ -397,3 +445,21 @@ def load_settings(
         if origin == "environment":
             field = ENV_PREFIX + field.upper()
         raise ConfigError(f"{origin}: {field}: {err['msg']}") from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_section(config_file: Path | None, name: str, model: type[M]) -> M:
+    """A capability's config section: the object under ``name`` in the config file."""
+    raw: Any = {}
+    if config_file is not None and config_file.exists():
+        raw = load_config_document(config_file).get(name, {})
+    source = f"{config_file}: {name}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected an object, got {type(raw).__name__}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"{source}.{_field_path(err)}: {err['msg']}") from None

@@ -17,7 +17,9 @@ Errors are grouped by who must react::
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
     │   ├── StorageUnavailable   the backend cannot be reached (e.g. Redis down)
     │   └── ValidationError      a record was refused before anything was written
-    └── DepsError                a package spec was refused or pip failed
+    ├── DepsError                a package spec was refused or pip failed
+    └── LLMError                 the agent's model could not be reached or refused the call
+        └── LLMAuthError         the provider rejected the credentials (bad or missing key)
 
 Failures of the agent's own code are not exceptions on the host: they come back in
 ``ExecutionResult.error``.
@@ -114,12 +116,30 @@ class DepsError(CodemodeError):
     """A package spec was refused, or installing it failed (carries pip's message)."""
 
 
+class LLMError(CodemodeError):
+    """The agent's model failed after retries: unreachable, timed out, or refused the call.
+
+    ``provider`` names it; ``status`` is the HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class LLMAuthError(LLMError):
+    """The provider rejected the credentials; the message says which setting to fix."""
+
+
 __all__ = [
     "CodemodeError",
     "ConfigError",
     "CorruptRecord",
     "DepsError",
     "ExecutorError",
+    "LLMAuthError",
+    "LLMError",
     "NotFound",
     "SandboxUnavailable",
     "ServerUnavailable",

@@ -3,7 +3,8 @@
 Layout (``<base>`` is ``base=``/``--base``, else ``$CODEMODE_BASE``, else ``~/.codemode``)::
 
     <base>/mcp.json       upstream MCP servers ("mcpServers", as in Claude Desktop / Cursor)
-    <base>/config.json    optional codemode settings (and optionally "mcpServers" too)
+    <base>/config.json    optional codemode settings (and optionally "mcpServers" too);
+                          or config.yaml (one of the two), with an "llm" section for agents
     <base>/skills/        saved skills        (storage is implemented elsewhere; these are
     <base>/artifacts/     saved artifacts      only the paths)
     <base>/deps/          packages installed for the sandbox
@@ -22,21 +23,26 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from codemode.config import (
     CONFIG_FILE,
     SERVERS_FILE,
     ServerConfig,
     Settings,
+    find_config_file,
+    load_section,
     load_servers,
     load_settings,
 )
 from codemode.errors import ConfigError
 
 if TYPE_CHECKING:
+    from codemode.capability import Capability
     from codemode.tools.registry import ToolRegistry
 
 __all__ = ["BASE_ENV", "EXAMPLE_MCP_JSON", "Workspace", "default_base"]
@@ -80,12 +86,24 @@ def default_base(env: Mapping[str, str] | None = None) -> Path:
 
 
 class Workspace:
-    """An opened workspace directory with its parsed settings and servers."""
+    """An opened workspace directory with its parsed settings, sections and servers."""
 
-    def __init__(self, path: Path, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        settings: Settings,
+        servers: dict[str, ServerConfig],
+        *,
+        capabilities: Sequence[Capability[Any]] = (),
+        sections: Mapping[str, BaseModel] | None = None,
+    ) -> None:
         self.path = path
         self.settings = settings
         self.servers = servers
+        self.capabilities = tuple(capabilities)
+        """The capabilities this workspace's sessions and registry are assembled from."""
+        self.sections: dict[str, BaseModel] = dict(sections or {})
+        """Each capability's config section, by capability name."""
 
     @classmethod
     def open(
@@ -93,20 +111,28 @@ class Workspace:
         base: str | os.PathLike[str] | None = None,
         *,
         env: Mapping[str, str] | None = None,
+        capabilities: Sequence[Capability[Any]] | None = None,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
 
         ``settings`` override the file and the environment (``None`` values are ignored).
-        Raises ``ConfigError`` naming the file and field of any invalid configuration.
+        ``capabilities`` default to ``codemode.assembly.installed()``. Raises
+        ``ConfigError`` naming the file and field of any invalid configuration.
         """
+        from codemode import assembly
+
         env = os.environ if env is None else env
+        caps = assembly.installed() if capabilities is None else tuple(capabilities)
+        assembly.check(caps)
         path = (Path(base).expanduser() if base is not None else default_base(env)).resolve()
         _create(path)
-        config_file = path / CONFIG_FILE
-        cfg = load_settings(config_file, env=env, **settings)
+        config_file = find_config_file(path)
+        names = [c.name for c in caps]
+        cfg = load_settings(config_file, env=env, sections=names, **settings)
+        sections = {c.name: load_section(config_file, c.name, c.config) for c in caps}
         servers = load_servers(config_file, path / SERVERS_FILE, env=env)
-        return cls(path, cfg, servers)
+        return cls(path, cfg, servers, capabilities=caps, sections=sections)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, servers={sorted(self.servers)})"
@@ -119,7 +145,8 @@ class Workspace:
 
     @property
     def config_file(self) -> Path:
-        return self.path / CONFIG_FILE
+        """``config.json`` or ``config.yaml``, whichever exists (``config.json`` if neither)."""
+        return find_config_file(self.path) or self.path / CONFIG_FILE
 
     @property
     def skills_dir(self) -> Path:
@@ -148,6 +175,8 @@ class Workspace:
         doc = {
             "servers": {n: c.model_dump(mode="json") for n, c in self.enabled_servers.items()},
             "settings": self.settings.model_dump(mode="json"),
+            "sections": {n: c.model_dump(mode="json") for n, c in self.sections.items()},
+            "capabilities": [id(c) for c in self.capabilities],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -165,6 +194,7 @@ class Workspace:
             return reg
 
     def _build_registry(self) -> ToolRegistry:
+        from codemode.assembly import configure_registry
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
@@ -181,6 +211,7 @@ class Workspace:
                     protocol=self.settings.protocol,
                 )
             )
+        configure_registry(reg, self.capabilities, self.sections)
         return reg
 
 

@@ -2,7 +2,7 @@
 
 ``build_server`` returns an ``MCPServer`` (official SDK 2.x) exposing ``run_code``,
 ``search_tools``, ``list_servers``, ``list_tools``, ``get_tool`` and ``reset_session``,
-plus whatever ``codemode.server.memory_tools.register`` adds when that module exists.
+plus the tools of capabilities (``codemode.assembly``): the memory's, for one.
 Transports (stdio, HTTP) are started by ``cli.py`` / ``http.py``.
 
 How a call finds its session (see docs/server.md, "Sessions"):
@@ -22,10 +22,9 @@ id: code mode is stateful by nature.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -34,6 +33,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from codemode import assembly
+from codemode.capability import Capability
 from codemode.errors import CodemodeError, ToolNotFound
 from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
@@ -44,7 +45,6 @@ SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
 SESSION_HEADER = "codemode-session"
 MCP_SESSION_HEADER = "mcp-session-id"
-MEMORY_TOOLS_MODULE = "codemode.server.memory_tools"
 
 EPHEMERAL_NOTICE = (
     "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
@@ -321,32 +321,21 @@ def _tool_line(row: dict[str, Any]) -> str:
     return line
 
 
-def _add_memory_tools(toolset: Toolset, context: ServerContext) -> None:
-    """Let the memory layer add its tools when it is installed."""
-    try:
-        module = importlib.import_module(MEMORY_TOOLS_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != MEMORY_TOOLS_MODULE:
-            raise
-        return
-    register = getattr(module, "register", None)
-    if register is not None:
-        register(toolset, context)
-
-
 def build_server(
     context: ServerContext,
     *,
     transport: Literal["stdio", "http"] = "stdio",
     toolset: Toolset | None = None,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
-    memory_tools: bool = True,
+    capability_tools: bool = True,
+    capabilities: Sequence[Capability[Any]] | None = None,
 ) -> MCPServer[Any]:
     """The MCP server for one ``codemode serve``; ``context`` is shared by every call.
 
-    ``memory_tools=False`` (``serve --tools core``) lists only the six core tools: skills,
-    artifacts, state and deps stay reachable from the code, and every client's context
-    carries ~1,700 fewer tokens of tool definitions.
+    Capabilities (``codemode.assembly``; by default the workspace's) add their tools after
+    the core ones. ``capability_tools=False`` (``serve --tools core``) lists only the six
+    core tools: skills, artifacts, state and deps stay reachable from the code, and every
+    client's context carries ~1,700 fewer tokens of tool definitions.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -363,8 +352,11 @@ def build_server(
     )
     if toolset is None:
         toolset = core_toolset()
-        if memory_tools:
-            _add_memory_tools(toolset, context)
+        if capability_tools:
+            if capabilities is None:
+                ws = context.workspace
+                capabilities = ws.capabilities if ws is not None else assembly.installed()
+            assembly.add_server_tools(toolset, context, capabilities)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

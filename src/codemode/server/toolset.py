@@ -1,7 +1,7 @@
 """Server tools as small async functions; the MCP wiring is done here, once.
 
-How to add a tool to ``codemode serve`` (e.g. in ``src/codemode/server/memory_tools.py``,
-which ``app.build_server`` imports when it exists and calls ``register(toolset, ctx)``)::
+How to add a tool to ``codemode serve`` (as ``src/codemode/memory/server_tools.py`` does;
+``app.build_server`` calls its ``register(toolset, ctx)``)::
 
     from codemode.server.toolset import Call, Reply, ServerContext, Toolset
 
@@ -39,15 +39,21 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from codemode.errors import CodemodeError
 from codemode.output import DEFAULT_LIMIT, bound_json, bound_text
 
 from .sessions import Lease, SessionManager
+
+if TYPE_CHECKING:
+    from codemode.config import Settings
+    from codemode.memory import Memory
+    from codemode.tools.registry import ToolRegistry
+    from codemode.workspace import Workspace
 
 INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
@@ -93,10 +99,10 @@ class ServerContext:
 
     sessions: SessionManager
     base: Path | None = None
-    tools: Any = None
-    workspace: Any = None
-    memory: Any = None
-    settings: Any = None
+    tools: ToolRegistry | None = None
+    workspace: Workspace | None = None
+    memory: Memory | None = None
+    settings: Settings | None = None
     run_timeout: float = 60.0
     output_limit: int = DEFAULT_LIMIT
     extras: dict[str, Any] = field(default_factory=dict)
@@ -254,7 +260,7 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
-    async def wrapper(**kwargs: Any) -> CallToolResult:
+    async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         call = Call(context, key_of(mcp_ctx), mcp_ctx)
         try:
@@ -271,10 +277,11 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     return wrapper
 
 
-def to_result(out: Any, limit: int | None = None) -> CallToolResult:
-    """Turn a handler's answer into the MCP result, bounded by ``limit`` characters of text
-    (and twice that of structured content, as JSON): the same net for every tool."""
-    if isinstance(out, CallToolResult):
+def to_result(out: Any, limit: int | None = None) -> CallToolResult | InputRequiredResult:
+    """Turn a handler's answer into the MCP result (a multi-round request passes through),
+    bounded by ``limit`` characters of text (and twice that of structured content, as
+    JSON): the same net for every tool."""
+    if isinstance(out, CallToolResult | InputRequiredResult):
         return out
     if not isinstance(out, Reply):
         if isinstance(out, str):

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import INSTALL_HINT, NODE_DIR, start_http_server
-from .test_inspector import INSPECTOR
+
+INSPECTOR = NODE_DIR / "node_modules" / ".bin" / "mcp-inspector"
+"""The Inspector CLI 0.15 (on the machine's Node): it speaks streamable HTTP."""
 
 
 def inspector_over_http(url: str, *method: str) -> dict[str, object]:

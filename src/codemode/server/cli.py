@@ -392,13 +392,6 @@ async def run_server(opts: ServeOptions) -> None:
 
     from .stdio import serve_stdio
 
-    if sys.stdin.isatty():
-        _say(
-            "serving MCP over stdio: an MCP client starts this command and talks to it on "
-            "stdin/stdout (e.g. claude mcp add codemode -- codemode serve); for clients that "
-            "connect over the network: codemode serve --transport http. Ctrl-C stops it."
-        )
-
     closed = False
 
     async def close_all() -> None:
@@ -414,11 +407,21 @@ async def run_server(opts: ServeOptions) -> None:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
-            await serve_stdio(server, context, stop, close_all)  # returns when stdin closes
+            # returns when stdin closes
+            await serve_stdio(server, context, stop, close_all, on_ready=_hint_on_a_terminal)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
+
+
+def _hint_on_a_terminal() -> None:
+    if sys.stdin.isatty():
+        _say(
+            "serving MCP over stdio: an MCP client starts this command and talks to it on "
+            "stdin/stdout (e.g. claude mcp add codemode -- codemode serve); for clients that "
+            "connect over the network: codemode serve --transport http. Ctrl-C stops it."
+        )
 
 
 async def _connect_upstream(registry: Any) -> None:

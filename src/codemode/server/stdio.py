@@ -14,6 +14,7 @@ but not yet flushed. Thin wrappers around the SDK's streams and stdout keep them
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import io
 import os
@@ -156,16 +157,21 @@ async def serve_stdio(
     context: ServerContext,
     stop: GracefulStop,
     close_all: Callable[[], Awaitable[None]],
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve until the client closes stdin (then return) or a signal (then exit 0)."""
+    """Serve until the client closes stdin (then return) or a signal (then exit 0).
+
+    ``on_ready`` runs once the signals are handled (a hint that says Ctrl-C stops the
+    server must not come before Ctrl-C does)."""
     low = server._lowlevel_server  # the SDK's own run_stdio_async does just this
     stop.bind()
     pending = _Pending()
 
-    async def on_signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async for _ in signals:
-                stop.request()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.request)
+    if on_ready is not None:
+        on_ready()
 
     async def graceful() -> None:
         await stop.wait()
@@ -180,7 +186,6 @@ async def serve_stdio(
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(context.sessions.run_reaper)
-        tg.start_soon(on_signals)
         tg.start_soon(graceful)
         await low.run(
             _Reading(read_stream, pending),

@@ -63,7 +63,7 @@ from .bwrap import (
     bwrap_args,
     setpriv_args,
 )
-from .doctor import (
+from .hostchecks import (
     Check,
     can_private_mount,
     find_program,

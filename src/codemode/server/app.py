@@ -36,6 +36,7 @@ from codemode import assembly
 from codemode.capability import Capability
 from codemode.errors import ToolNotFound
 from codemode.result import ExecutionResult
+from codemode.tools.registry import ToolRegistry
 
 from .toolset import Call, Reply, ServerContext, Toolset, load_text
 
@@ -216,7 +217,7 @@ def core_toolset() -> Toolset:
 # --------------------------------------------------------------------------- discovery
 
 
-async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply:
+async def _d_search(registry: ToolRegistry | None, query: str, detail: str, limit: int) -> Reply:
     rows = await registry.search(query, detail, limit) if registry is not None else []
     if not rows:
         return Reply(
@@ -226,7 +227,7 @@ async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply
     return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
 
 
-async def _d_servers(registry: Any) -> Reply:
+async def _d_servers(registry: ToolRegistry | None) -> Reply:
     rows = await registry.servers() if registry is not None else []
     if not rows:
         return Reply(
@@ -242,7 +243,7 @@ async def _d_servers(registry: Any) -> Reply:
     return Reply("\n".join(lines), {"servers": rows})
 
 
-async def _d_list_tools(registry: Any, server: str | None) -> Reply:
+async def _d_list_tools(registry: ToolRegistry | None, server: str | None) -> Reply:
     if registry is None:
         return Reply("No MCP servers are configured.", {"tools": []})
     rows = await registry.list(server, "description")
@@ -251,7 +252,7 @@ async def _d_list_tools(registry: Any, server: str | None) -> Reply:
     return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
 
 
-async def _d_describe(registry: Any, name: str) -> Reply:
+async def _d_describe(registry: ToolRegistry | None, name: str) -> Reply:
     if registry is None:
         raise ToolNotFound(f"no tool named {name!r}: no MCP servers are configured", tool=name)
     try:

@@ -52,6 +52,7 @@ from .sessions import Lease, SessionManager
 if TYPE_CHECKING:
     from codemode.config import Settings
     from codemode.memory import Memory
+    from codemode.session import Session
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
 
@@ -121,7 +122,7 @@ class Call:
         """
         return self.server.sessions.lease(self.session_key)
 
-    async def session(self) -> Any:
+    async def session(self) -> Session:
         """The caller's persistent ``codemode.session.Session`` (started on demand).
 
         Raises ``CodemodeError`` for a caller without a session id (stateless HTTP

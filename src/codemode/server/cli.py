@@ -9,7 +9,7 @@ import secrets
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -27,6 +27,7 @@ from .sessions import (
 
 if TYPE_CHECKING:
     from codemode.config import Settings
+    from codemode.execution.base import Executor
     from codemode.memory import Memory
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
@@ -51,15 +52,14 @@ def choose_executor(name: str | None) -> str | None:
 
 
 async def start_executor(
-    name: str | None, workspace: Any, *, chosen: bool, pool_size: int | None = None
-) -> tuple[str, Any]:
+    name: str | None, workspace: Workspace, *, chosen: bool, pool_size: int | None = None
+) -> tuple[str, Executor]:
     """Build and warm the executor (``name``, or the workspace's setting: the sandbox by
     default). A sandbox that cannot start refuses with the reason and the fix; codemode
     never falls back to running agents' code unsandboxed on its own. ``pool_size`` is
     how many workers are kept pre-started (the executor's default when None)."""
     if name is None:
-        settings = getattr(workspace, "settings", None)
-        name = str(getattr(settings, "executor", "sandbox"))
+        name = workspace.settings.executor
     try:
         executor = make_executor(name, workspace, pool_size=pool_size)
         warm = getattr(executor, "warm", None)
@@ -75,7 +75,7 @@ async def start_executor(
     return name, executor
 
 
-def make_executor(name: str, workspace: Any, *, pool_size: int | None = None) -> Any:
+def make_executor(name: str, workspace: Workspace, *, pool_size: int | None = None) -> Executor:
     from codemode.execution import executor_by_name
 
     options = {} if pool_size is None or name == "inprocess" else {"pool_size": pool_size}
@@ -424,13 +424,12 @@ def _hint_on_a_terminal() -> None:
         )
 
 
-async def _connect_upstream(registry: Any) -> None:
+async def _connect_upstream(registry: ToolRegistry | None) -> None:
     """Connect every upstream server at start, concurrently, each within its own deadline,
     so the first search does not wait for them; problems are logged and reported to the
     model in discovery results."""
-    connect = getattr(registry, "connect_all", None)
-    if connect is not None:
-        await connect()
+    if registry is not None:
+        await registry.connect_all()
 
 
 def _freeze_startup_heap() -> None:

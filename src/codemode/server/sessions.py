@@ -35,11 +35,14 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from codemode.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class ServerSession(Protocol):
     async def close(self) -> None: ...
 
 
-SessionFactory = Callable[[str | None], Awaitable[Any]]
+SessionFactory = Callable[[str | None], Awaitable["Session"]]
 """Returns a started session for a key. Called once per new key (and with ``None`` per
 ephemeral call)."""
 
@@ -92,7 +95,7 @@ class _Entry:
     key: str
     created: float
     last_used: float
-    session: Any = None
+    session: Session | None = None
     error: BaseException | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -121,7 +124,7 @@ class _Link:
 class Lease:
     """A session borrowed for one call."""
 
-    session: Any
+    session: Session
     key: str | None
     new: bool
     """True when this call started the session."""
@@ -222,16 +225,18 @@ class SessionManager:
             return
         entry, new, notice = await self._acquire(key, client or "")
         try:
+            session = entry.session
+            assert session is not None  # _acquire returns only started entries
             if exclusive:
                 async with entry.lock:
-                    yield Lease(entry.session, key, new, notice)
+                    yield Lease(session, key, new, notice)
             else:
-                yield Lease(entry.session, key, new, notice)
+                yield Lease(session, key, new, notice)
         finally:
             entry.busy -= 1
             entry.last_used = self._clock()
 
-    async def get(self, key: str) -> Any:
+    async def get(self, key: str) -> Session:
         """The session for ``key`` without holding it (for calls that only read from it)."""
         async with self.lease(key, exclusive=False) as lease:
             return lease.session
@@ -292,7 +297,7 @@ class SessionManager:
         finally:
             self._free_slot()
 
-    async def _start(self, key: str | None) -> Any:
+    async def _start(self, key: str | None) -> Session:
         async with self._starts:
             return await self._factory(key)
 
@@ -530,7 +535,7 @@ async def _close_entry(entry: _Entry) -> None:
     await _close_quietly(entry.session)
 
 
-async def _close_quietly(session: Any) -> None:
+async def _close_quietly(session: ServerSession | None) -> None:
     if session is None:
         return
     try:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import CallContext
 from .errors import (
+    BudgetExceeded,
     CodemodeError,
     ConfigError,
     ExecutorError,
@@ -17,6 +18,7 @@ from .errors import (
     SandboxUnavailable,
     SessionClosed,
     ToolArgumentError,
+    ToolDenied,
     ToolError,
     ToolNotFound,
 )
@@ -43,6 +45,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Agent",
+    "BudgetExceeded",
     "CallContext",
     "CodemodeError",
     "ConfigError",
@@ -61,6 +64,7 @@ __all__ = [
     "SyncSession",
     "TaskResult",
     "ToolArgumentError",
+    "ToolDenied",
     "ToolError",
     "ToolNotFound",
     "aexecute_task",

@@ -8,6 +8,8 @@ are all optional:
   file under the key ``name`` (and from ``CODEMODE_<NAME>_<FIELD>``);
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
+- ``hidden_tools(config)``: a ``hidden(spec) -> bool`` that hides tools from discovery;
+- ``memory_watchers(config)``: functions told about every memory write;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
 - ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
 
@@ -28,8 +30,9 @@ from .chain import RunHook
 if TYPE_CHECKING:
     import click
 
+    from .memory.events import MemoryWatcher
     from .server.toolset import ServerContext, Toolset
-    from .tools.registry import Middleware
+    from .tools.registry import Middleware, ToolFilter
 
 
 class NoConfig(BaseModel):
@@ -42,6 +45,8 @@ C = TypeVar("C", bound=BaseModel)
 
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
+HiddenTools = Callable[[C], "ToolFilter | None"]
+MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,8 @@ class Capability(Generic[C]):
     config: type[C]
     tool_layers: ToolLayers[C] | None = None
     run_hooks: RunHooks[C] | None = None
+    hidden_tools: HiddenTools[C] | None = None
+    memory_watchers: MemoryWatchers[C] | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
@@ -69,6 +76,12 @@ class Capability(Generic[C]):
 
     def hooks_for(self, config: Any) -> list[tuple[str, RunHook]]:
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
+
+    def hidden_for(self, config: Any) -> ToolFilter | None:
+        return self.hidden_tools(config) if self.hidden_tools is not None else None
+
+    def watchers_for(self, config: Any) -> list[MemoryWatcher]:
+        return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
 
 
 __all__ = ["Capability", "NoConfig"]

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
 from .errors import SessionClosed
-from .execution.base import Executor, Worker
+from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
 from .result import ExecutionResult
 
@@ -51,6 +52,7 @@ class Session:
         memory: Any | None = None,
         default_timeout: float = 60.0,
         context: CallContext | None = None,
+        approve: Approver | None = None,
     ) -> None:
         self.executor = executor if executor is not None else _default_executor()
         self.host = HostAPI()
@@ -58,6 +60,9 @@ class Session:
         self.context = (context or CallContext()).for_session()
         """Whose session this is; each run gets a copy with its own ``run_id``."""
         self._run_context = self.context
+        self.approve = approve
+        """Who says yes or no to calls the policy marks ``ask`` (``codemode.approval``):
+        ``approve(ApprovalRequest) -> Approval | bool``; None refuses them."""
         self._runs: Chain[RunEvent, ExecutionResult] = Chain("run", RUN_STAGES, self._run)
         self._tools = tools
         self.memory = memory
@@ -132,9 +137,13 @@ class Session:
         server: str = "local",
         name: str | None = None,
         description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> Any:
-        """Expose a Python callable to the session's code as ``tools.<server>.<name>``."""
-        return self.tools.register(fn, server=server, name=name, description=description)
+        """Expose a Python callable to the session's code as ``tools.<server>.<name>``
+        (``annotations``: MCP tool annotations, e.g. ``{"readOnlyHint": True}``)."""
+        return self.tools.register(
+            fn, server=server, name=name, description=description, annotations=annotations
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -178,6 +187,9 @@ class Session:
         # Each call runs in a task of its own: these context variables are the call's alone.
         call_warnings.set(self._run_warnings)
         current_context.set(self._run_context)
+        current_approver.set(self.approve)
+        worker = self._worker
+        run_timeout_hold.set(worker.hold_timeout if worker is not None else None)
         return await self.host.dispatch(method, params)
 
     # -- running ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import bridge
-from .errors import CodemodeError, ToolArgumentError, ToolError
+from .errors import BudgetExceeded, CodemodeError, ToolArgumentError, ToolDenied, ToolError
 
 _List = list  # ``Tools.list`` shadows the builtin inside the class
 
@@ -294,7 +294,9 @@ def _purge_modules() -> None:
 def install(g: dict[str, Any]) -> None:
     """Put ``tools`` in the namespace; install the ``servers`` import hook once."""
     g["tools"] = Tools()
-    g.setdefault("ToolError", ToolError)  # so agents can write ``except ToolError``
+    # So agents can write ``except ToolError`` / ``except ToolDenied`` without an import.
+    for cls in (ToolError, ToolDenied, BudgetExceeded):
+        g.setdefault(cls.__name__, cls)
     if not any(f is _finder for f in sys.meta_path):
         sys.meta_path.insert(0, _finder)
     _purge_modules()  # a reset session re-imports fresh stubs

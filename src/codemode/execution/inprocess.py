@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +26,7 @@ from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ExecutionResult, timeout_error
-from .base import CallHandler, settle
+from .base import CallHandler, RunTimer, held, settle
 
 
 class _LoopLink:
@@ -100,6 +101,7 @@ class InProcessWorker:
         self._loop = loop
         self._link = _LoopLink(loop, handler)
         self._closed = False
+        self._timer: RunTimer | None = None
         self._start_thread()
 
     def _start_thread(self) -> None:
@@ -141,9 +143,16 @@ class InProcessWorker:
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         start = time.perf_counter()
         fut = await self._submit("run", code)
+        expired: asyncio.Future[None] = self._loop.create_future()
+        timer = self._timer = RunTimer(self._loop, timeout, lambda: settle(expired))
         try:
-            payload = await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
+            await asyncio.wait((fut, expired), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            self._timer = None
+        if fut.done():
+            payload = fut.result()
+        else:
             self._interrupt()
             try:
                 payload = await asyncio.wait_for(asyncio.shield(fut), self._ex.interrupt_grace)
@@ -164,6 +173,9 @@ class InProcessWorker:
                 res, timed_out=True, error=timeout_error(timeout, traceback=tb, lineno=lineno)
             )
         return ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
+
+    def hold_timeout(self) -> AbstractContextManager[None]:
+        return held(self._timer)
 
     def _interrupt(self) -> None:
         tid = self._thread.ident

@@ -73,9 +73,11 @@ async def _run(
     if no_tools:
         async with Session(executor_by_name(executor or "subprocess")) as s:
             return await s.run(source, timeout=timeout)
+    from .approval.terminal import terminal_approver
     from .workspace import Workspace
 
     ws = Workspace.open(base)
     chosen = executor_by_name(executor, workspace=ws) if executor else None
-    async with Session.from_base(ws.path, executor=chosen) as s:
+    # Calls the policy marks "ask" are put to the person at this terminal (refused without one).
+    async with Session.for_workspace(ws, executor=chosen, approve=terminal_approver()) as s:
         return await s.run(source, timeout=timeout)

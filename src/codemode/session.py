@@ -62,7 +62,10 @@ class Session:
         self._run_context = self.context
         self.approve = approve
         """Who says yes or no to calls the policy marks ``ask`` (``codemode.approval``):
-        ``approve(ApprovalRequest) -> Approval | bool``; None refuses them."""
+        ``approve(ApprovalRequest) -> Approval | bool``; None refuses them. An approver set
+        in ``current_approver`` by whoever calls ``run`` (``codemode serve``: the client's
+        person, through elicitation) takes precedence for that run."""
+        self._run_approver = approve
         self._runs: Chain[RunEvent, ExecutionResult] = Chain("run", RUN_STAGES, self._run)
         self._tools = tools
         self.memory = memory
@@ -187,7 +190,7 @@ class Session:
         # Each call runs in a task of its own: these context variables are the call's alone.
         call_warnings.set(self._run_warnings)
         current_context.set(self._run_context)
-        current_approver.set(self.approve)
+        current_approver.set(self._run_approver)
         worker = self._worker
         run_timeout_hold.set(worker.hold_timeout if worker is not None else None)
         return await self.host.dispatch(method, params)
@@ -213,10 +216,12 @@ class Session:
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
+            self._run_approver = current_approver.get() or self.approve
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:
                 self._run_context = self.context
+                self._run_approver = self.approve
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
             if result.state_lost:

@@ -58,13 +58,26 @@ INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
 __all__ = [
     "INSTRUCTIONS_PACKAGE",
+    "MODERN",
     "Call",
     "Reply",
     "ServerContext",
     "ToolDef",
     "Toolset",
+    "is_modern",
     "load_text",
 ]
+
+
+MODERN = "2026-07-28"
+"""The first protocol without a back-channel: server-to-client requests ride
+``InputRequiredResult`` rounds instead of being sent mid-call."""
+
+
+def is_modern(mcp_ctx: Any) -> bool:
+    """Whether the request came over a 2026-07-28 (or later) connection."""
+    version = getattr(mcp_ctx, "protocol_version", None)
+    return bool(version) and str(version) >= MODERN
 
 
 def load_text(name: str, package: str = INSTRUCTIONS_PACKAGE) -> str:
@@ -254,13 +267,21 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
+    from codemode.approval.types import current_approver
+
+    from .approve import client_approver
+
     async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         call = Call(context, key_of(mcp_ctx), mcp_ctx)
+        # Calls that need a person's yes during this request ask this client's person.
+        asking = current_approver.set(client_approver(mcp_ctx))
         try:
             out = await fn(call, **kwargs)
         except CodemodeError as exc:
             return to_result(Reply(f"{type(exc).__name__}: {exc}", None, is_error=True))
+        finally:
+            current_approver.reset(asking)
         return to_result(out)
 
     wrapper.__name__ = td.name

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from .agent.capability import AGENT
 from .approval.capability import APPROVAL
+from .budget.capability import BUDGET
 from .capability import Capability
 from .memory.capability import MEMORY
 from .policy.capability import POLICY
@@ -45,6 +46,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     AGENT,  # codemode task, execute_task (codemode.agent)
     POLICY,  # allow/deny/ask by tool name and trusted annotations (codemode.policy)
     APPROVAL,  # a person's yes before "ask" calls (codemode.approval)
+    BUDGET,  # limits per run and per session (codemode.budget)
 )
 
 

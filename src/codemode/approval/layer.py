@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -118,7 +119,9 @@ def approval_layer(approvals: Approvals) -> Middleware:
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
         if call.notes.get("approval") != APPROVAL_PENDING:
             return await call_next(call)
+        started = time.monotonic()
         answer, how = await approvals.decide(call)
+        call.notes["approval_wait"] = time.monotonic() - started  # not running time (budgets)
         if how == "remembered":
             call.notes["approval"] = "remembered-" + ("yes" if answer.approved else "no")
         else:

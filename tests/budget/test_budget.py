@@ -87,11 +87,14 @@ async def test_bytes_received_are_counted_and_the_calls_after_the_limit_are_refu
 
 async def test_calls_the_policy_refuses_cost_nothing(notes_ws: Any, open_notes: Any) -> None:
     notes_ws.configure({"policy": {"destructive": "deny"}, "budget": {"run": {"tool_calls": 1}}})
-    code = (
-        "for _ in range(3):\n"
-        "    try:\n        tools.notes.delete_note(name='x')\n    except ToolDenied:\n        pass\n"
-        "tools.notes.read_note(name='hello')"
-    )
+    code = """
+for _ in range(3):
+    try:
+        tools.notes.delete_note(name='x')
+    except ToolDenied:
+        pass
+tools.notes.read_note(name='hello')
+"""
     async with open_notes(notes_ws) as s:
         result = await s.run(code)
     assert result.value == "hello world"

@@ -18,7 +18,7 @@ from typing import Any
 from ..chain import NextRun, RunEvent, RunHook
 from ..result import ErrorInfo, ExecutionResult
 from ..tools.registry import Middleware, NextCall, ToolCall
-from .ledger import Ledger, exceeded
+from .ledger import RUN_LIMITS, Ledger, exceeded, spent_of
 
 
 def tool_layer(ledger: Ledger) -> Middleware:
@@ -26,7 +26,7 @@ def tool_layer(ledger: Ledger) -> Middleware:
         spec = call.spec
         names = (f"{spec.server}.{spec.name}", spec.qualified_name)
         usages = ledger.charge_call(call.context, names, server=spec.py_server, tool=spec.py_name)
-        waited = call.notes.get("approval_wait")
+        waited: float = call.notes.get("approval_wait") or 0.0
         run = ledger.run(call.context) if waited else None
         if run is not None:
             run.waited += waited
@@ -48,26 +48,9 @@ def run_hook(ledger: Ledger) -> RunHook:
         ctx = event.context
         session = ledger.session(ctx) if config.session.active else None
         limits = config.session
-        if session is not None:
-            spent = None
-            if limits.wall_time is not None and session.wall_time >= limits.wall_time:
-                spent = exceeded(
-                    "session",
-                    "wall_time",
-                    "seconds of running code",
-                    limits.wall_time,
-                    session.wall_time,
-                )
-            elif limits.output_bytes is not None and session.output_bytes >= limits.output_bytes:
-                spent = exceeded(
-                    "session",
-                    "output_bytes",
-                    "bytes of output",
-                    limits.output_bytes,
-                    session.output_bytes,
-                )
-            if spent is not None:
-                return ExecutionResult(error=ErrorInfo("BudgetExceeded", str(spent)))
+        spent = spent_of("session", session, limits, RUN_LIMITS) if session else None
+        if spent is not None:
+            return ExecutionResult(error=ErrorInfo("BudgetExceeded", str(spent)))
         cut: tuple[str, str, float] | None = None  # (scope, setting, seconds) that cut the timeout
         if config.run.wall_time is not None and config.run.wall_time < event.timeout:
             cut = ("run", "wall_time", config.run.wall_time)

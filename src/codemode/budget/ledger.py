@@ -60,6 +60,28 @@ def exceeded(
     )
 
 
+TOOL_LIMITS = (("tool_calls", "tool calls"), ("tool_bytes", "bytes received from tools"))
+RUN_LIMITS = (("wall_time", "seconds of running code"), ("output_bytes", "bytes of output"))
+
+
+def spent_of(
+    scope: str,
+    usage: Usage,
+    limits: Limits,
+    settings: tuple[tuple[str, str], ...],
+    *,
+    server: str = "",
+    tool: str = "",
+) -> BudgetExceeded | None:
+    """The first of ``settings`` (name, what it counts) whose limit ``usage`` has reached."""
+    for setting, what in settings:
+        limit = getattr(limits, setting)
+        used = getattr(usage, setting)
+        if limit is not None and used >= limit:
+            return exceeded(scope, setting, what, limit, used, server=server, tool=tool)
+    return None
+
+
 class Ledger:
     """Usage per run and per session, for one budget configuration."""
 
@@ -108,38 +130,14 @@ class Ledger:
         scopes = self.scopes(ctx)
         key = names[0]
         for scope, usage, limits in scopes:
-            if limits.tool_calls is not None and usage.tool_calls >= limits.tool_calls:
-                raise exceeded(
-                    scope,
-                    "tool_calls",
-                    "tool calls",
-                    limits.tool_calls,
-                    usage.tool_calls,
-                    server=server,
-                    tool=tool,
-                )
             limit, setting = limits.per_tool(names)
             used = usage.per_tool.get(key, 0)
             if limit is not None and used >= limit:
-                raise exceeded(
-                    scope,
-                    setting,
-                    f"calls to {server}.{tool}",
-                    limit,
-                    used,
-                    server=server,
-                    tool=tool,
-                )
-            if limits.tool_bytes is not None and usage.tool_bytes >= limits.tool_bytes:
-                raise exceeded(
-                    scope,
-                    "tool_bytes",
-                    "bytes received from tools",
-                    limits.tool_bytes,
-                    usage.tool_bytes,
-                    server=server,
-                    tool=tool,
-                )
+                what = f"calls to {server}.{tool}"
+                raise exceeded(scope, setting, what, limit, used, server=server, tool=tool)
+            spent = spent_of(scope, usage, limits, TOOL_LIMITS, server=server, tool=tool)
+            if spent is not None:
+                raise spent
         for _, usage, _ in scopes:
             usage.tool_calls += 1
             usage.per_tool[key] = usage.per_tool.get(key, 0) + 1
@@ -156,4 +154,13 @@ class Ledger:
         return out
 
 
-__all__ = ["MAX_SESSIONS", "Ledger", "Usage", "exceeded", "how_to_raise"]
+__all__ = [
+    "MAX_SESSIONS",
+    "RUN_LIMITS",
+    "TOOL_LIMITS",
+    "Ledger",
+    "Usage",
+    "exceeded",
+    "how_to_raise",
+    "spent_of",
+]

@@ -25,8 +25,10 @@ from pydantic import BaseModel
 
 from .agent.capability import AGENT
 from .approval.capability import APPROVAL
+from .audit.capability import AUDIT
 from .budget.capability import BUDGET
 from .capability import Capability
+from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
 from .policy.capability import POLICY
 
@@ -44,9 +46,11 @@ Sections = Mapping[str, BaseModel]
 BUILTIN: tuple[Capability[Any], ...] = (
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
+    AUDIT,  # every run, tool call and memory write, HMAC-chained (codemode.audit)
     POLICY,  # allow/deny/ask by tool name and trusted annotations (codemode.policy)
     APPROVAL,  # a person's yes before "ask" calls (codemode.approval)
     BUDGET,  # limits per run and per session (codemode.budget)
+    CODE_CHECKS,  # an AST pass over each cell before it runs (codemode.checks)
 )
 
 

@@ -200,6 +200,7 @@ class Workspace:
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
+        reg.workspace = str(self.path)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(

@@ -15,6 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import sys
 import types
@@ -128,8 +129,10 @@ class Server:
             if name.endswith("_async") and name[:-6] in names:
                 return self._get(name[:-6]).aio
         # An original name (``getattr(server, "get-weather")``) resolves on the host; for an
-        # unknown one the host raises ToolNotFound with close names.
-        bridge.call("tools.describe", {"name": f"{self._name}.{name}"})
+        # unknown one the host raises ToolNotFound with close names. A tool the policy hides
+        # is still handed out: calling it is refused (and recorded) by the host's chain.
+        with contextlib.suppress(ToolDenied):
+            bridge.call("tools.describe", {"name": f"{self._name}.{name}"})
         return Tool(self._name, name)
 
     def __getattr__(self, name: str) -> Any:

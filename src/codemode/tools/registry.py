@@ -18,6 +18,7 @@ it, the others follow sorted), and discovery shows the original names.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import difflib
 import logging
 from collections import deque
@@ -100,6 +101,8 @@ class ToolRegistry:
         self._chain.use(self._validate, stage="validate")
         self._index: ToolIndex | None = None
         self._hidden: list[ToolFilter] = []
+        self.workspace: str | None = None
+        """The workspace this registry belongs to: calls whose context names none carry it."""
         self._warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
         self._logged: set[str] = set()
         for s in sources:
@@ -315,13 +318,16 @@ class ToolRegistry:
                 server=t.server.py_name,
                 tool=t.py_name,
             )
+        ctx = context if context is not None else current_context.get()
+        if ctx.workspace is None and self.workspace is not None:
+            ctx = dataclasses.replace(ctx, workspace=self.workspace)
         call = ToolCall(
             t.spec.server,
             t.spec.name,
             t.validator.normalize(args),  # Python spellings -> the schema's names
             t.spec,
             timeout if timeout is not None else self.default_timeout,
-            context if context is not None else current_context.get(),
+            ctx,
         )
         return await self._chain(call)
 

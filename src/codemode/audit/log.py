@@ -68,22 +68,30 @@ def split_line(raw: bytes) -> tuple[bytes, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Head:
+    """The last line's ``seq`` and ``mac``, and the active file's inode and size (so
+    writers notice another process's appends and rotations without a ``stat``)."""
+
     seq: int = 0
     mac: str = ""
-    file: str = ""
+    ino: int = 0
+    size: int = 0
 
     def encode(self) -> bytes:
-        data = json.dumps({"seq": self.seq, "mac": self.mac, "file": self.file}).encode()
-        return data.ljust(HEAD_SIZE - 1) + b"\n"
+        return (
+            f"{self.seq} {self.mac or '-'} {self.ino} {self.size}".encode().ljust(HEAD_SIZE - 1)
+            + b"\n"
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> Head | None:
-        if not data.strip():
+        parts = data.split()
+        if not parts:
             return cls()
         try:
-            doc = json.loads(data)
-            return cls(int(doc["seq"]), str(doc["mac"]), str(doc.get("file", "")))
-        except (ValueError, KeyError, TypeError):
+            seq, mac, ino, size = parts
+            text = mac.decode()
+            return cls(int(seq), "" if text == "-" else text, int(ino), int(size))
+        except ValueError:
             return None
 
 
@@ -174,40 +182,36 @@ class AuditLog:
 
     def _write(self, record: dict[str, Any]) -> None:
         head = Head.decode(os.pread(self._head_fd, HEAD_SIZE, 0)) or Head()
-        self._open_active()
+        if head.ino != self._ino or self._fd < 0:
+            self._open_active()
+            head = Head(head.seq, head.mac, self._ino, os.fstat(self._fd).st_size)
         seq = head.seq + 1
         body = canonical({**record, "seq": seq, "prev": head.mac, "time": now()})
         mac = sign(self.keys, body)
         line = body[:-1] + b',"mac":"' + mac.encode() + b'"}\n'
         os.write(self._fd, line)
-        os.pwrite(self._head_fd, Head(seq, mac, self.path.name).encode(), 0)
+        size = head.size + len(line)
+        os.pwrite(self._head_fd, Head(seq, mac, self._ino, size).encode(), 0)
         for sink in self._sinks:
             sink(line)
-        if os.fstat(self._fd).st_size >= self.max_bytes:
-            self._rotate(seq)
+        if size >= self.max_bytes:
+            self._rotate(seq, mac)
 
     def _open_active(self) -> None:
-        """Point at the active file (another process may have rotated it)."""
-        try:
-            ino = os.stat(self.path).st_ino
-        except FileNotFoundError:
-            ino = -2
-        if ino != self._ino or self._fd < 0:
-            if self._fd >= 0:
-                os.close(self._fd)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._ino = os.fstat(self._fd).st_ino
+        """Open the active file (created if another process just rotated it away)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._ino = os.fstat(self._fd).st_ino
 
-    def _rotate(self, last_seq: int) -> None:
-        os.replace(
-            self.path, self.path.with_name(f"{self.path.stem}.{last_seq:012d}{self.path.suffix}")
-        )
-        os.close(self._fd)
-        self._fd = -1
-        self._ino = -1
+    def _rotate(self, last_seq: int, mac: str) -> None:
+        rotated = self.path.with_name(f"{self.path.stem}.{last_seq:012d}{self.path.suffix}")
+        os.replace(self.path, rotated)
+        self._open_active()
+        os.pwrite(self._head_fd, Head(last_seq, mac, self._ino, 0).encode(), 0)
         if self.keep is not None:
-            rotated = log_files(self.path)
-            for old in rotated[: max(len(rotated) - self.keep, 0)]:
+            files = log_files(self.path)[:-1]
+            for old in files[: max(len(files) - self.keep, 0)]:
                 with contextlib.suppress(OSError):
                     old.unlink()
 

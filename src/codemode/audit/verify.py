@@ -74,7 +74,7 @@ def verify(path: Path, head_path: Path, keys: Keys) -> Report:
             report.problems.append(f"{where}: the chain breaks at seq {seq}: {what}")
         report.records += 1
         prev_mac, prev_seq = mac, seq
-        report.last = Head(seq, mac, file.name)
+        report.last = Head(seq, mac)
     head = read_head(head_path)
     if head is None:
         report.problems.append(f"the head file {head_path} is unreadable")

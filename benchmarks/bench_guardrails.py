@@ -143,7 +143,7 @@ def main() -> None:
     rows = asyncio.run(tool_calls(calls))
     print(
         table(
-            f"Latency per tool call through ToolRegistry.call, ms ({calls} calls each, interleaved)",
+            f"Latency per tool call (ToolRegistry.call), ms ({calls} calls each, interleaved)",
             ["layers", "median", "p95", "added vs off", "ratio"],
             rows,
         )

@@ -61,7 +61,7 @@ async def tool_calls(n: int) -> list[list[object]]:
     with tempfile.TemporaryDirectory() as tmp:
         policy = PolicyConfig(read_only="allow", destructive="ask", open_world="allow")
         audit = AuditConfig(enabled=True, head_file=str(Path(tmp) / "outside" / "head"))
-        configs = {
+        configs: dict[str, dict[str, Any]] = {
             "off": {},
             "policy": {"policy": policy},
             "audit": {"audit": audit},

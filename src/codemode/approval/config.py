@@ -11,10 +11,11 @@ class ApprovalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout: float = Field(
-        300.0, gt=0, description="Seconds to wait for a person; no answer refuses the call."
+        default=300.0, gt=0, description="Seconds to wait for a person; no answer refuses the call."
     )
     remember: bool = Field(
-        True, description="Let a person's answer hold for the tool for the rest of the session."
+        default=True,
+        description="Let a person's answer hold for the tool for the rest of the session.",
     )
 
 

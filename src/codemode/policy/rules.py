@@ -85,7 +85,7 @@ class Rule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tools: tuple[str, ...] = Field(("*",), description="Globs on 'server.tool'.")
+    tools: tuple[str, ...] = Field(default=("*",), description="Globs on 'server.tool'.")
     action: Action
     read_only: bool | None = None
     destructive: bool | None = None
@@ -124,13 +124,15 @@ class PolicyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default: Action = Field("allow", description="For calls no rule or shortcut decides.")
+    default: Action = Field(default="allow", description="For calls no rule or shortcut decides.")
     read_only: Action | None = None
     destructive: Action | None = None
     idempotent: Action | None = None
     open_world: Action | None = None
     rules: tuple[Rule, ...] = ()
-    hide_denied: bool = Field(True, description="Hide denied tools from discovery and stubs.")
+    hide_denied: bool = Field(
+        default=True, description="Hide denied tools from discovery and stubs."
+    )
 
     @property
     def active(self) -> bool:

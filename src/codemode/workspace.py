@@ -54,7 +54,8 @@ EXAMPLE_MCP_JSON = """\
 // and .mcp.json. Lines starting with // are comments (codemode strips them).
 // Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
 //   "timeout": seconds per call, "enabled": false to skip it,
-//   "include"/"exclude": tool names or globs ("search_*").
+//   "include"/"exclude": tool names or globs ("search_*"),
+//   "trusted": true to let the policy believe its tool annotations (readOnlyHint...).
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {
   "mcpServers": {

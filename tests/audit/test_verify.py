@@ -160,3 +160,23 @@ def test_several_processes_extend_one_chain(audited: Any) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "ok: 450 records" in proc.stdout
     assert len(list(Path(audited.log.parent).glob("audit.*.jsonl"))) > 1
+
+
+def test_a_stderr_sink_gets_a_copy_of_every_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from codemode.audit.keys import Keys
+    from codemode.audit.log import AuditLog
+
+    log = AuditLog(
+        tmp_path / "a.jsonl",
+        Keys.derive(b"k" * 32, "test"),
+        head=tmp_path / "h",
+        max_bytes=10_000,
+        sinks=("stderr", "syslog"),
+    )
+    log.append({"kind": "memory", "op": "put", "record_kind": "state", "name": "x"})
+    log.close()
+    copied = capfd.readouterr().err
+    assert copied == (tmp_path / "a.jsonl").read_text()
+    assert json.loads(copied)["seq"] == 1

@@ -39,8 +39,9 @@ class NotesWorkspace:
 
         self.base = root / "ws"
         self.base.mkdir(parents=True)
+        # Not created here: the server creates it, so it is the server's own file even when
+        # the server runs in its jail as another uid (codemode.isolation.servers).
         self.calls_file = root / "calls.jsonl"
-        self.calls_file.touch()
         self._python = sys.executable
         self.configure({})
 
@@ -61,6 +62,8 @@ class NotesWorkspace:
         """The tools the notes server was called with, in order."""
         import json
 
+        if not self.calls_file.exists():
+            return []
         lines = self.calls_file.read_text().splitlines()
         return [json.loads(line)["tool"] for line in lines if line.strip()]
 

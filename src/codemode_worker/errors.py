@@ -77,6 +77,10 @@ class ValidationError(StorageError, ValueError):
     pass
 
 
+class QuotaExceeded(StorageError):
+    pass
+
+
 class DepsError(CodemodeError):
     pass
 
@@ -105,6 +109,7 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         CorruptRecord,
         StorageUnavailable,
         ValidationError,
+        QuotaExceeded,
         DepsError,
         ConfigError,
         HostError,

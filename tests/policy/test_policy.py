@@ -178,12 +178,20 @@ async def test_python_tools_are_trusted_with_the_annotations_the_host_declares(
     assert poke.error is not None and poke.error.type == "ToolDenied"
 
 
-def test_a_typo_in_the_policy_is_a_clear_config_error(notes_ws: Any) -> None:
+def test_a_typo_in_a_guardrail_section_is_an_error_not_a_warning(notes_ws: Any) -> None:
+    """A misspelt guard would silently stay off: unlike other sections, it stops the open."""
     notes_ws.configure({"policy": {"destructiv": "deny"}})
-    with pytest.raises(ConfigError, match=r"config\.json: policy\.destructiv: Extra inputs"):
+    with pytest.raises(
+        ConfigError,
+        match=r"config\.json:\S* unknown setting of the policy "
+        r"section 'destructiv' \(did you mean 'destructive'\?\); fix or remove",
+    ):
+        Workspace.open(notes_ws.base)
+    notes_ws.configure({"budget": {"run": {"tool_call": 3}}})
+    with pytest.raises(ConfigError, match=r"budget\.run\['tool_call'\]: Extra inputs"):
         Workspace.open(notes_ws.base)
     notes_ws.configure({"policy": {"rules": [{"tools": "x.*", "action": "maybe"}]}})
-    with pytest.raises(ConfigError, match=r"policy\.rules\.0\.action"):
+    with pytest.raises(ConfigError, match=r"policy\.rules\[0\]\['action'\]: Input should be"):
         Workspace.open(notes_ws.base)
 
 

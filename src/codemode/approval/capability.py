@@ -18,4 +18,4 @@ def _layers(config: ApprovalConfig) -> Iterator[tuple[str, Middleware]]:
     yield "approval", approval_layer(Approvals(config))
 
 
-APPROVAL = Capability(name="approval", config=ApprovalConfig, tool_layers=_layers)
+APPROVAL = Capability(name="approval", config=ApprovalConfig, strict_keys=True, tool_layers=_layers)

@@ -57,6 +57,7 @@ def _command(name: str) -> click.Command:
 AUDIT = Capability(
     name="audit",
     config=AuditConfig,
+    strict_keys=True,
     tool_layers=_layers,
     run_hooks=_hooks,
     memory_watchers=_watchers,

@@ -40,4 +40,6 @@ def _hooks(config: BudgetConfig) -> Iterator[tuple[str, RunHook]]:
         yield "budget", run_hook(_ledger(config))
 
 
-BUDGET = Capability(name="budget", config=BudgetConfig, tool_layers=_layers, run_hooks=_hooks)
+BUDGET = Capability(
+    name="budget", config=BudgetConfig, strict_keys=True, tool_layers=_layers, run_hooks=_hooks
+)

@@ -21,4 +21,6 @@ def _hooks(config: CodeChecksConfig) -> Iterator[tuple[str, RunHook]]:
         yield "checks", checks_hook(Checker(config), config.mode)
 
 
-CODE_CHECKS = Capability(name="code_checks", config=CodeChecksConfig, run_hooks=_hooks)
+CODE_CHECKS = Capability(
+    name="code_checks", config=CodeChecksConfig, strict_keys=True, run_hooks=_hooks
+)

@@ -19,14 +19,14 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from codemode_worker import namespaces
+from codemode_worker import namespaces, protocol
 from codemode_worker.bridge import set_link
 from codemode_worker.errors import from_wire
 from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ExecutionResult, timeout_error
-from .base import CallHandler, RunTimer, held, settle
+from .base import CallHandler, RunTimer, check_protocol, held, settle
 
 
 class _LoopLink:
@@ -90,6 +90,7 @@ class InProcessExecutor:
         self.interrupt_grace = interrupt_grace
 
     async def start(self, handler: CallHandler) -> InProcessWorker:
+        check_protocol(protocol.VERSION)  # codemode_worker may come from another install
         return InProcessWorker(self, asyncio.get_running_loop(), handler)
 
 

@@ -38,6 +38,7 @@ def _hidden(config: PolicyConfig) -> ToolFilter | None:
 POLICY = Capability(
     name="policy",
     config=PolicyConfig,
+    strict_keys=True,
     tool_layers=_layers,
     hidden_tools=_hidden,
 )

@@ -244,7 +244,9 @@ class Workspace:
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
         reg.workspace = str(self.path)
-        isolation = Isolation(workspace=self.path, files=self.files_dir)
+        # A named tenant's servers run as that tenant's own uid (isolation.uids.server_uid).
+        tenant = self.settings.tenant if self.settings.tenant != "default" else None
+        isolation = Isolation(workspace=self.path, files=self.files_dir, tenant=tenant)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(

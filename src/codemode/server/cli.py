@@ -6,7 +6,7 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -82,6 +82,8 @@ class ServeOptions:
     timeout: float | None
     log_level: LogLevel
     tools: Literal["all", "core", "minimal"] = "all"
+    tenants: Path | None = None
+    """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
 
 
 @click.command("serve")
@@ -148,6 +150,13 @@ class ServeOptions:
     "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
+    "--tenants",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="HTTP: a tenants file (docs/tenants.md): one workspace per token or OAuth tenant; "
+    "replaces --base and CODEMODE_TOKEN.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -164,6 +173,7 @@ def serve(
     max_sessions: int,
     timeout: float | None,
     tool_profile: Literal["all", "core", "minimal"],
+    tenants: Path | None,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -175,7 +185,13 @@ def serve(
     from .http import is_loopback
 
     token: str | None = None
-    if transport == "http":
+    if tenants is not None:
+        if transport != "http" or no_auth or base is not None:
+            raise click.UsageError(
+                "--tenants needs --transport http, and takes the place of --base and "
+                "--no-auth (each tenant's workspace and token are in the file)"
+            )
+    elif transport == "http":
         if no_auth and not is_loopback(host):
             raise click.UsageError(
                 f"--no-auth is only allowed on a loopback address, not {host!r}: "
@@ -201,6 +217,7 @@ def serve(
         timeout=timeout,
         log_level=log_level,
         tools=tool_profile,
+        tenants=tenants,
     )
     import anyio
 
@@ -212,8 +229,24 @@ def serve(
         raise click.ClickException(str(exc)) from exc
 
 
-async def run_server(opts: ServeOptions) -> None:
-    """Open the workspace, build the server, serve until the client leaves or a signal."""
+@dataclass
+class Served:
+    """One workspace made servable: its MCP server, context and how to close upstream."""
+
+    server: Any
+    context: Any
+    close_upstream: Callable[[], Awaitable[None]]
+
+
+async def open_served(
+    opts: ServeOptions,
+    base: Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+) -> Served:
+    """Open the workspace at ``base`` (as ``tenant``, its ``${VAR}`` from ``env``), start
+    its executor and build its MCP server: one per tenant when serving several."""
     import anyio
 
     from codemode.assembly import configure_session
@@ -225,7 +258,7 @@ async def run_server(opts: ServeOptions) -> None:
     from .sessions import SessionManager
     from .toolset import ServerContext
 
-    workspace, registry, memory, settings = _open_workspace(opts.base)
+    workspace, registry, memory, settings = _open_workspace(base, env=env, tenant=tenant)
     if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
@@ -268,15 +301,31 @@ async def run_server(opts: ServeOptions) -> None:
         capability_tools=opts.tools == "all",
         minimal=opts.tools == "minimal",
     )
-    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
-    for handler in logging.getLogger().handlers:
-        handler.setLevel(opts.log_level)
 
     async def close_upstream() -> None:
         aclose = getattr(registry, "aclose", None)
         if aclose is not None:
             with anyio.move_on_after(10):
                 await aclose()
+
+    return Served(server, context, close_upstream)
+
+
+async def run_server(opts: ServeOptions) -> None:
+    """Open the workspace, build the server, serve until the client leaves or a signal."""
+    import anyio
+
+    if opts.tenants is not None:
+        from codemode.tenants.serve import serve_tenants
+
+        await serve_tenants(opts)
+        return
+    served = await open_served(opts, opts.base)
+    server, context, close_upstream = served.server, served.context, served.close_upstream
+    sessions = context.sessions
+    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(opts.log_level)
 
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http
@@ -334,12 +383,14 @@ async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
             os._exit(0)
 
 
-def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
+def _open_workspace(
+    base: Path | None, *, env: Mapping[str, str] | None = None, tenant: str | None = None
+) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
     and its settings."""
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base)
+    workspace = Workspace.open(base, env=env, tenant=tenant)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

@@ -75,7 +75,7 @@ class BearerAuth:
             return
         body = json.dumps(
             {
-                "error": "unauthorized",
+                "error": "invalid_token",
                 "error_description": "codemode serve needs 'Authorization: Bearer <token>' "
                 "(the token is CODEMODE_TOKEN, or the one printed at start).",
             }
@@ -87,7 +87,9 @@ class BearerAuth:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="codemode"'),
+                    # error="invalid_token" and no resource_metadata: a client must not
+                    # start an OAuth login this server cannot complete (RFC 6750, RFC 9728).
+                    (b"www-authenticate", b'Bearer realm="codemode", error="invalid_token"'),
                 ],
             }
         )

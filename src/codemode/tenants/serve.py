@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from .asgi import TenantRouter
 from .auth import Authenticator
 from .config import load_tenants
@@ -21,15 +23,17 @@ if TYPE_CHECKING:
 
 
 async def serve_tenants(opts: ServeOptions) -> None:
-    from ..server.cli import _say, open_served
+    from ..server.cli import _connect_upstream, _say, open_served
     from ..server.http import bind_socket, build_http_app, serve_http
 
     assert opts.tenants is not None
     tenants = load_tenants(opts.tenants)
     apps: dict[str, Any] = {}
+    registries: list[Any] = []
     for name, spec in tenants.spec.tenants.items():
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
         served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
+        registries.append(served.context.tools)
         apps[name] = build_http_app(
             served.server,
             served.context,
@@ -47,7 +51,11 @@ async def serve_tenants(opts: ServeOptions) -> None:
         Authenticator(tenants),
         on_ready=lambda: _say(f"serving MCP on {url} for {len(apps)} tenants ({how})"),
     )
-    await serve_http(router, sock, log_level=opts.log_level.lower())  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        for registry in registries:
+            tg.start_soon(_connect_upstream, registry)
+        await serve_http(router, sock, log_level=opts.log_level.lower())  # type: ignore[arg-type]
+        tg.cancel_scope.cancel()
 
 
 __all__ = ["serve_tenants"]

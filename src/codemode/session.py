@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .memory.core import Memory
     from .storage.base import Storage
     from .tools.registry import ToolRegistry
+    from .tools.spec import ToolSpec
     from .workspace import Workspace
 
 
@@ -160,7 +161,7 @@ class Session:
         name: str | None = None,
         description: str | None = None,
         annotations: Mapping[str, Any] | None = None,
-    ) -> Any:
+    ) -> ToolSpec:
         """Expose a Python callable to the session's code as ``tools.<server>.<name>``
         (``annotations``: MCP tool annotations, e.g. ``{"readOnlyHint": True}``)."""
         return self.tools.register(

@@ -150,6 +150,21 @@ def test_unknown_keys_warn_with_a_did_you_mean_and_fail_when_strict(
     assert str(info.value).splitlines() == ws.warnings
 
 
+def test_unknown_keys_of_a_strict_keys_section_are_errors_even_when_not_strict(
+    tmp_path: Path,
+) -> None:
+    cfg = write(tmp_path / "config.json", '{"agent": {"max_turn": 3}, "run_timout": 5}')
+    lenient = load_config(cfg, env={}, sections=[AGENT])
+    assert len(lenient.warnings) == 2
+    guarded = Section("agent", AgentConfig, strict_keys=True)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg, env={}, sections=[guarded])
+    assert str(info.value) == (
+        f"{cfg}:1:12: unknown setting of the agent section 'max_turn' "
+        "(did you mean 'max_turns'?); fix or remove it"
+    )
+
+
 def test_a_section_must_be_an_object(tmp_path: Path) -> None:
     cfg = write(tmp_path / "config.json", '{"memory": ["six"]}')
     with pytest.raises(ConfigError, match=re.escape(f"{cfg}:1:12: memory: expected an object")):

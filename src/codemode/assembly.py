@@ -6,8 +6,9 @@ section, its tool layers and run hooks at their stages, its CLI groups, its serv
 is wired here:
 
 - ``configure_registry``: a workspace's tool registry gets every capability's tool layers
-  (``Workspace.registry`` calls it once per registry: one registry may serve many sessions,
-  so tool layers tell sessions apart by ``ToolCall.context``);
+  and discovery filters (``Workspace.registry`` calls it once per registry: one registry may
+  serve many sessions, so tool layers tell sessions apart by ``ToolCall.context``);
+- ``configure_memory``: a workspace's memory tells every capability's watchers its writes;
 - ``configure_session``: a session opened on a workspace gets every run hook;
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
 - ``add_server_tools``: the tools capabilities add to ``codemode serve``.
@@ -23,12 +24,18 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .agent.capability import AGENT
+from .approval.capability import APPROVAL
+from .audit.capability import AUDIT
+from .budget.capability import BUDGET
 from .capability import Capability
+from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
+from .policy.capability import POLICY
 
 if TYPE_CHECKING:
     import click
 
+    from .memory import Memory
     from .server.toolset import ServerContext, Toolset
     from .session import Session
     from .tools.registry import ToolRegistry
@@ -39,6 +46,11 @@ Sections = Mapping[str, BaseModel]
 BUILTIN: tuple[Capability[Any], ...] = (
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
+    AUDIT,  # every run, tool call and memory write, HMAC-chained (codemode.audit)
+    POLICY,  # allow/deny/ask by tool name and trusted annotations (codemode.policy)
+    APPROVAL,  # a person's yes before "ask" calls (codemode.approval)
+    BUDGET,  # limits per run and per session (codemode.budget)
+    CODE_CHECKS,  # an AST pass over each cell before it runs (codemode.checks)
 )
 
 
@@ -66,10 +78,22 @@ def section(capability: Capability[Any], sections: Sections) -> BaseModel:
 def configure_registry(
     registry: ToolRegistry, capabilities: Capabilities, sections: Sections
 ) -> None:
-    """Add every capability's tool layers to ``registry`` at their stages."""
+    """Add every capability's tool layers to ``registry`` at their stages, and its filter of
+    the tools discovery hides."""
     for cap in capabilities:
-        for stage, layer in cap.layers_for(section(cap, sections)):
+        config = section(cap, sections)
+        for stage, layer in cap.layers_for(config):
             registry.use(layer, stage)
+        hidden = cap.hidden_for(config)
+        if hidden is not None:
+            registry.hide(hidden)
+
+
+def configure_memory(memory: Memory, capabilities: Capabilities, sections: Sections) -> None:
+    """Let every capability watch the writes of ``memory``."""
+    for cap in capabilities:
+        for watcher in cap.watchers_for(section(cap, sections)):
+            memory.watch(watcher)
 
 
 def configure_session(session: Session, capabilities: Capabilities, sections: Sections) -> None:
@@ -109,6 +133,7 @@ __all__ = [
     "check",
     "command",
     "commands",
+    "configure_memory",
     "configure_registry",
     "configure_session",
     "installed",

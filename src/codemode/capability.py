@@ -9,6 +9,8 @@ are all optional:
   and ``key_aliases``: see ``codemode.config.schema``);
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
+- ``hidden_tools(config)``: a ``hidden(spec) -> bool`` that hides tools from discovery;
+- ``memory_watchers(config)``: functions told about every memory write;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
 - ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
 
@@ -30,7 +32,8 @@ from .config.schema import Section
 if TYPE_CHECKING:
     import click
 
-    from .tools.registry import Middleware
+    from .memory.events import MemoryWatcher
+    from .tools.registry import Middleware, ToolFilter
 
 
 class NoConfig(BaseModel):
@@ -43,6 +46,8 @@ C = TypeVar("C", bound=BaseModel)
 
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
+HiddenTools = Callable[[C], "ToolFilter | None"]
+MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +60,13 @@ class Capability(Generic[C]):
     """field -> more environment variable names for it (``CODEMODE_<NAME>_<FIELD>`` first)."""
     key_aliases: Mapping[str, str] = field(default_factory=dict)
     """top-level config key -> field of this section (names kept from older layouts)."""
+    strict_keys: bool = False
+    """Unknown keys in its section are errors (a guard whose setting is misspelt must not
+    silently stay off), not warnings."""
     tool_layers: ToolLayers[C] | None = None
     run_hooks: RunHooks[C] | None = None
+    hidden_tools: HiddenTools[C] | None = None
+    memory_watchers: MemoryWatchers[C] | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
@@ -74,13 +84,19 @@ class Capability(Generic[C]):
     @property
     def section(self) -> Section:
         """Its part of the config schema."""
-        return Section(self.name, self.config, self.env_aliases, self.key_aliases)
+        return Section(self.name, self.config, self.env_aliases, self.key_aliases, self.strict_keys)
 
     def layers_for(self, config: Any) -> list[tuple[str, Middleware]]:
         return list(self.tool_layers(config)) if self.tool_layers is not None else []
 
     def hooks_for(self, config: Any) -> list[tuple[str, RunHook]]:
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
+
+    def hidden_for(self, config: Any) -> ToolFilter | None:
+        return self.hidden_tools(config) if self.hidden_tools is not None else None
+
+    def watchers_for(self, config: Any) -> list[MemoryWatcher]:
+        return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
 
 
 __all__ = ["Capability", "NoConfig"]

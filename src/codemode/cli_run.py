@@ -223,13 +223,15 @@ async def _run(
         bare = executor_by_name(executor or settings.executor, **options)
         session = Session(bare)
     else:
+        from .approval.terminal import terminal_approver
         from .workspace import Workspace
 
         ws = Workspace.open(base)
         limit = ws.settings.output_limit
         name = executor or ws.settings.executor
         chosen = executor_by_name(name, workspace=ws, **options) if executor or options else None
-        session = Session.from_base(ws.path, executor=chosen)
+        # Calls the policy marks "ask" go to the person at this terminal (refused without one).
+        session = Session.for_workspace(ws, executor=chosen, approve=terminal_approver())
     with _CtrlC(session) as ctrl_c:
         try:
             async with session:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
 from .errors import ConfigError, SessionClosed
-from .execution.base import Executor, Worker
+from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
 from .result import ExecutionResult
 
@@ -60,6 +61,7 @@ class Session:
         storage: Storage | None = None,
         default_timeout: float = 60.0,
         context: CallContext | None = None,
+        approve: Approver | None = None,
     ) -> None:
         if storage is not None and memory is not None:
             raise ConfigError(
@@ -77,6 +79,12 @@ class Session:
         self.context = (context or CallContext()).for_session()
         """Whose session this is; each run gets a copy with its own ``run_id``."""
         self._run_context = self.context
+        self.approve = approve
+        """Who says yes or no to calls the policy marks ``ask`` (``codemode.approval``):
+        ``approve(ApprovalRequest) -> Approval | bool``; None refuses them. An approver set
+        in ``current_approver`` by whoever calls ``run`` (``codemode serve``: the client's
+        person, through elicitation) takes precedence for that run."""
+        self._run_approver = approve
         self._runs: Chain[RunEvent, ExecutionResult] = Chain("run", RUN_STAGES, self._run)
         self._tools = tools
         self.memory = memory
@@ -152,9 +160,13 @@ class Session:
         server: str = "local",
         name: str | None = None,
         description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> ToolSpec:
-        """Expose a Python callable to the session's code as ``tools.<server>.<name>``."""
-        return self.tools.register(fn, server=server, name=name, description=description)
+        """Expose a Python callable to the session's code as ``tools.<server>.<name>``
+        (``annotations``: MCP tool annotations, e.g. ``{"readOnlyHint": True}``)."""
+        return self.tools.register(
+            fn, server=server, name=name, description=description, annotations=annotations
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -198,6 +210,9 @@ class Session:
         # Each call runs in a task of its own: these context variables are the call's alone.
         call_warnings.set(self._run_warnings)
         current_context.set(self._run_context)
+        current_approver.set(self._run_approver)
+        worker = self._worker
+        run_timeout_hold.set(worker.hold_timeout if worker is not None else None)
         return await self.host.dispatch(method, params)
 
     # -- running ---------------------------------------------------------------------
@@ -221,10 +236,12 @@ class Session:
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
+            self._run_approver = current_approver.get() or self.approve
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:
                 self._run_context = self.context
+                self._run_approver = self.approve
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
             if result.state_lost:

@@ -58,7 +58,8 @@ EXAMPLE_MCP_JSON = """\
 //   tools (default: config.json's connect_timeout), "enabled": false to skip it,
 //   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
 //   "read_only_paths"/"writable_paths": more host paths for its jail,
-//   "include"/"exclude": tool names or globs ("search_*").
+//   "include"/"exclude": tool names or globs ("search_*"),
+//   "trusted": true to let the policy believe its tool annotations (readOnlyHint...).
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {
   "mcpServers": {
@@ -243,7 +244,10 @@ class Workspace:
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
-        isolation = Isolation(workspace=self.path, files=self.files_dir)
+        reg.workspace = str(self.path)
+        # A named tenant's servers run as that tenant's own uid (isolation.uids.server_uid).
+        tenant = self.settings.tenant if self.settings.tenant != "default" else None
+        isolation = Isolation(workspace=self.path, files=self.files_dir, tenant=tenant)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(

@@ -31,11 +31,23 @@ NODE_DIR = REPO / ".ci" / "node"
 FS_SERVER = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
 INSTALL_HINT = "run .ci/install-test-servers.sh to install the real test servers"
 TOKEN = "test-token-0123456789"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+"""A raw MCP ``initialize`` request, for tests that speak HTTP without a client."""
 NOTES = {f"note{i}.txt": f"note number {i}\n" for i in range(6)} | {"todo.md": "- write tests\n"}
 
 
-def serve_argv(base: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "codemode", "serve", "--base", str(base), *extra]
+def serve_argv(base: Path | None, *extra: str) -> list[str]:
+    where = ("--base", str(base)) if base is not None else ()
+    return [sys.executable, "-m", "codemode", "serve", *where, *extra]
 
 
 def make_workspace(root: Path) -> tuple[Path, Path]:
@@ -141,9 +153,13 @@ class HttpServer:
 
 
 def start_http_server(
-    base: Path, *extra: str, token: str | None = TOKEN, executor: str | None = "subprocess"
+    base: Path | None,
+    *extra: str,
+    token: str | None = TOKEN,
+    executor: str | None = "subprocess",
+    env: dict[str, str] | None = None,
 ) -> HttpServer:
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env.pop("CODEMODE_TOKEN", None)
     if token is not None:
         env["CODEMODE_TOKEN"] = token

@@ -33,7 +33,9 @@ def test_mcp_requests_without_the_right_bearer_token_are_refused(
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = httpx2.post(http_server.url, json=body, headers=headers, timeout=10)
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith("Bearer")
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer") and 'error="invalid_token"' in challenge
+    assert "resource_metadata" not in challenge  # no OAuth login for a client to start
     assert "access-control-allow-origin" not in response.headers
 
 

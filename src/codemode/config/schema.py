@@ -18,7 +18,8 @@ Where a value comes from, lowest to highest::
 
 Every error names the field and its source: ``config.json:4:18``, ``environment variable
 CODEMODE_RUN_TIMEOUT`` or ``argument run_timeout``. An unknown key in the file is a warning
-with a did-you-mean (``Config.warnings``, also logged), or an error with ``strict=True``.
+with a did-you-mean (``Config.warnings``, also logged), or an error with ``strict=True``
+or inside a section declared ``strict_keys`` (the guardrails: policy, budget...).
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class Section:
     """field -> further environment variable names read for it (documented)."""
     key_aliases: Mapping[str, str] = field(default_factory=dict)
     """top-level key of the file (or argument) -> field of this section."""
+    strict_keys: bool = False
+    """An unknown key in this section is an error, not a warning: for sections whose
+    misspelt setting would silently leave a guard off (``{"policy": {"destructiv": ...}}``)."""
 
     def __post_init__(self) -> None:
         fields = set(self.model.model_fields)
@@ -177,6 +181,8 @@ def load_config(
     unknown: list[str] = []
     if doc is not None:
         unknown = loader.read_file(doc.data)
+        if loader.refused:
+            raise ConfigError("\n".join(loader.refused))
     loader.read_env(env)
     loader.read_arguments({k: v for k, v in (overrides or {}).items() if v is not None})
     if unknown:
@@ -229,6 +235,8 @@ class _Loader:
         self.origins: dict[str, dict[str, _Origin]] = {s.name: {} for s in schema}
         self.by_name = {s.name: s for s in schema if s.name}
         self.aliases = {k: (s, f) for s in schema for k, f in s.key_aliases.items()}
+        self.refused: list[str] = []
+        """Unknown keys of ``strict_keys`` sections (errors whatever ``strict`` says)."""
 
     def _set(self, section: Section, name: str, value: Any, origin: _Origin) -> None:
         self.values[section.name][name] = value
@@ -266,7 +274,12 @@ class _Loader:
                         self._set(target, sub, subvalue, _Origin("file", "", (key, sub)))
                     else:
                         label = f"setting of the {key} section"
-                        unknown.append(self._unknown(sub, fields, (key, sub), label))
+                        message = self._unknown(sub, fields, (key, sub), label)
+                        if target.strict_keys:
+                            message = message.replace("; it is ignored", "; fix or remove it")
+                            self.refused.append(message)
+                        else:
+                            unknown.append(message)
             else:
                 section, name = target
                 self._set(section, name, value, _Origin("file", "", (key,)))

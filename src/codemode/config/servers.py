@@ -67,6 +67,9 @@ class _ServerBase(BaseModel):
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
     protocol: Literal["auto", "legacy", "modern"] | None = None
+    trusted: bool = False
+    """Believe the tool annotations this server declares (``readOnlyHint``...); otherwise
+    policies apply the MCP defaults (destructive, open-world)."""
 
     def allows(self, tool: str) -> bool:
         """Whether ``include``/``exclude`` (glob patterns) let ``tool`` through."""

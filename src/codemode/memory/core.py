@@ -16,6 +16,7 @@ from ..storage import FileStorage, Storage
 from ..storage.quota import QuotaStorage
 from .artifacts import Artifacts
 from .deps import Deps
+from .events import MemoryWatcher, WatchedStorage, Watchers
 from .skills import Skills
 from .state import State
 
@@ -34,12 +35,17 @@ class Memory:
         *,
         deps: Deps | None = None,
         allow_runtime_deps: bool = True,
+        workspace: str | None = None,
     ) -> None:
         self.storage = storage
-        self.skills = Skills(storage)
-        self.artifacts = Artifacts(storage)
-        self.state = State(storage)
+        self._watchers = Watchers(workspace)
+        watched = WatchedStorage(storage, self._watchers)
+        self.skills = Skills(watched)
+        self.artifacts = Artifacts(watched)
+        self.state = State(watched)
         self.deps = deps
+        if deps is not None:
+            deps.on_change = self._deps_changed
         if deps is not None and not allow_runtime_deps:
             deps.allow_runtime_deps = False
         self.allow_runtime_deps = allow_runtime_deps and (deps is None or deps.allow_runtime_deps)
@@ -89,7 +95,9 @@ class Memory:
             )
         if allow_runtime_deps is None:
             allow_runtime_deps = config.allow_runtime_deps
-        return cls(
+        from ..assembly import configure_memory
+
+        memory = cls(
             storage,
             deps=Deps(
                 base / "deps",
@@ -98,7 +106,18 @@ class Memory:
                 configured=config.deps if deps is None else deps,
             ),
             allow_runtime_deps=allow_runtime_deps,
+            workspace=str(base),
         )
+        configure_memory(memory, workspace.capabilities, workspace.sections)
+        return memory
+
+    def watch(self, watcher: MemoryWatcher) -> None:
+        """Call ``watcher(MemoryWrite)`` after every write (skills, artifacts, state, deps),
+        whoever asked for it."""
+        self._watchers.add(watcher)
+
+    def _deps_changed(self, op: str, name: str) -> None:
+        self._watchers.tell(op, "deps", name)
 
     @property
     def deps_dir(self) -> Path | None:

@@ -234,11 +234,10 @@ async def invoke_skill(
     ] = None,
 ) -> Reply:
     from ..server.app import EPHEMERAL_NOTICE, output_artifacts, render_run
-    from .skills import check_skill_name
+    from .skills.model import check_skill_name, invoke_code
 
     check_skill_name(name)
-    args = json.dumps(arguments or {}, ensure_ascii=False)
-    code = f"skills.invoke({name!r}, **__import__('json').loads({args!r}))"
+    code = invoke_code(name, arguments or {})
     ctx = call.server
     async with ctx.sessions.lease(call.session_key) as lease:
         result = await lease.session.run(code, timeout=timeout)

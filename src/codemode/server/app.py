@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import DiscoverResult, RequestParams
+from mcp_types import DiscoverResult, InputRequiredResult, RequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
@@ -41,7 +41,8 @@ from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 from codemode.tools.registry import ToolRegistry
 
-from .toolset import Call, Reply, ServerContext, Toolset, load_text
+from .approve import PausedRuns, no_elicitation
+from .toolset import Call, Reply, ServerContext, Toolset, is_modern, load_text
 
 SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
@@ -172,17 +173,15 @@ def core_toolset() -> Toolset:
             float | None,
             Field(description="Seconds before the run is interrupted (default: server's).", gt=0),
         ] = None,
-    ) -> Reply:
-        async with call.lease() as lease:
-            result = await lease.session.run(code, timeout=timeout)
-        notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
-        return await render_run(
-            result,
-            limit=call.server.output_limit,
-            notice=notice,
-            ephemeral=lease.ephemeral,
-            artifacts=output_artifacts(call),
-        )
+    ) -> Reply | InputRequiredResult:
+        mcp = call.mcp
+        if mcp is not None and is_modern(mcp) and no_elicitation(mcp) is None:
+            # No back-channel on 2026-07-28: a question pauses the run (see approve.py).
+            paused: PausedRuns = call.server.extras.setdefault("paused_runs", PausedRuns())
+            if mcp.request_state is not None:
+                return await paused.resume(call, mcp.request_state, dict(mcp.input_responses or {}))
+            return await paused.start(call, lambda _: _run_code(call, code, timeout))
+        return await _run_code(call, code, timeout)
 
     @ts.tool(description_file="reset_session.md")
     async def reset_session(call: Call) -> Reply:
@@ -228,6 +227,19 @@ def core_toolset() -> Toolset:
         return await _d_describe(call.server.tools, name)
 
     return ts
+
+
+async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
+    async with call.lease() as lease:
+        result = await lease.session.run(code, timeout=timeout)
+    notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
+    return await render_run(
+        result,
+        limit=call.server.output_limit,
+        notice=notice,
+        ephemeral=lease.ephemeral,
+        artifacts=output_artifacts(call),
+    )
 
 
 # --------------------------------------------------------------------------- discovery

@@ -7,9 +7,10 @@ import logging
 import os
 import secrets
 import sys
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -26,11 +27,15 @@ from .sessions import (
 )
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
     from codemode.config import Settings
     from codemode.execution.base import Executor
     from codemode.memory import Memory
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
+
+    from .toolset import ServerContext
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -101,6 +106,8 @@ class ServeOptions:
     queue_size: int = DEFAULT_QUEUE_SIZE
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
     pool_size: int | None = None
+    tenants: Path | None = None
+    """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
 
 
 @click.command("serve")
@@ -202,6 +209,13 @@ class ServeOptions:
     "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
+    "--tenants",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="HTTP: a tenants file (docs/tenants.md): one workspace per token or OAuth tenant; "
+    "replaces --base and CODEMODE_TOKEN.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -223,6 +237,7 @@ def serve(
     shutdown_grace: float,
     timeout: float | None,
     tool_profile: Literal["all", "core", "minimal"],
+    tenants: Path | None,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -234,7 +249,13 @@ def serve(
     from .http import is_loopback
 
     token: str | None = None
-    if transport == "http":
+    if tenants is not None:
+        if transport != "http" or no_auth or base is not None:
+            raise click.UsageError(
+                "--tenants needs --transport http, and takes the place of --base and "
+                "--no-auth (each tenant's workspace and token are in the file)"
+            )
+    elif transport == "http":
         if no_auth and not is_loopback(host):
             raise click.UsageError(
                 f"--no-auth is only allowed on a loopback address, not {host!r}: "
@@ -265,6 +286,7 @@ def serve(
         queue_size=queue_size,
         queue_timeout=queue_timeout,
         pool_size=pool_size,
+        tenants=tenants,
     )
     import anyio
 
@@ -276,8 +298,24 @@ def serve(
         raise click.ClickException(str(exc)) from exc
 
 
-async def run_server(opts: ServeOptions) -> None:
-    """Open the workspace, build the server, serve until the client leaves or a signal."""
+@dataclass
+class Served:
+    """One workspace made servable: its MCP server, context and how to close upstream."""
+
+    server: MCPServer[Any]
+    context: ServerContext
+    close_upstream: Callable[[], Awaitable[None]]
+
+
+async def open_served(
+    opts: ServeOptions,
+    base: Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+) -> Served:
+    """Open the workspace at ``base`` (as ``tenant``, its ``${VAR}`` from ``env``), start
+    its executor and build its MCP server: one per tenant when serving several."""
     import anyio
 
     from codemode.assembly import configure_session
@@ -287,11 +325,10 @@ async def run_server(opts: ServeOptions) -> None:
     from codemode.session import Session
 
     from .app import build_server
-    from .lifecycle import GracefulStop
     from .sessions import SessionManager
     from .toolset import ServerContext
 
-    workspace, registry, memory, settings = _open_workspace(opts.base)
+    workspace, registry, memory, settings = _open_workspace(base, env=env, tenant=tenant)
     if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
@@ -340,10 +377,6 @@ async def run_server(opts: ServeOptions) -> None:
         capability_tools=opts.tools == "all",
         minimal=opts.tools == "minimal",
     )
-    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
-    for handler in logging.getLogger().handlers:
-        handler.setLevel(opts.log_level)
-    stop = GracefulStop(opts.shutdown_grace)
 
     async def close_rest() -> None:
         """After the sessions: upstream servers, then the pre-started workers (and their
@@ -355,6 +388,28 @@ async def run_server(opts: ServeOptions) -> None:
                     await aclose()
         finally:
             close_pools()
+
+    return Served(server, context, close_rest)
+
+
+async def run_server(opts: ServeOptions) -> None:
+    """Open the workspace, build the server, serve until the client leaves or a signal."""
+    import anyio
+
+    if opts.tenants is not None:
+        from codemode.tenants.serve import serve_tenants
+
+        await serve_tenants(opts)
+        return
+    from .lifecycle import GracefulStop
+
+    served = await open_served(opts, opts.base)
+    server, context, close_rest = served.server, served.context, served.close_upstream
+    sessions, registry = context.sessions, context.tools
+    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(opts.log_level)
+    stop = GracefulStop(opts.shutdown_grace)
 
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http
@@ -442,12 +497,14 @@ def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
-def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
+def _open_workspace(
+    base: Path | None, *, env: Mapping[str, str] | None = None, tenant: str | None = None
+) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
     and its settings."""
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base)
+    workspace = Workspace.open(base, env=env, tenant=tenant)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

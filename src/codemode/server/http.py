@@ -118,11 +118,14 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         error = {
-            "error": "unauthorized",
+            "error": "invalid_token",
             "error_description": "codemode serve needs 'Authorization: Bearer <token>' "
             "(the token is CODEMODE_TOKEN, or the one printed at start).",
         }
-        await _send_json(send, 401, error, [(b"www-authenticate", b'Bearer realm="codemode"')])
+        # error="invalid_token" and no resource_metadata: a client must not start an OAuth
+        # login this server cannot complete (RFC 6750, RFC 9728).
+        challenge = b'Bearer realm="codemode", error="invalid_token"'
+        await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
 
 
 class HealthCheck:

@@ -63,15 +63,28 @@ INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 __all__ = [
     "INSTRUCTIONS_PACKAGE",
     "LINK_SCOPE_KEY",
+    "MODERN",
     "Call",
     "Reply",
     "ServerContext",
     "ToolDef",
     "Toolset",
     "error_reply",
+    "is_modern",
     "link_of",
     "load_text",
 ]
+
+
+MODERN = "2026-07-28"
+"""The first protocol without a back-channel: server-to-client requests ride
+``InputRequiredResult`` rounds instead of being sent mid-call."""
+
+
+def is_modern(mcp_ctx: Any) -> bool:
+    """Whether the request came over a 2026-07-28 (or later) connection."""
+    version = getattr(mcp_ctx, "protocol_version", None)
+    return bool(version) and str(version) >= MODERN
 
 
 def load_text(name: str, package: str = INSTRUCTIONS_PACKAGE) -> str:
@@ -315,16 +328,25 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
+    from codemode.approval.types import current_approver
+
+    from .approve import client_approver
+
     async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         link = link_of(mcp_ctx)
         call = Call(context, key_of(mcp_ctx), mcp_ctx, link.client if link else None)
         out: Any = None
-        with context.calls.track(link) as running:
-            try:
-                out = await fn(call, **kwargs)
-            except CodemodeError as exc:
-                out = error_reply(exc)
+        # Calls that need a person's yes during this request ask this client's person.
+        asking = current_approver.set(client_approver(mcp_ctx))
+        try:
+            with context.calls.track(link) as running:
+                try:
+                    out = await fn(call, **kwargs)
+                except CodemodeError as exc:
+                    out = error_reply(exc)
+        finally:
+            current_approver.reset(asking)
         if running.reason is not None:
             out = Reply(f"Cancelled: {running.reason}", None, is_error=True)
         return to_result(out, context.output_limit)

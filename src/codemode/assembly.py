@@ -10,7 +10,8 @@ is wired here:
   so tool layers tell sessions apart by ``ToolCall.context``);
 - ``configure_session``: a session opened on a workspace gets every run hook;
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
-- ``add_server_tools``: the tools capabilities add to ``codemode serve``.
+- ``add_server_tools``: the tools capabilities add to ``codemode serve``;
+- ``configure_toolset``: the layers over every ``codemode serve`` reply.
 
 A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
 """
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 from .agent.capability import AGENT
 from .capability import Capability
 from .memory.capability import MEMORY
+from .privacy.capability import PRIVACY
 
 if TYPE_CHECKING:
     import click
@@ -39,6 +41,7 @@ Sections = Mapping[str, BaseModel]
 BUILTIN: tuple[Capability[Any], ...] = (
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
+    PRIVACY,  # tokenization of personal data, the credentials net (codemode.privacy)
 )
 
 
@@ -103,6 +106,13 @@ def add_server_tools(toolset: Toolset, ctx: ServerContext, capabilities: Capabil
             cap.server_tools(toolset, ctx)
 
 
+def configure_toolset(toolset: Toolset, capabilities: Capabilities, sections: Sections) -> None:
+    """Add every capability's reply layers to ``toolset`` (all tools, even ``--tools core``)."""
+    for cap in capabilities:
+        for layer in cap.replies_for(section(cap, sections)):
+            toolset.use(layer)
+
+
 __all__ = [
     "BUILTIN",
     "add_server_tools",
@@ -111,6 +121,7 @@ __all__ = [
     "commands",
     "configure_registry",
     "configure_session",
+    "configure_toolset",
     "installed",
     "section",
 ]

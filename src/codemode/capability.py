@@ -9,7 +9,9 @@ are all optional:
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
-- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
+- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``;
+- ``reply_layers(config)``: layers over every ``codemode serve`` tool's reply (its own
+  tools, the core ones and other capabilities' alike), ``layer(call, tool, reply)``.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -28,7 +30,7 @@ from .chain import RunHook
 if TYPE_CHECKING:
     import click
 
-    from .server.toolset import ServerContext, Toolset
+    from .server.toolset import ReplyLayer, ServerContext, Toolset
     from .tools.registry import Middleware
 
 
@@ -42,6 +44,7 @@ C = TypeVar("C", bound=BaseModel)
 
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
+ReplyLayers = Callable[[C], Iterable["ReplyLayer"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class Capability(Generic[C]):
     command: Callable[[str], click.Command] | None = None
     """Imports and returns the CLI group named ``name`` (one of ``commands``)."""
     server_tools: Callable[[Toolset, ServerContext], None] | None = None
+    reply_layers: ReplyLayers[C] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -69,6 +73,9 @@ class Capability(Generic[C]):
 
     def hooks_for(self, config: Any) -> list[tuple[str, RunHook]]:
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
+
+    def replies_for(self, config: Any) -> list[ReplyLayer]:
+        return list(self.reply_layers(config)) if self.reply_layers is not None else []
 
 
 __all__ = ["Capability", "NoConfig"]

@@ -44,6 +44,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
+from codemode.privacy.secrets import NOT_SECRET_VARS, remember_secret
 
 CONFIG_FILE = "config.json"
 CONFIG_FILES = (CONFIG_FILE, "config.yaml")
@@ -276,6 +277,8 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
         name, default = m.group(1), m.group(2)
         got = env.get(name)
         if got is not None and (got or default is None):
+            if name not in NOT_SECRET_VARS:
+                remember_secret(got)  # never shown to a model, a log or a console
             return got
         if default is not None:
             return default
@@ -437,16 +440,54 @@ def load_settings(
 M = TypeVar("M", bound=BaseModel)
 
 
-def load_section(config_file: Path | None, name: str, model: type[M]) -> M:
-    """A capability's config section: the object under ``name`` in the config file."""
-    raw: Any = {}
+def load_section(
+    config_file: Path | None,
+    name: str,
+    model: type[M],
+    *,
+    env: Mapping[str, str] | None = None,
+    override: Any = None,
+) -> M:
+    """A capability's config section: the file's ``name`` < ``CODEMODE_<NAME>`` and
+    ``CODEMODE_<NAME>_<FIELD>`` < ``override`` (e.g. a CLI flag).
+
+    A section may be written as a scalar when its model has a ``shorthand(value)``
+    classmethod turning one into an object (``"privacy": true``, ``CODEMODE_PRIVACY=1``).
+    """
+    env = {} if env is None else env
+    layers: list[tuple[str, Any]] = []
     if config_file is not None and config_file.exists():
-        raw = load_config_document(config_file).get(name, {})
+        doc = load_config_document(config_file)
+        if name in doc:
+            layers.append((f"{config_file}: {name}", doc[name]))
+    prefix = f"{ENV_PREFIX}{name.upper()}"
+    whole = env.get(prefix)
+    if whole:
+        try:
+            layers.append((prefix, json.loads(whole)))
+        except ValueError:
+            layers.append((prefix, whole))
+    fields = {
+        f: env[f"{prefix}_{f.upper()}"]
+        for f in model.model_fields
+        if env.get(f"{prefix}_{f.upper()}")
+    }
+    if fields:
+        layers.append((f"{prefix}_*", fields))
+    if override is not None:
+        layers.append(("arguments", override))
+    merged: dict[str, Any] = {}
     source = f"{config_file}: {name}"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected an object, got {type(raw).__name__}")
+    shorthand = getattr(model, "shorthand", None)
+    for where, raw in layers:
+        if not isinstance(raw, dict) and callable(shorthand):
+            raw = shorthand(raw)
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(raw).__name__}")
+        merged.update(raw)
+        source = where
     try:
-        return model.model_validate(raw)
+        return model.model_validate(merged)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ConfigError(f"{source}.{_field_path(err)}: {err['msg']}") from None

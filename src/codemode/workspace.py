@@ -111,11 +111,13 @@ class Workspace:
         *,
         env: Mapping[str, str] | None = None,
         capabilities: Sequence[Capability[Any]] | None = None,
+        sections: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
 
-        ``settings`` override the file and the environment (``None`` values are ignored).
+        ``settings`` override the file and the environment (``None`` values are ignored);
+        ``sections`` does the same for capability sections (``{"privacy": True}``).
         ``capabilities`` default to ``codemode.assembly.installed()``. Raises
         ``ConfigError`` naming the file and field of any invalid configuration.
         """
@@ -129,9 +131,13 @@ class Workspace:
         config_file = find_config_file(path)
         names = [c.name for c in caps]
         cfg = load_settings(config_file, env=env, sections=names, **settings)
-        sections = {c.name: load_section(config_file, c.name, c.config) for c in caps}
+        given = sections or {}
+        loaded = {
+            c.name: load_section(config_file, c.name, c.config, env=env, override=given.get(c.name))
+            for c in caps
+        }
         servers = load_servers(config_file, path / SERVERS_FILE, env=env)
-        return cls(path, cfg, servers, capabilities=caps, sections=sections)
+        return cls(path, cfg, servers, capabilities=caps, sections=loaded)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, servers={sorted(self.servers)})"

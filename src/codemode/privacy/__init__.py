@@ -1,0 +1,57 @@
+"""Personal data tokenized before it reaches the model, restored only where a tool needs it.
+
+See docs/privacy.md. The parts:
+
+- ``detectors`` / ``scan``: what counts as personal data (offline, no model download);
+  ``ner``: names and addresses through an optional spaCy model;
+- ``secrets``: the credentials net (also ``redact_text`` for stderr tails and logs);
+- ``tokens`` / ``vault``: the token format and the encrypted token <-> value store;
+- ``engine``: ``Privacy``, the operations; ``stream``: ``StreamScanner`` for chunked output;
+- ``layers`` / ``capability``: how it plugs into the tool-call chain, the run chain and
+  ``codemode serve``'s replies.
+
+Cheap to import: ``codemode.config`` imports ``secrets``; everything else loads on use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import PrivacyConfig
+    from .engine import Privacy, PrivacyBlocked, Report
+    from .layers import engine_for
+    from .secrets import redact_text
+    from .stream import StreamScanner
+    from .vault import Vault
+
+__all__ = [
+    "Privacy",
+    "PrivacyBlocked",
+    "PrivacyConfig",
+    "Report",
+    "StreamScanner",
+    "Vault",
+    "engine_for",
+    "redact_text",
+]
+
+_WHERE = {
+    "PrivacyConfig": "config",
+    "Privacy": "engine",
+    "PrivacyBlocked": "engine",
+    "Report": "engine",
+    "engine_for": "layers",
+    "redact_text": "secrets",
+    "StreamScanner": "stream",
+    "Vault": "vault",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codemode.privacy' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f".{module}", __name__), name)

@@ -82,6 +82,7 @@ class ServeOptions:
     timeout: float | None
     log_level: LogLevel
     tools: Literal["all", "core"] = "all"
+    privacy: bool = False
 
 
 @click.command("serve")
@@ -147,6 +148,13 @@ class ServeOptions:
     "reachable from the code (smaller context for the model).",
 )
 @click.option(
+    "--privacy",
+    is_flag=True,
+    default=False,
+    help="Tokenize personal data before it reaches the model (the workspace's 'privacy' "
+    "settings, turned on). See docs/privacy.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -163,6 +171,7 @@ def serve(
     max_sessions: int,
     timeout: float | None,
     tool_profile: Literal["all", "core"],
+    privacy: bool,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -200,6 +209,7 @@ def serve(
         timeout=timeout,
         log_level=log_level,
         tools=tool_profile,
+        privacy=privacy,
     )
     import anyio
 
@@ -223,7 +233,7 @@ async def run_server(opts: ServeOptions) -> None:
     from .sessions import SessionManager
     from .toolset import ServerContext
 
-    workspace, registry, memory, settings = _open_workspace(opts.base)
+    workspace, registry, memory, settings = _open_workspace(opts.base, privacy=opts.privacy)
     if settings.install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
@@ -331,12 +341,14 @@ async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
             os._exit(0)
 
 
-def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
+def _open_workspace(
+    base: Path | None, *, privacy: bool = False
+) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
     and its settings."""
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base)
+    workspace = Workspace.open(base, sections={"privacy": True} if privacy else None)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

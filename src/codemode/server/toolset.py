@@ -60,6 +60,7 @@ __all__ = [
     "INSTRUCTIONS_PACKAGE",
     "Call",
     "Reply",
+    "ReplyLayer",
     "ServerContext",
     "ToolDef",
     "Toolset",
@@ -135,6 +136,8 @@ class Call:
 
 Handler = Callable[..., Awaitable[Any]]
 KeyFn = Callable[[Context], str | None]
+ReplyLayer = Callable[[Call, str, Any], Awaitable[Any]]
+"""``layer(call, tool_name, reply) -> reply``: sees (and may rewrite) every tool's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ class Toolset:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolDef] = {}
+        self._layers: list[ReplyLayer] = []
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -161,6 +165,11 @@ class Toolset:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def use(self, layer: ReplyLayer) -> None:
+        """Pass every tool's reply (an error reply included) through ``layer``, in the
+        order added (privacy's net over everything ``codemode serve`` answers)."""
+        self._layers.append(layer)
 
     def tool(
         self,
@@ -226,7 +235,7 @@ class Toolset:
         """Register every tool on ``server``; ``key_of`` names the caller's session."""
         for td in self._tools.values():
             server.add_tool(
-                _adapt(td, context, key_of),
+                _adapt(td, context, key_of, self._layers),
                 name=td.name,
                 title=td.title,
                 description=td.description,
@@ -234,7 +243,9 @@ class Toolset:
             )
 
 
-def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
+def _adapt(
+    td: ToolDef, context: ServerContext, key_of: KeyFn, layers: list[ReplyLayer] | None = None
+) -> Handler:
     """Wrap ``fn(call, **args)`` as the SDK expects: ``fn(**args, ctx: Context)``.
 
     The wrapper's signature is the handler's, minus ``call``, plus a keyword-only
@@ -260,7 +271,12 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
         try:
             out = await fn(call, **kwargs)
         except CodemodeError as exc:
-            return to_result(Reply(f"{type(exc).__name__}: {exc}", None, is_error=True))
+            out = Reply(f"{type(exc).__name__}: {exc}", None, is_error=True)
+        try:
+            for layer in layers or ():
+                out = await layer(call, td.name, out)
+        except CodemodeError as exc:  # a layer withheld the reply (privacy: block)
+            out = Reply(f"{type(exc).__name__}: {exc}", None, is_error=True)
         return to_result(out)
 
     wrapper.__name__ = td.name

@@ -239,7 +239,9 @@ def neg_bad_ssn(f: Faker) -> str:
 
 
 def neg_time(f: Faker) -> str:
-    return rng.choice([f.time(), f.time()[:5], f"{rng.randrange(1, 13)}:{rng.randrange(60):02d} pm"])
+    return rng.choice(
+        [f.time(), f.time()[:5], f"{rng.randrange(1, 13)}:{rng.randrange(60):02d} pm"]
+    )
 
 
 def neg_mac(f: Faker) -> str:

@@ -58,6 +58,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
+from codemode.privacy.secrets import redact_text
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 __all__ = ["MCPSource"]
@@ -141,7 +142,7 @@ class _StderrTail:
 def _with_tail(message: str, tail: str, lines: int = 20) -> str:
     if not tail:
         return message
-    last = "\n".join(tail.splitlines()[-lines:])
+    last = redact_text("\n".join(tail.splitlines()[-lines:]))
     return f"{message}\n--- last lines of its stderr ---\n{last}"
 
 

@@ -11,7 +11,9 @@ Errors are grouped by who must react::
     │   ├── ToolNotFound         no such server or tool (carries close matches)
     │   ├── ToolArgumentError    arguments do not match the tool's input schema
     │   ├── ToolTimeout          the call exceeded its timeout and was cancelled
-    │   └── ServerUnavailable    the upstream server cannot be started or reached
+    │   ├── ServerUnavailable    the upstream server cannot be started or reached
+    │   └── PrivacyBlocked       personal data was withheld (privacy ``action: block``,
+    │                            a result too large or too binary to scan)
     ├── StorageError             skills, artifacts, state
     │   ├── NotFound             no record of that name
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
@@ -89,6 +91,11 @@ class ServerUnavailable(ToolError):
     """The upstream MCP server could not be started or reached."""
 
 
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld: found where ``privacy.action`` is ``block``, or in a
+    result that cannot be scanned (too large, binary with ``privacy.binary: block``)."""
+
+
 class StorageError(CodemodeError):
     """Base for storage failures."""
 
@@ -141,6 +148,7 @@ __all__ = [
     "LLMAuthError",
     "LLMError",
     "NotFound",
+    "PrivacyBlocked",
     "SandboxUnavailable",
     "ServerUnavailable",
     "SessionClosed",

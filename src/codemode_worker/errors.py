@@ -42,6 +42,10 @@ class ServerUnavailable(ToolError):
     pass
 
 
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld (the workspace's privacy action is "block")."""
+
+
 class StorageError(CodemodeError):
     pass
 
@@ -84,6 +88,7 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         ToolArgumentError,
         ToolTimeout,
         ServerUnavailable,
+        PrivacyBlocked,
         StorageError,
         NotFound,
         CorruptRecord,

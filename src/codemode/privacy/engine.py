@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codemode.errors import ToolArgumentError, ToolError
+from codemode.errors import PrivacyBlocked, ToolArgumentError, ToolError
 from codemode.result import ErrorInfo, ExecutionResult
 
 from .config import PrivacyConfig
@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner"]
 
 SEP = "\x00"
-
-
-class PrivacyBlocked(ToolError):
-    """Personal data was found where ``privacy.action`` is ``block``."""
 
 
 @dataclass

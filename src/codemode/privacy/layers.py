@@ -51,6 +51,7 @@ THREAD_ABOVE = 200_000
 MAX_SESSION_ENGINES = 256
 
 _engines: OrderedDict[tuple[Any, ...], Privacy] = OrderedDict()
+# Keyed by id(config): each engine holds its config, so the id is not reused meanwhile.
 _lock = threading.Lock()
 
 T = TypeVar("T")
@@ -66,7 +67,7 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
     """The ``Privacy`` of ``context``'s workspace and tenant (or client session)."""
     per_session = config.vault.scope == "session"
     owner = (context.client or context.session_id) if per_session else None
-    key = (config, context.workspace, context.tenant, owner)
+    key = (id(config), context.workspace, context.tenant, owner)
     with _lock:
         got = _engines.get(key)
         if got is not None:

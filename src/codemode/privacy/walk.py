@@ -92,20 +92,21 @@ class Leaves:
         renames: dict[int, dict[str, str]] = {}
 
         def copy(node: int) -> Any:
+            """The copy of ``node``, made (with its ancestors) on first use; no recursion."""
             got = copies.get(node)
             if got is not None:
                 return got
-            parent, key, container = self.nodes[node]
-            if node == 0:
-                dup: Any = list(container)
-            elif isinstance(container, Mapping):
-                dup = dict(container)
-            else:
-                dup = list(container)
-            copies[node] = dup
-            if parent >= 0:
-                copy(parent)[key] = dup
-            return dup
+            path = []
+            while node not in copies and node >= 0:
+                path.append(node)
+                node = self.nodes[node][0]
+            for n in reversed(path):
+                parent, key, container = self.nodes[n]
+                dup: Any = dict(container) if isinstance(container, Mapping) else list(container)
+                copies[n] = dup
+                if parent >= 0:
+                    copies[parent][key] = dup
+            return copies[path[0]]
 
         for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True)):
             if old is new or old == new:

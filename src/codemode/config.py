@@ -463,10 +463,10 @@ def load_section(
     prefix = f"{ENV_PREFIX}{name.upper()}"
     whole = env.get(prefix)
     if whole:
-        try:
-            layers.append((prefix, json.loads(whole)))
-        except ValueError:
-            layers.append((prefix, whole))
+        try:  # an object in JSON, or a shorthand such as "1"
+            layers.append((prefix, json.loads(whole) if whole.lstrip()[:1] == "{" else whole))
+        except ValueError as exc:
+            raise ConfigError(f"{prefix}: invalid JSON: {exc}") from None
     fields = {
         f: env[f"{prefix}_{f.upper()}"]
         for f in model.model_fields

@@ -176,3 +176,35 @@ async def test_log_records_pass_through_the_net(private_ws: PrivateWorkspace) ->
     assert "alice@example.com" not in record.getMessage()
     assert "sk-abcdefghijklmnopqrstuv" not in record.getMessage()
     assert "[EMAIL]" in record.getMessage()
+
+
+async def test_the_sandbox_can_reach_neither_the_vault_nor_its_key(
+    private_ws: PrivateWorkspace, private_home: Path
+) -> None:
+    from codemode.execution import executor_by_name
+
+    workspace = Workspace.open(private_ws.base)
+    session = Session.for_workspace(
+        workspace, executor=executor_by_name("sandbox", workspace=workspace)
+    )
+    async with session as s:
+        r = await s.run("tools.crm.list_customers()[0]['email']")
+        assert r.is_ok, r.error
+        vault = private_ws.base / "privacy"
+        keys = list(private_home.rglob("*.key"))
+        assert vault.exists() and keys
+        probe = (
+            "import os\n"
+            "def reach(p):\n"
+            "    try:\n"
+            "        return os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n"
+            "    except OSError as e:\n"
+            "        return type(e).__name__\n"
+            f"[reach(p) for p in {[str(vault), str(keys[0]), '/workspace/../privacy']!r}]"
+            " + [sorted(os.listdir('/workspace'))]"
+        )
+        r = await s.run(probe)
+    assert r.is_ok, r.error
+    *paths, listing = r.value
+    assert all(isinstance(p, str) and p.endswith("Error") for p in paths), r.value
+    assert "privacy" not in listing

@@ -10,7 +10,7 @@ EMAIL          local part, ``@``, a domain with a top-level label
 PHONE          ``phonenumbers``: a possible number in its region (international
                with ``+``/``00``, or national for the configured regions); a bare
                run of digits counts only after a context word ("Tel.", "phone")
-CREDIT_CARD    length and issuer prefix, Luhn (``stdnum.luhn``), consistent groups
+CREDIT_CARD    length and issuer prefix, Luhn, consistent groups
 US_SSN         ``ddd-dd-dddd`` as issued (``stdnum.us.ssn``: no 000/666/9xx area)
 IBAN           country format and mod-97 check (``stdnum.iban``)
 IP_ADDRESS     IPv4 and IPv6 (``ipaddress``)
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 __all__ = [
     "BUILTIN_ENTITIES",
@@ -219,7 +219,7 @@ def _phone_grouping(num: str) -> bool:
 
 # --------------------------------------------------------------------------- cards
 
-_CARD = re.compile(r"\d(?<![\w.+/-]\d)(?:[ -]?\d){11,18}(?![\w]|[./-]\d)")
+_CARD = re.compile(r"\d(?<![\w.+/-]\d)\d{3}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
 _CARD_GROUPS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1), (4, 4, 4, 3)}
 _CARD_GROUPS |= {(4, 4, 4, 2), (4, 4, 4, 4, 2), (4, 4, 4, 4, 1), (4, 4, 5)}
 
@@ -250,15 +250,20 @@ def _card_brand_ok(digits: str) -> bool:
     return False
 
 
+_LUHN_DOUBLE = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
+def _luhn_ok(digits: str) -> bool:
+    odd = digits[-1::-2]
+    even = digits[-2::-2]
+    total = sum(map(int, odd)) + sum(_LUHN_DOUBLE[int(c)] for c in even)
+    return total % 10 == 0
+
+
 class CardDetector:
     """Payment card numbers: issuer prefix and length, Luhn, and consistent grouping."""
 
     entities = ("CREDIT_CARD",)
-
-    def __init__(self) -> None:
-        from stdnum import luhn
-
-        self._luhn = luhn
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _CARD.finditer(text):
@@ -271,13 +276,16 @@ class CardDetector:
                 continue  # long runs of bare digits are ids far more often than cards
             if seps and tuple(len(g) for g in re.split(r"[ -]", raw)) not in _CARD_GROUPS:
                 continue
-            if _card_brand_ok(digits) and self._luhn.is_valid(digits):
+            if _card_brand_ok(digits) and _luhn_ok(digits):
                 yield m.start(), m.end(), "CREDIT_CARD"
 
 
 # --------------------------------------------------------------------------- US SSN
 
-_SSN = re.compile(r"\d(?<![\w.+/-]\d)\d\d([- ])\d\d\1\d{4}(?![\w]|[./-]\d)")
+# Found from its "-dd-dddd" tail (a literal "-" first: a fast scan), then checked
+# backwards for its three-digit area and a clean start.
+_SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
+_SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
 _SSN_BARE = re.compile(
     r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
 )
@@ -293,10 +301,18 @@ class SSNDetector:
     entities = ("US_SSN",)
 
     def find(self, text: str) -> Iterator[Span]:
-        for m in _SSN.finditer(text):
-            raw = m.group()
+        for m in _SSN_TAIL.finditer(text):
+            start = m.start() - 3
+            area = text[start : m.start()] if start >= 0 else ""
+            if len(area) != 3 or not area.isdigit() or not area.isascii():
+                continue
+            if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.+/-"):
+                continue
+            raw = text[start : m.end()]
             if _ssn_valid(raw[:3], raw[4:6], raw[7:]):
-                yield m.start(), m.end(), "US_SSN"
+                yield start, m.end(), "US_SSN"
+        if not any(w in text for w in _SSN_WORDS):
+            return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)
             if _ssn_valid(d[:3], d[3:5], d[5:]):
@@ -309,7 +325,11 @@ _IBAN = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]\d\d(?: ?[A-Z0-9]){10,32}(?![\w])")
 
 
 class IBANDetector:
-    """IBANs, compact or in groups of four: the country's format and the mod-97 check."""
+    """IBANs, compact or in groups of four: the country's format and the mod-97 check.
+
+    The rules are ``python-stdnum``'s (its registry of national BBAN formats); the
+    per-country format is looked up once per country, not once per candidate.
+    """
 
     entities = ("IBAN",)
 
@@ -317,6 +337,15 @@ class IBANDetector:
         from stdnum import iban
 
         self._iban = iban
+        self._formats: dict[str, Callable[[str], bool]] = {}
+
+    def _valid(self, compact: str) -> bool:
+        if len(compact) < 15 or not _mod97_ok(compact):
+            return False
+        check = self._formats.get(compact[:2])
+        if check is None:
+            check = self._formats[compact[:2]] = _bban_check(self._iban, compact[:2])
+        return check(compact)
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _IBAN.finditer(text):
@@ -325,15 +354,40 @@ class IBANDetector:
             # shorter cuts at group boundaries until one is valid.
             cuts = [len(raw)] + [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
             for cut in cuts:
-                cand = raw[:cut]
-                if self._iban.is_valid(cand.replace(" ", "")):
+                if self._valid(raw[:cut].replace(" ", "")):
                     yield m.start(), m.start() + cut, "IBAN"
                     break
 
 
+def _mod97_ok(compact: str) -> bool:
+    moved = compact[4:] + compact[:4]
+    try:
+        return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+    except ValueError:
+        return False
+
+
+def _bban_check(iban: Any, country: str) -> Callable[[str], bool]:
+    """stdnum's check of one country's IBANs, with the format looked up only once."""
+    try:
+        info = iban._ibandb.info(country)[0][1]
+        bban = iban._struct_to_re(info["bban"]) if info else None
+        module = iban._get_cc_module(country)
+    except (AttributeError, KeyError, IndexError, TypeError):  # stdnum changed: slow path
+        return lambda compact: bool(iban.is_valid(compact))
+    if bban is None:
+        return lambda compact: False
+    if module is not None:
+        return lambda compact: bool(bban.match(compact[4:])) and bool(iban.is_valid(compact))
+    return lambda compact: bool(bban.match(compact[4:]))
+
+
 # --------------------------------------------------------------------------- IP
 
-_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w]|\.\d)")
+# Found from its dots (a literal first: a fast scan), then checked backwards.
+_IPV4_TAIL = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w]|\.\d)")
+_IPV4_HEAD = re.compile(r"\d{1,3}\Z")
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:|:)(?::|[0-9A-Fa-f]{1,4}:){1,7}"
     r"(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?:%[\w.]+)?(?![\w:]|\.\d)"
@@ -346,23 +400,40 @@ class IPDetector:
     entities = ("IP_ADDRESS",)
 
     def find(self, text: str) -> Iterator[Span]:
-        for m in _IPV4.finditer(text):
+        for m in _IPV4_TAIL.finditer(text):
+            head = _IPV4_HEAD.search(text, max(0, m.start() - 3), m.start())
+            if head is None:
+                continue
+            start = head.start()
+            if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):
+                continue
             try:
-                ipaddress.IPv4Address(m.group())
+                ipaddress.IPv4Address(text[start : m.end()])
             except ValueError:
                 continue
-            yield m.start(), m.end(), "IP_ADDRESS"
-        if ":" not in text:
-            return
-        for m in _IPV6.finditer(text):
-            raw = m.group()
-            if sum(c not in ":." for c in raw.split("%")[0]) < 3:
-                continue  # "a::b", "::" are more often code than addresses
-            try:
-                ipaddress.IPv6Address(raw)
-            except ValueError:
+            yield start, m.end(), "IP_ADDRESS"
+        # IPv6: from each colon group (a literal ":" first: a fast scan), the full
+        # pattern runs on a window around it.
+        last = 0
+        for hint in _IPV6_HINT.finditer(text):
+            if hint.start() < last:
                 continue
-            yield m.start(), m.end(), "IP_ADDRESS"
+            lo, hi = max(last, hint.start() - 40), min(len(text), hint.end() + 41)
+            for m in _IPV6.finditer(text, lo, hi):
+                if m.end() <= hint.start():
+                    continue
+                if m.start() > hint.start():
+                    break
+                raw = m.group()
+                if sum(c not in ":." for c in raw.split("%")[0]) < 3:
+                    break  # "a::b", "::" are more often code than addresses
+                try:
+                    ipaddress.IPv6Address(raw)
+                except ValueError:
+                    break
+                last = m.end()
+                yield m.start(), m.end(), "IP_ADDRESS"
+                break
 
 
 # --------------------------------------------------------------------------- custom

@@ -8,9 +8,8 @@ built-in types; checked numbers beat loose shapes; NER comes last), then by leng
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .detectors import Detector
 from .tokens import TOKEN_RE
@@ -29,8 +28,7 @@ PRIORITY = (
 """Built-in types, strongest first; custom types rank just after SECRET, NER types last."""
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     start: int
     end: int
     entity: str
@@ -65,28 +63,43 @@ class Scanner:
         """Non-overlapping detections in ``text``, in order."""
         if not text:
             return []
+        rank = self.rank
         found: list[tuple[int, int, int, str]] = []
         for det in self.detectors:
             for start, end, entity in det.find(text):
                 if end > start:
-                    found.append((self.rank(entity), start - end, start, entity))
+                    found.append((start, end, rank(entity), entity))
         if not found:
             return []
-        # Existing tokens are taken first: nothing is detected inside one.
-        taken: list[tuple[int, int]] = [m.span() for m in TOKEN_RE.finditer(text)]
-        taken.sort()
-        starts = [s for s, _ in taken]
-        out: list[Span] = []
+        # Existing tokens are taken first (rank -1): nothing is detected inside one.
+        if "[" in text:
+            found.extend((m.start(), m.end(), -1, "") for m in TOKEN_RE.finditer(text))
         found.sort()
-        for _rank, neg_len, start, entity in found:
-            end = start - neg_len
-            i = bisect.bisect_left(starts, end)
-            if i > 0 and taken[i - 1][1] > start:
-                continue  # overlaps something already taken
-            if self.allow and text[start:end].strip().casefold() in self.allow:
-                continue
-            taken.insert(i, (start, end))
-            starts.insert(i, start)
-            out.append(Span(start, end, entity))
-        out.sort(key=lambda s: s.start)
+        out: list[Span] = []
+        allow = self.allow
+        # Sweep clusters of overlapping candidates; most clusters hold one.
+        i, n = 0, len(found)
+        while i < n:
+            j, reach = i + 1, found[i][1]
+            while j < n and found[j][0] < reach:
+                reach = max(reach, found[j][1])
+                j += 1
+            cluster = found[i:j] if j - i > 1 else None
+            if cluster is None:
+                start, end, r, entity = found[i]
+                if r >= 0 and not (allow and text[start:end].strip().casefold() in allow):
+                    out.append(Span(start, end, entity))
+            else:
+                cluster.sort(key=lambda c: (c[2], c[0] - c[1], c[0]))
+                taken: list[tuple[int, int]] = []
+                for start, end, r, entity in cluster:
+                    if any(start < e and s < end for s, e in taken):
+                        continue
+                    if r >= 0 and allow and text[start:end].strip().casefold() in allow:
+                        continue
+                    taken.append((start, end))
+                    if r >= 0:
+                        out.append(Span(start, end, entity))
+            i = j
+        out.sort()
         return out

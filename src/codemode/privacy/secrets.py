@@ -48,17 +48,26 @@ _SECRET_WORDS = (
 )
 _SECRET_NAME = re.compile(rf"(?i)({_SECRET_WORDS})")
 
-# (pattern, group holding the secret: 0 = the whole match)
-_SHAPES: tuple[tuple[re.Pattern[str], int], ...] = (
+# (pattern, group holding the secret (0: the whole match), anchors): a pattern runs only
+# when one of its anchors occurs in the text (``str.__contains__`` is a fast memory scan,
+# a regex starting with ``\b`` tries every position of a 10 MB result).
+_SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...], bool], ...] = (
     (
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
             re.S,
         ),
         0,
+        ("-----BEGIN",),
+        False,
     ),
-    (re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
-    (re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\[\]]+:([^/\s@\[\]]+)@"), 1),
+    (
+        re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
+        1,
+        ("bearer", "basic"),
+        True,
+    ),
+    (re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\[\]]+:([^/\s@\[\]]+)@"), 1, ("://",), False),
     (
         re.compile(
             r"""(?ix)
@@ -69,20 +78,26 @@ _SHAPES: tuple[tuple[re.Pattern[str], int], ...] = (
             """
         ),
         1,
+        ("key", "token", "secret", "passw", "pwd", "credential", "authorization"),
+        True,
     ),
-    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), 0),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), 0),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), 0),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), 0),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), 0),
-    (re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
+    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), 0, ("sk-",), False),
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), 0, ("gh",), False),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), 0, ("github_pat_",), False),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",), False),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",), False),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), 0, ("AKIA", "ASIA"), False),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), 0, ("AIza",), False),
+    (re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0, ("_live_", "_test_"), False),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        0,
+        ("eyJ",),
+        False,
+    ),
 )
 
 _known: set[str] = set()
-_known_re: re.Pattern[str] | None = None
 _lock = threading.Lock()
 
 
@@ -93,16 +108,12 @@ def secret_name(name: str) -> bool:
 
 def remember_secret(value: str) -> None:
     """Treat ``value`` as a secret wherever it appears from now on (process-wide)."""
-    global _known_re
     if not isinstance(value, str):
         return
     value = value.strip()
-    if len(value) < MIN_SECRET:
-        return
-    with _lock:
-        if value not in _known:
+    if len(value) >= MIN_SECRET:
+        with _lock:
             _known.add(value)
-            _known_re = None
 
 
 def remember_environment(env: Mapping[str, str] | None = None) -> None:
@@ -115,30 +126,30 @@ def remember_environment(env: Mapping[str, str] | None = None) -> None:
 
 def forget_secrets() -> None:
     """Forget every remembered value (tests)."""
-    global _known_re
     with _lock:
         _known.clear()
-        _known_re = None
-
-
-def _known_pattern() -> re.Pattern[str] | None:
-    global _known_re
-    with _lock:
-        if _known_re is None and _known:
-            alts = sorted(_known, key=len, reverse=True)
-            _known_re = re.compile("|".join(re.escape(v) for v in alts))
-        return _known_re
 
 
 def find_secrets(text: str) -> Iterator[tuple[int, int]]:
     """Spans of ``text`` that hold a secret (may overlap; callers merge them)."""
-    known = _known_pattern()
-    if known is not None:
-        for m in known.finditer(text):
-            yield m.start(), m.end()
-    for pattern, group in _SHAPES:
-        for m in pattern.finditer(text):
-            yield m.start(group), m.end(group)
+    with _lock:
+        known = list(_known)
+    for value in known:
+        start = text.find(value)
+        while start != -1:
+            yield start, start + len(value)
+            start = text.find(value, start + len(value))
+    lower: str | None = None
+    for pattern, group, anchors, fold in _SHAPES:
+        if fold:
+            if lower is None:
+                lower = text.lower()
+            hay = lower
+        else:
+            hay = text
+        if any(a in hay for a in anchors):
+            for m in pattern.finditer(text):
+                yield m.start(group), m.end(group)
 
 
 def redact_text(text: str) -> str:

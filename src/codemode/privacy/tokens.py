@@ -1,7 +1,7 @@
 """The token format: ``[EMAIL_k7d2m9x4qp]``.
 
 A token is the entity type, an underscore and ten characters of base32 (``a-z2-7``) taken
-from a keyed HMAC of the type and the value, in square brackets. So:
+from a keyed BLAKE2b MAC of the type and the value, in square brackets. So:
 
 - it is a plain string the agent's code can pass around, print, store and put inside a
   longer text ("Dear [PERSON_ab3k...],");
@@ -15,14 +15,14 @@ from a keyed HMAC of the type and the value, in square brackets. So:
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import re
 
 __all__ = ["ENTITY_NAME", "TOKEN_RE", "is_entity_name", "make_token", "token_entity"]
 
 ID_LENGTH = 10
+# Each byte of a keyed BLAKE2b digest -> one base32 character (its low 5 bits).
+_TO_BASE32 = bytes(b"abcdefghijklmnopqrstuvwxyz234567"[i & 31] for i in range(256))
 TOKEN_RE = re.compile(r"\[([A-Z][A-Z0-9_]{0,39})_([a-z2-7]{10})\]")
 """A token anywhere in a text; group 1 is the entity type."""
 
@@ -37,9 +37,8 @@ def is_entity_name(name: str) -> bool:
 def make_token(key: bytes, entity: str, value: str, salt: int = 0) -> str:
     """The token of ``value`` as ``entity`` under ``key`` (``salt`` > 0 after a collision)."""
     msg = f"{entity}\x00{value}\x00{salt}".encode("utf-8", "surrogatepass")
-    digest = hmac.new(key, msg, hashlib.sha256).digest()
-    ident = base64.b32encode(digest).decode("ascii").lower()[:ID_LENGTH]
-    return f"[{entity}_{ident}]"
+    digest = hashlib.blake2b(msg, key=key[:64], digest_size=ID_LENGTH).digest()
+    return f"[{entity}_{digest.translate(_TO_BASE32).decode('ascii')}]"
 
 
 def token_entity(token: str) -> str:

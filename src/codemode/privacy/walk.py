@@ -37,37 +37,47 @@ class Leaves:
     @classmethod
     def collect(cls, value: Any) -> Leaves:
         out = cls(value)
+        if isinstance(value, str):  # the common case of a text result: no walk
+            out.nodes.append((-1, None, [value]))
+            out.texts.append(value)
+            out.slots.append((0, 0, TEXT))
+            out.chars = len(value)
+            return out
         holder = [value]
-        out.nodes.append((-1, None, holder))
+        nodes = out.nodes
+        nodes.append((-1, None, holder))
         stack: list[tuple[Any, int, Any]] = [(value, 0, 0)]
-        texts, slots, nodes = out.texts, out.slots, out.nodes
+        texts, slots = out.texts, out.slots
+        add_text, add_slot, push = texts.append, slots.append, stack.append
         while stack:
             v, parent, key = stack.pop()
             if isinstance(v, str):
-                texts.append(v)
-                slots.append((parent, key, TEXT))
-                out.chars += len(v)
-            elif isinstance(v, Mapping):
+                add_text(v)
+                add_slot((parent, key, TEXT))
+            elif isinstance(v, dict | Mapping):
                 node = len(nodes)
                 nodes.append((parent, key, v))
                 later = []
                 for k, item in v.items():
                     if isinstance(k, str):
-                        texts.append(k)
-                        slots.append((node, k, KEY))
-                        out.chars += len(k)
+                        add_text(k)
+                        add_slot((node, k, KEY))
                     if isinstance(item, str):  # right after its key: "phone" is context
-                        texts.append(item)
-                        slots.append((node, k, TEXT))
-                        out.chars += len(item)
+                        add_text(item)
+                        add_slot((node, k, TEXT))
+                    elif isinstance(item, int | float | bool | None) and not (
+                        isinstance(item, int) and abs(item) >= _BIG_INT
+                    ):
+                        continue
                     else:
                         later.append((item, node, k))
-                stack.extend(reversed(later))
+                if later:
+                    stack.extend(reversed(later))
             elif isinstance(v, list | tuple):
                 node = len(nodes)
                 nodes.append((parent, key, v))
                 for i in range(len(v) - 1, -1, -1):
-                    stack.append((v[i], node, i))
+                    push((v[i], node, i))
             elif isinstance(v, bytes | bytearray | Blob):
                 data = bytes(v.data if isinstance(v, Blob) else v)
                 text, latin1 = _as_text(data)
@@ -78,12 +88,12 @@ class Leaves:
                         kind = BLOB_LATIN1 if latin1 else BLOB
                     else:
                         kind = LATIN1 if latin1 else BYTES
-                    texts.append(text)
-                    slots.append((parent, key, kind))
-                    out.chars += len(text)
+                    add_text(text)
+                    add_slot((parent, key, kind))
             elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _BIG_INT:
-                texts.append(str(v))
-                slots.append((parent, key, TEXT))
+                add_text(str(v))
+                add_slot((parent, key, TEXT))
+        out.chars = sum(map(len, texts))
         return out
 
     def apply(self, new_texts: list[str]) -> Any:

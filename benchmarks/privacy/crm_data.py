@@ -107,3 +107,48 @@ def crm_rows(count: int, seed: int = 7) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def table_rows(count: int, seed: int = 11) -> list[dict[str, Any]]:
+    """A narrow customer table (~150 bytes of JSON per row): two personal values a row."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        first, last = rng.choice(FIRST), rng.choice(LAST)
+        out.append(
+            {
+                "id": 100_000 + i,
+                "name": f"{first} {last}",
+                "email": f"{first.lower()}.{last.lower()}{i}@{rng.choice(DOMAIN)}",
+                "phone": f"+1 {200 + i % 700:03d}-555-{i % 10_000:04d}",
+                "city": rng.choice(CITY),
+                "lifetime_value": round(rng.uniform(10, 50_000), 2),
+                "created_at": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}",
+            }
+        )
+    return out
+
+
+def order_rows(count: int, seed: int = 13) -> list[dict[str, Any]]:
+    """Typical business records (orders, ~700 bytes each) with one e-mail in five rows."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        row: dict[str, Any] = {
+            "order_id": f"ORD-{i:08d}",
+            "sku": f"SKU-{rng.randrange(1000, 9999)}-{rng.randrange(1000, 9999)}",
+            "product": rng.choice(["Desk lamp", "Office chair", "Monitor arm", "USB-C dock"]),
+            "quantity": rng.randrange(1, 40),
+            "unit_price": round(rng.uniform(5, 900), 2),
+            "currency": rng.choice(["EUR", "USD", "GBP"]),
+            "status": rng.choice(["paid", "shipped", "refunded", "open"]),
+            "warehouse": rng.choice(["AMS-1", "FRA-2", "LHR-3"]),
+            "created_at": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:15:00Z",
+            "updated_at": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:45:10Z",
+            "version": f"{rng.randrange(1, 5)}.{rng.randrange(0, 20)}.{rng.randrange(0, 50)}",
+            "notes": " ".join(rng.sample(NOTES, 3)),
+        }
+        if i % 5 == 0:
+            row["contact"] = f"buyer{i}@{rng.choice(DOMAIN)}"
+        out.append(row)
+    return out

@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "privacy"))
-from _stats import median, pct, table
 from crm_data import crm_rows, order_rows
 
+from _stats import median, pct, table
 from codemode.privacy.config import PrivacyConfig
 from codemode.privacy.engine import Privacy, build_scanner
 from codemode.privacy.quality import load_corpus, score

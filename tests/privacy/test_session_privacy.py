@@ -208,3 +208,22 @@ async def test_the_sandbox_can_reach_neither_the_vault_nor_its_key(
     *paths, listing = r.value
     assert all(isinstance(p, str) and p.endswith("Error") for p in paths), r.value
     assert "privacy" not in listing
+
+
+async def test_scrub_gives_layers_outside_privacy_tokens_for_values_the_code_found_itself(
+    private_ws: PrivateWorkspace,
+) -> None:
+    from codemode.privacy import scrub
+
+    written: list[str] = []
+
+    async def audit(call: ToolCall, call_next: NextCall) -> Any:
+        written.append(json.dumps(scrub(call.args, call.context)))
+        return await call_next(call)
+
+    async with opened(private_ws) as s:
+        s.tools.use(audit, stage="audit")
+        r = await s.run("tools.outbox.send(to='zoe@example.org', subject='hi', body='x')")
+    assert r.is_ok, r.error
+    assert "zoe@example.org" not in written[0] and TOKEN_RE.search(written[0])
+    assert private_ws.received()[0]["to"] == "zoe@example.org"

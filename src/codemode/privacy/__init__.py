@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import PrivacyConfig
     from .engine import Privacy, PrivacyBlocked, Report
-    from .layers import engine_for
+    from .layers import engine_for, scrub
     from .secrets import redact_text
     from .stream import StreamScanner
     from .vault import Vault
@@ -34,6 +34,7 @@ __all__ = [
     "Vault",
     "engine_for",
     "redact_text",
+    "scrub",
 ]
 
 _WHERE = {
@@ -42,6 +43,7 @@ _WHERE = {
     "PrivacyBlocked": "engine",
     "Report": "engine",
     "engine_for": "layers",
+    "scrub": "layers",
     "redact_text": "secrets",
     "StreamScanner": "stream",
     "Vault": "vault",

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from codemode.server.toolset import Call
     from codemode.tools.registry import Middleware, NextCall, ToolCall
 
-__all__ = ["engine_for", "reply_layer", "run_hook", "tool_layer"]
+__all__ = ["engine_for", "reply_layer", "run_hook", "scrub", "tool_layer"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,28 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
         store = MemoryStore()
     vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
     return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+def scrub(value: Any, context: CallContext) -> Any:
+    """``value`` as the model may see it, for layers outside the privacy stage (audit,
+    traces, metrics) that write what they saw: tokens for the values the vault of
+    ``context`` knows or detects now. Unchanged when privacy is off for ``context``."""
+    with _lock:
+        engine = next(
+            (
+                e
+                for k, e in reversed(_engines.items())
+                if k[1] == context.workspace
+                and k[2] == context.tenant
+                and k[3] in (None, context.client, context.session_id)
+            ),
+            None,
+        )
+    if engine is None:
+        return value
+    out, _ = engine.protect(value)
+    engine.vault.flush()
+    return out
 
 
 def reset_engines() -> None:
@@ -174,8 +196,9 @@ def _approx_size(value: Any) -> int:
 
 def run_hook(config: PrivacyConfig) -> Callable[[RunEvent, NextRun], Awaitable[ExecutionResult]]:
     async def privacy(event: RunEvent, call_next: NextRun) -> ExecutionResult:
-        result = await call_next(event)
+        # Before the run: layers outside privacy find it (``scrub``) from the first call on.
         engine = engine_for(config, event.context)
+        result = await call_next(event)
         size = len(result.stdout) + len(result.stderr) + len(str(result.value)[:THREAD_ABOVE])
         out = await _off_loop(size, lambda: engine.protect_result(result))
         await _flush(engine)

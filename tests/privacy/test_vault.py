@@ -119,3 +119,30 @@ def test_bad_keys_are_refused_with_the_fix(tmp_path: Path) -> None:
     os.chmod(loose, 0o644)
     with pytest.raises(ConfigError, match="chmod 600"):
         load_key(VaultConfig(key_file=loose), tmp_path, {})
+
+
+@pytest.mark.redis
+def test_a_redis_vault_is_shared_by_two_vaults_and_stores_only_ciphertext() -> None:
+    import shutil
+    import uuid
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (scripts/setup.sh installs it)")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
+    import redis
+    from redis_server import RedisServer
+
+    from codemode.privacy.vault import RedisStore
+
+    with RedisServer() as server:
+        name = f"t-{uuid.uuid4().hex[:8]}:privacy:default:vault"
+        one = Vault(KEY, RedisStore(server.url, name, KEY))
+        token = one.token("IBAN", "DE89370400440532013000")
+        one.flush()
+        two = Vault(KEY, RedisStore(server.url, name, KEY))
+        assert two.value(token) == "DE89370400440532013000"
+        late = one.token("EMAIL", "late@example.com")
+        one.flush()
+        assert two.value(late) == "late@example.com"  # fetched on demand
+        stored = redis.Redis.from_url(server.url).hgetall(name)
+        assert b"DE89" not in b"".join(stored.values()) and len(stored) == 2

@@ -36,7 +36,7 @@ from codemode.result import ExecutionResult
 from .config import PrivacyConfig
 from .engine import Privacy
 from .secrets import redact_text
-from .vault import FileStore, MemoryStore, Vault, load_key
+from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
 
 if TYPE_CHECKING:
     from codemode.server.toolset import Call
@@ -86,16 +86,24 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
 def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:
     workspace = Path(context.workspace) if context.workspace else None
     servers: dict[str, Any] = {}
+    settings: Any = None
     if workspace is not None:
-        from codemode.config import SERVERS_FILE, find_config_file, load_servers
+        from codemode.config import SERVERS_FILE, find_config_file, load_servers, load_settings
 
         try:
-            servers = load_servers(find_config_file(workspace), workspace / SERVERS_FILE)
+            config_file = find_config_file(workspace)
+            servers = load_servers(config_file, workspace / SERVERS_FILE)
+            settings = load_settings(config_file, sections=["privacy"])
         except ConfigError as exc:
-            log.warning("privacy: cannot read the servers of %s: %s", workspace, exc)
+            log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
     if persist and workspace is not None:
         key, _ = load_key(config.vault, workspace)
-        store: Any = FileStore(vault_dir(workspace, context.tenant), key)
+        store: Any
+        if settings is not None and settings.storage == "redis" and settings.redis_url:
+            name = f"{settings.redis_prefix}:privacy:{context.tenant}:vault"
+            store = RedisStore(settings.redis_url, name, key)
+        else:
+            store = FileStore(vault_dir(workspace, context.tenant), key)
     else:
         key, _ = load_key(config.vault, None, env={})
         store = MemoryStore()

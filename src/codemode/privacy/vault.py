@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from codemode.errors import ConfigError
 
@@ -47,6 +47,7 @@ __all__ = [
     "Entry",
     "FileStore",
     "MemoryStore",
+    "RedisStore",
     "Vault",
     "VaultStore",
     "default_key_path",
@@ -77,6 +78,10 @@ class VaultStore(Protocol):
 
     def append(self, entries: Mapping[str, Entry]) -> None: ...
 
+    def get(self, token: str) -> Entry | None:
+        """One entry straight from the store (a token another process issued)."""
+        ...
+
 
 class MemoryStore:
     """Nothing persisted: the vault lives as long as the process."""
@@ -88,6 +93,9 @@ class MemoryStore:
         return {}
 
     def append(self, entries: Mapping[str, Entry]) -> None:
+        return None
+
+    def get(self, token: str) -> Entry | None:
         return None
 
 
@@ -147,6 +155,9 @@ class FileStore:
         if entries:
             self._seen.add(self._write(entries))
 
+    def get(self, token: str) -> Entry | None:
+        return self.refresh().get(token)
+
     def _write(self, entries: Mapping[str, Entry]) -> str:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         doc = {"v": 1, "entries": [[t, e.value, e.expires] for t, e in entries.items()]}
@@ -170,6 +181,74 @@ class FileStore:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         self._seen = {merged}
+
+
+class RedisStore:
+    """One Redis hash per vault (``<prefix>:privacy:<tenant>:vault``), each entry its own
+    Fernet token: the vault of a workspace whose storage is Redis, shared by every
+    machine that serves it (they need the same key: ``CODEMODE_PRIVACY_KEY``)."""
+
+    def __init__(self, url: str, name: str, key: bytes) -> None:
+        import redis
+        from cryptography.fernet import Fernet
+
+        self._redis = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        self.name = name
+        self._fernet = Fernet(key)
+
+    def _decode(self, token: str, blob: bytes) -> Entry | None:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            value, expires = json.loads(self._fernet.decrypt(blob))
+        except InvalidToken:
+            raise ConfigError(
+                f"redis {self.name}: the privacy vault was written with another key; set "
+                f"{KEY_ENV} to the key every machine of this workspace uses"
+            ) from None
+        except ValueError:
+            return None
+        return Entry(str(value), float(expires))
+
+    def _call(self, fn: Callable[[], object]) -> object:
+        import redis
+
+        try:
+            return fn()
+        except redis.RedisError as exc:
+            from codemode.errors import StorageUnavailable
+
+            raise StorageUnavailable(f"privacy vault in redis {self.name}: {exc}") from exc
+
+    def load(self) -> dict[str, Entry]:
+        raw = self._call(lambda: self._redis.hgetall(self.name))
+        out: dict[str, Entry] = {}
+        dead: list[bytes] = []
+        now = time.time()
+        for field, blob in dict(raw).items():  # type: ignore[call-overload]
+            entry = self._decode(field.decode(), blob)
+            if entry is None or entry.expires <= now:
+                dead.append(field)
+            else:
+                out[field.decode()] = entry
+        if dead:
+            self._call(lambda: self._redis.hdel(self.name, *dead))
+        return out
+
+    def refresh(self) -> dict[str, Entry]:
+        return {}  # looked up one by one (``get``): a Redis vault may be large
+
+    def get(self, token: str) -> Entry | None:
+        blob = self._call(lambda: self._redis.hget(self.name, token))
+        return self._decode(token, blob) if isinstance(blob, bytes) else None
+
+    def append(self, entries: Mapping[str, Entry]) -> None:
+        if entries:
+            mapping: dict[Any, Any] = {
+                t: self._fernet.encrypt(json.dumps([e.value, e.expires]).encode())
+                for t, e in entries.items()
+            }
+            self._call(lambda: self._redis.hset(self.name, mapping=mapping))
 
 
 def _merge(into: dict[str, Entry], more: Mapping[str, Entry]) -> None:
@@ -228,6 +307,10 @@ class Vault:
                 self._last_refresh = now
                 _merge(self._entries, self.store.refresh())
                 entry = self._entries.get(token)
+            if entry is None:
+                entry = self.store.get(token)
+                if entry is not None:
+                    self._entries[token] = entry
             if entry is None or entry.expires <= now:
                 return None
             return entry.value

@@ -227,3 +227,20 @@ async def test_scrub_gives_layers_outside_privacy_tokens_for_values_the_code_fou
     assert r.is_ok, r.error
     assert "zoe@example.org" not in written[0] and TOKEN_RE.search(written[0])
     assert private_ws.received()[0]["to"] == "zoe@example.org"
+
+
+async def test_streamed_output_of_a_run_gets_a_scanner_when_privacy_is_on(
+    private_ws: PrivateWorkspace, tmp_path: Path
+) -> None:
+    from codemode.privacy import stream_scanner
+
+    async with opened(private_ws) as s:
+        await s.run("1")
+        scanner = stream_scanner(s.context)
+    assert scanner is not None
+    out = scanner.feed("mail alice@ex") + scanner.feed("ample.com now") + scanner.close()
+    assert out.startswith("mail [EMAIL_") and "alice" not in out
+    off = make_private_workspace(tmp_path / "off", privacy=False)
+    async with opened(off) as s:
+        await s.run("1")
+        assert stream_scanner(s.context) is None

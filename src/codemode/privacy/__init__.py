@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import PrivacyConfig
     from .engine import Privacy, PrivacyBlocked, Report
-    from .layers import engine_for, scrub
+    from .layers import engine_for, scrub, stream_scanner
     from .secrets import redact_text
     from .stream import StreamScanner
     from .vault import Vault
@@ -35,6 +35,7 @@ __all__ = [
     "engine_for",
     "redact_text",
     "scrub",
+    "stream_scanner",
 ]
 
 _WHERE = {
@@ -44,6 +45,7 @@ _WHERE = {
     "Report": "engine",
     "engine_for": "layers",
     "scrub": "layers",
+    "stream_scanner": "layers",
     "redact_text": "secrets",
     "StreamScanner": "stream",
     "Vault": "vault",

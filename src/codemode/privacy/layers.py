@@ -36,13 +36,14 @@ from codemode.result import ExecutionResult
 from .config import PrivacyConfig
 from .engine import Privacy
 from .secrets import redact_text
+from .stream import StreamScanner
 from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
 
 if TYPE_CHECKING:
     from codemode.server.toolset import Call
     from codemode.tools.registry import Middleware, NextCall, ToolCall
 
-__all__ = ["engine_for", "reply_layer", "run_hook", "scrub", "tool_layer"]
+__all__ = ["engine_for", "reply_layer", "run_hook", "scrub", "stream_scanner", "tool_layer"]
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +112,10 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
     return Privacy(config, vault, servers=servers, workspace=workspace)
 
 
-def scrub(value: Any, context: CallContext) -> Any:
-    """``value`` as the model may see it, for layers outside the privacy stage (audit,
-    traces, metrics) that write what they saw: tokens for the values the vault of
-    ``context`` knows or detects now. Unchanged when privacy is off for ``context``."""
+def _engine_of(context: CallContext) -> Privacy | None:
+    """The engine privacy uses for ``context`` (None: privacy is off there)."""
     with _lock:
-        engine = next(
+        return next(
             (
                 e
                 for k, e in reversed(_engines.items())
@@ -126,11 +125,25 @@ def scrub(value: Any, context: CallContext) -> Any:
             ),
             None,
         )
+
+
+def scrub(value: Any, context: CallContext) -> Any:
+    """``value`` as the model may see it, for layers outside the privacy stage (audit,
+    traces, metrics) that write what they saw: tokens for the values the vault of
+    ``context`` knows or detects now. Unchanged when privacy is off for ``context``."""
+    engine = _engine_of(context)
     if engine is None:
         return value
     out, _ = engine.protect(value)
     engine.vault.flush()
     return out
+
+
+def stream_scanner(context: CallContext, **window: int) -> StreamScanner | None:
+    """A scanner for output streamed during a run of ``context`` (``feed``/``close``);
+    None when privacy is off there. See ``codemode.privacy.stream``."""
+    engine = _engine_of(context)
+    return StreamScanner(engine, **window) if engine is not None else None
 
 
 def reset_engines() -> None:

@@ -97,6 +97,12 @@ _SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...], bool], ...] = (
     ),
 )
 
+_ANCHORS = re.compile(
+    "|".join(
+        sorted({re.escape(a) for _, _, anchors, _ in _SHAPES for a in anchors}, key=len)[::-1]
+    ),
+    re.IGNORECASE,
+)
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -139,15 +145,12 @@ def find_secrets(text: str) -> Iterator[tuple[int, int]]:
         while start != -1:
             yield start, start + len(value)
             start = text.find(value, start + len(value))
-    lower: str | None = None
-    for pattern, group, anchors, fold in _SHAPES:
-        if fold:
-            if lower is None:
-                lower = text.lower()
-            hay = lower
-        else:
-            hay = text
-        if any(a in hay for a in anchors):
+    # One pass finds which anchors occur; only their shapes run.
+    present = set(_ANCHORS.findall(text))
+    if present:
+        present |= {a.lower() for a in present}
+    for pattern, group, anchors, _fold in _SHAPES:
+        if not present.isdisjoint(anchors):
             for m in pattern.finditer(text):
                 yield m.start(group), m.end(group)
 

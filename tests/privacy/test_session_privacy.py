@@ -244,3 +244,19 @@ async def test_streamed_output_of_a_run_gets_a_scanner_when_privacy_is_on(
     async with opened(off) as s:
         await s.run("1")
         assert stream_scanner(s.context) is None
+
+
+async def test_a_schema_error_about_a_restored_value_shows_its_token(
+    private_ws: PrivateWorkspace,
+) -> None:
+    code = (
+        "c = tools.crm.list_customers()[0]\n"
+        "try:\n"
+        "    tools.crm.find_customer(email=c['phone'])\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    async with opened(private_ws) as s:
+        r = await s.run(code)
+    assert r.stdout.startswith("ToolArgumentError"), r.stdout
+    assert CUSTOMERS[0]["phone"] not in r.stdout and "[PHONE_" in r.stdout

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -318,6 +318,3 @@ def _replace_literals(text: str, literal: Mapping[str, str]) -> str:
 
 def _warn(result: ExecutionResult, warnings: list[str]) -> ExecutionResult:
     return replace(result, warnings=(*result.warnings, *warnings))
-
-
-Protector = Callable[[Any], tuple[Any, Report]]

@@ -204,12 +204,25 @@ def _scrub_error(engine: Privacy, exc: CodemodeError, restored: dict[str, str]) 
     return type(exc)(text) if type(exc).__init__ is CodemodeError.__init__ else ToolError(text)
 
 
-def _approx_size(value: Any) -> int:
-    if isinstance(value, str | bytes):
-        return len(value)
-    if isinstance(value, list | dict):
-        return THREAD_ABOVE + 1 if len(value) > 1000 else len(str(value)[: THREAD_ABOVE + 1])
-    return 0
+def _approx_size(value: Any, budget: int = 2_000) -> int:
+    """Characters of text in ``value``, looking at no more than ``budget`` items (past
+    that, or past ``THREAD_ABOVE`` characters, it is "large")."""
+    size, stack = 0, [value]
+    while stack:
+        budget -= 1
+        if budget < 0 or size > THREAD_ABOVE:
+            return THREAD_ABOVE + 1
+        v = stack.pop()
+        if isinstance(v, str | bytes):
+            size += len(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        else:
+            size += len(getattr(v, "data", b"")) if hasattr(v, "mime_type") else 8
+    return size
 
 
 # --------------------------------------------------------------------------- runs
@@ -220,7 +233,7 @@ def run_hook(config: PrivacyConfig) -> Callable[[RunEvent, NextRun], Awaitable[E
         # Before the run: layers outside privacy find it (``scrub``) from the first call on.
         engine = engine_for(config, event.context)
         result = await call_next(event)
-        size = len(result.stdout) + len(result.stderr) + len(str(result.value)[:THREAD_ABOVE])
+        size = len(result.stdout) + len(result.stderr) + _approx_size(result.value)
         out = await _off_loop(size, lambda: engine.protect_result(result))
         await _flush(engine)
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +170,9 @@ async def test_a_run_hook_can_refuse_replace_and_post_process_a_run() -> None:
     assert events[0].timeout == s.default_timeout
     assert events[0].context.session_id == s.context.session_id
     assert len({e.context.run_id for e in events}) == 3
+
+
+def test_the_documented_order_is_the_order_in_the_code() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    assert " -> ".join(TOOL_STAGES) + " -> upstream" in doc
+    assert " -> ".join(RUN_STAGES) + " -> the worker runs the code" in doc

@@ -5,7 +5,8 @@ A capability (memory today; privacy, policy, audit... next) is a package with a 
 are all optional:
 
 - ``config``: the pydantic model of its config section, read from the workspace's config
-  file under the key ``name`` (and from ``CODEMODE_<NAME>_<FIELD>``);
+  file under the key ``name`` and from ``CODEMODE_<NAME>_<FIELD>`` (plus ``env_aliases``
+  and ``key_aliases``: see ``codemode.config.schema``);
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from .chain import RunHook
+from .config.schema import Section
 
 if TYPE_CHECKING:
     import click
@@ -53,6 +55,10 @@ class Capability(Generic[C]):
 
     name: str
     config: type[C]
+    env_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """field -> more environment variable names for it (``CODEMODE_<NAME>_<FIELD>`` first)."""
+    key_aliases: Mapping[str, str] = field(default_factory=dict)
+    """top-level config key -> field of this section (names kept from older layouts)."""
     tool_layers: ToolLayers[C] | None = None
     run_hooks: RunHooks[C] | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
@@ -67,6 +73,11 @@ class Capability(Generic[C]):
             raise ValueError(f"capability name {self.name!r} must be a lowercase identifier")
         if self.commands and self.command is None:
             raise ValueError(f"capability {self.name!r} lists commands but cannot load them")
+
+    @property
+    def section(self) -> Section:
+        """Its part of the config schema."""
+        return Section(self.name, self.config, self.env_aliases, self.key_aliases)
 
     def layers_for(self, config: Any) -> list[tuple[str, Middleware]]:
         return list(self.tool_layers(config)) if self.tool_layers is not None else []

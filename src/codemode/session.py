@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
-from .errors import SessionClosed
+from .errors import ConfigError, SessionClosed
 from .execution.base import Executor, Worker
 from .hostapi import HostAPI, call_warnings
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
+    from .memory.core import Memory
+    from .storage.base import Storage
     from .tools.registry import ToolRegistry
     from .workspace import Workspace
 
@@ -41,6 +43,11 @@ class Session:
         r = await s.run("x = 41\\nx + 1")
         assert r.value == 42
     ```
+
+    ``storage=`` (a ``FileStorage`` or ``RedisStorage``) gives the code ``skills``,
+    ``artifacts`` and ``state`` on that storage (closed with the session); ``memory=`` passes
+    a ``Memory`` you keep and close yourself. ``tools=`` is the ``ToolRegistry`` its code
+    calls (``session.tools``, created on first use, when not given).
     """
 
     def __init__(
@@ -48,10 +55,21 @@ class Session:
         executor: Executor | None = None,
         *,
         tools: ToolRegistry | None = None,
-        memory: Any | None = None,
+        memory: Memory | None = None,
+        storage: Storage | None = None,
         default_timeout: float = 60.0,
         context: CallContext | None = None,
     ) -> None:
+        if storage is not None and memory is not None:
+            raise ConfigError(
+                "give Session either storage= or memory=, not both "
+                "(a Memory already has its storage: memory.storage)"
+            )
+        owns_memory = False
+        if storage is not None:
+            from .memory.core import Memory
+
+            memory, owns_memory = Memory(storage), True
         self.executor = executor if executor is not None else _default_executor()
         self.host = HostAPI()
         self.default_timeout = default_timeout
@@ -68,7 +86,7 @@ class Session:
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-        self._owns_memory = False
+        self._owns_memory = owns_memory
         self._install_deps = False
         self._run_warnings: list[str] = []
 
@@ -97,6 +115,7 @@ class Session:
         """``from_base`` for a workspace that is already open; its capabilities' run hooks
         are added (``codemode.assembly``)."""
         from .assembly import configure_session
+        from .memory.capability import MEMORY
 
         if executor is None:
             executor = _default_executor(workspace)
@@ -112,7 +131,7 @@ class Session:
         )
         session = cls(executor, tools=workspace.registry(), memory=memory, **kwargs)
         session._owns_memory = owns
-        session._install_deps = workspace.settings.install_deps
+        session._install_deps = workspace.section(MEMORY).install_deps
         configure_session(session, workspace.capabilities, workspace.sections)
         return session
 

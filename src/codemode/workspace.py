@@ -3,8 +3,7 @@
 Layout (``<base>`` is ``base=``/``--base``, else ``$CODEMODE_BASE``, else ``~/.codemode``)::
 
     <base>/mcp.json       upstream MCP servers ("mcpServers", as in Claude Desktop / Cursor)
-    <base>/config.json    optional codemode settings (and optionally "mcpServers" too);
-                          or config.yaml (one of the two), with an "llm" section for agents
+    <base>/config.json    optional codemode settings, or config.yaml (docs/configuration.md)
     <base>/skills/        saved skills        (storage is implemented elsewhere; these are
     <base>/artifacts/     saved artifacts      only the paths)
     <base>/deps/          packages installed for the sandbox
@@ -25,21 +24,23 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from codemode.config import (
     CONFIG_FILE,
     SERVERS_FILE,
+    Config,
     ServerConfig,
     Settings,
     find_config_file,
-    load_section,
+    load_config,
     load_servers,
-    load_settings,
 )
 from codemode.errors import ConfigError
+
+C = TypeVar("C", bound=BaseModel)
 
 if TYPE_CHECKING:
     from codemode.capability import Capability
@@ -95,6 +96,7 @@ class Workspace:
         *,
         capabilities: Sequence[Capability[Any]] = (),
         sections: Mapping[str, BaseModel] | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.settings = settings
@@ -103,6 +105,8 @@ class Workspace:
         """The capabilities this workspace's sessions and registry are assembled from."""
         self.sections: dict[str, BaseModel] = dict(sections or {})
         """Each capability's config section, by capability name."""
+        self.warnings = list(warnings)
+        """What the configuration had that codemode ignored (unknown keys...)."""
 
     @classmethod
     def open(
@@ -111,15 +115,16 @@ class Workspace:
         *,
         env: Mapping[str, str] | None = None,
         capabilities: Sequence[Capability[Any]] | None = None,
-        sections: Mapping[str, Any] | None = None,
+        strict: bool = False,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
 
         ``settings`` override the file and the environment (``None`` values are ignored);
-        ``sections`` does the same for capability sections (``{"privacy": True}``).
+        a capability's section is passed as a mapping (``memory={"deps": [...]}``).
         ``capabilities`` default to ``codemode.assembly.installed()``. Raises
-        ``ConfigError`` naming the file and field of any invalid configuration.
+        ``ConfigError`` naming the source and field of any invalid configuration; unknown
+        keys in the config file are warnings (``Workspace.warnings``), errors if ``strict``.
         """
         from codemode import assembly
 
@@ -129,15 +134,43 @@ class Workspace:
         path = (Path(base).expanduser() if base is not None else default_base(env)).resolve()
         _create(path)
         config_file = find_config_file(path)
-        names = [c.name for c in caps]
-        cfg = load_settings(config_file, env=env, sections=names, **settings)
-        given = sections or {}
-        loaded = {
-            c.name: load_section(config_file, c.name, c.config, env=env, override=given.get(c.name))
-            for c in caps
-        }
-        servers = load_servers(config_file, path / SERVERS_FILE, env=env)
-        return cls(path, cfg, servers, capabilities=caps, sections=loaded)
+        config = load_config(
+            config_file,
+            env=env,
+            sections=[c.section for c in caps],
+            overrides=settings,
+            strict=strict,
+        )
+        servers = load_servers(
+            *([config_file] if config_file else []), path / SERVERS_FILE, env=env
+        )
+        return cls.from_config(path, config, servers, caps)
+
+    @classmethod
+    def from_config(
+        cls,
+        path: Path,
+        config: Config,
+        servers: dict[str, ServerConfig],
+        capabilities: Sequence[Capability[Any]],
+    ) -> Workspace:
+        return cls(
+            path,
+            config.settings,
+            servers,
+            capabilities=capabilities,
+            sections=config.sections,
+            warnings=config.warnings,
+        )
+
+    def section(self, capability: Capability[C]) -> C:
+        """The capability's config section, typed (its defaults if it was not configured)."""
+        value = self.sections.get(capability.name)
+        if value is None:
+            return capability.config()
+        if not isinstance(value, capability.config):
+            raise TypeError(f"section {capability.name!r} is not a {capability.config.__name__}")
+        return value
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, servers={sorted(self.servers)})"
@@ -150,7 +183,7 @@ class Workspace:
 
     @property
     def config_file(self) -> Path:
-        """``config.json`` or ``config.yaml``, whichever exists (``config.json`` if neither)."""
+        """The config file in use (``config.json`` or ``config.yaml``), or where one goes."""
         return find_config_file(self.path) or self.path / CONFIG_FILE
 
     @property

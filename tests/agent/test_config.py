@@ -81,7 +81,9 @@ def test_the_config_may_be_yaml_but_not_both_formats(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("llm:\n  provider: anthropic\n  model: claude-x\n")
     assert resolve_llm_config(tmp_path, env={}).config.provider == "anthropic"
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(ConfigError, match=r"both config\.json and config\.yaml exist"):
+    with pytest.raises(
+        ConfigError, match=r"has config\.json and config\.yaml: keep one config file"
+    ):
         resolve_llm_config(tmp_path, env={})
 
 

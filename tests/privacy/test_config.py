@@ -15,7 +15,7 @@ from codemode.workspace import Workspace
 
 
 def privacy_of(base: Path, env: dict[str, str] | None = None, **kw: object) -> PrivacyConfig:
-    cfg = Workspace.open(base, env=env or {}, **kw).sections["privacy"]  # type: ignore[arg-type]
+    cfg = Workspace.open(base, env=env or {}, strict=True, **kw).sections["privacy"]  # type: ignore[arg-type]
     assert isinstance(cfg, PrivacyConfig)
     return cfg
 
@@ -47,7 +47,7 @@ def test_an_object_sets_options_and_the_environment_overrides_them(tmp_path: Pat
 
 def test_an_argument_override_wins_like_serve_privacy(tmp_path: Path) -> None:
     base = write(tmp_path, {"privacy": {"action": "redact"}})
-    cfg = privacy_of(base, {"CODEMODE_PRIVACY": "0"}, sections={"privacy": True})
+    cfg = privacy_of(base, {"CODEMODE_PRIVACY": "0"}, privacy=True)
     assert cfg.enabled and cfg.action == "redact"
 
 
@@ -56,9 +56,9 @@ def test_an_argument_override_wins_like_serve_privacy(tmp_path: Path) -> None:
     [
         ({"privacy": "sometimes"}, "expected an object"),
         ({"privacy": {"action": "shout"}}, "privacy.action"),
-        ({"privacy": {"entitys": []}}, "privacy.entitys"),
+        ({"privacy": {"entitys": []}}, "entitys"),
         ({"privacy": {"phone_regions": ["ZZ"]}}, "unknown phone region"),
-        ({"privacy": {"vault": {"ttl": -5}}}, "privacy.vault.ttl"),
+        ({"privacy": {"vault": {"ttl": -5}}}, r"privacy.vault\['ttl'\]: Value error, must be"),
     ],
 )
 def test_bad_privacy_settings_name_the_field(tmp_path: Path, doc: object, message: str) -> None:

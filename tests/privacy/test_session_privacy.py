@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def opened(ws: PrivateWorkspace, **sections: Any) -> AsyncIterator[Session]:
-    workspace = Workspace.open(ws.base, sections=sections or None)
+    workspace = Workspace.open(ws.base, **sections)
     async with Session.for_workspace(
         workspace, executor=SubprocessExecutor(memory_limit_mb=1024)
     ) as s:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from codemode.config import find_config_file, load_config_document
+from codemode.config import find_config_file, load_document
 from codemode.errors import ConfigError
 
 SECTION = "llm"
@@ -222,7 +222,7 @@ def resolve_llm_config(
     if root is not None:
         config_file = find_config_file(root)
         if config_file is not None:
-            section = load_config_document(config_file).get(SECTION) or {}
+            section = load_document(config_file).data.get(SECTION) or {}
             if not isinstance(section, dict):
                 raise ConfigError(f"{config_file}: {SECTION}: expected an object")
             layers.append((section, {k: f"{config_file}: {SECTION}.{k}" for k in section}))

@@ -28,7 +28,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, settle
+from .base import CallHandler, check_protocol, settle
 from .pool import get_pool
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
@@ -286,6 +286,11 @@ class SubprocessWorker:
                 f"the worker did not start: {info}"
                 + (f"\nits stderr ended with:\n{tail}" if tail else "")
             ) from None
+        try:
+            check_protocol(self._ready.result().get("protocol"))
+        except ExecutorError:
+            self._teardown()
+            raise
 
     def _on_proto(self) -> None:
         try:
@@ -427,7 +432,9 @@ class SubprocessWorker:
     async def _serve_call(self, msg: dict[str, Any]) -> None:
         cid = msg.get("id")
         try:
-            value = await self._handler(str(msg.get("method")), dict(msg.get("params") or {}))
+            # Params go as sent: the method's table row validates them (codemode.rpc).
+            params = msg.get("params")
+            value = await self._handler(str(msg.get("method")), {} if params is None else params)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code

@@ -51,6 +51,7 @@ def _command(name: str) -> click.Command:
 PRIVACY = Capability(
     name="privacy",
     config=PrivacyConfig,
+    env_aliases={"enabled": ("CODEMODE_PRIVACY",)},
     tool_layers=_tool_layers,
     run_hooks=_run_hooks,
     reply_layers=_reply_layers,

@@ -89,12 +89,11 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
     servers: dict[str, Any] = {}
     settings: Any = None
     if workspace is not None:
-        from codemode.config import SERVERS_FILE, find_config_file, load_servers, load_settings
+        from codemode.workspace import Workspace
 
         try:
-            config_file = find_config_file(workspace)
-            servers = load_servers(config_file, workspace / SERVERS_FILE)
-            settings = load_settings(config_file, sections=["privacy"])
+            opened = Workspace.open(workspace)
+            servers, settings = opened.servers, opened.settings
         except ConfigError as exc:
             log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
     if persist and workspace is not None:

@@ -81,7 +81,7 @@ class ServeOptions:
     max_sessions: int
     timeout: float | None
     log_level: LogLevel
-    tools: Literal["all", "core"] = "all"
+    tools: Literal["all", "core", "minimal"] = "all"
     privacy: bool = False
 
 
@@ -141,11 +141,12 @@ class ServeOptions:
 @click.option(
     "--tools",
     "tool_profile",
-    type=click.Choice(["all", "core"]),
+    type=click.Choice(["all", "core", "minimal"]),
     default="all",
     show_default=True,
     help="core: list only run_code and discovery; skills, artifacts, state and deps stay "
-    "reachable from the code (smaller context for the model).",
+    "reachable from the code (smaller context for the model). minimal: only run_code and "
+    "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
     "--privacy",
@@ -170,7 +171,7 @@ def serve(
     idle_timeout: float,
     max_sessions: int,
     timeout: float | None,
-    tool_profile: Literal["all", "core"],
+    tool_profile: Literal["all", "core", "minimal"],
     privacy: bool,
     log_level: LogLevel,
 ) -> None:
@@ -227,6 +228,7 @@ async def run_server(opts: ServeOptions) -> None:
 
     from codemode.assembly import configure_session
     from codemode.context import CallContext
+    from codemode.memory.capability import MEMORY
     from codemode.session import Session
 
     from .app import build_server
@@ -234,7 +236,7 @@ async def run_server(opts: ServeOptions) -> None:
     from .toolset import ServerContext
 
     workspace, registry, memory, settings = _open_workspace(opts.base, privacy=opts.privacy)
-    if settings.install_deps:
+    if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
             _say(f"installed the workspace's deps: {', '.join(added)}")
@@ -274,6 +276,7 @@ async def run_server(opts: ServeOptions) -> None:
         transport=opts.transport,
         log_level=opts.log_level,
         capability_tools=opts.tools == "all",
+        minimal=opts.tools == "minimal",
     )
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
@@ -350,5 +353,5 @@ def _open_workspace(
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base, sections={"privacy": True} if privacy else None)
+    workspace = Workspace.open(base, privacy={"enabled": True} if privacy else None)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import CorruptRecord, NotFound, StorageUnavailable
+from ..errors import ConfigError, CorruptRecord, NotFound, StorageUnavailable
 from .base import (
     CHUNK,
     MAX_META,
@@ -131,8 +131,18 @@ def _read_header(f: BinaryIO, path: Path) -> tuple[int, int, dict[str, Any]]:
 class FileStorage:
     """Records in files under ``base``; safe for many processes on one machine."""
 
-    def __init__(self, base: str | os.PathLike[str], *, durable: bool = True) -> None:
-        self.base = Path(base).expanduser().absolute()
+    def __init__(
+        self,
+        base: str | os.PathLike[str] | None = None,
+        *,
+        base_path: str | os.PathLike[str] | None = None,
+        durable: bool = True,
+    ) -> None:
+        if (base is None) == (base_path is None):
+            raise ConfigError("FileStorage needs its directory: FileStorage(base_path=...)")
+        root = base if base is not None else base_path
+        assert root is not None
+        self.base = Path(root).expanduser().absolute()
         self.durable = durable
         # Listing cache: a replaced record is a new file (new inode), so (inode, mtime,
         # size) identifies a header; only files that changed are opened again.

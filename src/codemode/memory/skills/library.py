@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import CorruptRecord, NotFound, ValidationError
 from ...storage.base import RecordInfo, Storage
+from .. import formats
 from ..artifacts import now_iso
 from .model import (
     MAX_DESCRIPTION,
@@ -73,6 +74,7 @@ class Skills:
 
     @staticmethod
     def _decode(name: str, info: RecordInfo, raw: bytes) -> Skill:
+        info, raw = formats.upgrade(info, raw)
         try:
             body = json.loads(raw)
             return Skill.from_record(name, info.meta, body)
@@ -101,7 +103,7 @@ class Skills:
             except NotFound:
                 info = None
             if info is not None and info.meta.get("version") == have_version:
-                meta = info.meta
+                meta = formats.upgrade(info)[0].meta
                 return {"name": name, "version": have_version, "is_async": meta.get("is_async")}
         skill = await self.get(name)
         out: dict[str, Any] = {"name": name, "version": skill.version, "is_async": skill.is_async}
@@ -112,8 +114,10 @@ class Skills:
     async def list(self) -> Rows:
         """Summaries (no code), sorted by name; unreadable records carry an ``error``."""
         listing = await self.storage.list(KIND)
-        out = [summary(r.name, r.meta) for r in listing.records]
+        records, newer = formats.readable(listing.records)
+        out = [summary(r.name, r.meta) for r in records]
         out += [{"name": b.name, "error": b.message} for b in listing.bad]
+        out += [{"name": name, "error": why} for name, why in newer]
         return out
 
     async def names(self) -> builtins.list[str]:
@@ -221,7 +225,8 @@ class Skills:
 
     async def _write(self, skill: Skill, kind: str = KIND, record: str | None = None) -> None:
         body = json.dumps({"code": skill.code, "notes": skill.notes}, ensure_ascii=False)
-        await self.storage.put(kind, record or skill.name, body.encode(), skill.meta())
+        meta = formats.stamp(kind, skill.meta())
+        await self.storage.put(kind, record or skill.name, body.encode(), meta)
 
     async def create(
         self,

@@ -67,6 +67,10 @@ class ValidationError(StorageError, ValueError):
     pass
 
 
+class QuotaExceeded(StorageError):
+    pass
+
+
 class DepsError(CodemodeError):
     pass
 
@@ -94,6 +98,7 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         CorruptRecord,
         StorageUnavailable,
         ValidationError,
+        QuotaExceeded,
         DepsError,
         ConfigError,
         HostError,

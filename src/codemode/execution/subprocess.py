@@ -499,6 +499,22 @@ class SubprocessWorker:
         if not fut.done():
             self._fail("the run did not stop when interrupted; the worker was killed")
 
+    def stop_run(self, reason: str) -> None:
+        """Interrupt the running code for a host-side limit other than the timeout; kill
+        the worker with ``reason`` if it has not stopped within the grace period."""
+        if self._dead or not self._pending:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._p.ctrl_fd, b"i")
+        assert self._loop is not None
+        pending = list(self._pending.values())
+
+        def kill_if_stuck() -> None:
+            if any(not f.done() for f in pending):
+                self._fail(reason)
+
+        self._loop.call_later(self._ex.interrupt_grace, kill_if_stuck)
+
     def _result(
         self, payload: Any, raw: tuple[bytearray, bytearray] | None, timeout: float, start: float
     ) -> ExecutionResult:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..storage import FileStorage, Storage
+from ..storage.quota import QuotaStorage
 from .artifacts import Artifacts
 from .deps import Deps
 from .skills import Skills
@@ -55,7 +56,8 @@ class Memory:
         """Records under the workspace (or Redis when its config says so), deps in ``deps/``.
 
         Unset arguments come from the workspace settings (``storage``/``redis_url``/
-        ``redis_prefix``, ``allow_runtime_deps``, ``deps``, ``allow_source_builds``).
+        ``redis_prefix``; the memory section's ``allow_runtime_deps``, ``deps``, ``deps_index_url``
+        and quota).
         """
         from ..workspace import Workspace
 
@@ -81,6 +83,10 @@ class Memory:
         base, config = workspace.path, workspace.section(MEMORY)
         if storage is None:
             storage = _storage_for(base, workspace.settings)
+            mb, records = config.quota_mb, config.quota_records
+            storage = QuotaStorage(
+                storage, max_bytes=(mb << 20) or None, max_records=records or None
+            )
         if allow_runtime_deps is None:
             allow_runtime_deps = config.allow_runtime_deps
         return cls(
@@ -88,7 +94,7 @@ class Memory:
             deps=Deps(
                 base / "deps",
                 allow_runtime_deps=allow_runtime_deps,
-                allow_source_builds=config.allow_source_builds,
+                index_url=config.deps_index_url,
                 configured=config.deps if deps is None else deps,
             ),
             allow_runtime_deps=allow_runtime_deps,

@@ -25,6 +25,7 @@ from .. import formats
 from ..artifacts import now_iso
 from .model import (
     MAX_DESCRIPTION,
+    MAX_NOTES,
     Skill,
     analyse_code,
     check_skill_name,
@@ -161,41 +162,54 @@ class Skills:
         ]
 
     async def _rebuild(self, gen: str) -> None:
-        from ...tools.search import LexicalIndex
-
+        """Read what changed, then tokenize and index in a thread: a library of big skills
+        must never stall the host's event loop (every session shares it)."""
         listing = await self.storage.list(KIND)
         missing = [
             r.name
             for r in listing.records
             if (r.name, int(r.meta.get("version", 0))) not in self._texts
         ]
-        loaded: dict[str, Skill] = {}
+        raw: dict[str, tuple[RecordInfo, bytes]] = {}
         sem = asyncio.Semaphore(32)
 
         async def load(name: str) -> None:
             async with sem:
                 with contextlib.suppress(NotFound, CorruptRecord):
-                    loaded[name] = await self._load(name)
+                    raw[name] = await self.storage.read(KIND, name)
 
         await asyncio.gather(*(load(n) for n in missing))
+        texts, index = await asyncio.to_thread(self._index_of, listing.records, raw, self._texts)
+        self._texts = texts
+        self._index = (index, {rec.name: rec.meta for rec in listing.records})
+        self._index_gen = gen
+
+    def _index_of(
+        self,
+        records: builtins.list[RecordInfo],
+        raw: dict[str, tuple[RecordInfo, bytes]],
+        known: dict[tuple[str, int], str],
+    ) -> tuple[dict[tuple[str, int], str], Any]:
+        """(search texts by (name, version), the lexical index): CPU only, for a thread."""
+        from ...tools.search import LexicalIndex
+
         docs: list[tuple[str, str]] = []
-        metas: dict[str, dict[str, Any]] = {}
         texts: dict[tuple[str, int], str] = {}
-        for rec in listing.records:
+        for rec in records:
             key = (rec.name, int(rec.meta.get("version", 0)))
-            text = self._texts.get(key)
+            text = known.get(key)
             if text is None:
-                skill = loaded.get(rec.name)
-                if skill is None:
+                if rec.name not in raw:
+                    continue
+                try:
+                    skill = self._decode(rec.name, *raw[rec.name])
+                except CorruptRecord:
                     continue
                 key = (rec.name, skill.version)
                 text = _search_text(rec.name, skill.meta(), skill.code, skill.notes)
             texts[key] = text
-            metas[rec.name] = rec.meta
             docs.append((rec.name, text))
-        self._texts = texts
-        self._index = (LexicalIndex(docs), metas)
-        self._index_gen = gen
+        return texts, LexicalIndex(docs)
 
     # -- writing ---------------------------------------------------------------------
     def _build(
@@ -211,6 +225,8 @@ class Skills:
         info = analyse_code(code, name)
         if not isinstance(notes, str):
             raise ValidationError("notes must be a string")
+        if len(notes) > MAX_NOTES:
+            raise ValidationError(f"skill notes are {len(notes)} chars; the limit is {MAX_NOTES}")
         description = (description or "").strip() or info.docstring.strip().split("\n\n")[0]
         return Skill(
             name=name,
@@ -240,7 +256,10 @@ class Skills:
         replace: bool = False,
     ) -> Skill:
         """Validate (without running) and save a new skill; ``replace`` updates instead."""
-        skill = self._build(name, code, description, parameters, tags, notes)
+        # parsing a big skill's code takes a while: not on the event loop
+        skill = await asyncio.to_thread(
+            self._build, name, code, description, parameters, tags, notes
+        )
         async with self.storage.lock(KIND, name):
             if await self.storage.exists(KIND, name):
                 if not replace:
@@ -278,7 +297,8 @@ class Skills:
         check_skill_name(name)
         async with self.storage.lock(KIND, name):
             cur = await self.get(name)
-            new = self._build(
+            new = await asyncio.to_thread(
+                self._build,
                 name,
                 cur.code if code is None else code,
                 cur.description if description is None else description,

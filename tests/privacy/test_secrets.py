@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from codemode.config import load_servers
-from codemode.privacy import secrets
-from codemode.privacy.secrets import REDACTED, redact_text, remember_environment
+from codemode.redact import REDACTED, forget_secrets, redact_text, remember_environment
 
 
 @pytest.fixture(autouse=True)
 def clean() -> Iterator[None]:
-    secrets.forget_secrets()
+    forget_secrets()
     yield
-    secrets.forget_secrets()
+    forget_secrets()
 
 
 def test_values_expanded_into_mcp_json_are_redacted_everywhere(tmp_path: Path) -> None:

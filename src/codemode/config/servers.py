@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
-from codemode.privacy.secrets import NOT_SECRET_VARS, remember_secret
+from codemode.redact import NOT_SECRET_VARS, remember_secret
 
 from .files import load_json_file
 

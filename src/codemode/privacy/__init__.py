@@ -4,13 +4,13 @@ See docs/privacy.md. The parts:
 
 - ``detectors`` / ``scan``: what counts as personal data (offline, no model download);
   ``ner``: names and addresses through an optional spaCy model;
-- ``secrets``: the credentials net (also ``redact_text`` for stderr tails and logs);
+- ``secrets``: the credentials net (:mod:`codemode.redact`) as the ``SECRET`` detector;
 - ``tokens`` / ``vault``: the token format and the encrypted token <-> value store;
 - ``engine``: ``Privacy``, the operations; ``stream``: ``StreamScanner`` for chunked output;
 - ``layers`` / ``capability``: how it plugs into the tool-call chain, the run chain and
   ``codemode serve``'s replies.
 
-Cheap to import: ``codemode.config`` imports ``secrets``; everything else loads on use.
+Cheap to import: everything loads on use.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .config import PrivacyConfig
     from .engine import Privacy, PrivacyBlocked, Report
     from .layers import engine_for, scrub, stream_scanner
-    from .secrets import redact_text
     from .stream import StreamScanner
     from .vault import Vault
 
@@ -33,7 +32,6 @@ __all__ = [
     "StreamScanner",
     "Vault",
     "engine_for",
-    "redact_text",
     "scrub",
     "stream_scanner",
 ]
@@ -46,7 +44,6 @@ _WHERE = {
     "engine_for": "layers",
     "scrub": "layers",
     "stream_scanner": "layers",
-    "redact_text": "secrets",
     "StreamScanner": "stream",
     "Vault": "vault",
 }

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemode.errors import PrivacyBlocked, ToolArgumentError, ToolError
+from codemode.redact import REDACTED, remember_environment
 from codemode.result import ErrorInfo, ExecutionResult
 
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
 from .scan import Scanner, Span
-from .secrets import REDACTED, SecretDetector, remember_environment
+from .secrets import SecretDetector
 from .sinks import SinkPolicy
 from .tokens import TOKEN_RE
 from .vault import Vault

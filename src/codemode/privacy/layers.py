@@ -31,11 +31,11 @@ from codemode.chain import NextRun, RunEvent
 from codemode.context import CallContext
 from codemode.errors import CodemodeError, ConfigError, ToolError
 from codemode.hostapi import warn_caller
+from codemode.redact import redact_text
 from codemode.result import ExecutionResult
 
 from .config import PrivacyConfig
 from .engine import Privacy
-from .secrets import redact_text
 from .stream import StreamScanner
 from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
 

@@ -1,183 +1,21 @@
-"""The credentials net: secrets never leave the host in text meant for a model or a person.
+"""The credentials net as a privacy detector: entity ``SECRET``, always redacted.
 
-One implementation for every caller: the privacy scanner uses :class:`SecretDetector`
-(entity ``SECRET``, always redacted, never tokenized: a credential has no business in a
-sink's arguments either), and :func:`redact_text` is the same net for text outside the
-privacy layer (an upstream server's stderr tail in an error, a log line). It finds
-
-- values codemode knows are secret: those ``${VAR}`` expansions put into ``mcp.json`` /
-  ``config.json`` (the config loader calls :func:`remember_secret`), and host environment
-  variables whose names look secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``...,
-  read by :func:`remember_environment`);
-- credential shapes: ``Bearer``/``Basic`` credentials, ``key=value`` pairs whose key looks
-  secret, passwords in URLs, PEM private-key blocks, and API keys of common vendors
-  (OpenAI/Anthropic ``sk-``, GitHub, GitLab, Slack, AWS, Google, Stripe, JWTs).
-
-Standard library only, cheap to import: ``codemode.config`` imports it.
+The net itself (remembered ``${VAR}`` values, secret-looking environment variables,
+credential shapes) is :mod:`codemode.redact`, which also serves text outside the privacy
+layer; this module only plugs it into the scanner.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
-__all__ = [
-    "REDACTED",
-    "SecretDetector",
-    "find_secrets",
-    "forget_secrets",
-    "redact_text",
-    "remember_environment",
-    "remember_secret",
-    "secret_name",
-]
+from codemode.redact import find_secrets
 
-REDACTED = "[redacted]"
-MIN_SECRET = 6
-"""Shorter remembered values are ignored: redacting every ``on`` or ``1`` garbles text."""
-
-NOT_SECRET_VARS = frozenset(
-    {"HOME", "USER", "LOGNAME", "PATH", "PWD", "SHELL", "TERM", "TMPDIR", "LANG", "LC_ALL"}
-)
-
-_SECRET_WORDS = (
-    r"api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credential|private[_-]?key"
-    r"|access[_-]?key|session[_-]?key|auth|cookie"
-)
-_SECRET_NAME = re.compile(rf"(?i)({_SECRET_WORDS})")
-
-# (pattern, group holding the secret (0: the whole match), anchors): a pattern runs only
-# when one of its anchors occurs in the text (``str.__contains__`` is a fast memory scan,
-# a regex starting with ``\b`` tries every position of a 10 MB result).
-_SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...], bool], ...] = (
-    (
-        re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-            re.S,
-        ),
-        0,
-        ("-----BEGIN",),
-        False,
-    ),
-    (
-        re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
-        1,
-        ("bearer", "basic"),
-        True,
-    ),
-    (re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\[\]]+:([^/\s@\[\]]+)@"), 1, ("://",), False),
-    (
-        re.compile(
-            r"""(?ix)
-            \b[\w.-]*(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credential
-                |private[_-]?key|access[_-]?key|authorization)[\w.-]*["']?\s*[:=]\s*["']?
-            (?:bearer\s+|basic\s+)?
-            ((?!\[)(?=[^\s"',;&]*\d)[^\s"',;&]{6,}|(?!\[)[^\s"',;&]{12,})
-            """
-        ),
-        1,
-        ("key", "token", "secret", "passw", "pwd", "credential", "authorization"),
-        True,
-    ),
-    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), 0, ("sk-",), False),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), 0, ("gh",), False),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), 0, ("github_pat_",), False),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",), False),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",), False),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), 0, ("AKIA", "ASIA"), False),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), 0, ("AIza",), False),
-    (re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0, ("_live_", "_test_"), False),
-    (
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-        0,
-        ("eyJ",),
-        False,
-    ),
-)
-
-_ANCHORS = re.compile(
-    "|".join(
-        sorted({re.escape(a) for _, _, anchors, _ in _SHAPES for a in anchors}, key=len)[::-1]
-    ),
-    re.IGNORECASE,
-)
-_known: set[str] = set()
-_lock = threading.Lock()
-
-
-def secret_name(name: str) -> bool:
-    """Whether a variable, header or field called ``name`` probably holds a credential."""
-    return bool(_SECRET_NAME.search(name))
-
-
-def remember_secret(value: str) -> None:
-    """Treat ``value`` as a secret wherever it appears from now on (process-wide)."""
-    if not isinstance(value, str):
-        return
-    value = value.strip()
-    if len(value) >= MIN_SECRET:
-        with _lock:
-            _known.add(value)
-
-
-def remember_environment(env: Mapping[str, str] | None = None) -> None:
-    """Remember the values of environment variables whose names look secret."""
-    env = os.environ if env is None else env
-    for name, value in env.items():
-        if name not in NOT_SECRET_VARS and secret_name(name):
-            remember_secret(value)
-
-
-def forget_secrets() -> None:
-    """Forget every remembered value (tests)."""
-    with _lock:
-        _known.clear()
-
-
-def find_secrets(text: str) -> Iterator[tuple[int, int]]:
-    """Spans of ``text`` that hold a secret (may overlap; callers merge them)."""
-    with _lock:
-        known = list(_known)
-    for value in known:
-        start = text.find(value)
-        while start != -1:
-            yield start, start + len(value)
-            start = text.find(value, start + len(value))
-    # One pass finds which anchors occur; only their shapes run.
-    present = set(_ANCHORS.findall(text))
-    if present:
-        present |= {a.lower() for a in present}
-    for pattern, group, anchors, _fold in _SHAPES:
-        if not present.isdisjoint(anchors):
-            for m in pattern.finditer(text):
-                yield m.start(group), m.end(group)
-
-
-def redact_text(text: str) -> str:
-    """``text`` with every secret :func:`find_secrets` finds replaced by ``[redacted]``."""
-    if not text:
-        return text
-    spans = sorted(find_secrets(text))
-    if not spans:
-        return text
-    out: list[str] = []
-    pos = 0
-    for start, end in spans:
-        if end <= pos:
-            continue
-        if start < pos:
-            start = pos
-        out.append(text[pos:start])
-        out.append(REDACTED)
-        pos = end
-    out.append(text[pos:])
-    return "".join(out)
+__all__ = ["SecretDetector"]
 
 
 class SecretDetector:
-    """The credentials net as a privacy detector (entity ``SECRET``)."""
+    """:func:`codemode.redact.find_secrets` as a detector (entity ``SECRET``)."""
 
     entity = "SECRET"
     entities = ("SECRET",)

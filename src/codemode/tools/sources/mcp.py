@@ -59,7 +59,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
-from codemode.privacy.secrets import redact_text
+from codemode.redact import redact_text
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 __all__ = ["MCPSource"]

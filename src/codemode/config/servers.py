@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
-from codemode.redact import NOT_SECRET_VARS, remember_secret
+from codemode.redact import NOT_SECRET_VARS, remember_secret, secret_name
 
 from .files import load_json_file
 
@@ -172,6 +172,9 @@ def _expand_server(raw: dict[str, Any], env: Mapping[str, str], where: str) -> d
                 k: expand_vars(v, env, where=f"{where}.{key}.{k}") if isinstance(v, str) else v
                 for k, v in out[key].items()
             }
+            for k, v in out[key].items():
+                if isinstance(v, str) and secret_name(str(k)):
+                    remember_secret(v.removeprefix("Bearer ").removeprefix("Basic "))
     return out
 
 

@@ -67,6 +67,8 @@ _SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...]], ...] = (
         1,
         ("bearer", "basic"),
     ),
+    # ``Token <key>`` (an HTTP scheme too): only with a digit, "token validation" is prose.
+    (re.compile(r"(?i)\btoken\s+((?=[A-Za-z._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,})"), 1, ("token",)),
     (re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\[\]]+:([^/\s@\[\]]+)@"), 1, ("://",)),
     (
         re.compile(

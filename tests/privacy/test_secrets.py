@@ -53,6 +53,7 @@ def test_secret_looking_environment_variables_are_redacted() -> None:
         "key sk-proj-abcdefghijklmnopqrstuvwx",
         "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         "AKIAABCDEFGHIJKLMNOP",
+        "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
         "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9",
     ],
@@ -70,10 +71,14 @@ def test_credential_shapes_are_redacted(text: str) -> None:
         "AKIA",
         "MIIEow",
         "dozjgNry",
+        "9944b091",
     ):
         assert secret not in out
 
 
 def test_plain_text_is_left_alone() -> None:
-    text = "the token count is 42 and the password field is empty"
+    text = (
+        "the token count is 42 and the password field is empty; token validation failed "
+        "for token 42; token abcdefghijklmnopqrstuvwxyz"
+    )
     assert redact_text(text) == text

@@ -62,6 +62,7 @@ class _ServerBase(BaseModel):
 
     name: str = ""
     timeout: float | None = Field(None, gt=0)
+    connect_timeout: float | None = Field(None, gt=0)
     enabled: bool = True
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -143,7 +144,7 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
         got = env.get(name)
         if got is not None and (got or default is None):
             if name not in NOT_SECRET_VARS:
-                remember_secret(got)  # never shown to a model, a log or a console
+                remember_secret(got)  # never shown to a model, a log, a console or in errors
             return got
         if default is not None:
             return default

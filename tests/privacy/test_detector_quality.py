@@ -1,7 +1,7 @@
 """Detector quality on the frozen, labelled corpus (tests/privacy/corpus, see its README).
 
 Goals from the issue, for the structured types: recall >= 99% and false positives <= 1%.
-`benchmarks/bench_privacy.py --quality` prints the full table.
+`benchmarks/bench_privacy.py --only quality` prints the full table.
 """
 
 from __future__ import annotations

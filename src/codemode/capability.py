@@ -32,7 +32,6 @@ from .config.schema import Section
 if TYPE_CHECKING:
     import click
 
-    from .server.toolset import ReplyLayer, ServerContext, Toolset
     from .tools.registry import Middleware
 
 
@@ -46,7 +45,7 @@ C = TypeVar("C", bound=BaseModel)
 
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
-ReplyLayers = Callable[[C], Iterable["ReplyLayer"]]
+ReplyLayers = Callable[[C], Iterable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +64,12 @@ class Capability(Generic[C]):
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
     """Imports and returns the CLI group named ``name`` (one of ``commands``)."""
-    server_tools: Callable[[Toolset, ServerContext], None] | None = None
+    server_tools: Callable[[Any, Any], None] | None = None
+    """``(toolset, ctx)``: a ``codemode.server.toolset.Toolset`` and its ``ServerContext``
+    (typed loosely here so that declaring a capability never reaches the server layer)."""
     reply_layers: ReplyLayers[C] | None = None
+    """Layers over every ``codemode serve`` reply: each a ``codemode.server.toolset.ReplyLayer``
+    (typed loosely for the same reason)."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -85,7 +88,7 @@ class Capability(Generic[C]):
     def hooks_for(self, config: Any) -> list[tuple[str, RunHook]]:
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
 
-    def replies_for(self, config: Any) -> list[ReplyLayer]:
+    def replies_for(self, config: Any) -> list[Any]:
         return list(self.reply_layers(config)) if self.reply_layers is not None else []
 
 

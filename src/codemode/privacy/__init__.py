@@ -36,23 +36,27 @@ __all__ = [
     "stream_scanner",
 ]
 
-_WHERE = {
-    "PrivacyConfig": "config",
-    "Privacy": "engine",
-    "PrivacyBlocked": "engine",
-    "Report": "engine",
-    "engine_for": "layers",
-    "scrub": "layers",
-    "stream_scanner": "layers",
-    "StreamScanner": "stream",
-    "Vault": "vault",
-}
-
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'codemode.privacy' has no attribute {name!r}")
-    from importlib import import_module
+    # Loaded on use: ``codemode.config`` and the CLI import this package cheaply.
+    if name == "PrivacyConfig":
+        from .config import PrivacyConfig
 
-    return getattr(import_module(f".{module}", __name__), name)
+        return PrivacyConfig
+    if name in ("Privacy", "PrivacyBlocked", "Report"):
+        from . import engine
+
+        return getattr(engine, name)
+    if name in ("engine_for", "scrub", "stream_scanner"):
+        from . import layers
+
+        return getattr(layers, name)
+    if name == "StreamScanner":
+        from .stream import StreamScanner
+
+        return StreamScanner
+    if name == "Vault":
+        from .vault import Vault
+
+        return Vault
+    raise AttributeError(f"module 'codemode.privacy' has no attribute {name!r}")

@@ -161,9 +161,11 @@ class ToolDef:
 class Toolset:
     """An ordered set of tool definitions, applied to an ``MCPServer`` in one go."""
 
-    def __init__(self, tools: typing.Iterable[ToolDef] = ()) -> None:
+    def __init__(
+        self, tools: typing.Iterable[ToolDef] = (), layers: typing.Iterable[ReplyLayer] = ()
+    ) -> None:
         self._tools: dict[str, ToolDef] = {td.name: td for td in tools}
-        self._layers: list[ReplyLayer] = []
+        self._layers: list[ReplyLayer] = list(layers)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -182,9 +184,7 @@ class Toolset:
     def only(self, names: typing.Iterable[str]) -> Toolset:
         """A toolset with just these tools (in this toolset's order; its layers too)."""
         keep = set(names)
-        out = Toolset(td for td in self._tools.values() if td.name in keep)
-        out._layers = list(self._layers)
-        return out
+        return Toolset((td for td in self._tools.values() if td.name in keep), self._layers)
 
     def tool(
         self,

@@ -11,7 +11,8 @@ is wired here:
 - ``configure_memory``: a workspace's memory tells every capability's watchers its writes;
 - ``configure_session``: a session opened on a workspace gets every run hook;
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
-- ``add_server_tools``: the tools capabilities add to ``codemode serve``.
+- ``add_server_tools``: the tools capabilities add to ``codemode serve``;
+- ``configure_toolset``: the layers over every ``codemode serve`` reply.
 
 A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
 """
@@ -31,6 +32,7 @@ from .capability import Capability
 from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
 from .policy.capability import POLICY
+from .privacy.capability import PRIVACY
 
 if TYPE_CHECKING:
     import click
@@ -51,6 +53,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     APPROVAL,  # a person's yes before "ask" calls (codemode.approval)
     BUDGET,  # limits per run and per session (codemode.budget)
     CODE_CHECKS,  # an AST pass over each cell before it runs (codemode.checks)
+    PRIVACY,  # tokenization of personal data, the credentials net (codemode.privacy)
 )
 
 
@@ -127,6 +130,13 @@ def add_server_tools(toolset: Toolset, ctx: ServerContext, capabilities: Capabil
             cap.server_tools(toolset, ctx)
 
 
+def configure_toolset(toolset: Toolset, capabilities: Capabilities, sections: Sections) -> None:
+    """Add every capability's reply layers to ``toolset`` (all tools, even ``--tools core``)."""
+    for cap in capabilities:
+        for layer in cap.replies_for(section(cap, sections)):
+            toolset.use(layer)
+
+
 __all__ = [
     "BUILTIN",
     "add_server_tools",
@@ -136,6 +146,7 @@ __all__ = [
     "configure_memory",
     "configure_registry",
     "configure_session",
+    "configure_toolset",
     "installed",
     "section",
 ]

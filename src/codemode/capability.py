@@ -12,7 +12,9 @@ are all optional:
 - ``hidden_tools(config)``: a ``hidden(spec) -> bool`` that hides tools from discovery;
 - ``memory_watchers(config)``: functions told about every memory write;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
-- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
+- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``;
+- ``reply_layers(config)``: layers over every ``codemode serve`` tool's reply (its own
+  tools, the core ones and other capabilities' alike), ``layer(call, tool, reply)``.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -48,6 +50,7 @@ ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
 HiddenTools = Callable[[C], "ToolFilter | None"]
 MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
+ReplyLayers = Callable[[C], Iterable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,9 @@ class Capability(Generic[C]):
     server_tools: Callable[[Any, Any], None] | None = None
     """``(toolset, ctx)``: a ``codemode.server.toolset.Toolset`` and its ``ServerContext``
     (typed loosely here so that declaring a capability never reaches the server layer)."""
+    reply_layers: ReplyLayers[C] | None = None
+    """Layers over every ``codemode serve`` reply: each a ``codemode.server.toolset.ReplyLayer``
+    (typed loosely for the same reason)."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -97,6 +103,8 @@ class Capability(Generic[C]):
 
     def watchers_for(self, config: Any) -> list[MemoryWatcher]:
         return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
+    def replies_for(self, config: Any) -> list[Any]:
+        return list(self.reply_layers(config)) if self.reply_layers is not None else []
 
 
 __all__ = ["Capability", "NoConfig"]

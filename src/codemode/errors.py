@@ -12,8 +12,10 @@ Errors are grouped by who must react::
     │   ├── ToolArgumentError    arguments do not match the tool's input schema
     │   ├── ToolTimeout          the call exceeded its timeout and was cancelled
     │   ├── ServerUnavailable    the upstream server cannot be started or reached
-    │   └── ToolDenied           refused before it reached the tool (policy, approval)
-    │       └── BudgetExceeded   a budget of the run or session is spent (names it)
+    │   ├── ToolDenied           refused before it reached the tool (policy, approval)
+    │   │   └── BudgetExceeded   a budget of the run or session is spent (names it)
+    │   └── PrivacyBlocked       personal data was withheld (privacy ``action: block``,
+    │                            a result too large or too binary to scan)
     ├── StorageError             skills, artifacts, state
     │   ├── NotFound             no record of that name
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
@@ -122,6 +124,9 @@ class BudgetExceeded(ToolDenied):
         self.budget = budget
         self.limit = limit
         self.used = used
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld: found where ``privacy.action`` is ``block``, or in a
+    result that cannot be scanned (too large, binary with ``privacy.binary: block``)."""
 
 
 class StorageError(CodemodeError):
@@ -181,6 +186,7 @@ __all__ = [
     "LLMAuthError",
     "LLMError",
     "NotFound",
+    "PrivacyBlocked",
     "QuotaExceeded",
     "SandboxUnavailable",
     "ServerUnavailable",

@@ -54,6 +54,8 @@ class BudgetExceeded(ToolDenied):
     budget: str = ""
     limit: float | None = None
     used: float | None = None
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld (the workspace's privacy action is "block")."""
 
 
 class StorageError(CodemodeError):
@@ -104,6 +106,7 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         ServerUnavailable,
         ToolDenied,
         BudgetExceeded,
+        PrivacyBlocked,
         StorageError,
         NotFound,
         CorruptRecord,

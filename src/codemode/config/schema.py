@@ -7,8 +7,9 @@ Where a value comes from, lowest to highest::
 - The config file is ``<base>/config.json`` (JSON with comments) or ``<base>/config.yaml``
   (or ``.yml``): one of them; two is a ``ConfigError`` naming both. Core settings are its
   top-level keys; a capability's section is the object under its name
-  (``{"memory": {"deps": ["six"]}}``); ``mcpServers``/``servers`` are the upstream servers
-  (``codemode.config.servers``). A section may also accept some top-level keys
+  (``{"memory": {"deps": ["six"]}}``; a section whose model has a ``shorthand``
+  classmethod also takes a scalar: ``"privacy": true``); ``mcpServers``/``servers`` are
+  the upstream servers (``codemode.config.servers``). A section may also accept some top-level keys
   (``key_aliases``; the memory's ``deps``, ``install_deps``... from before sections).
 - The environment: ``CODEMODE_<FIELD>`` for core settings, ``CODEMODE_<SECTION>_<FIELD>``
   for a section's, plus the aliases a section registers (``env_aliases``, e.g. an agent
@@ -262,6 +263,7 @@ class _Loader:
             if target is None:
                 unknown.append(self._unknown(key, candidates, (key,), "setting"))
             elif isinstance(target, Section):
+                value = _shorthand(target, value)
                 if not isinstance(value, dict):
                     where = self.doc.where([key])
                     raise ConfigError(
@@ -308,6 +310,7 @@ class _Loader:
             if target is None:
                 raise ConfigError(f"argument {key}: not a setting of codemode")
             if isinstance(target, Section):
+                value = _shorthand(target, value)
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"argument {key}: expected a mapping of its settings")
                 for sub, subvalue in value.items():
@@ -335,6 +338,13 @@ class _Loader:
         origin = self.origins[section.name].get(name)
         where = origin.where(self.doc, loc[1:]) if origin is not None else "defaults"
         return f"{where}: {path}: {err['msg']}"
+
+
+def _shorthand(section: Section, value: Any) -> Any:
+    """A scalar written for a whole section (``"privacy": true``), as the object its
+    model's ``shorthand`` classmethod makes of it; other values are returned as they are."""
+    make = getattr(section.model, "shorthand", None)
+    return make(value) if callable(make) and not isinstance(value, Mapping) else value
 
 
 def _env_value(raw: str, annotation: Any, var: str, dotted: str) -> Any:

@@ -147,7 +147,7 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
         got = env.get(name)
         if got is not None and (got or default is None):
             if name not in NOT_SECRET_VARS:
-                remember_secret(got)  # never shown back in a server's stderr or errors
+                remember_secret(got)  # never shown to a model, a log, a console or in errors
             return got
         if default is not None:
             return default

@@ -445,8 +445,10 @@ class SubprocessWorker:
             return
         try:
             self._send({"op": "reply", "id": cid, "ok": True, "value": value})
-        except TypeError as exc:
-            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Not JSON (TypeError), not UTF-8 (a lone surrogate), nested beyond the encoder.
+            what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {what}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
 
     async def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:

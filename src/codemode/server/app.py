@@ -380,15 +380,16 @@ def build_server(
         version=server_version,
         log_level=log_level,
     )
+    ws = context.workspace
+    if capabilities is None:
+        capabilities = ws.capabilities if ws is not None else assembly.installed()
     if toolset is None:
         toolset = core_toolset()
         if minimal:
             toolset = toolset.only(MINIMAL_TOOLS)
         elif capability_tools:
-            if capabilities is None:
-                ws = context.workspace
-                capabilities = ws.capabilities if ws is not None else assembly.installed()
             assembly.add_server_tools(toolset, context, capabilities)
+    assembly.configure_toolset(toolset, capabilities, ws.sections if ws is not None else {})
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

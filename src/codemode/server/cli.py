@@ -108,6 +108,7 @@ class ServeOptions:
     pool_size: int | None = None
     tenants: Path | None = None
     """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
+    privacy: bool = False
 
 
 @click.command("serve")
@@ -216,6 +217,13 @@ class ServeOptions:
     "replaces --base and CODEMODE_TOKEN.",
 )
 @click.option(
+    "--privacy",
+    is_flag=True,
+    default=False,
+    help="Tokenize personal data before it reaches the model (the workspace's 'privacy' "
+    "settings, turned on). See docs/privacy.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -238,6 +246,7 @@ def serve(
     timeout: float | None,
     tool_profile: Literal["all", "core", "minimal"],
     tenants: Path | None,
+    privacy: bool,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -287,6 +296,7 @@ def serve(
         queue_timeout=queue_timeout,
         pool_size=pool_size,
         tenants=tenants,
+        privacy=privacy,
     )
     import anyio
 
@@ -328,7 +338,9 @@ async def open_served(
     from .sessions import SessionManager
     from .toolset import ServerContext
 
-    workspace, registry, memory, settings = _open_workspace(base, env=env, tenant=tenant)
+    workspace, registry, memory, settings = _open_workspace(
+        base, env=env, tenant=tenant, privacy=opts.privacy
+    )
     if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
@@ -498,7 +510,11 @@ def _freeze_startup_heap() -> None:
 
 
 def _open_workspace(
-    base: Path | None, *, env: Mapping[str, str] | None = None, tenant: str | None = None
+    base: Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+    privacy: bool = False,
 ) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
@@ -506,5 +522,6 @@ def _open_workspace(
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base, env=env, tenant=tenant)
+    privacy_on = {"enabled": True} if privacy else None
+    workspace = Workspace.open(base, env=env, tenant=tenant, privacy=privacy_on)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

@@ -66,6 +66,7 @@ __all__ = [
     "MODERN",
     "Call",
     "Reply",
+    "ReplyLayer",
     "ServerContext",
     "ToolDef",
     "Toolset",
@@ -164,6 +165,8 @@ class Call:
 
 Handler = Callable[..., Awaitable[Any]]
 KeyFn = Callable[[Context], str | None]
+ReplyLayer = Callable[[Call, str, Any], Awaitable[Any]]
+"""``layer(call, tool_name, reply) -> reply``: sees (and may rewrite) every tool's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +182,11 @@ class ToolDef:
 class Toolset:
     """An ordered set of tool definitions, applied to an ``MCPServer`` in one go."""
 
-    def __init__(self, tools: typing.Iterable[ToolDef] = ()) -> None:
+    def __init__(
+        self, tools: typing.Iterable[ToolDef] = (), layers: typing.Iterable[ReplyLayer] = ()
+    ) -> None:
         self._tools: dict[str, ToolDef] = {td.name: td for td in tools}
+        self._layers: list[ReplyLayer] = list(layers)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -191,10 +197,15 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def use(self, layer: ReplyLayer) -> None:
+        """Pass every tool's reply (an error reply included) through ``layer``, in the
+        order added (privacy's net over everything ``codemode serve`` answers)."""
+        self._layers.append(layer)
+
     def only(self, names: typing.Iterable[str]) -> Toolset:
-        """A toolset with just these tools (in this toolset's order)."""
+        """A toolset with just these tools (in this toolset's order; its layers too)."""
         keep = set(names)
-        return Toolset(td for td in self._tools.values() if td.name in keep)
+        return Toolset((td for td in self._tools.values() if td.name in keep), self._layers)
 
     def tool(
         self,
@@ -260,7 +271,7 @@ class Toolset:
         """Register every tool on ``server``; ``key_of`` names the caller's session."""
         for td in self._tools.values():
             server.add_tool(
-                _adapt(td, context, key_of),
+                _adapt(td, context, key_of, self._layers),
                 name=td.name,
                 title=td.title,
                 description=td.description,
@@ -308,7 +319,9 @@ def with_parameters(fn: Handler, params: Sequence[inspect.Parameter], name: str)
     return fn
 
 
-def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
+def _adapt(
+    td: ToolDef, context: ServerContext, key_of: KeyFn, layers: list[ReplyLayer] | None = None
+) -> Handler:
     """Wrap ``fn(call, **args)`` as the SDK expects: ``fn(**args, ctx: Context)``.
 
     The wrapper's signature is the handler's, minus ``call``, plus a keyword-only
@@ -349,6 +362,11 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
             current_approver.reset(asking)
         if running.reason is not None:
             out = Reply(f"Cancelled: {running.reason}", None, is_error=True)
+        try:
+            for layer in layers or ():
+                out = await layer(call, td.name, out)
+        except CodemodeError as exc:  # a layer withheld the reply (privacy: block)
+            out = error_reply(exc)
         return to_result(out, context.output_limit)
 
     wrapper.__name__ = td.name

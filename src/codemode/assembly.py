@@ -12,7 +12,8 @@ is wired here:
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
 - ``add_server_tools``: the tools capabilities add to ``codemode serve``.
 
-A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
+Plugins (``codemode.plugins``: Python entry points) extend ``installed()``; nothing else
+changes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 from .agent.capability import AGENT
 from .capability import Capability
 from .memory.capability import MEMORY
+from .plugins.capability import PLUGINS
 
 if TYPE_CHECKING:
     import click
@@ -39,12 +41,16 @@ Sections = Mapping[str, BaseModel]
 BUILTIN: tuple[Capability[Any], ...] = (
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
+    PLUGINS,  # codemode plugins (codemode.plugins)
 )
 
 
 def installed() -> tuple[Capability[Any], ...]:
-    """The capabilities of this process, in the order their layers are added."""
-    return BUILTIN
+    """The capabilities of this process, in the order their layers are added: the
+    built-in ones, then those of plugins that loaded (``codemode.plugins``)."""
+    from .plugins import capabilities
+
+    return (*BUILTIN, *capabilities())
 
 
 def check(capabilities: Capabilities) -> None:

@@ -233,6 +233,7 @@ class Workspace:
 
     def _build_registry(self) -> ToolRegistry:
         from codemode.assembly import configure_registry
+        from codemode.plugins import tool_sources as plugin_tool_sources
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
@@ -249,6 +250,8 @@ class Workspace:
                     protocol=self.settings.protocol,
                 )
             )
+        for source in plugin_tool_sources(self):  # plugins' and the workspace's own
+            reg.add_source(source)
         configure_registry(reg, self.capabilities, self.sections)
         return reg
 

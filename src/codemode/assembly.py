@@ -27,6 +27,7 @@ from .agent.capability import AGENT
 from .capability import Capability
 from .memory.capability import MEMORY
 from .plugins.capability import PLUGINS
+from .seeds.capability import SEEDS
 
 if TYPE_CHECKING:
     import click
@@ -42,6 +43,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
     PLUGINS,  # codemode plugins (codemode.plugins)
+    SEEDS,  # the seed systems' server tool names (codemode.seeds)
 )
 
 

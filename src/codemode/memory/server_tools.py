@@ -22,6 +22,10 @@ INLINE_BYTES = 256 * 1024
 
 Name = Annotated[str, Field(description="The skill's name (a Python identifier).")]
 ArtifactName = Annotated[str, Field(description="The artifact's name.")]
+StateFile = Annotated[
+    str | None,
+    Field(description='A named state document, e.g. "progress.json" (default: the workspace\'s).'),
+]
 
 
 def _skill_line(row: dict[str, Any]) -> str:
@@ -216,33 +220,52 @@ def _artifacts_and_state(ts: Toolset) -> None:
 
     @ts.tool(
         description="Read the workspace state (a small JSON object shared with run_code's "
-        "state), or one key of it.",
+        "state), or one key of it; state_file names another state document.",
         read_only=True,
     )
     async def get_state(
         call: Call,
         key: Annotated[str | None, Field(description="One key; omit for the whole state.")] = None,
+        state_file: StateFile = None,
     ) -> Reply:
-        state = _memory(call).state
+        state, _ = _state(call, state_file)
+        exists = await state.exists()
         value = await state.get(key)
-        return Reply(json.dumps(value, ensure_ascii=False), {"key": key, "value": value})
+        data = {"key": key, "value": value, "exists": exists, "data": await state.get()}
+        return Reply(json.dumps(value, ensure_ascii=False), data)
 
     @ts.tool(
         description="Save the workspace state (a JSON object): replaces it, or merges the "
-        "given keys with merge=true."
+        "given keys with merge=true; state_file names another state document."
     )
     async def save_state(
         call: Call,
         state_data: Annotated[dict[str, Any], Field(description="The state (a JSON object).")],
         merge: Annotated[bool, Field(description="Merge keys instead of replacing.")] = False,
+        state_file: StateFile = None,
     ) -> Reply:
-        state = _memory(call).state
+        state, name = _state(call, state_file)
         if merge:
             doc = await state.update(state_data)
         else:
             await state.replace(state_data)
             doc = state_data
-        return Reply(f"State saved ({len(doc)} keys).", {"state": doc})
+        data = {"state": doc, "success": True, "file": name}
+        return Reply(f"State saved ({len(doc)} keys) in {name}.", data)
+
+
+def _state(call: Call, state_file: str | None) -> tuple[Any, str]:
+    """The state document ``state_file`` names (``x.json`` and ``x`` are the same one;
+    ``state.json``, the seeds' default, is the workspace's own state)."""
+    from .state import NAME, State
+
+    memory = _memory(call)
+    if state_file is None:
+        return memory.state, f"{NAME}.json"
+    name = state_file.removesuffix(".json")
+    if name == NAME:
+        return memory.state, state_file
+    return State(memory.storage, name), state_file
 
 
 def _deps(ts: Toolset, ctx: ServerContext) -> None:

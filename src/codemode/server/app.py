@@ -187,8 +187,11 @@ def core_toolset() -> Toolset:
             Detail, Field(description='"name", "description" or "full".')
         ] = "name",
         limit: Annotated[int, Field(description="Maximum number of results.", ge=1, le=100)] = 10,
+        max_results: Annotated[
+            int | None, Field(description="Same as limit (older name).", ge=1, le=100)
+        ] = None,
     ) -> Reply:
-        return await _d_search(call.server.tools, query, detail_level, limit)
+        return await _d_search(call.server.tools, query, detail_level, max_results or limit)
 
     @ts.tool(description_file="list_servers.md", read_only=True)
     async def list_servers(call: Call) -> Reply:
@@ -223,7 +226,15 @@ async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply
             f"No tools match {query!r}. Try other words, or list_servers() and list_tools().",
             {"tools": []},
         )
-    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
+    grouped: dict[str, Any] = {}  # the seeds' shape: {server: [names] | {name: {...}}}
+    for r in rows:
+        server, _, tool = str(r["name"]).partition(".")
+        if detail == "name":
+            grouped.setdefault(server, []).append(tool)
+        else:
+            grouped.setdefault(server, {})[tool] = {k: v for k, v in r.items() if k != "name"}
+    data = {"tools": rows, "by_server": grouped}
+    return Reply("\n".join(_tool_line(r) for r in rows), data)
 
 
 async def _d_servers(registry: Any) -> Reply:

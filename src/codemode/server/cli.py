@@ -7,7 +7,7 @@ import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -215,14 +215,10 @@ async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
 
-    from codemode.assembly import configure_session
-    from codemode.context import CallContext
     from codemode.memory.capability import MEMORY
-    from codemode.session import Session
 
     from .app import build_server
-    from .sessions import SessionManager
-    from .toolset import ServerContext
+    from .custom import server_context
 
     workspace, registry, memory, settings = _open_workspace(opts.base)
     if workspace.section(MEMORY).install_deps:
@@ -234,32 +230,15 @@ async def run_server(opts: ServeOptions) -> None:
         opts.executor, workspace, chosen=opts.executor_chosen
     )
 
-    base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
-
-    async def new_session(key: str | None) -> Session:
-        session = Session(
-            executor,
-            tools=registry,
-            memory=memory,
-            default_timeout=run_timeout,
-            context=replace(base_context, client=key or "ephemeral"),
-        )
-        configure_session(session, workspace.capabilities, workspace.sections)
-        await session.start()
-        return session
-
-    sessions = SessionManager(
-        new_session, idle_timeout=opts.idle_timeout, max_sessions=opts.max_sessions
-    )
-    context = ServerContext(
-        sessions,
-        base=workspace.path,
-        tools=registry,
-        workspace=workspace,
+    context = server_context(
+        workspace,
+        executor,
         memory=memory,
-        settings=settings,
         run_timeout=run_timeout,
+        idle_timeout=opts.idle_timeout,
+        max_sessions=opts.max_sessions,
     )
+    sessions = context.sessions
     server = build_server(
         context,
         transport=opts.transport,

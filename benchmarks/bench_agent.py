@@ -43,14 +43,15 @@ from codemode.agent.loop import Limits, run_task
 from codemode.agent.messages import Message, ModelRequest, ToolSpec
 from codemode.agent.providers.openai import OpenAIChatModel
 from codemode.agent.testing import Answer, Code, FakeLLMServer, ToolCall
-from codemode.bench.tokens import _load_benchdata, count_tokens
+from codemode.bench.catalogs import load_benchdata
+from codemode.bench.tokens import count_tokens
 
 TASK = "How many units of SKU-1042 are available in warehouse AMS-1?"
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "boolean": bool, "array": list[str]}
 
 
 def catalog(n_tools: int) -> list[tuple[str, dict[str, Any]]]:
-    data = _load_benchdata()
+    data = load_benchdata()
     small = list(data.CATALOG_SMALL)
     domains = small + [d[0] for d in data.CATALOG_DOMAINS if d[0] not in small]
     out = [(d, spec) for d in domains[: n_tools // 20] for spec in data.catalog_tools(d)]
@@ -59,7 +60,7 @@ def catalog(n_tools: int) -> list[tuple[str, dict[str, Any]]]:
 
 
 def python_tool(domain: str, spec: dict[str, Any]) -> Any:
-    data = _load_benchdata()
+    data = load_benchdata()
 
     def call(**kwargs: Any) -> dict[str, Any]:
         result: dict[str, Any] = data.catalog_result(

@@ -49,7 +49,17 @@ EPHEMERAL_NOTICE = (
     "header), so it ran in a fresh session that is now closed: nothing persists."
 )
 
-__all__ = ["LOCAL_KEY", "SERVER_NAME", "build_server", "core_toolset", "session_key"]
+MINIMAL_TOOLS = ("run_code", "search_tools")
+"""What ``serve --tools minimal`` lists: discovery beyond search happens inside the code."""
+
+__all__ = [
+    "LOCAL_KEY",
+    "MINIMAL_TOOLS",
+    "SERVER_NAME",
+    "build_server",
+    "core_toolset",
+    "session_key",
+]
 
 
 def session_key(ctx: Context) -> str | None:
@@ -312,13 +322,17 @@ def build_server(
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
     capability_tools: bool = True,
     capabilities: Sequence[Capability[Any]] | None = None,
+    minimal: bool = False,
 ) -> MCPServer[Any]:
     """The MCP server for one ``codemode serve``; ``context`` is shared by every call.
 
     Capabilities (``codemode.assembly``; by default the workspace's) add their tools after
     the core ones. ``capability_tools=False`` (``serve --tools core``) lists only the six
     core tools: skills, artifacts, state and deps stay reachable from the code, and every
-    client's context carries ~1,700 fewer tokens of tool definitions.
+    client's context carries ~1,700 fewer tokens of tool definitions. ``minimal=True``
+    (``serve --tools minimal``) lists only ``run_code`` and ``search_tools``, with shorter
+    instructions: the smallest fixed cost (< 1,000 tokens), everything else is reached from
+    the code.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -329,13 +343,17 @@ def build_server(
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
         title="codemode",
-        instructions=load_text("server_instructions.md"),
+        instructions=load_text(
+            "server_instructions_minimal.md" if minimal else "server_instructions.md"
+        ),
         version=server_version,
         log_level=log_level,
     )
     if toolset is None:
         toolset = core_toolset()
-        if capability_tools:
+        if minimal:
+            toolset = toolset.only(MINIMAL_TOOLS)
+        elif capability_tools:
             if capabilities is None:
                 ws = context.workspace
                 capabilities = ws.capabilities if ws is not None else assembly.installed()

@@ -81,7 +81,7 @@ class ServeOptions:
     max_sessions: int
     timeout: float | None
     log_level: LogLevel
-    tools: Literal["all", "core"] = "all"
+    tools: Literal["all", "core", "minimal"] = "all"
 
 
 @click.command("serve")
@@ -140,11 +140,12 @@ class ServeOptions:
 @click.option(
     "--tools",
     "tool_profile",
-    type=click.Choice(["all", "core"]),
+    type=click.Choice(["all", "core", "minimal"]),
     default="all",
     show_default=True,
     help="core: list only run_code and discovery; skills, artifacts, state and deps stay "
-    "reachable from the code (smaller context for the model).",
+    "reachable from the code (smaller context for the model). minimal: only run_code and "
+    "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
     "--log-level",
@@ -162,7 +163,7 @@ def serve(
     idle_timeout: float,
     max_sessions: int,
     timeout: float | None,
-    tool_profile: Literal["all", "core"],
+    tool_profile: Literal["all", "core", "minimal"],
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -244,6 +245,7 @@ async def run_server(opts: ServeOptions) -> None:
         transport=opts.transport,
         log_level=opts.log_level,
         capability_tools=opts.tools == "all",
+        minimal=opts.tools == "minimal",
     )
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:

@@ -28,6 +28,7 @@ from .capability import Capability
 from .memory.capability import MEMORY
 from .plugins.capability import PLUGINS
 from .seeds.capability import SEEDS
+from .workflows.capability import WORKFLOWS
 
 if TYPE_CHECKING:
     import click
@@ -44,6 +45,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     AGENT,  # codemode task, execute_task (codemode.agent)
     PLUGINS,  # codemode plugins (codemode.plugins)
     SEEDS,  # the seed systems' server tool names (codemode.seeds)
+    WORKFLOWS,  # codemode workflow, run_workflow (codemode.workflows)
 )
 
 

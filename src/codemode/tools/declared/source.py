@@ -28,6 +28,9 @@ SUFFIXES = (".yaml", ".yml", ".json")
 class DeclaredSource:
     """The tools of one definition file (``tools.<name>.<tool>``)."""
 
+    trusted_annotations = True
+    """Its annotations are the workspace owner's word (workflows may rely on them)."""
+
     def __init__(
         self,
         definition: ToolFile,

@@ -6,7 +6,9 @@ and earlier outputs), ``tool`` (+ ``args``, ``pick`` an expression over ``result
 else, when ``ask`` allows, a person: one question (MCP elicitation or the terminal) with
 the schema of the fields still missing, the values found so far as defaults. The whole
 form is checked against its schema (fields that do not fit are asked again, once), then
-submitted through the ``submit`` tool as a sub-step ``<form>/submit``.
+submitted through the ``submit`` tool as a sub-step ``<form>/submit``: its arguments are
+``submit_args`` (rendered with ``form`` bound to the filled values) plus the fields, or the
+form as the one argument ``as_arg``, or only ``submit_args`` when they use ``${form}``.
 
 Each field is journaled as it is filled, so a form interrupted (a crash, nobody to ask)
 resumes with the fields it already had; the submission is a journaled tool step, never
@@ -15,11 +17,12 @@ sent twice unless it is idempotent or a person decides so.
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any
 
-from .ask import ask, check
+from .ask import Answer, ask, check
 from .errors import StepFailed, Stopped
-from .expr import evaluate, render
+from .expr import evaluate, expressions, parse, render
 from .model import Form, Step
 
 if TYPE_CHECKING:
@@ -64,7 +67,11 @@ async def fill_form(engine: Engine, form: Form, path: str, scope: dict[str, Any]
             },
             "required": [n for n in schema.get("required", []) if n in wanted],
         }
-        answer = await ask(engine.asker, str(render(form.message, scope)), sub)
+        given = engine.answers.pop(path, None)  # resume --answer / run_workflow(answers=)
+        if given is not None:
+            answer = Answer("accept", dict(given))
+        else:
+            answer = await ask(engine.asker, str(render(form.message, scope)), sub)
         if answer.action == "unavailable":
             raise Waiting(f"{path} waits for a person to fill: {', '.join(wanted)}", step=path)
         if answer.action != "accept":
@@ -76,10 +83,10 @@ async def fill_form(engine: Engine, form: Form, path: str, scope: dict[str, Any]
     problem = check(schema, values)
     if problem is not None:
         raise StepFailed(f"{path}: the form does not validate: {problem}", step=path)
-    args = dict(render(form.submit_args, scope))
+    args = dict(render(form.submit_args, {**scope, "form": values}))
     if form.as_arg:
         args[form.as_arg] = values
-    else:
+    elif not _names_form(form.submit_args):
         args.update(values)
     submit = Step.model_validate({"tool": form.submit, "args": _literal(args)})
     result = await engine.step(submit, f"{path}/submit", scope)
@@ -96,8 +103,18 @@ async def _from_source(engine: Engine, source: Any, scope: dict[str, Any]) -> An
         server, tool, render(source.args, scope), context=engine.context
     )
     if source.pick:
-        return evaluate(source.pick, {**scope, "result": result})
+        where = {**scope, "result": result}
+        pick = source.pick
+        return render(pick, where) if "${" in pick else evaluate(pick, where)
     return result
+
+
+def _names_form(value: Any) -> bool:
+    """Whether ``submit_args`` place the filled form themselves (``${form...}``)."""
+    for text in expressions(value):
+        if any(isinstance(n, ast.Name) and n.id == "form" for n in ast.walk(parse(text))):
+            return True
+    return False
 
 
 def _invalid(schema: dict[str, Any], values: dict[str, Any], props: dict[str, Any]) -> set[str]:

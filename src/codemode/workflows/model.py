@@ -84,7 +84,9 @@ class FormField(_Model):
     value: Any = Field(None, description="A value or ${expression} (earlier steps, inputs).")
     tool: str | None = Field(None, description="server.tool whose result fills the field.")
     args: dict[str, Any] = Field(default_factory=dict)
-    pick: str | None = Field(None, description="Expression over `result` choosing the value.")
+    pick: str | None = Field(
+        None, description="Expression (bare or ${...}) over `result` choosing the value."
+    )
     ask: bool = Field(True, description="Ask a person when nothing else filled it.")
 
 
@@ -94,7 +96,11 @@ class Form(_Model):
     schema_: dict[str, Any] = Field(alias="schema")
     fields: dict[str, FormField] = Field(default_factory=dict)
     submit: str = Field(description="server.tool that receives the filled form.")
-    submit_args: dict[str, Any] = Field(default_factory=dict)
+    submit_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="More arguments of the submission; ${form} is the filled form (then its "
+        "fields are not passed one by one).",
+    )
     as_arg: str | None = Field(
         None, description="Pass the form as this one argument (default: its fields as arguments)."
     )

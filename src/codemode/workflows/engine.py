@@ -141,6 +141,7 @@ class Engine:
         self.checkpointer = checkpointer
         self.replay = replay or Replay()
         self.done: dict[str, Any] = dict(self.replay.done)
+        self.unfinished = frozenset(self.replay.unfinished())
         self.rerun = rerun
         self.skip = dict(skip or {})
         self.answers = {k: dict(v) for k, v in (answers or {}).items()}
@@ -165,7 +166,7 @@ class Engine:
         if path in self.done:
             await self._emit(StepEvent("replay", path, _label(step), output=self.done[path]))
             return self.done[path]
-        if path in self.replay.unfinished() and not await self._may_rerun(step, path):
+        if path in self.unfinished and not await self._may_rerun(step, path):
             if path in self.skip:
                 return await self._finish(path, step, self.skip[path], skipped=True)
             if not await self._person_says_rerun(step, path):

@@ -81,3 +81,23 @@ def test_expressions_read_json_values() -> None:
         "n=2, k=v, ${literal}"
     )
     assert render({"a": ["${inputs.k}"]}, scope) == {"a": ["v"]}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "join(big, [1, 2, 3])",  # 3 MB of separators
+        "str([big, big])",
+        "[big, big, big, big, big, big, big, big, big, big, big]",  # 11 MB as one value
+        "'%0999999999d' % 1",
+        "'%s' % big",
+        "sum([[1]] * 1000, [])",
+        " * ".join(["int('9' * 4000)"] * 6),  # 80,000 bits
+    ],
+)
+def test_expressions_cannot_grow_values_far_beyond_their_parts(expression: str) -> None:
+    scope = {"big": "x" * 1_000_000}
+    with pytest.raises(WorkflowError):
+        evaluate(expression, scope)
+    assert evaluate("big", scope) == scope["big"]  # a plain read of a big value is fine
+    assert evaluate("[big]", scope) == [scope["big"]]

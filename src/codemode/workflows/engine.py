@@ -332,18 +332,18 @@ class Engine:
         if not isinstance(items, list):
             raise WorkflowError(f"{path}: foreach needs a list, got {type(items).__name__}")
         results: list[Any] = [None] * len(items)
-        limit = anyio.Semaphore(step.concurrency)
         assert step.do is not None
         body = step.do
+        queue = iter(enumerate(items))  # shared: `concurrency` workers, not a task per item
 
-        async def one(i: int, item: Any) -> None:
-            async with limit:
+        async def worker() -> None:
+            for i, item in queue:
                 child = {**scope, step.as_: item, "index": i}
                 results[i] = await self.steps(body, f"{path}[{i}]", child)
 
         async with anyio.create_task_group() as tg:
-            for i, item in enumerate(items):
-                tg.start_soon(one, i, item)
+            for _ in range(min(step.concurrency, len(items))):
+                tg.start_soon(worker)
         return results
 
     # -- decisions --------------------------------------------------------------------

@@ -18,8 +18,11 @@ of our own over a whitelist of node kinds, on JSON values only:
   sorted lower upper strip split join keys values items range``.
 
 Limits: 2,000 characters and 50 levels of nesting per expression; strings and lists made
-by ``*`` or ``+`` at most 1,000,000 items. Anything else is a ``WorkflowError`` naming the
-expression.
+by ``*`` or ``+``, and the text ``str``/``join`` make, at most 1,000,000 items/characters;
+integers at most 65,536 bits; ``%`` on numbers only; ``sum`` of numbers only; a computed
+value (not a plain read such as ``x.a[0]``) at most 10,000,000 items and characters, so
+that ``[x, x, x]`` of a big ``x`` cannot grow into gigabytes. Anything else is a
+``WorkflowError`` naming the expression.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from .errors import WorkflowError
 MAX_LENGTH = 2000
 MAX_DEPTH = 50
 MAX_SIZE = 1_000_000
+MAX_BITS = 65_536
+MAX_RESULT = 10 * MAX_SIZE
 
 _CONSTANTS = {"true": True, "false": False, "null": None, "none": None}
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
@@ -58,20 +63,61 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 
-def _join(sep: str, items: Any) -> str:
+def _weigh(value: Any, budget: int = MAX_SIZE) -> int:
+    """``budget`` minus the characters and items ``value`` would print to; below 0 soon
+    after the budget is spent (cost bounded by the budget, shared references counted
+    each time: ``[s] * 1000`` weighs ``1000 * len(s)``)."""
+    stack = [value]
+    while stack and budget >= 0:
+        v = stack.pop()
+        budget -= 1
+        if isinstance(v, str):
+            budget -= len(v)
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, int) and not isinstance(v, bool):
+            budget -= v.bit_length() // 3
+    return budget
+
+
+def _bounded(value: Any) -> Any:
+    if _weigh(value) < 0:
+        _too_big()
+    return value
+
+
+def _join(sep: Any, items: Any) -> str:
+    items = list(items)
+    if _weigh([str(sep)] * max(len(items) - 1, 0) + items) < 0:
+        _too_big()
     return str(sep).join(str(i) for i in items)
+
+
+def _str(value: Any = "") -> str:
+    return str(_bounded(value))
+
+
+def _sum(items: Any, start: Any = 0) -> Any:
+    """Numbers only: ``sum`` of lists or strings would build big values quadratically."""
+    values = [*list(items), start]
+    if not all(isinstance(v, int | float) for v in values):
+        raise WorkflowError("sum adds numbers only")
+    return sum(values[:-1], start)
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
-    "str": str,
+    "str": _str,
     "int": int,
     "float": float,
     "bool": bool,
     "abs": abs,
     "min": min,
     "max": max,
-    "sum": sum,
+    "sum": _sum,
     "round": round,
     "sorted": sorted,
     "lower": lambda s: str(s).lower(),
@@ -137,11 +183,24 @@ def _check(node: ast.AST, depth: int, text: str) -> None:
 def evaluate(text: str, scope: Mapping[str, Any]) -> Any:
     """The value of expression ``text`` with ``scope``'s names."""
     try:
-        return _eval(parse(text), scope)
+        tree = parse(text)
+        value = _eval(tree, scope)
+        if not _reads_only(tree) and _weigh(value, MAX_RESULT) < 0:
+            _too_big()  # e.g. [x, x, x, ...] of a big x: a value far bigger than its parts
+        return value
     except WorkflowError:
         raise
     except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
         raise WorkflowError(f"expression {text!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _reads_only(node: ast.AST) -> bool:
+    """``a``, ``a.b``, ``a[0]``, ``a["k"]``: the value is one already in scope."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _eval(node: ast.AST, scope: Mapping[str, Any]) -> Any:
@@ -225,6 +284,13 @@ def _item(base: Any, key: Any) -> Any:
 
 
 def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    if isinstance(op, ast.Mod) and not (
+        isinstance(left, int | float) and isinstance(right, int | float)
+    ):
+        raise WorkflowError("% works on numbers only (no string formatting)")
+    numbers = isinstance(left, int) and isinstance(right, int)
+    if isinstance(op, ast.Mult) and numbers and left.bit_length() + right.bit_length() > MAX_BITS:
+        _too_big()
     if isinstance(op, ast.Mult):
         seq, n = (left, right) if isinstance(left, list | str) else (right, left)
         if isinstance(seq, list | str) and isinstance(n, int) and len(seq) * n > MAX_SIZE:

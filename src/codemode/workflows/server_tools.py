@@ -38,17 +38,12 @@ def elicitation_asker(mcp_ctx: Any) -> Asker | None:
 
 
 def _source(ctx: ServerContext, workflow: str | dict[str, Any]) -> Any:
-    import yaml
-
     from ..storage.base import check_name
 
     if isinstance(workflow, dict):
         return workflow
     if "\n" in workflow or ":" in workflow:
-        data = yaml.safe_load(workflow)
-        if not isinstance(data, dict):
-            raise ValidationError("workflow text must be a YAML mapping")
-        return data
+        return _yaml_text(workflow)
     if ctx.base is None:
         raise ValidationError("this server has no workspace to read workflow files from")
     folder = ctx.base / "workflows"
@@ -57,6 +52,27 @@ def _source(ctx: ServerContext, workflow: str | dict[str, Any]) -> Any:
         names = sorted(p.name for p in folder.glob("*.y*ml")) if folder.is_dir() else []
         raise ValidationError(f"no workflow {workflow!r} in {folder} (there: {names or 'none'})")
     return path
+
+
+MAX_TEXT = 1 << 20
+
+
+def _yaml_text(text: str) -> dict[str, Any]:
+    """A workflow a client sent as YAML text: at most 1 MiB, and no aliases (``*a``),
+    whose expansion (a billion laughs) would cost the server far more than the text."""
+    import yaml
+
+    if len(text) > MAX_TEXT:
+        raise ValidationError(f"workflow text over {MAX_TEXT} characters: save it as a file")
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ValidationError("YAML aliases (*name) are not accepted in workflow text")
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"workflow text is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValidationError("workflow text must be a YAML mapping")
+    return data
 
 
 def register(toolset: Toolset, ctx: ServerContext) -> None:

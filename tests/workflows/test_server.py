@@ -73,9 +73,9 @@ async def test_without_elicitation_the_run_waits_and_resumes_with_the_answer(
         assert second.structured_content["status"] == "succeeded"
         bad = await client.call_tool("run_workflow", {"workflow": "../../etc/passwd"})
         assert bad.is_error
-        laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-        ) + "steps: [{code: '1'}]\n"
+        pairs = zip("abcdefgh", "bcdefghi", strict=True)
+        levels = "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in pairs)
+        laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + levels + "steps: [{code: '1'}]\n"
         bomb = await client.call_tool("run_workflow", {"workflow": laughs})
         assert bomb.is_error and "aliases" in str(bomb.content)
     assert space.entities() == ["Bob"]

@@ -193,3 +193,24 @@ async def test_a_plugin_step_type_runs(tmp_path: Path, monkeypatch: pytest.Monke
     wf = {"steps": [{"set": {"w": "hey"}}, {"shout": {"text": "${w}"}}]}
     result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
     assert result.result == "HEY (step2)"
+
+
+async def test_a_task_step_runs_the_agent_in_the_runs_session(tmp_path: Path) -> None:
+    from codemode.agent.testing import Answer, Code, FakeLLMServer
+
+    script = [Code("print(sum(1 for e in expenses if e > 100))"), Answer("2 are over 100.")]
+    with FakeLLMServer(script, api_key="sk-test-000") as llm:
+        (tmp_path / ".env").write_text(
+            f"CODEMODE_LLM_PROVIDER=openai\nCODEMODE_LLM_BASE_URL={llm.openai_url}\n"
+            "CODEMODE_LLM_API_KEY=sk-test-000\n"
+        )
+        wf = {"steps": [
+            {"code": "expenses = [80, 120, 450]"},
+            {"task": "How many expenses are over ${inputs.limit}?", "output": "answer"},
+        ], "inputs": {"limit": {"type": "integer", "default": 100}}}  # fmt: skip
+        result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+        asked = llm.requests[0].text
+    assert result.status == "succeeded", result.error
+    assert result.result["success"] is True and result.result["result"] == "2 are over 100."
+    assert "2" in str(result.result["output"])  # the agent's code saw the run's `expenses`
+    assert "How many expenses are over 100?" in asked

@@ -161,3 +161,44 @@ def test_an_idempotent_tool_step_is_rerun_on_resume(space: Space, mode: str) -> 
     lines = (files / "log.txt").read_text().splitlines()
     expected = "none" if annotated else f"{run_id}:mark"
     assert lines == [expected]  # the killed attempt never wrote; the re-run did, once
+
+
+CLEANUP = """
+name: cleanup
+steps:
+  - id: make
+    tool: memory.create_entities
+    args: {entities: [{name: tmp, entityType: test, observations: [x]}]}
+  - id: drop
+    tool: memory.delete_entities      # the server says idempotentHint: true
+    args: {entityNames: [tmp]}
+"""
+
+
+def cut_after_start(space: Space, run_id: str, step: str) -> None:
+    """The journal as a SIGKILL during ``step`` leaves it: nothing after its start."""
+    path = space.base / "workflows" / "runs" / f"{run_id}.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    events = [json.loads(line) for line in lines]
+    at = next(i for i, e in enumerate(events) if e.get("ev") == "start" and e["step"] == step)
+    path.write_text("".join(lines[: at + 1]))
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_servers_idempotent_hint_counts_only_when_the_server_is_trusted(
+    space: Space, trusted: bool
+) -> None:
+    if trusted:
+        config = {"executor": "subprocess", "workflows": {"trusted_servers": ["memory"]}}
+        (space.base / "config.json").write_text(json.dumps(config))
+    path = space.write("w.yaml", CLEANUP)
+    first = space.codemode("workflow", "run", str(path), "--json", "--no-interactive")
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    cut_after_start(space, run_id, "drop")
+    again = space.codemode("workflow", "resume", run_id, "--json", "--no-interactive")
+    status = json.loads(again.stdout)["status"]
+    assert status == ("succeeded" if trusted else "needs_decision"), again.stderr
+    starts = [e["step"] for e in space.journal(run_id) if e.get("ev") == "start"]
+    assert starts.count("make") == 1  # finished: never again
+    assert starts.count("drop") == (2 if trusted else 1)

@@ -68,6 +68,7 @@ class FileJournals:
         fh = self._files.get(run_id)
         if fh is None:
             self.folder.mkdir(parents=True, exist_ok=True)
+            _drop_torn_tail(self._path(run_id))
             fh = self._files[run_id] = open(self._path(run_id), "ab", buffering=0)  # noqa: SIM115
         line = json.dumps(stamp(event), ensure_ascii=False, separators=(",", ":"), default=str)
         fh.write(line.encode() + b"\n")  # one write(2): whole lines or a torn last one
@@ -103,6 +104,26 @@ class FileJournals:
         fh = self._files.pop(run_id, None)
         if fh is not None:
             fh.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """A crash may have left half an event at the end: cut it before appending, or the
+    next event would be glued to it (an event is only ever whole or absent)."""
+    try:
+        with open(path, "rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            fh.seek(max(0, size - 65536))
+            tail = fh.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            if cut < 0 and size > len(tail):
+                return  # one huge torn event: left as is (read() ignores a torn last line)
+            fh.truncate(size - len(tail) + cut + 1)
+    except FileNotFoundError:
+        return
 
 
 class StorageJournals:

@@ -197,9 +197,7 @@ def core_toolset() -> Toolset:
             Detail, Field(description='"name", "description" or "full".')
         ] = "name",
         limit: Annotated[int, Field(description="Maximum number of results.", ge=1, le=100)] = 10,
-        max_results: Annotated[
-            int | None, Field(description="Same as limit (older name).", ge=1, le=100)
-        ] = None,
+        max_results: Annotated[int, Field(description="Alias of limit.", ge=0, le=100)] = 0,
     ) -> Reply:
         return await _d_search(call.server.tools, query, detail_level, max_results or limit)
 

@@ -146,6 +146,7 @@ def server_context(
     session manager opening one session per client (run hooks of every capability)."""
     from ..assembly import configure_session
     from ..context import CallContext
+    from ..output import DEFAULT_LIMIT
     from ..session import Session
     from .sessions import SessionManager
     from .toolset import ServerContext
@@ -174,6 +175,7 @@ def server_context(
         memory=memory,
         settings=settings,
         run_timeout=run_timeout,
+        output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
 
 

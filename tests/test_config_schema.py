@@ -75,7 +75,8 @@ def test_a_bad_value_in_yaml_names_file_line_column_and_field(tmp_path: Path) ->
     with pytest.raises(ConfigError) as info:
         load_config(cfg, env={}, sections=[AGENT])
     text = str(info.value)
-    assert f"{cfg}:3:11: executor: Input should be 'subprocess', 'inprocess' or 'sandbox'" in text
+    assert f"{cfg}:3:11: executor: Value error, unknown executor 'vm'" in text
+    assert "choose one of sandbox, subprocess, inprocess" in text
     assert f"{cfg}:2:14: agent.max_turns: Input should be a valid integer" in text
 
 

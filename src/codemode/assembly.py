@@ -14,7 +14,8 @@ is wired here:
 - ``add_server_tools``: the tools capabilities add to ``codemode serve``;
 - ``configure_toolset``: the layers over every ``codemode serve`` reply.
 
-A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
+Plugins (``codemode.plugins``: Python entry points) extend ``installed()``; nothing else
+changes.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from .budget.capability import BUDGET
 from .capability import Capability
 from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
+from .plugins.capability import PLUGINS
 from .policy.capability import POLICY
 from .privacy.capability import PRIVACY
+from .seeds.capability import SEEDS
+from .workflows.capability import WORKFLOWS
 
 if TYPE_CHECKING:
     import click
@@ -54,12 +58,18 @@ BUILTIN: tuple[Capability[Any], ...] = (
     BUDGET,  # limits per run and per session (codemode.budget)
     CODE_CHECKS,  # an AST pass over each cell before it runs (codemode.checks)
     PRIVACY,  # tokenization of personal data, the credentials net (codemode.privacy)
+    PLUGINS,  # codemode plugins (codemode.plugins)
+    SEEDS,  # the seed systems' server tool names (codemode.seeds)
+    WORKFLOWS,  # codemode workflow, run_workflow (codemode.workflows)
 )
 
 
 def installed() -> tuple[Capability[Any], ...]:
-    """The capabilities of this process, in the order their layers are added."""
-    return BUILTIN
+    """The capabilities of this process, in the order their layers are added: the
+    built-in ones, then those of plugins that loaded (``codemode.plugins``)."""
+    from .plugins import capabilities
+
+    return (*BUILTIN, *capabilities())
 
 
 def check(capabilities: Capabilities) -> None:

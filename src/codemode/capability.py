@@ -103,6 +103,7 @@ class Capability(Generic[C]):
 
     def watchers_for(self, config: Any) -> list[MemoryWatcher]:
         return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
+
     def replies_for(self, config: Any) -> list[Any]:
         return list(self.reply_layers(config)) if self.reply_layers is not None else []
 

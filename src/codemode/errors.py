@@ -124,6 +124,8 @@ class BudgetExceeded(ToolDenied):
         self.budget = budget
         self.limit = limit
         self.used = used
+
+
 class PrivacyBlocked(ToolError):
     """Personal data was withheld: found where ``privacy.action`` is ``block``, or in a
     result that cannot be scanned (too large, binary with ``privacy.binary: block``)."""

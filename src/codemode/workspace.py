@@ -219,6 +219,7 @@ class Workspace:
             "settings": self.settings.model_dump(mode="json"),
             "sections": {n: c.model_dump(mode="json") for n, c in self.sections.items()},
             "capabilities": [id(c) for c in self.capabilities],
+            "declared_tools": _files_stamp(self.path / "tools"),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -238,6 +239,8 @@ class Workspace:
     def _build_registry(self) -> ToolRegistry:
         from codemode.assembly import configure_registry
         from codemode.isolation.servers import Isolation
+        from codemode.plugins import tool_sources as plugin_tool_sources
+        from codemode.tools.declared import workspace_sources
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
@@ -259,8 +262,27 @@ class Workspace:
                     isolation=isolation,
                 )
             )
+        for source in [*workspace_sources(self), *plugin_tool_sources(self)]:
+            reg.add_source(source)  # tools/*.yaml of the workspace, then plugins' sources
         configure_registry(reg, self.capabilities, self.sections)
         return reg
+
+
+def _files_stamp(folder: Path) -> list[tuple[str, int, int]]:
+    """Names, sizes and mtimes of a folder's files: edited tool definitions mean a new
+    registry (cheap: no file is read)."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    out = []
+    for p in entries:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append((p.name, st.st_size, st.st_mtime_ns))
+    return out
 
 
 def _create(path: Path) -> None:

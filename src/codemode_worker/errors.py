@@ -54,6 +54,8 @@ class BudgetExceeded(ToolDenied):
     budget: str = ""
     limit: float | None = None
     used: float | None = None
+
+
 class PrivacyBlocked(ToolError):
     """Personal data was withheld (the workspace's privacy action is "block")."""
 

@@ -14,9 +14,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -161,9 +166,39 @@ def load_document(path: Path) -> Document:
     return Document(path, _drop_comment_keys(data), text)
 
 
+def validate_document(doc: Document, model: type[M], *, under: Sequence[Key] = ()) -> M:
+    """``model`` from the document's data (at ``under``); every problem is one line of a
+    ConfigError naming the file, line, column and field (``tools.yaml:7:12: tools[0].name:
+    Field required``)."""
+    from pydantic import ValidationError
+
+    data: Any = doc.data
+    for k in under:
+        data = data[k]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = [*under, *err.get("loc", ())]
+            keys = [k for k in loc if isinstance(k, str | int)]
+            found = list(keys)
+            while found and doc.position(found) is None:
+                found.pop()  # a missing field: point at its parent
+            field_name = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+            lines.append(f"{doc.where(found)}: {field_name.lstrip('.') or '(top)'}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+
+
 def load_json_file(path: Path) -> dict[str, Any]:
     """The top-level object of a JSON-with-comments (or YAML) file."""
     return load_document(path).data
 
 
-__all__ = ["Document", "load_document", "load_json_file", "strip_json_comments"]
+__all__ = [
+    "Document",
+    "load_document",
+    "load_json_file",
+    "strip_json_comments",
+    "validate_document",
+]

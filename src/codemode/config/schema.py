@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
 
@@ -60,11 +60,13 @@ class Settings(BaseModel):
     tool_timeout: float = Field(60.0, gt=0, description="Default per-call timeout (s) for tools.")
     connect_timeout: float = Field(30.0, gt=0, description="Start + handshake timeout (s).")
     run_timeout: float = Field(60.0, gt=0, description="Default timeout (s) of one session run.")
-    executor: Literal["subprocess", "inprocess", "sandbox"] = Field(
-        "sandbox", description="Where agents' code runs; the sandbox refuses rather than degrade."
+    executor: str = Field(
+        "sandbox",
+        description="Where agents' code runs (sandbox, subprocess, inprocess, or a plugin's); "
+        "the sandbox refuses rather than degrade.",
     )
-    storage: Literal["file", "redis"] = Field(
-        "file", description="Where skills, artifacts and state live."
+    storage: str = Field(
+        "file", description="Where skills, artifacts and state live (file, redis, or a plugin's)."
     )
     redis_url: str | None = Field(None, description="Redis URL when storage is redis.")
     redis_prefix: str = Field("codemode", description="Key prefix in Redis (one per tenant).")
@@ -84,6 +86,28 @@ class Settings(BaseModel):
     workspace_quota_files: int = Field(
         50_000, ge=0, description="Files and directories /workspace may hold; 0: no limit."
     )
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, value: str) -> str:
+        return _known("executor", value, ("sandbox", "subprocess", "inprocess"), "executors")
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        return _known("storage", value, ("file", "redis"), "storages")
+
+
+def _known(what: str, value: str, builtin: tuple[str, ...], seam: str) -> str:
+    """A built-in name, or one a plugin registered (plugins load on first need only)."""
+    if value in builtin:
+        return value
+    from codemode.plugins import names
+
+    known = [*builtin, *names(seam)]
+    if value not in known:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(known)}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from .skills import Skills
 from .state import State
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..hostapi import HostAPI
     from ..workspace import Workspace
 
@@ -88,7 +87,7 @@ class Memory:
 
         base, config = workspace.path, workspace.section(MEMORY)
         if storage is None:
-            storage = _storage_for(base, workspace.settings)
+            storage = _storage_for(workspace)
             mb, records = config.quota_mb, config.quota_records
             storage = QuotaStorage(
                 storage, max_bytes=(mb << 20) or None, max_records=records or None
@@ -142,13 +141,28 @@ class Memory:
         MEMORY_METHODS.install(host, self)
 
 
-def _storage_for(base: Path, settings: Settings) -> Storage:
-    """FileStorage under the workspace, unless its settings choose Redis."""
+def _storage_for(workspace: Workspace) -> Storage:
+    """FileStorage under the workspace, unless its settings choose Redis or a plugin's."""
+    base, settings = workspace.path, workspace.settings
     if settings.storage == "redis":
         from ..storage.redis import RedisStorage
 
         return RedisStorage(settings.redis_url or "redis://127.0.0.1:6379/0", settings.redis_prefix)
+    if settings.storage != "file":
+        return _plugin_storage(workspace, settings.storage)
     return FileStorage(base)
+
+
+def _plugin_storage(workspace: Workspace, name: str) -> Storage:
+    """A storage backend a plugin registered under ``name`` (``codemode.plugins``)."""
+    from ..errors import ConfigError
+    from ..plugins import names, storage_factory
+
+    factory = storage_factory(name)
+    if factory is None:
+        known = ", ".join(["file", "redis", *names("storages")])
+        raise ConfigError(f"unknown storage {name!r}; choose one of {known}")
+    return factory(workspace)
 
 
 __all__ = ["Memory"]

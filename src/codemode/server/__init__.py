@@ -8,7 +8,17 @@ command. This package and ``tools/sources/mcp.py`` are the
 only places that import the MCP SDK.
 """
 
+from .custom import CodemodeServer, create_server
 from .sessions import SessionLimitReached, SessionManager
 from .toolset import Call, Reply, ServerContext, Toolset
 
-__all__ = ["Call", "Reply", "ServerContext", "SessionLimitReached", "SessionManager", "Toolset"]
+__all__ = [
+    "Call",
+    "CodemodeServer",
+    "Reply",
+    "ServerContext",
+    "SessionLimitReached",
+    "SessionManager",
+    "Toolset",
+    "create_server",
+]

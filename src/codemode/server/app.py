@@ -203,8 +203,9 @@ def core_toolset() -> Toolset:
             Detail, Field(description='"name", "description" or "full".')
         ] = "name",
         limit: Annotated[int, Field(description="Maximum number of results.", ge=1, le=100)] = 10,
+        max_results: Annotated[int, Field(description="Alias of limit.", ge=0, le=100)] = 0,
     ) -> Reply:
-        return await _d_search(call.server.tools, query, detail_level, limit)
+        return await _d_search(call.server.tools, query, detail_level, max_results or limit)
 
     @ts.tool(description_file="list_servers.md", read_only=True)
     async def list_servers(call: Call) -> Reply:
@@ -268,8 +269,16 @@ async def _d_search(registry: ToolRegistry | None, query: str, detail: str, limi
             {"tools": []},
         )
     else:
+        grouped: dict[str, Any] = {}  # the seeds' shape: {server: [names] | {name: {...}}}
+        for r in rows:
+            server, _, tool = str(r["name"]).partition(".")
+            if detail == "name":
+                grouped.setdefault(server, []).append(tool)
+            else:
+                grouped.setdefault(server, {})[tool] = {k: v for k, v in r.items() if k != "name"}
         hint = "ask for fewer (limit) or less (detail_level), or use tools.search() in run_code"
-        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+        data = {"tools": rows, "by_server": grouped}
+        reply = Reply("\n".join(_tool_line(r) for r in rows), data, hint=hint)
     return _with_problems(reply, registry)
 
 

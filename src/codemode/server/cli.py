@@ -8,14 +8,13 @@ import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
-from codemode.output import DEFAULT_LIMIT
 
 from .sessions import (
     DEFAULT_IDLE_TIMEOUT,
@@ -328,15 +327,11 @@ async def open_served(
     its executor and build its MCP server: one per tenant when serving several."""
     import anyio
 
-    from codemode.assembly import configure_session
-    from codemode.context import CallContext
     from codemode.execution import close_pools
     from codemode.memory.capability import MEMORY
-    from codemode.session import Session
 
     from .app import build_server
-    from .sessions import SessionManager
-    from .toolset import ServerContext
+    from .custom import server_context
 
     workspace, registry, memory, settings = _open_workspace(
         base, env=env, tenant=tenant, privacy=opts.privacy
@@ -350,37 +345,16 @@ async def open_served(
         opts.executor, workspace, chosen=opts.executor_chosen, pool_size=opts.pool_size
     )
 
-    base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
-
-    async def new_session(key: str | None) -> Session:
-        session = Session(
-            executor,
-            tools=registry,
-            memory=memory,
-            default_timeout=run_timeout,
-            context=replace(base_context, client=key or "ephemeral"),
-        )
-        configure_session(session, workspace.capabilities, workspace.sections)
-        await session.start()
-        return session
-
-    sessions = SessionManager(
-        new_session,
+    context = server_context(
+        workspace,
+        executor,
+        memory=memory,
+        run_timeout=run_timeout,
         idle_timeout=opts.idle_timeout,
         max_sessions=opts.max_sessions,
         reclaim_after=opts.reclaim_after,
         queue_size=opts.queue_size,
         queue_timeout=opts.queue_timeout,
-    )
-    context = ServerContext(
-        sessions,
-        base=workspace.path,
-        tools=registry,
-        workspace=workspace,
-        memory=memory,
-        settings=settings,
-        run_timeout=run_timeout,
-        output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
     server = build_server(
         context,

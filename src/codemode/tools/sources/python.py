@@ -205,6 +205,9 @@ def _to_result(value: Any) -> ToolCallResult:
 class PythonSource:
     """A server of Python callables (``local`` by default)."""
 
+    trusted_annotations = True
+    """Registered by the developer in-process: their annotations can be relied on."""
+
     def __init__(self, name: str = "local") -> None:
         self._name = name
         self._tools: dict[str, _PyTool] = {}

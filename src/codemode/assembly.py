@@ -10,7 +10,8 @@ is wired here:
   so tool layers tell sessions apart by ``ToolCall.context``);
 - ``configure_session``: a session opened on a workspace gets every run hook;
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
-- ``add_server_tools``: the tools capabilities add to ``codemode serve``.
+- ``add_server_tools``: the tools capabilities add to ``codemode serve``;
+- ``http_endpoints``: the routes they add to ``codemode serve --transport http``.
 
 A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
 """
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .agent.capability import AGENT
-from .capability import Capability
+from .capability import Capability, HttpEndpoint
 from .memory.capability import MEMORY
+from .observability.capability import OBSERVABILITY
 
 if TYPE_CHECKING:
     import click
@@ -37,6 +39,7 @@ Capabilities = Sequence[Capability[Any]]
 Sections = Mapping[str, BaseModel]
 
 BUILTIN: tuple[Capability[Any], ...] = (
+    OBSERVABILITY,  # codemode_* metrics (codemode.observability): first, so outermost
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
 )
@@ -103,6 +106,21 @@ def add_server_tools(toolset: Toolset, ctx: ServerContext, capabilities: Capabil
             cap.server_tools(toolset, ctx)
 
 
+def http_endpoints(
+    ctx: ServerContext, capabilities: Capabilities, sections: Sections
+) -> list[HttpEndpoint]:
+    """Every capability's HTTP routes (paths must be unique)."""
+    out: list[HttpEndpoint] = []
+    for cap in capabilities:
+        if cap.http_endpoints is not None:
+            out.extend(cap.http_endpoints(section(cap, sections), ctx))
+    paths = [e.path for e in out]
+    for p in paths:
+        if paths.count(p) > 1:
+            raise ValueError(f"HTTP path {p} is declared twice")
+    return out
+
+
 __all__ = [
     "BUILTIN",
     "add_server_tools",
@@ -111,6 +129,7 @@ __all__ = [
     "commands",
     "configure_registry",
     "configure_session",
+    "http_endpoints",
     "installed",
     "section",
 ]

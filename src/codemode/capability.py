@@ -10,7 +10,8 @@ are all optional:
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
-- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
+- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``;
+- ``http_endpoints(config, ctx)``: its ``HttpEndpoint``s on ``serve --transport http``.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -18,7 +19,7 @@ turns them into chains, commands and server tools. The stages are ``codemode.cha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -29,6 +30,8 @@ from .config.schema import Section
 
 if TYPE_CHECKING:
     import click
+    from starlette.requests import Request
+    from starlette.responses import Response
 
     from .server.toolset import ServerContext, Toolset
     from .tools.registry import Middleware
@@ -42,8 +45,23 @@ class NoConfig(BaseModel):
 
 C = TypeVar("C", bound=BaseModel)
 
+
+@dataclass(frozen=True, slots=True)
+class HttpEndpoint:
+    """A ``GET`` route a capability adds to ``codemode serve --transport http``.
+
+    ``own_auth``: the handler decides who may read it (e.g. /metrics with a token of its
+    own); otherwise the server's bearer token guards it like ``/mcp``.
+    """
+
+    path: str
+    handler: Callable[[Request], Awaitable[Response]]
+    own_auth: bool = False
+
+
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
+HttpEndpoints = Callable[[C, "ServerContext"], Iterable[HttpEndpoint]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,7 @@ class Capability(Generic[C]):
     command: Callable[[str], click.Command] | None = None
     """Imports and returns the CLI group named ``name`` (one of ``commands``)."""
     server_tools: Callable[[Toolset, ServerContext], None] | None = None
+    http_endpoints: HttpEndpoints[C] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -82,4 +101,4 @@ class Capability(Generic[C]):
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
 
 
-__all__ = ["Capability", "NoConfig"]
+__all__ = ["Capability", "HttpEndpoint", "NoConfig"]

@@ -30,6 +30,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from codemode.capability import HttpEndpoint
+
 from .toolset import ServerContext
 
 MCP_PATH = "/mcp"
@@ -167,10 +169,25 @@ def build_http_app(
                     await on_shutdown()
 
     routes: list[BaseRoute] = [Route(HEALTH_PATH, healthz, methods=["GET"]), *sdk_app.routes]
+    open_paths = {HEALTH_PATH}
+    for ep in capability_endpoints(context):
+        routes.append(Route(ep.path, ep.handler, methods=["GET"]))
+        if ep.own_auth:
+            open_paths.add(ep.path)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(SessionEndWatcher, on_end=sessions.drop, path=MCP_PATH)
-    app.add_middleware(BearerAuth, token=token, open_paths=frozenset({HEALTH_PATH}))
+    app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
     return app
+
+
+def capability_endpoints(context: ServerContext) -> list[HttpEndpoint]:
+    """The routes the workspace's capabilities add (``/metrics``...)."""
+    from codemode.assembly import http_endpoints, installed
+
+    ws = context.workspace
+    if ws is None:
+        return http_endpoints(context, installed(), {})
+    return http_endpoints(context, ws.capabilities, ws.sections)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from .context import CallContext, current_context
 from .errors import ConfigError, SessionClosed
 from .execution.base import Executor, Worker
 from .hostapi import HostAPI, call_warnings
+from .live import OUTPUT_METHODS, OnOutput, OutputChunk
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
@@ -83,6 +84,9 @@ class Session:
             tools.install(self.host)
         if memory is not None:
             memory.install(self.host)
+        OUTPUT_METHODS.install(self.host, self)
+        self.output_listener: OnOutput | None = None
+        """The running run's ``on_output`` (``codemode.live`` routes chunks to it)."""
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -205,12 +209,46 @@ class Session:
         of ``codemode.chain.RUN_STAGES``; within a stage the first added runs outermost."""
         self._runs.use(hook, stage)
 
-    async def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
-        """Run ``code``; errors of the code come back in the result, never raised."""
+    async def run(
+        self, code: str, timeout: float | None = None, *, on_output: OnOutput | None = None
+    ) -> ExecutionResult:
+        """Run ``code``; errors of the code come back in the result, never raised.
+
+        ``on_output(stream, text)`` (plain or async) gets what the code prints while it
+        runs, each chunk before the result; the result still holds all of it.
+        """
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
-        event = RunEvent(code, timeout or self.default_timeout, self.context.for_run())
+        event = RunEvent(code, timeout or self.default_timeout, self.context.for_run(), on_output)
         return await self._runs(event)
+
+    async def stream(
+        self, code: str, timeout: float | None = None
+    ) -> AsyncIterator[OutputChunk | ExecutionResult]:
+        """Run ``code``, yielding each ``OutputChunk`` as it is printed, then the result."""
+        queue: asyncio.Queue[OutputChunk | ExecutionResult | BaseException] = asyncio.Queue()
+
+        def put(stream: str, text: str) -> None:
+            queue.put_nowait(OutputChunk("stderr" if stream == "stderr" else "stdout", text))
+
+        async def runner() -> None:
+            try:
+                queue.put_nowait(await self.run(code, timeout, on_output=put))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                queue.put_nowait(exc)
+
+        task = asyncio.create_task(runner())
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, ExecutionResult):
+                    return
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def _run(self, event: RunEvent) -> ExecutionResult:
         """The innermost step of the run chain: the worker runs the code."""
@@ -220,10 +258,12 @@ class Session:
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
+            self.output_listener = event.on_output
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:
                 self._run_context = self.context
+                self.output_listener = None
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
             if result.state_lost:

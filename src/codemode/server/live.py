@@ -1,0 +1,41 @@
+"""Live output of ``run_code`` to the MCP client that asked for it.
+
+Each chunk a cell prints goes out on the ``run_code`` request, before its result, as a
+progress notification: ``progress`` counts the characters sent so far, ``message`` is the
+chunk. A client asks for it by sending a progress token with the call (the official
+client does when given ``progress_callback``). Log notifications are not used: the
+logging capability is deprecated from protocol 2026-07-28 (SEP-2577).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context
+
+from ..live import OnOutput
+
+
+def mcp_listener(ctx: Context[Any, Any] | None) -> OnOutput | None:
+    """An ``on_output`` sending each chunk to the client of ``ctx`` (None: no request)."""
+    if ctx is None:
+        return None
+    try:
+        request = ctx.request_context
+    except ValueError:
+        return None
+    meta: Any = request.meta or {}
+    if meta.get("progress_token") is None and meta.get("progressToken") is None:
+        return None  # nobody asked: the worker stops sending after its first chunk
+    session = request.session
+    sent = 0
+
+    async def on_output(stream: str, text: str) -> None:
+        nonlocal sent
+        sent += len(text)
+        await session.report_progress(sent, None, text)
+
+    return on_output
+
+
+__all__ = ["mcp_listener"]

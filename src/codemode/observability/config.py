@@ -1,4 +1,4 @@
-"""The ``observability`` config section: Prometheus metrics and who may read them."""
+"""The ``observability`` config section: metrics, who may read them, and traces."""
 
 from __future__ import annotations
 
@@ -30,6 +30,20 @@ class ObservabilityConfig(BaseModel):
         ge=1,
         le=100_000,
         description="Distinct server/tool label pairs kept; later ones count as _other.",
+    )
+
+    tracing: Literal["off", "console", "otlp"] = Field(
+        default="off",
+        description=(
+            "OpenTelemetry spans of runs and tool calls (needs codemode[otel]): console "
+            "(stderr) or otlp (HTTP; endpoint from otlp_endpoint or OTEL_EXPORTER_OTLP_*)."
+        ),
+    )
+    otlp_endpoint: str | None = Field(
+        default=None, description="OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces."
+    )
+    service_name: str = Field(
+        default="codemode", min_length=1, description="service.name of the spans."
     )
 
     @model_validator(mode="after")

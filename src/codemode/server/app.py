@@ -37,7 +37,8 @@ from codemode.capability import Capability
 from codemode.errors import ToolNotFound
 from codemode.result import ExecutionResult
 
-from .live import mcp_listener
+from ..observability.tracing import remote_parent
+from .live import mcp_listener, request_meta
 from .toolset import Call, Reply, ServerContext, Toolset, load_text
 
 SERVER_NAME = "codemode"
@@ -173,9 +174,10 @@ def core_toolset() -> Toolset:
         ] = None,
     ) -> Reply:
         async with call.lease() as lease:
-            result = await lease.session.run(
-                code, timeout=timeout, on_output=mcp_listener(call.mcp)
-            )
+            with remote_parent(request_meta(call.mcp)):
+                result = await lease.session.run(
+                    code, timeout=timeout, on_output=mcp_listener(call.mcp)
+                )
         notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
         limit = call.server.output_limit
         return render_run(result, limit=limit, notice=notice, ephemeral=lease.ephemeral)

@@ -1,4 +1,4 @@
-"""Live output of ``run_code`` to the MCP client that asked for it.
+"""Live output of ``run_code`` to the MCP client that asked for it; the request's ``_meta``.
 
 Each chunk a cell prints goes out on the ``run_code`` request, before its result, as a
 progress notification: ``progress`` counts the characters sent so far, ``message`` is the
@@ -24,7 +24,7 @@ def mcp_listener(ctx: Context[Any, Any] | None) -> OnOutput | None:
         request = ctx.request_context
     except ValueError:
         return None
-    meta: Any = request.meta or {}
+    meta = request_meta(ctx)
     if meta.get("progress_token") is None and meta.get("progressToken") is None:
         return None  # nobody asked: the worker stops sending after its first chunk
     session = request.session
@@ -38,4 +38,15 @@ def mcp_listener(ctx: Context[Any, Any] | None) -> OnOutput | None:
     return on_output
 
 
-__all__ = ["mcp_listener"]
+def request_meta(ctx: Context[Any, Any] | None) -> dict[str, Any]:
+    """The ``_meta`` of the MCP request of ``ctx`` (empty when there is none)."""
+    if ctx is None:
+        return {}
+    try:
+        meta = ctx.request_context.meta
+    except ValueError:
+        return {}
+    return dict(meta) if meta else {}
+
+
+__all__ = ["mcp_listener", "request_meta"]

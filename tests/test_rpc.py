@@ -13,7 +13,7 @@ from mcp import Client
 
 from codemode import FileStorage, InProcessExecutor, Session, SubprocessExecutor, ToolRegistry
 from codemode.hostapi import HostAPI
-from codemode.live import OUTPUT_METHODS
+from codemode.live_rpc import OUTPUT_METHODS
 from codemode.memory import Memory
 from codemode.memory import cli as memory_cli
 from codemode.memory.deps import Deps

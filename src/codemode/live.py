@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import Field
-
-from .rpc import Method, Params, Table
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .session import Session
@@ -27,6 +23,7 @@ log = logging.getLogger("codemode.live")
 Stream = Literal["stdout", "stderr"]
 OnOutput = Callable[[str, str], Awaitable[None] | None]
 """``on_output(stream, text)``: called in order with each chunk a run prints."""
+METHOD = "output.write"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,22 +34,13 @@ class OutputChunk:
     text: str
 
 
-class ChunkParams(Params):
-    stream: Stream = Field(description="stdout or stderr.")
-    text: str = Field(max_length=4_000_000, description="What was printed.")
-
-
-class WriteParams(Params):
-    chunks: list[ChunkParams] = Field(max_length=10_000, description="Chunks, in order.")
-
-
-async def deliver(on_output: OnOutput | None, chunks: list[ChunkParams]) -> dict[str, bool]:
-    """Hand ``chunks`` to ``on_output``; ``more`` says whether to keep sending."""
+async def deliver(on_output: OnOutput | None, chunks: Iterable[tuple[str, str]]) -> dict[str, bool]:
+    """Hand ``(stream, text)`` chunks to ``on_output``; ``more`` says whether to keep sending."""
     if on_output is None:
         return {"more": False}
     try:
-        for c in chunks:
-            got = on_output(c.stream, c.text)
+        for stream, text in chunks:
+            got = on_output(stream, text)
             if inspect.isawaitable(got):
                 await got
     except Exception:
@@ -61,19 +49,16 @@ async def deliver(on_output: OnOutput | None, chunks: list[ChunkParams]) -> dict
     return {"more": True}
 
 
-async def _write(session: Session, p: WriteParams) -> dict[str, bool]:
-    return await deliver(session.output_listener, p.chunks)
+def handler(session: Session) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """The host handler of ``output.write`` for ``session`` (its params checked by the
+    table row in ``codemode.live_rpc``, loaded on the first chunk)."""
+
+    async def handle(params: dict[str, Any]) -> Any:
+        from .live_rpc import OUTPUT_METHODS
+
+        return await OUTPUT_METHODS[METHOD].call(session, params)
+
+    return handle
 
 
-OUTPUT_METHODS: Table[Session] = Table(
-    Method(
-        "output.write",
-        WriteParams,
-        _write,
-        result='{"more": bool}',
-        description="Output the run printed, sent while it runs (live output).",
-    ),
-)
-
-
-__all__ = ["OUTPUT_METHODS", "ChunkParams", "OnOutput", "OutputChunk", "Stream", "deliver"]
+__all__ = ["METHOD", "OnOutput", "OutputChunk", "Stream", "deliver", "handler"]

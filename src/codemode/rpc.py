@@ -14,7 +14,7 @@ agent's code receives as an exception; it never reaches the host as an unhandled
 
 The rows live beside their handlers: ``codemode.tools.rpc`` (``tools.*``) and
 ``codemode.memory.rpc`` (``skills.*``, ``artifacts.*``, ``state.*``, ``deps.*``),
-``codemode.live`` (``output.write``);
+``codemode.live_rpc`` (``output.write``);
 ``methods()`` is the whole table.
 """
 
@@ -115,7 +115,7 @@ def _bound(method: Method[T], target: T) -> Callable[[dict[str, Any]], Awaitable
 
 def methods() -> dict[str, Method[Any]]:
     """The whole table: every method the worker may call, by name."""
-    from .live import OUTPUT_METHODS
+    from .live_rpc import OUTPUT_METHODS
     from .memory.rpc import MEMORY_METHODS
     from .tools.rpc import TOOL_METHODS
 

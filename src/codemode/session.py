@@ -20,7 +20,9 @@ from .context import CallContext, current_context
 from .errors import ConfigError, SessionClosed
 from .execution.base import Executor, Worker
 from .hostapi import HostAPI, call_warnings
-from .live import OUTPUT_METHODS, OnOutput, OutputChunk
+from .live import METHOD as OUTPUT_METHOD
+from .live import OnOutput, OutputChunk
+from .live import handler as output_handler
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ class Session:
             tools.install(self.host)
         if memory is not None:
             memory.install(self.host)
-        OUTPUT_METHODS.install(self.host, self)
+        self.host.register(OUTPUT_METHOD, output_handler(self))
         self.output_listener: OnOutput | None = None
         """The running run's ``on_output`` (``codemode.live`` routes chunks to it)."""
         self._worker: Worker | None = None

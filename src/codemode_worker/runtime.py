@@ -140,6 +140,26 @@ class Router(io.TextIOBase):
             self._fallback.flush()
 
 
+def _cpu_seconds() -> float:
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return 0.0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _usage(cpu_before: float) -> dict[str, float]:
+    """CPU seconds of the run (all threads of the worker) and the worker's peak RSS."""
+    try:
+        import resource
+    except ImportError:
+        return {}
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {"cpu_s": ru.ru_utime + ru.ru_stime - cpu_before, "peak_rss_bytes": ru.ru_maxrss * scale}
+
+
 def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
     """Return a JSON-native copy of ``value`` or raise ValueError.
 
@@ -257,6 +277,7 @@ class Runtime:
             live.begin(adopt)
         out, err = Capture(self.max_output, live, 0), Capture(self.max_output, live, 1)
         pair = (out, err)
+        cpu_before = _cpu_seconds()
         token = _current.set(pair)
         self._active = pair
         start = time.perf_counter()
@@ -285,6 +306,7 @@ class Runtime:
             "stderr_truncated": err.dropped > 0,
             "error": error,
             "duration_ms": duration,
+            "usage": _usage(cpu_before),
             "has_value": False,
             "value": None,
             "value_is_repr": False,

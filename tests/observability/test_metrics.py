@@ -182,3 +182,25 @@ async def test_a_run_refused_by_an_inner_hook_counts_as_refused() -> None:
 def test_a_token_auth_without_a_token_is_refused_naming_the_variable() -> None:
     with pytest.raises(ValueError, match="CODEMODE_OBSERVABILITY_METRICS_TOKEN"):
         ObservabilityConfig(metrics_auth="token")
+
+
+async def test_worker_cpu_time_and_peak_memory_are_observed_per_run() -> None:
+    m = Metrics(process=False)
+    s = await session(m, registry(m))
+    try:
+        busy = await s.run(
+            "n = 0\nfor i in range(3_000_000):\n    n += i\nblob = bytearray(64 << 20)"
+        )
+        idle = await s.run("import time\ntime.sleep(0.3)")
+    finally:
+        await s.close()
+    text = m.exposition().decode()
+    assert busy.cpu_seconds is not None and busy.cpu_seconds > 0.05
+    assert idle.cpu_seconds is not None and idle.cpu_seconds < 0.2  # sleeping costs no CPU
+    assert busy.peak_memory_bytes is not None and busy.peak_memory_bytes > 64 << 20
+    assert value(text, "codemode_run_cpu_seconds_count") == 2
+    assert value(text, "codemode_run_cpu_seconds_sum") == pytest.approx(
+        busy.cpu_seconds + idle.cpu_seconds
+    )
+    assert value(text, "codemode_worker_peak_memory_bytes_bucket", le=str(float(64 << 20))) == 0
+    assert value(text, "codemode_worker_peak_memory_bytes_count") == 2

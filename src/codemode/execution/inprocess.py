@@ -135,6 +135,7 @@ class InProcessWorker:
             try:
                 if op == "run":
                     result = runtime.run(code)
+                    result.pop("usage", None)  # the host process's, not the run's
                 else:
                     runtime.reset()
             except BaseException as exc:  # noqa: BLE001 - a late async interrupt

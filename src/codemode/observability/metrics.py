@@ -33,6 +33,7 @@ from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
 
+MEMORY_BUCKETS = tuple(float(2**i * 1024 * 1024) for i in range(4, 14))  # 16 MiB .. 8 GiB
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 TOOL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BYTES_PER_TOKEN = 4
@@ -84,6 +85,18 @@ class Metrics:
             "codemode_run_duration_seconds",
             "Wall time of a run, its hooks included.",
             buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self.run_cpu = Histogram(
+            "codemode_run_cpu_seconds",
+            "CPU time the worker spent on a run (all its threads; rusage).",
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self.run_memory = Histogram(
+            "codemode_worker_peak_memory_bytes",
+            "The worker's peak resident memory at the end of each run (rusage).",
+            buckets=MEMORY_BUCKETS,
             registry=r,
         )
         self.runs_active = Gauge("codemode_runs_in_progress", "Runs now running.", registry=r)
@@ -239,6 +252,10 @@ class Metrics:
         self.runs.labels(run_outcome(result)).inc()
         if result.error is not None:
             self.run_errors.labels(error_type(result.error.type)).inc()
+        if result.cpu_seconds is not None:
+            self.run_cpu.observe(result.cpu_seconds)
+        if result.peak_memory_bytes is not None:
+            self.run_memory.observe(result.peak_memory_bytes)
         out = output_size(result)
         self.output_bytes.inc(out)
         self.output_tokens.inc(out / BYTES_PER_TOKEN)

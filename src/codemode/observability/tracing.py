@@ -85,6 +85,10 @@ class Tracing:
                         self._runs.pop(ctx.run_id, None)
             span.set_attribute("codemode.run.outcome", run_outcome(result))
             span.set_attribute("codemode.output.bytes", output_size(result))
+            if result.cpu_seconds is not None:
+                span.set_attribute("codemode.run.cpu_s", result.cpu_seconds)
+            if result.peak_memory_bytes is not None:
+                span.set_attribute("codemode.worker.peak_memory_bytes", result.peak_memory_bytes)
             if result.error is not None:
                 self._failed(span, result.error.type)
             return result

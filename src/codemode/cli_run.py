@@ -46,7 +46,8 @@ def run(
     base: str | None,
     no_tools: bool,
 ) -> None:
-    """Run Python CODE or FILE in a session; print its output, value and error.
+    """Run Python CODE or FILE in a session; print its output as it comes, then its
+    value or error.
 
     Exits 1 when the code fails, 2 for bad usage.
     """
@@ -65,15 +66,31 @@ def run(
             else ""
         )
         raise click.ClickException(f"{exc}{hint}") from None
-    if result.stdout:
-        click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
-    if result.stderr:
-        click.echo(result.stderr, nl=not result.stderr.endswith("\n"), err=True)
+    for name in ("stdout", "stderr"):
+        # What was not streamed: the truncation marker, output of child processes.
+        whole, shown = getattr(result, name), _shown[name]
+        rest = whole[len(shown) :] if whole.startswith(shown) else whole
+        if rest:
+            click.echo(rest, nl=False, err=name == "stderr")
+        if whole and not whole.endswith("\n"):
+            click.echo("", err=name == "stderr")
     if result.error is not None:
         click.echo((result.error.traceback or str(result.error)).rstrip("\n"), err=True)
         sys.exit(1)
     if result.has_value:
         click.echo(result.value if result.value_is_repr else repr(result.value))
+
+
+_shown = {"stdout": "", "stderr": ""}
+
+
+def _live(stream: str, text: str) -> None:
+    """Print a chunk the code printed, as it comes (its stream to ours)."""
+    name = "stderr" if stream == "stderr" else "stdout"
+    _shown[name] += text
+    out = sys.stderr if name == "stderr" else sys.stdout
+    out.write(text)
+    out.flush()
 
 
 async def _run(
@@ -86,10 +103,10 @@ async def _run(
         # the same default as with tools: the sandbox, never a plain subprocess on its own
         bare = executor_by_name(executor) if executor else default_executor()
         async with Session(bare) as s:
-            return await s.run(source, timeout=timeout)
+            return await s.run(source, timeout=timeout, on_output=_live)
     from .workspace import Workspace
 
     ws = Workspace.open(base)
     chosen = executor_by_name(executor, workspace=ws) if executor else None
     async with Session.from_base(ws.path, executor=chosen) as s:
-        return await s.run(source, timeout=timeout)
+        return await s.run(source, timeout=timeout, on_output=_live)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from codemode import Session, SubprocessExecutor
@@ -204,3 +205,20 @@ async def test_worker_cpu_time_and_peak_memory_are_observed_per_run() -> None:
     )
     assert value(text, "codemode_worker_peak_memory_bytes_bucket", le=str(float(64 << 20))) == 0
     assert value(text, "codemode_worker_peak_memory_bytes_count") == 2
+
+
+async def test_the_warm_pool_is_a_gauge_read_at_each_scrape() -> None:
+    m = Metrics(process=False)
+    ex = SubprocessExecutor(pool_size=2)
+    s = Session(ex)
+    try:
+        await s.start()
+        for _ in range(200):  # the pool refills in the background: wait, bounded
+            if value(m.exposition().decode(), "codemode_pool_ready_workers") >= 2:
+                break
+            await anyio.sleep(0.05)
+        text = m.exposition().decode()
+    finally:
+        await s.close()
+    assert value(text, "codemode_pool_ready_workers") >= 2
+    assert value(text, "codemode_pool_target_workers") >= 2

@@ -29,6 +29,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..chain import NextRun, RunEvent
+from ..execution.pool import pool_stats
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
@@ -168,6 +169,16 @@ class Metrics:
         self._context = (0, 0)  # tool bytes, model bytes (read together by the gauge)
         self._gauges: dict[str, Gauge] = {}
         self._lock = threading.Lock()
+        self.gauge_function(
+            "codemode_pool_ready_workers",
+            "Pre-started workers waiting in the warm pools.",
+            lambda: pool_stats()[0],
+        )
+        self.gauge_function(
+            "codemode_pool_target_workers",
+            "Workers the warm pools aim to keep ready.",
+            lambda: pool_stats()[1],
+        )
 
     # -- exposition ----------------------------------------------------------------
     content_type = CONTENT_TYPE_LATEST

@@ -124,3 +124,29 @@ def test_metrics_off_means_no_endpoint(tmp_path: Path) -> None:
         assert scrape(s).status_code == 404
     finally:
         s.stop()
+
+
+def search(server: HttpServer, token: str | None = TOKEN, **params: str) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    url = server.url.removesuffix("/mcp") + "/api/tools/search"
+    return httpx2.get(url, params=params, headers=headers, timeout=30)
+
+
+def test_the_tool_search_endpoint_ranks_tools_like_search_tools(server: HttpServer) -> None:
+    got = search(server, query="list files in a directory", detail_level="description", limit="3")
+    assert got.status_code == 200, got.text
+    tools = got.json()["tools"]
+    assert 1 <= len(tools) <= 3
+    assert "fs.list_directory" in {t["name"] for t in tools}
+    assert all("description" in t for t in tools)
+
+
+def test_the_tool_search_endpoint_needs_the_token_and_names_bad_parameters(
+    server: HttpServer,
+) -> None:
+    assert search(server, token=None, query="x").status_code == 401
+    bad = search(server, query="x", detail_level="everything", limit="1000")
+    assert bad.status_code == 400
+    problems = " ".join(bad.json()["problems"])
+    assert "detail_level must be one of name, description, full" in problems
+    assert "limit must be a whole number from 1 to 100" in problems

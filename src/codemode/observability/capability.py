@@ -57,10 +57,11 @@ def _tracing(config: ObservabilityConfig) -> Tracing:
 
 
 def _http_endpoints(config: ObservabilityConfig, ctx: ServerContext) -> Iterator[HttpEndpoint]:
-    if config.metrics:
-        from .http import metrics_endpoint
+    from .http import metrics_endpoint, tools_search_endpoint
 
+    if config.metrics:
         yield metrics_endpoint(config, ctx)
+    yield tools_search_endpoint(ctx)
 
 
 OBSERVABILITY = Capability(

@@ -54,4 +54,35 @@ def metrics_endpoint(
     return HttpEndpoint(METRICS_PATH, handler, own_auth=config.metrics_auth != "server")
 
 
-__all__ = ["metrics_endpoint"]
+SEARCH_PATH = "/api/tools/search"
+MAX_LIMIT = 100
+
+
+def tools_search_endpoint(ctx: ServerContext) -> HttpEndpoint:
+    """``GET /api/tools/search?query=&detail_level=&limit=``: the seeds' debugging view of
+    tool discovery, ranked as ``search_tools`` ranks (behind the server's token)."""
+    from ..tools.search import DETAILS
+
+    async def handler(request: Request) -> Response:
+        q = request.query_params
+        detail = q.get("detail_level", "name")
+        raw_limit = q.get("limit", "10")
+        problems = []
+        if detail not in DETAILS:
+            problems.append(f"detail_level must be one of {', '.join(DETAILS)}, not {detail!r}")
+        limit = int(raw_limit) if raw_limit.isdigit() else -1
+        if not 1 <= limit <= MAX_LIMIT:
+            problems.append(
+                f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw_limit!r}"
+            )
+        if problems:
+            return JSONResponse({"error": "bad_request", "problems": problems}, status_code=400)
+        if ctx.tools is None:
+            return JSONResponse({"query": q.get("query", ""), "tools": []})
+        found = await ctx.tools.search(q.get("query", ""), detail, limit)
+        return JSONResponse({"query": q.get("query", ""), "tools": found})
+
+    return HttpEndpoint(SEARCH_PATH, handler)
+
+
+__all__ = ["SEARCH_PATH", "metrics_endpoint", "tools_search_endpoint"]

@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import (
@@ -61,6 +62,16 @@ _TOOL_ERROR_OUTCOMES = (
     ("TimeoutError", "timeout"),
 )
 DENIAL_REASONS = ("policy", "approval", "budget")
+
+
+@dataclass(slots=True)
+class _ToolSeries:
+    server: str
+    tool: str
+    seconds: Any
+    sent: Any
+    received: Any
+    calls: dict[str, Any]  # outcome -> counter child
 
 
 class Metrics:
@@ -168,6 +179,7 @@ class Metrics:
         self._run_bytes: dict[str, int] = {}
         self._context = (0, 0)  # tool bytes, model bytes (read together by the gauge)
         self._gauges: dict[str, Gauge] = {}
+        self._series: dict[tuple[str, str], _ToolSeries] = {}
         self._lock = threading.Lock()
         self.gauge_function(
             "codemode_pool_ready_workers",
@@ -201,9 +213,9 @@ class Metrics:
 
     # -- the tool-call layer (stage "observe") ---------------------------------------
     async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        server, tool = call.server, call.tool
-        if not self.tool_labels.admit((server, tool)):
-            server = tool = OTHER
+        series = self._series.get((call.server, call.tool))
+        if series is None:
+            series = self._tool_series(call.server, call.tool)
         start = time.perf_counter()
         outcome = "error"
         try:
@@ -213,17 +225,42 @@ class Metrics:
             outcome = self._tool_failure(exc)
             raise
         finally:
-            self.tool_seconds.labels(server, tool).observe(time.perf_counter() - start)
-            self.tool_calls.labels(server, tool, outcome).inc()
-            self.tool_sent.labels(server, tool).inc(size_of(call.args))
+            series.seconds.observe(time.perf_counter() - start)
+            calls = series.calls.get(outcome)
+            if calls is None:
+                calls = series.calls[outcome] = self.tool_calls.labels(
+                    series.server, series.tool, outcome
+                )
+            calls.inc()
+            series.sent.inc(size_of(call.args))
         received = size_of(result)
-        self.tool_received.labels(server, tool).inc(received)
+        series.received.inc(received)
         run_id = call.context.run_id
         if run_id is not None and run_id in self._run_bytes:
             with self._lock:
                 if run_id in self._run_bytes:
                     self._run_bytes[run_id] += received
         return result
+
+    def _tool_series(self, server: str, tool: str) -> _ToolSeries:
+        """The labelled children of one server/tool pair (``_other`` past the cap), kept so
+        a call does not look them up again."""
+        if not self.tool_labels.admit((server, tool)):
+            got = self._series.get((OTHER, OTHER))
+            if got is not None:
+                return got
+            server = tool = OTHER
+        series = _ToolSeries(
+            server,
+            tool,
+            self.tool_seconds.labels(server, tool),
+            self.tool_sent.labels(server, tool),
+            self.tool_received.labels(server, tool),
+            {},
+        )
+        with self._lock:
+            self._series[(server, tool)] = series
+        return series
 
     def _tool_failure(self, exc: BaseException) -> str:
         names = {cls.__name__ for cls in type(exc).__mro__}

@@ -34,13 +34,32 @@ class OutputChunk:
     text: str
 
 
-async def deliver(on_output: OnOutput | None, chunks: Iterable[tuple[str, str]]) -> dict[str, bool]:
-    """Hand ``(stream, text)`` chunks to ``on_output``; ``more`` says whether to keep sending."""
-    if on_output is None:
+class Listener:
+    """A run's ``on_output`` with what is left of its output limit, per stream.
+
+    The worker already sends only what its capture keeps; this bound holds against code
+    that calls ``output.write`` itself, so the listener never gets more than the limit.
+    """
+
+    __slots__ = ("left", "on_output")
+
+    def __init__(self, on_output: OnOutput, limit: int) -> None:
+        self.on_output = on_output
+        self.left = {"stdout": limit, "stderr": limit}
+
+
+async def deliver(listener: Listener | None, chunks: Iterable[tuple[str, str]]) -> dict[str, bool]:
+    """Hand ``(stream, text)`` chunks to the listener; ``more`` says whether to keep sending."""
+    if listener is None:
         return {"more": False}
     try:
         for stream, text in chunks:
-            got = on_output(stream, text)
+            left = listener.left.get(stream, 0)
+            if left <= 0:
+                return {"more": False}
+            text = text[:left]
+            listener.left[stream] = left - len(text)
+            got = listener.on_output(stream, text)
             if inspect.isawaitable(got):
                 await got
     except Exception:
@@ -61,4 +80,4 @@ def handler(session: Session) -> Callable[[dict[str, Any]], Awaitable[Any]]:
     return handle
 
 
-__all__ = ["METHOD", "OnOutput", "OutputChunk", "Stream", "deliver", "handler"]
+__all__ = ["METHOD", "Listener", "OnOutput", "OutputChunk", "Stream", "deliver", "handler"]

@@ -21,7 +21,7 @@ from .errors import ConfigError, SessionClosed
 from .execution.base import Executor, Worker
 from .hostapi import HostAPI, call_warnings
 from .live import METHOD as OUTPUT_METHOD
-from .live import OnOutput, OutputChunk
+from .live import Listener, OnOutput, OutputChunk
 from .live import handler as output_handler
 from .result import ExecutionResult
 
@@ -36,6 +36,10 @@ def _default_executor(workspace: Workspace | None = None) -> Executor:
     from .execution import default_executor
 
     return default_executor(workspace=workspace)
+
+
+DEFAULT_OUTPUT_LIMIT = 1_000_000
+"""Characters per stream streamed to a listener when the executor does not say its own."""
 
 
 class Session:
@@ -87,7 +91,7 @@ class Session:
         if memory is not None:
             memory.install(self.host)
         self.host.register(OUTPUT_METHOD, output_handler(self))
-        self.output_listener: OnOutput | None = None
+        self.output_listener: Listener | None = None
         """The running run's ``on_output`` (``codemode.live`` routes chunks to it)."""
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
@@ -260,7 +264,9 @@ class Session:
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
-            self.output_listener = event.on_output
+            if event.on_output is not None:
+                limit = getattr(self.executor, "max_output", DEFAULT_OUTPUT_LIMIT)
+                self.output_listener = Listener(event.on_output, int(limit))
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:

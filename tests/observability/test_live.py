@@ -89,3 +89,15 @@ async def test_runs_without_a_listener_are_unchanged() -> None:
         first = await s.run("print('quiet')")
         second = await s.run("print('again')\n3")
     assert first.stdout == "quiet\n" and second.value == 3
+
+
+async def test_code_calling_the_output_row_itself_cannot_pass_the_limit() -> None:
+    got: list[str] = []
+    code = (
+        "from codemode_worker import bridge\n"
+        "for _ in range(5):\n"
+        "    bridge.call('output.write', {'chunks': [{'stream': 'stdout', 'text': 'y' * 800}]})"
+    )
+    async with Session(SubprocessExecutor(max_output=1000)) as s:
+        await s.run(code, on_output=lambda _s, t: got.append(t))
+    assert "".join(got) == "y" * 1000

@@ -222,3 +222,20 @@ async def test_the_warm_pool_is_a_gauge_read_at_each_scrape() -> None:
         await s.close()
     assert value(text, "codemode_pool_ready_workers") >= 2
     assert value(text, "codemode_pool_target_workers") >= 2
+
+
+def test_signals_from_privacy_and_approvals_are_counted_with_bounded_labels() -> None:
+    from codemode.observability import default_metrics, signals
+
+    before = default_metrics().exposition().decode()
+    signals.pii_tokenized("EMAIL", 3)
+    signals.approval("granted")
+    signals.approval("made up by a caller")
+    after = default_metrics().exposition().decode()
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("codemode_pii_tokenized_total", entity="EMAIL") == 3
+    assert delta("codemode_approvals_total", decision="granted") == 1
+    assert delta("codemode_approvals_total", decision="_other") == 1

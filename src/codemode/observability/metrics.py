@@ -159,6 +159,19 @@ class Metrics:
             ["budget"],
             registry=r,
         )
+        self.entities = Capped(64)
+        self.pii_tokenized = Counter(
+            "codemode_pii_tokenized",
+            "Personal data values replaced by tokens, by type (codemode.privacy).",
+            ["entity"],
+            registry=r,
+        )
+        self.approvals = Counter(
+            "codemode_approvals",
+            "Calls that needed a person's approval, by decision.",
+            ["decision"],
+            registry=r,
+        )
         self.context_tool_bytes = Counter(
             "codemode_context_tool_bytes",
             "Bytes tools returned into runs that called tools.",

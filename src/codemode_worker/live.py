@@ -73,11 +73,11 @@ class LiveOutput:
             with self._cond:
                 while not (self._pending and self._enabled):
                     self._cond.wait()
-                delay = self._last + COALESCE - time.monotonic()
-                if delay > 0:  # not a quiet spell: let more output join this chunk
-                    self._cond.wait(delay)
-                    if not (self._pending and self._enabled):
-                        continue
+                deadline = self._last + COALESCE  # past already after a quiet spell
+                while (delay := deadline - time.monotonic()) > 0:
+                    self._cond.wait(delay)  # let more output join this chunk
+                if not (self._pending and self._enabled):
+                    continue  # ``end`` took it meanwhile
                 chunks, self._pending = self._pending, []
                 adopt = self._adopt
                 self._sending = True

@@ -101,3 +101,19 @@ async def test_code_calling_the_output_row_itself_cannot_pass_the_limit() -> Non
     async with Session(SubprocessExecutor(max_output=1000)) as s:
         await s.run(code, on_output=lambda _s, t: got.append(t))
     assert "".join(got) == "y" * 1000
+
+
+async def test_a_print_loop_is_coalesced_into_at_most_one_chunk_per_50_ms() -> None:
+    got: list[str] = []
+    code = (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while time.monotonic() - t < 1:\n"
+        "    print('x')\n"
+        "    time.sleep(0.001)"
+    )
+    async with Session(SubprocessExecutor()) as s:
+        result = await s.run(code, on_output=lambda _s, t: got.append(t))
+    assert "".join(got) == result.stdout
+    assert result.stdout.count("x") > 50
+    assert len(got) <= 1 / 0.05 + 2  # the first at once, then one per 50 ms at most

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("codemode.live")
 
 Stream = Literal["stdout", "stderr"]
-OnOutput = Callable[[str, str], Awaitable[None] | None]
-"""``on_output(stream, text)``: called in order with each chunk a run prints."""
+OnOutput = Callable[[str, str], Awaitable[bool | None] | bool | None]
+"""``on_output(stream, text)``: called in order with each chunk a run prints; returning
+``False`` stops the rest of the run's chunks."""
 METHOD = "output.write"
 
 
@@ -61,7 +62,9 @@ async def deliver(listener: Listener | None, chunks: Iterable[tuple[str, str]]) 
             listener.left[stream] = left - len(text)
             got = listener.on_output(stream, text)
             if inspect.isawaitable(got):
-                await got
+                got = await got
+            if got is False:  # the listener has had enough
+                return {"more": False}
     except Exception:
         log.exception("on_output failed; the rest of this run's output is not streamed")
         return {"more": False}

@@ -70,3 +70,19 @@ async def test_a_client_that_asks_for_no_progress_gets_the_result_unchanged(
     async with http_client(server.url) as client:
         result = await client.call_tool("run_code", {"code": "print('quiet')\n5"})
     assert text_of(result) == "quiet\n5"
+
+
+async def test_streamed_output_stops_at_the_servers_output_limit(tmp_path: object) -> None:
+    from pathlib import Path
+
+    base, _ = make_workspace(Path(str(tmp_path)))
+    (base / "config.json").write_text('{"output_limit": 1000}')
+    messages: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async with stdio_client(base) as client:
+        code = "for i in range(50):\n    print('z' * 99)"
+        await client.call_tool("run_code", {"code": code}, progress_callback=on_progress)
+    assert "".join(messages) == ("z" * 99 + "\n") * 10

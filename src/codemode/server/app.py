@@ -176,7 +176,9 @@ def core_toolset() -> Toolset:
         async with call.lease() as lease:
             with remote_parent(request_meta(call.mcp)):
                 result = await lease.session.run(
-                    code, timeout=timeout, on_output=mcp_listener(call.mcp)
+                    code,
+                    timeout=timeout,
+                    on_output=mcp_listener(call.mcp, call.server.output_limit),
                 )
         notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
         return await render_run(

@@ -2,9 +2,10 @@
 
 Each chunk a cell prints goes out on the ``run_code`` request, before its result, as a
 progress notification: ``progress`` counts the characters sent so far, ``message`` is the
-chunk. A client asks for it by sending a progress token with the call (the official
-client does when given ``progress_callback``). Log notifications are not used: the
-logging capability is deprecated from protocol 2026-07-28 (SEP-2577).
+chunk; at most the server's ``output_limit`` characters in all, like the result. A client
+asks for it by sending a progress token with the call (the official client does when
+given ``progress_callback``). Log notifications are not used: the logging capability is
+deprecated from protocol 2026-07-28 (SEP-2577).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from mcp.server.mcpserver import Context
 from ..live import OnOutput
 
 
-def mcp_listener(ctx: Context[Any, Any] | None) -> OnOutput | None:
-    """An ``on_output`` sending each chunk to the client of ``ctx`` (None: no request)."""
+def mcp_listener(ctx: Context[Any, Any] | None, limit: int | None = None) -> OnOutput | None:
+    """An ``on_output`` sending each chunk to the client of ``ctx`` (None: no request), at
+    most ``limit`` characters in all (the ``output_limit`` of the result)."""
     if ctx is None:
         return None
     try:
@@ -30,10 +32,14 @@ def mcp_listener(ctx: Context[Any, Any] | None) -> OnOutput | None:
     session = request.session
     sent = 0
 
-    async def on_output(stream: str, text: str) -> None:
+    async def on_output(stream: str, text: str) -> bool:
         nonlocal sent
-        sent += len(text)
-        await session.report_progress(sent, None, text)
+        if limit is not None:
+            text = text[: max(0, limit - sent)]
+        if text:
+            sent += len(text)
+            await session.report_progress(sent, None, text)
+        return limit is None or sent < limit
 
     return on_output
 

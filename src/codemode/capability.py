@@ -30,10 +30,7 @@ from .config.schema import Section
 
 if TYPE_CHECKING:
     import click
-    from starlette.requests import Request
-    from starlette.responses import Response
 
-    from .server.toolset import ServerContext, Toolset
     from .tools.registry import Middleware
 
 
@@ -55,13 +52,14 @@ class HttpEndpoint:
     """
 
     path: str
-    handler: Callable[[Request], Awaitable[Response]]
+    handler: Callable[[Any], Awaitable[Any]]
+    """``async handler(request) -> response`` (Starlette's)."""
     own_auth: bool = False
 
 
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
-HttpEndpoints = Callable[[C, "ServerContext"], Iterable[HttpEndpoint]]
+HttpEndpoints = Callable[[C, Any], Iterable[HttpEndpoint]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +78,11 @@ class Capability(Generic[C]):
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
     """Imports and returns the CLI group named ``name`` (one of ``commands``)."""
-    server_tools: Callable[[Toolset, ServerContext], None] | None = None
+    server_tools: Callable[[Any, Any], None] | None = None
+    """``(toolset, ctx)``: a ``codemode.server.toolset.Toolset`` and its ``ServerContext``
+    (typed loosely here so that declaring a capability never reaches the server layer)."""
     http_endpoints: HttpEndpoints[C] | None = None
+    """``(config, ctx)`` -> its ``HttpEndpoint``s; ``ctx`` is the ``ServerContext``."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():

@@ -13,10 +13,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from .session import Session
+from typing import Any, Literal, Protocol
 
 log = logging.getLogger("codemode.live")
 
@@ -71,7 +68,13 @@ async def deliver(listener: Listener | None, chunks: Iterable[tuple[str, str]]) 
     return {"more": True}
 
 
-def handler(session: Session) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+class Listening(Protocol):
+    """What ``output.write`` needs of a session: the running run's listener."""
+
+    output_listener: Listener | None
+
+
+def handler(session: Listening) -> Callable[[dict[str, Any]], Awaitable[Any]]:
     """The host handler of ``output.write`` for ``session`` (its params checked by the
     table row in ``codemode.live_rpc``, loaded on the first chunk)."""
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from .live import METHOD, deliver
+from .live import METHOD, Listening, deliver
 from .rpc import Method, Params, Table
-
-if TYPE_CHECKING:
-    from .session import Session
 
 
 class ChunkParams(Params):
@@ -22,11 +19,11 @@ class WriteParams(Params):
     chunks: list[ChunkParams] = Field(max_length=10_000, description="Chunks, in order.")
 
 
-async def _write(session: Session, p: WriteParams) -> dict[str, bool]:
+async def _write(session: Listening, p: WriteParams) -> dict[str, bool]:
     return await deliver(session.output_listener, ((c.stream, c.text) for c in p.chunks))
 
 
-OUTPUT_METHODS: Table[Session] = Table(
+OUTPUT_METHODS: Table[Listening] = Table(
     Method(
         METHOD,
         WriteParams,

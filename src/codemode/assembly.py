@@ -13,6 +13,7 @@ is wired here:
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
 - ``add_server_tools``: the tools capabilities add to ``codemode serve``;
 - ``configure_toolset``: the layers over every ``codemode serve`` reply.
+- ``http_endpoints``: the routes they add to ``codemode serve --transport http``.
 
 Plugins (``codemode.plugins``: Python entry points) extend ``installed()``; nothing else
 changes.
@@ -29,9 +30,10 @@ from .agent.capability import AGENT
 from .approval.capability import APPROVAL
 from .audit.capability import AUDIT
 from .budget.capability import BUDGET
-from .capability import Capability
+from .capability import Capability, HttpEndpoint
 from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
+from .observability.capability import OBSERVABILITY
 from .plugins.capability import PLUGINS
 from .policy.capability import POLICY
 from .privacy.capability import PRIVACY
@@ -50,6 +52,7 @@ Capabilities = Sequence[Capability[Any]]
 Sections = Mapping[str, BaseModel]
 
 BUILTIN: tuple[Capability[Any], ...] = (
+    OBSERVABILITY,  # codemode_* metrics (codemode.observability): first, so outermost
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
     AUDIT,  # every run, tool call and memory write, HMAC-chained (codemode.audit)
@@ -147,6 +150,21 @@ def configure_toolset(toolset: Toolset, capabilities: Capabilities, sections: Se
             toolset.use(layer)
 
 
+def http_endpoints(
+    ctx: ServerContext, capabilities: Capabilities, sections: Sections
+) -> list[HttpEndpoint]:
+    """Every capability's HTTP routes (paths must be unique)."""
+    out: list[HttpEndpoint] = []
+    for cap in capabilities:
+        if cap.http_endpoints is not None:
+            out.extend(cap.http_endpoints(section(cap, sections), ctx))
+    paths = [e.path for e in out]
+    for p in paths:
+        if paths.count(p) > 1:
+            raise ValueError(f"HTTP path {p} is declared twice")
+    return out
+
+
 __all__ = [
     "BUILTIN",
     "add_server_tools",
@@ -157,6 +175,7 @@ __all__ = [
     "configure_registry",
     "configure_session",
     "configure_toolset",
+    "http_endpoints",
     "installed",
     "section",
 ]

@@ -15,6 +15,7 @@ are all optional:
 - ``server_tools(toolset, ctx)``: its tools on ``codemode serve``;
 - ``reply_layers(config)``: layers over every ``codemode serve`` tool's reply (its own
   tools, the core ones and other capabilities' alike), ``layer(call, tool, reply)``.
+- ``http_endpoints(config, ctx)``: its ``HttpEndpoint``s on ``serve --transport http``.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -22,7 +23,7 @@ turns them into chains, commands and server tools. The stages are ``codemode.cha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -46,11 +47,27 @@ class NoConfig(BaseModel):
 
 C = TypeVar("C", bound=BaseModel)
 
+
+@dataclass(frozen=True, slots=True)
+class HttpEndpoint:
+    """A ``GET`` route a capability adds to ``codemode serve --transport http``.
+
+    ``own_auth``: the handler decides who may read it (e.g. /metrics with a token of its
+    own); otherwise the server's bearer token guards it like ``/mcp``.
+    """
+
+    path: str
+    handler: Callable[[Any], Awaitable[Any]]
+    """``async handler(request) -> response`` (Starlette's)."""
+    own_auth: bool = False
+
+
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
 HiddenTools = Callable[[C], "ToolFilter | None"]
 MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
 ReplyLayers = Callable[[C], Iterable[Any]]
+HttpEndpoints = Callable[[C, Any], Iterable[HttpEndpoint]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,8 @@ class Capability(Generic[C]):
     reply_layers: ReplyLayers[C] | None = None
     """Layers over every ``codemode serve`` reply: each a ``codemode.server.toolset.ReplyLayer``
     (typed loosely for the same reason)."""
+    http_endpoints: HttpEndpoints[C] | None = None
+    """``(config, ctx)`` -> its ``HttpEndpoint``s; ``ctx`` is the ``ServerContext``."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -108,4 +127,4 @@ class Capability(Generic[C]):
         return list(self.reply_layers(config)) if self.reply_layers is not None else []
 
 
-__all__ = ["Capability", "NoConfig"]
+__all__ = ["Capability", "HttpEndpoint", "NoConfig"]

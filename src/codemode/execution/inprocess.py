@@ -70,6 +70,14 @@ class _RoutingLink:
     def call(self, method: str, params: dict[str, Any]) -> Any:
         return self._link().call(method, params)
 
+    def here(self) -> _LoopLink | None:
+        """The calling thread's own link (for helpers that call from other threads)."""
+        return getattr(self.local, "link", None)
+
+    def adopt(self, link: _LoopLink | None) -> None:
+        """Let the calling thread use ``link`` (one taken with ``here`` in another)."""
+        self.local.link = link
+
     def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
         return self._link().call_async(method, params)
 
@@ -130,6 +138,7 @@ class InProcessWorker:
             try:
                 if op == "run":
                     result = runtime.run(code)
+                    result.pop("usage", None)  # the host process's, not the run's
                 else:
                     runtime.reset()
             except BaseException as exc:  # noqa: BLE001 - a late async interrupt

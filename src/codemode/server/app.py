@@ -41,7 +41,9 @@ from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 from codemode.tools.registry import ToolRegistry
 
+from ..observability.tracing import remote_parent
 from .approve import PausedRuns, no_elicitation
+from .live import mcp_listener, request_meta
 from .toolset import Call, Reply, ServerContext, Toolset, is_modern, load_text
 
 SERVER_NAME = "codemode"
@@ -232,7 +234,12 @@ def core_toolset() -> Toolset:
 
 async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
     async with call.lease() as lease:
-        result = await lease.session.run(code, timeout=timeout)
+        with remote_parent(request_meta(call.mcp)):
+            result = await lease.session.run(
+                code,
+                timeout=timeout,
+                on_output=mcp_listener(call.mcp, call.server.output_limit),
+            )
     notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
     return await render_run(
         result,

@@ -36,8 +36,10 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from codemode.capability import HttpEndpoint
 
 from .calls import CallTracker, ClientLink
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
@@ -101,12 +103,15 @@ class BearerAuth:
     ``token=None`` lets everything through (``--no-auth`` on loopback only).
     """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, *, open_paths: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode() if token is not None else None
+        self._open = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._expected is None:
+        if scope["type"] != "http" or self._expected is None or scope["path"] in self._open:
             await self.app(scope, receive, send)
             return
         given = b""
@@ -318,12 +323,27 @@ def build_http_app(
             AppStatus.should_exit = False
 
     routes: list[BaseRoute] = [*sdk_app.routes]
+    open_paths: set[str] = set()
+    for ep in capability_endpoints(context):
+        routes.append(Route(ep.path, ep.handler, methods=["GET"]))
+        if ep.own_auth:
+            open_paths.add(ep.path)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.graceful_stop = stop
     app.add_middleware(ClientWatch, sessions=sessions, traffic=traffic, path=MCP_PATH)
-    app.add_middleware(BearerAuth, token=token)
+    app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
     app.add_middleware(HealthCheck, sessions=sessions, calls=context.calls)
     return app
+
+
+def capability_endpoints(context: ServerContext) -> list[HttpEndpoint]:
+    """The routes the workspace's capabilities add (``/metrics``...)."""
+    from codemode.assembly import http_endpoints, installed
+
+    ws = context.workspace
+    if ws is None:
+        return http_endpoints(context, installed(), {})
+    return http_endpoints(context, ws.capabilities, ws.sections)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -77,5 +77,5 @@ async def _run(
 
     ws = Workspace.open(base)
     chosen = executor_by_name(executor, workspace=ws) if executor else None
-    async with Session.from_base(ws.path, executor=chosen) as s:
+    async with Session.for_workspace(ws, executor=chosen) as s:
         return await s.run(source, timeout=timeout)

@@ -211,6 +211,6 @@ def test_a_broken_mcp_json_stops_serve_with_a_message_naming_the_file(tmp_path: 
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
-    assert done.returncode == 1
-    assert f"{base / 'mcp.json'}: mcpServers.x.command" in done.stderr
+    assert done.returncode == 2
+    assert f"{base / 'mcp.json'}:1:34: mcpServers.x.command: must not be empty" in done.stderr
     assert done.stdout == ""

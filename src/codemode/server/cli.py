@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from codemode.errors import CodemodeError, ConfigError, ExecutorError
+from codemode.errors import ConfigError, ExecutorError
 
 if TYPE_CHECKING:
     from codemode.config import Settings
@@ -208,7 +208,7 @@ def serve(
         anyio.run(run_server, opts)
     except KeyboardInterrupt:
         pass
-    except (CodemodeError, OSError) as exc:
+    except OSError as exc:  # codemode's own errors: one path for every command (codemode.cli)
         raise click.ClickException(str(exc)) from exc
 
 

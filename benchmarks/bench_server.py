@@ -8,7 +8,7 @@
    throughput, p50/p95 and the number of errors (target: none).
 
     .venv/bin/python benchmarks/bench_server.py [--calls 400] [--clients 50] [--runs 100]
-        [--executor subprocess|sandbox|inprocess]
+        [--executor sandbox|subprocess|inprocess]   (default: sandbox)
 
 The script is also its own floor server: ``--bare stdio`` / ``--bare http PORT``.
 """
@@ -340,16 +340,21 @@ async def main(args: argparse.Namespace) -> None:
             print("error:", e)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--bare":
-        run_bare(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
-        raise SystemExit(0)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--executor", default="subprocess",
+    # the default every entry point has: the sandbox (the others only when asked for)
+    parser.add_argument("--executor", default="sandbox",
                         choices=["subprocess", "sandbox", "inprocess"])  # fmt: skip
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--bare":
+        run_bare(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+        raise SystemExit(0)
     import anyio
 
-    anyio.run(main, parser.parse_args())
+    anyio.run(main, parse_args())

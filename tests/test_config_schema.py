@@ -118,14 +118,17 @@ def test_sections_read_file_then_env_then_aliases_then_arguments(tmp_path: Path)
 
 def test_the_memory_section_keeps_its_old_top_level_keys_and_variables(tmp_path: Path) -> None:
     write(tmp_path / "config.json", '{"deps": ["six==1.17.0"], "memory": {"install_deps": true}}')
-    env = {"CODEMODE_ALLOW_RUNTIME_DEPS": "false", "CODEMODE_MEMORY_ALLOW_SOURCE_BUILDS": "1"}
+    env = {"CODEMODE_ALLOW_RUNTIME_DEPS": "false", "CODEMODE_MEMORY_QUOTA_MB": "64"}
     memory = Workspace.open(tmp_path, env=env).section(MEMORY)
     assert memory == MemoryConfig(
         deps=("six==1.17.0",),
         install_deps=True,
         allow_runtime_deps=False,
-        allow_source_builds=True,
+        quota_mb=64,
     )
+    # Source builds are gone: asking for them is an error that names where it was asked.
+    with pytest.raises(ConfigError, match=r"CODEMODE_ALLOW_SOURCE_BUILDS: memory\.allow_source"):
+        Workspace.open(tmp_path, env={"CODEMODE_ALLOW_SOURCE_BUILDS": "1"})
 
 
 def test_lists_from_the_environment_are_json_or_comma_separated(tmp_path: Path) -> None:

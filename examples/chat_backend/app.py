@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 
 from codemode.agent import AgentEvent, create_agent
@@ -72,7 +73,10 @@ def build_app(**agent_settings: Any) -> FastAPI:
         except WebSocketDisconnect:
             pass
         finally:
-            await agent.aclose()
+            # The connection may be gone because this task was cancelled: close anyway,
+            # or the agent's worker process would outlive the chat.
+            with anyio.CancelScope(shield=True):
+                await agent.aclose()
 
     return app
 

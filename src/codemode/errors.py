@@ -16,7 +16,8 @@ Errors are grouped by who must react::
     │   ├── NotFound             no record of that name
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
     │   ├── StorageUnavailable   the backend cannot be reached (e.g. Redis down)
-    │   └── ValidationError      a record was refused before anything was written
+    │   ├── ValidationError      a record was refused before anything was written
+    │   └── QuotaExceeded        the write would take the workspace over its quota
     ├── DepsError                a package spec was refused or pip failed
     └── LLMError                 the agent's model could not be reached or refused the call
         └── LLMAuthError         the provider rejected the credentials (bad or missing key)
@@ -112,6 +113,10 @@ class ValidationError(StorageError):
     """A record was refused before anything was written (bad name, bad code...)."""
 
 
+class QuotaExceeded(StorageError):
+    """A write was refused (nothing was written): the workspace would exceed its quota."""
+
+
 class DepsError(CodemodeError):
     """A package spec was refused, or installing it failed (carries pip's message)."""
 
@@ -141,6 +146,7 @@ __all__ = [
     "LLMAuthError",
     "LLMError",
     "NotFound",
+    "QuotaExceeded",
     "SandboxUnavailable",
     "ServerUnavailable",
     "SessionClosed",

@@ -54,6 +54,8 @@ EXAMPLE_MCP_JSON = """\
 // and .mcp.json. Lines starting with // are comments (codemode strips them).
 // Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
 //   "timeout": seconds per call, "enabled": false to skip it,
+//   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
+//   "read_only_paths"/"writable_paths": more host paths for its jail,
 //   "include"/"exclude": tool names or globs ("search_*").
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {
@@ -231,12 +233,14 @@ class Workspace:
 
     def _build_registry(self) -> ToolRegistry:
         from codemode.assembly import configure_registry
+        from codemode.isolation.servers import Isolation
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
+        isolation = Isolation(workspace=self.path, files=self.files_dir)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(
@@ -245,6 +249,7 @@ class Workspace:
                     default_timeout=self.settings.tool_timeout,
                     connect_timeout=self.settings.connect_timeout,
                     protocol=self.settings.protocol,
+                    isolation=isolation,
                 )
             )
         configure_registry(reg, self.capabilities, self.sections)

@@ -82,7 +82,7 @@ def main(config: dict[str, Any]) -> None:
     if config.get("cwd"):
         os.chdir(config["cwd"])
 
-    from . import bridge, namespaces
+    from . import bridge, namespaces, protocol
     from .runtime import Runtime, inherit_capture_in_threads, install_routers
 
     link = bridge.PipeLink(proto_in, proto_out)
@@ -97,7 +97,7 @@ def main(config: dict[str, Any]) -> None:
     if "ctrl_fd" in config:
         _watch_interrupts(int(config["ctrl_fd"]), threading.get_ident(), gate)
 
-    link.send({"op": "ready", "pid": os.getpid()})
+    link.send({"op": "ready", "pid": os.getpid(), "protocol": protocol.VERSION})
     while True:
         try:
             msg = link.next_command()

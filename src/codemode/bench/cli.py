@@ -50,7 +50,7 @@ def bench() -> None:
 )
 @click.option(
     "--executor",
-    default="subprocess",
+    default="sandbox",
     show_default=True,
     help="Executor codemode serve runs the code with.",
 )

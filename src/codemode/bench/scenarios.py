@@ -441,7 +441,7 @@ async def run_scenario(
     scenario: Scenario,
     sizes: Sizes,
     scratch: Path,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     transcripts: Path | None = None,
     profiles: tuple[str, ...] = PROFILES,
 ) -> list[ScenarioResult]:
@@ -534,7 +534,7 @@ async def run_benchmark(
     names: list[str] | None = None,
     sizes: Sizes | None = None,
     *,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     profiles: tuple[str, ...] = PROFILES,
     transcripts: Path | None = None,
     progress: Callable[[str], None] | None = None,

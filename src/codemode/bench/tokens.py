@@ -342,7 +342,7 @@ def direct_caller(connected: dict[str, tuple[Client, list[Any]]]) -> Caller:
 
 
 def serve_command(
-    base: Path, executor: str = "subprocess", tools: str = "all"
+    base: Path, executor: str = "sandbox", tools: str = "all"
 ) -> StdioServerParameters:
     """``codemode serve`` over stdio, started with this interpreter."""
     args = [
@@ -365,7 +365,7 @@ def serve_command(
 async def codemode_client(
     catalog: dict[str, dict[str, Any]],
     base: Path,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     tools: str = "all",
 ) -> Any:
     """A client of ``codemode serve`` whose workspace connects ``catalog``; yields

@@ -77,6 +77,12 @@ class Settings(BaseModel):
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
     )
+    workspace_quota_mb: int = Field(
+        1024, ge=0, description="Disk /workspace (files/) may use; 0: no limit."
+    )
+    workspace_quota_files: int = Field(
+        50_000, ge=0, description="Files and directories /workspace may hold; 0: no limit."
+    )
 
 
 @dataclass(frozen=True)

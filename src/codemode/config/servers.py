@@ -86,6 +86,17 @@ class StdioServerConfig(_ServerBase):
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    isolation: Literal["auto", "none"] = Field(
+        "auto",
+        description="auto: a jail as its own uid (see codemode.isolation.servers); none: "
+        "as codemode's own user with all its rights (logged loudly, shown by doctor).",
+    )
+    network: bool | None = Field(
+        None, description="Network in the jail; default: shared unless it is given a "
+        "path inside the workspace.",
+    )  # fmt: skip
+    read_only_paths: tuple[str, ...] = Field((), description="More host paths it may read.")
+    writable_paths: tuple[str, ...] = Field((), description="More host paths it may write.")
 
     @field_validator("command")
     @classmethod
@@ -151,11 +162,12 @@ def _expand_server(raw: dict[str, Any], env: Mapping[str, str], entry: _Entry) -
     for key in ("command", "cwd", "url"):
         if isinstance(out.get(key), str):
             out[key] = expand_vars(out[key], env, where=entry.at(key))
-    if isinstance(out.get("args"), list):
-        out["args"] = [
-            expand_vars(a, env, where=entry.at("args", i)) if isinstance(a, str) else a
-            for i, a in enumerate(out["args"])
-        ]
+    for key in ("args", "read_only_paths", "writable_paths"):
+        if isinstance(out.get(key), list):
+            out[key] = [
+                expand_vars(a, env, where=entry.at(key, i)) if isinstance(a, str) else a
+                for i, a in enumerate(out[key])
+            ]
     for key in ("env", "headers"):
         if isinstance(out.get(key), dict):
             out[key] = {

@@ -302,6 +302,35 @@ def diagnose(executor: SandboxExecutor | None = None) -> list[Protection]:
     return out + _limit_lines(ex)
 
 
+def server_isolation_lines(workspace: Any) -> list[Protection]:
+    """One line per enabled stdio server of ``workspace``: its jail, or that it has none."""
+    from ..config import StdioServerConfig
+    from ..isolation.servers import Isolation, plan
+
+    iso = Isolation(workspace=workspace.path, files=workspace.files_dir)
+    out = []
+    for name, cfg in sorted(workspace.enabled_servers.items()):
+        if not isinstance(cfg, StdioServerConfig):
+            continue
+        try:
+            launch = plan(cfg, iso, dry_run=True)
+        except CodemodeError as exc:
+            out.append(Protection(f"server {name}", False, str(exc)))
+            continue
+        if cfg.isolation == "none":
+            out.append(
+                Protection(
+                    f"server {name}",
+                    False,
+                    f"NOT isolated (isolation: none): runs as uid {os.geteuid()} with its rights",
+                    'remove "isolation": "none" from its entry in mcp.json',
+                )
+            )
+        else:
+            out.append(Protection(f"server {name}", True, launch.summary))
+    return out
+
+
 def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
     lines = []
     for st in ex.limit_status():
@@ -311,27 +340,28 @@ def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
     return lines
 
 
-def _config_line(base: Path | None) -> tuple[dict[str, Any], ConfigError | None]:
-    """The workspace's configuration: where, how many servers, its warnings or its error."""
+def _config_line(base: Path | None) -> tuple[dict[str, Any], ConfigError | None, Any]:
+    """The workspace's configuration: where, how many servers, its warnings or its error;
+    and the open workspace (None when there is none or it is invalid)."""
     from ..workspace import Workspace, default_base
 
     path = (base or default_base()).expanduser()
     line: dict[str, Any] = {"name": "config", "active": True, "detail": "", "warnings": []}
     if not path.is_dir():
         line["detail"] = f"{path}: no workspace yet (created on first use)"
-        return line, None
+        return line, None, None
     logger = logging.getLogger("codemode.config")
     logger.disabled = True  # the report shows the warnings: not also on stderr
     try:
         ws = Workspace.open(path)
     except ConfigError as exc:
         line.update(active=False, detail=f"{path}: invalid (the error is below)")
-        return line, exc
+        return line, exc, None
     finally:
         logger.disabled = False
     line["detail"] = f"{ws.path}: {len(ws.enabled_servers)} of {len(ws.servers)} servers enabled"
     line["warnings"] = list(ws.warnings)
-    return line, None
+    return line, None, ws
 
 
 @click.command("doctor")
@@ -341,18 +371,21 @@ def _config_line(base: Path | None) -> tuple[dict[str, Any], ConfigError | None]
     "--base",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Workspace whose configuration to check (default $CODEMODE_BASE or ~/.codemode).",
+    help="Workspace to check (default $CODEMODE_BASE or ~/.codemode).",
 )
 def doctor(as_json: bool, bwrap: str, base: Path | None) -> None:
-    """Show which sandbox protections are active on this machine, and whether the
-    workspace's configuration loads (with its warnings).
+    """Show which sandbox protections are active on this machine, how each upstream
+    server of the workspace is isolated, and whether its configuration loads (with its
+    warnings).
 
     Exits 1 when a protection is missing, 2 when the configuration is invalid.
     """
     from .sandbox import SandboxExecutor
 
     report = diagnose(SandboxExecutor(pool_size=0, bwrap=bwrap))
-    config, problem = _config_line(base)
+    config, problem, ws = _config_line(base)
+    if ws is not None:
+        report += server_isolation_lines(ws)
     if as_json:
         click.echo(json.dumps([*(asdict(p) for p in report), config], indent=2))
     else:
@@ -381,6 +414,7 @@ __all__ = [
     "doctor",
     "find_program",
     "sandbox_python",
+    "server_isolation_lines",
     "traversable",
     "userns_check",
     "writable_by",

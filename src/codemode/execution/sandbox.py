@@ -35,20 +35,20 @@ When bubblewrap or user namespaces are missing the executor refuses to start
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import functools
 import json
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
+from ..isolation.jail import BINDER, bpf_path, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
@@ -72,6 +72,7 @@ from .doctor import (
     userns_check,
     writable_by,
 )
+from .guard import GuardedWorker, WorkspaceQuota
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
 from .subprocess import (
     BOOTSTRAP,
@@ -86,12 +87,6 @@ _LAUNCHER = (
     'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
     'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
 )
-# Root only, in a private mount namespace (``unshare --mount``): binds host directories the
-# sandbox uid cannot reach (e.g. under /root) onto reachable mount points, then continues.
-_BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
-)
 # Applies rlimits (from the config) before the worker, hence before any agent code.
 _RLIMITS_BOOT = (
     "import sys,json,resource as r;c=json.loads(sys.argv[1])\n"
@@ -103,22 +98,9 @@ class WeakerSandboxWarning(RuntimeWarning):
     """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
 
 
-_rundir: str | None = None
-
-
-def _shared_rundir() -> str:
-    """A root-only directory for the BPF file and per-worker scratch workspaces."""
-    global _rundir
-    if _rundir is None or not os.path.isdir(_rundir):
-        _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
-        os.chmod(_rundir, 0o711)
-        atexit.register(shutil.rmtree, _rundir, True)
-    return _rundir
-
-
-@functools.cache
-def _bpf_path() -> str:
-    return seccomp_mod.write_bpf(_shared_rundir())
+# The host directory each live worker (by pid) has at /workspace, for the host's sweep.
+_workspace_of: dict[int, str] = {}
+_spawning = threading.local()
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -201,6 +183,12 @@ class SandboxExecutor(SubprocessExecutor):
             deps = getattr(workspace, "deps_dir", None)
             if deps is not None:
                 options.setdefault("deps_dir", deps)
+            settings = getattr(workspace, "settings", None)
+            if settings is not None and "limits" not in options:
+                options["limits"] = Limits(
+                    workspace_mb=settings.workspace_quota_mb or None,
+                    workspace_files=settings.workspace_quota_files or None,
+                )
         options.pop("cwd", None)
         return cls(**options)
 
@@ -329,7 +317,7 @@ class SandboxExecutor(SubprocessExecutor):
                 prefix=prefix,
             )
             if prep["seccomp"]:
-                prep["bpf"] = _bpf_path()
+                prep["bpf"] = bpf_path()
             _probe(self, prep)
         self._prepared = prep
         return prep
@@ -398,9 +386,10 @@ class SandboxExecutor(SubprocessExecutor):
         try:
             workspace = self.workspace
             if workspace is None:
-                workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
+                workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
+            _spawning.workspace = workspace
             config = {**config, "rlimits": limits.rlimits()}
             site = None
             if self.site_packages:
@@ -435,6 +424,7 @@ class SandboxExecutor(SubprocessExecutor):
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
+        deps = deps if deps and os.path.isdir(deps) else None
         paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
         binds: list[tuple[str, str]] = []
         points = None
@@ -443,7 +433,7 @@ class SandboxExecutor(SubprocessExecutor):
                 k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
             ]
             if hidden:
-                points = tempfile.mkdtemp(prefix="mnt-", dir=_shared_rundir())
+                points = tempfile.mkdtemp(prefix="mnt-", dir=rundir())
                 os.chmod(points, 0o711)
                 for key in hidden:
                     dst = os.path.join(points, key)
@@ -453,7 +443,7 @@ class SandboxExecutor(SubprocessExecutor):
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
         if binds:
             argv += ["", find_program("unshare") or "unshare", "--mount", "--propagation",
-                     "private", "/bin/sh", "-c", _BINDER, "codemode-binds"]  # fmt: skip
+                     "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
             argv += [path for pair in binds for path in pair] + ["--"]
         argv.append(prep.get("bpf", ""))
         if os.geteuid() == 0:
@@ -501,9 +491,25 @@ class SandboxExecutor(SubprocessExecutor):
         if not st.st_mode & stat.S_IWUSR:
             os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
 
+    def spawn(self) -> Any:
+        spawned = super().spawn()
+        ws = getattr(_spawning, "workspace", None)
+        if ws is not None:
+            _workspace_of[spawned.proc.pid] = ws
+        return spawned
+
+    @property
+    def quota(self) -> WorkspaceQuota:
+        mb, files = self.limits.workspace_mb, self.limits.workspace_files
+        return WorkspaceQuota(None if mb is None else mb << 20, files)
+
     async def start(self, handler: Any) -> Any:
         self._prepare()
-        return await super().start(handler)
+        worker = await super().start(handler)
+        workspace = _workspace_of.pop(worker.pid, None)
+        if workspace is None:
+            return worker  # weaker mode: a plain subprocess, nothing mounted
+        return GuardedWorker(worker, workspace, self.quota)
 
     async def warm(self) -> None:
         self._prepare()
@@ -515,7 +521,7 @@ def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
     key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
     if key in _probed:
         return
-    with tempfile.TemporaryDirectory(dir=_shared_rundir()) as ws:
+    with tempfile.TemporaryDirectory(dir=rundir()) as ws:
         if os.geteuid() == 0:
             os.chown(ws, ex.uid, ex.gid)
         argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1)

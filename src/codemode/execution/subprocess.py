@@ -28,7 +28,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, settle
+from .base import CallHandler, check_protocol, settle
 from .pool import get_pool
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
@@ -286,6 +286,11 @@ class SubprocessWorker:
                 f"the worker did not start: {info}"
                 + (f"\nits stderr ended with:\n{tail}" if tail else "")
             ) from None
+        try:
+            check_protocol(self._ready.result().get("protocol"))
+        except ExecutorError:
+            self._teardown()
+            raise
 
     def _on_proto(self) -> None:
         try:
@@ -427,7 +432,9 @@ class SubprocessWorker:
     async def _serve_call(self, msg: dict[str, Any]) -> None:
         cid = msg.get("id")
         try:
-            value = await self._handler(str(msg.get("method")), dict(msg.get("params") or {}))
+            # Params go as sent: the method's table row validates them (codemode.rpc).
+            params = msg.get("params")
+            value = await self._handler(str(msg.get("method")), {} if params is None else params)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
@@ -489,6 +496,22 @@ class SubprocessWorker:
     def _kill_stuck(self, fut: asyncio.Future[Any]) -> None:
         if not fut.done():
             self._fail("the run did not stop when interrupted; the worker was killed")
+
+    def stop_run(self, reason: str) -> None:
+        """Interrupt the running code for a host-side limit other than the timeout; kill
+        the worker with ``reason`` if it has not stopped within the grace period."""
+        if self._dead or not self._pending:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._p.ctrl_fd, b"i")
+        assert self._loop is not None
+        pending = list(self._pending.values())
+
+        def kill_if_stuck() -> None:
+            if any(not f.done() for f in pending):
+                self._fail(reason)
+
+        self._loop.call_later(self._ex.interrupt_grace, kill_if_stuck)
 
     def _result(
         self, payload: Any, raw: tuple[bytearray, bytearray] | None, timeout: float, start: float

@@ -15,8 +15,9 @@ from typing import Any
 
 from codemode_worker.protocol import json_like_problem
 
-from ..errors import ValidationError
+from ..errors import CorruptRecord, ValidationError
 from ..storage.base import RecordInfo, Storage, check_name
+from . import formats
 
 KIND = "artifacts"
 MAX_DESCRIPTION = 2000
@@ -75,26 +76,34 @@ class Artifacts:
         if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
             raise ValidationError(f"description must be a str of at most {MAX_DESCRIPTION} chars")
         kind, payload = encode_value(data)
-        meta = {"type": kind, "created": now_iso(), "description": description}
+        meta = formats.stamp(KIND, {"type": kind, "created": now_iso(), "description": description})
         return describe(await self.storage.put(KIND, name, payload, meta))
 
     async def load(self, name: str) -> Any:
-        info, payload = await self.storage.read(KIND, check_name(name, "artifact name"))
+        info, payload = formats.upgrade(
+            *await self.storage.read(KIND, check_name(name, "artifact name"))
+        )
         return decode_value(str(info.meta.get("type", "bytes")), payload)
 
     async def info(self, name: str) -> dict[str, Any]:
-        return describe(await self.storage.info(KIND, check_name(name, "artifact name")))
+        info = await self.storage.info(KIND, check_name(name, "artifact name"))
+        return describe(formats.upgrade(info)[0])
 
     async def stream(self, name: str) -> tuple[dict[str, Any], AsyncIterator[bytes]]:
         """The stored bytes in chunks (UTF-8 for text and JSON), for very large values."""
         info, chunks = await self.storage.stream(KIND, check_name(name, "artifact name"))
+        problem = formats.newer(info)
+        if problem is not None:
+            raise CorruptRecord(problem)
         return describe(info), chunks
 
     async def list(self) -> list[dict[str, Any]]:
         """Readable artifacts; unreadable ones are listed with an ``error``."""
         listing = await self.storage.list(KIND)
-        out = [describe(r) for r in listing.records]
+        records, newer = formats.readable(listing.records)
+        out = [describe(r) for r in records]
         out += [{"name": b.name, "type": "unreadable", "error": b.message} for b in listing.bad]
+        out += [{"name": n, "type": "unreadable", "error": why} for n, why in newer]
         return out
 
     async def exists(self, name: str) -> bool:

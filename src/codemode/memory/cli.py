@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..errors import ValidationError
+from .rpc import MEMORY_METHODS
 
 if TYPE_CHECKING:
     from .core import Memory
@@ -89,13 +90,82 @@ def _short(text: str, n: int = 70) -> str:
     return line if len(line) <= n else line[: n - 3] + "..."
 
 
+# -- deriving commands from the table --------------------------------------------------
+METHOD_OF: dict[str, str] = {}
+"""``"<group> <command>"`` -> the table row (``memory.rpc``) each command calls."""
+
+_CLICK_TYPES: dict[Any, Any] = {str: str, int: int, float: float, str | None: str}
+
+
+def uses(group: click.Group, name: str, method: str) -> Callable[[click.Command], click.Command]:
+    """Record which table row a hand-written command stands on."""
+
+    def record(command: click.Command) -> click.Command:
+        METHOD_OF[f"{group.name} {name}"] = method
+        return command
+
+    return record
+
+
+def method_command(
+    group: click.Group,
+    name: str,
+    method_name: str,
+    show: Callable[[Any, dict[str, Any], bool], None],
+    *,
+    arguments: tuple[str, ...] = (),
+    options: tuple[str, ...] | None = None,
+    help_: str,
+) -> None:
+    """``codemode <group> <name>``: the row's fields as arguments (those named) or
+    ``--options`` (all simple ones, or those in ``options``), then the row's handler
+    through ``Method.call``, then ``show``."""
+    method = MEMORY_METHODS[method_name]
+    params: list[click.Parameter] = []
+    for field_name, info in method.params.model_fields.items():
+        if field_name in arguments:
+            params.append(click.Argument([field_name]))
+            continue
+        ctype = _CLICK_TYPES.get(info.annotation)
+        if ctype is None or (options is not None and field_name not in options):
+            continue  # JSON-only fields (e.g. state.get's default) have no option
+        params.append(
+            click.Option(
+                [f"--{field_name.replace('_', '-')}", field_name],
+                type=ctype,
+                default=info.get_default(),
+                show_default=info.get_default() not in (None, ""),
+                help=info.description,
+            )
+        )
+
+    def callback(base: Path | None, as_json: bool, **values: Any) -> None:
+        args = {k: v for k, v in values.items() if v is not None}
+        show(_run(base, lambda m: method.call(m, args)), args, as_json)
+
+    command = click.Command(name, callback=callback, params=params, help=help_)
+    base_option(json_option(command))
+    group.add_command(command)
+    METHOD_OF[f"{group.name} {name}"] = method_name
+
+
+def _deleted(what: str) -> Callable[[Any, dict[str, Any], bool], None]:
+    def show(deleted: Any, args: dict[str, Any], as_json: bool) -> None:
+        key = args.get("name", args.get("key"))
+        if not deleted:
+            raise click.ClickException(f"no {what} named {key!r}")
+        click.echo(f"deleted {what} {key}")
+
+    return show
+
+
 # -- skills ------------------------------------------------------------------------------
 @click.group(cls=MemoryGroup)
 def skills() -> None:
     """Saved skills: reusable code the agent invokes as skills.<name>(...)."""
 
 
-def _print_skill_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
+def _skill_rows(rows: Any, args: dict[str, Any], as_json: bool) -> None:
     _listing(
         rows,
         as_json,
@@ -109,41 +179,42 @@ def _print_skill_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
     )
 
 
-@skills.command("list")
-@base_option
-@json_option
-def skills_list(base: Path | None, as_json: bool) -> None:
-    """List skills (name, version, description)."""
-    _print_skill_rows(_run(base, lambda m: m.skills.list()), as_json)
-
-
-@skills.command("search")
-@click.argument("query")
-@click.option("--limit", default=10, show_default=True)
-@base_option
-@json_option
-def skills_search(query: str, limit: int, base: Path | None, as_json: bool) -> None:
-    """Find skills by what they do."""
-    _print_skill_rows(_run(base, lambda m: m.skills.search(query, limit)), as_json)
-
-
-@skills.command("show")
-@click.argument("name")
-@base_option
-@json_option
-def skills_show(name: str, base: Path | None, as_json: bool) -> None:
-    """Print a skill's SKILL.md and code."""
-
-    async def get(m: Memory) -> Any:
-        return await m.skills.get(name)
-
-    skill = _run(base, get)
+def _skill_shown(row: Any, args: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        _echo_json(skill.to_dict())
+        _echo_json(row)
         return
-    click.echo(skill.skill_md())
-    click.echo(f"# {skill.signature}  (version {skill.version})")
-    click.echo(skill.code.rstrip())
+    click.echo(row["skill_md"])
+    click.echo(f"# {row['signature']}  (version {row['version']})")
+    click.echo(row["code"].rstrip())
+
+
+method_command(
+    skills, "list", "skills.list", _skill_rows, help_="List skills (name, version, description)."
+)
+method_command(
+    skills,
+    "search",
+    "skills.search",
+    _skill_rows,
+    arguments=("query",),
+    help_="Find skills by what they do.",
+)
+method_command(
+    skills,
+    "show",
+    "skills.get",
+    _skill_shown,
+    arguments=("name",),
+    help_="Print a skill's SKILL.md and code.",
+)
+method_command(
+    skills,
+    "rm",
+    "skills.delete",
+    _deleted("skill"),
+    arguments=("name",),
+    help_="Delete a skill and its kept versions (also: delete).",
+)
 
 
 def _read_skill_source(path: Path) -> tuple[dict[str, Any], str, str]:
@@ -163,6 +234,7 @@ def _read_skill_source(path: Path) -> tuple[dict[str, Any], str, str]:
     return {}, "", path.read_text()
 
 
+@uses(skills, "add", "skills.create")
 @skills.command("add")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", help="Skill name (default: SKILL.md's name or the file name).")
@@ -200,28 +272,13 @@ def skills_add(
     click.echo(f"saved skill {skill.name} v{skill.version}: {skill.signature}")
 
 
-@skills.command("rm")
-@click.argument("name")
-@base_option
-def skills_rm(name: str, base: Path | None) -> None:
-    """Delete a skill and its kept versions (also: delete)."""
-    if not _run(base, lambda m: m.skills.delete(name)):
-        raise click.ClickException(f"no skill named {name!r}")
-    click.echo(f"deleted skill {name}")
-
-
 # -- artifacts ---------------------------------------------------------------------------
 @click.group(cls=MemoryGroup)
 def artifacts() -> None:
     """Saved artifacts: named data kept across sessions."""
 
 
-@artifacts.command("list")
-@base_option
-@json_option
-def artifacts_list(base: Path | None, as_json: bool) -> None:
-    """List artifacts (name, type, size, created, description) without loading them."""
-    rows = _run(base, lambda m: m.artifacts.list())
+def _artifact_rows(rows: Any, args: dict[str, Any], as_json: bool) -> None:
     _listing(
         rows,
         as_json,
@@ -235,6 +292,24 @@ def artifacts_list(base: Path | None, as_json: bool) -> None:
     )
 
 
+method_command(
+    artifacts,
+    "list",
+    "artifacts.list",
+    _artifact_rows,
+    help_="List artifacts (name, type, size, created, description) without loading them.",
+)
+method_command(
+    artifacts,
+    "rm",
+    "artifacts.delete",
+    _deleted("artifact"),
+    arguments=("name",),
+    help_="Delete an artifact (also: delete).",
+)
+
+
+@uses(artifacts, "show", "artifacts.load")
 @artifacts.command("show")
 @click.argument("name")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file.")
@@ -264,36 +339,21 @@ def artifacts_show(name: str, out: Path | None, base: Path | None) -> None:
     _run(base, show)
 
 
-@artifacts.command("rm")
-@click.argument("name")
-@base_option
-def artifacts_rm(name: str, base: Path | None) -> None:
-    """Delete an artifact (also: delete)."""
-    if not _run(base, lambda m: m.artifacts.delete(name)):
-        raise click.ClickException(f"no artifact named {name!r}")
-    click.echo(f"deleted artifact {name}")
-
-
-# -- state --------------------------------------------------------------------------------
+# -- state ------------------------------------------------------------------------------
 @click.group(cls=MemoryGroup)
 def state() -> None:
     """The workspace's state: one small JSON object, the same the code reads as state.
 
     \b
     codemode state set cursor 42            (VALUE is JSON: 42, '"text"', '{"a": [1]}')
-    codemode state set note "hi" --string   (VALUE as text)
+    codemode state set note "hi" --string   (VALUE as text; '-' reads VALUE from stdin)
     codemode state get cursor               (prints JSON; no KEY: the whole state)
     codemode state list [--json]
     codemode state delete cursor            (also: rm)
     """
 
 
-@state.command("list")
-@base_option
-@json_option
-def state_list(base: Path | None, as_json: bool) -> None:
-    """List the state's keys with a short view of each value (--json: the whole state)."""
-    doc = _run(base, lambda m: m.state.get())
+def _state_rows(doc: Any, args: dict[str, Any], as_json: bool) -> None:
     _listing(
         doc,
         as_json,
@@ -303,16 +363,50 @@ def state_list(base: Path | None, as_json: bool) -> None:
 
 
 def _no_key(key: str, doc: dict[str, Any]) -> click.ClickException:
+    """ "no key" with the closest key, else the keys there are."""
     from ..config.messages import did_you_mean
 
     hint = did_you_mean(key, doc)
     if not hint:
         keys = sorted(doc)
-        hint = f" (its keys: {', '.join(keys[:10])}{', ...' if len(keys) > 10 else ''})"
-        hint = hint if keys else " (the state is empty)"
+        more = ", ..." if len(keys) > 10 else ""
+        hint = f" (its keys: {', '.join(keys[:10])}{more})" if keys else " (the state is empty)"
     return click.ClickException(f"the state has no key {key!r}{hint}")
 
 
+def _state_deleted(left: Any, args: dict[str, Any], as_json: bool) -> None:
+    if left is not None:
+        raise _no_key(args["key"], left)
+    click.echo(f"deleted {args['key']}")
+
+
+method_command(
+    state,
+    "list",
+    "state.get",
+    _state_rows,
+    options=(),
+    help_="List the state's keys with a short view of each value.",
+)
+
+
+@uses(state, "delete", "state.delete")
+@state.command("delete")
+@click.argument("key")
+@base_option
+def state_delete(key: str, base: Path | None) -> None:
+    """Delete one key (also: rm)."""
+
+    async def delete(m: Memory) -> dict[str, Any] | None:
+        if await m.state.delete(key):
+            return None
+        left: dict[str, Any] = await m.state.get()
+        return left
+
+    _state_deleted(_run(base, delete), {"key": key}, False)
+
+
+@uses(state, "get", "state.get")
 @state.command("get")
 @click.argument("key", required=False)
 @base_option
@@ -327,6 +421,7 @@ def state_get(key: str | None, base: Path | None) -> None:
         _echo_json(doc[key])
 
 
+@uses(state, "set", "state.set")
 @state.command("set")
 @click.argument("key")
 @click.argument("value")
@@ -351,24 +446,6 @@ def state_set(key: str, value: str, as_string: bool, base: Path | None) -> None:
     click.echo(f"set {key}")
 
 
-@state.command("delete")
-@click.argument("key")
-@base_option
-def state_delete(key: str, base: Path | None) -> None:
-    """Delete one key (also: rm)."""
-
-    async def delete(m: Memory) -> dict[str, Any] | None:
-        if await m.state.delete(key):
-            return None
-        doc: dict[str, Any] = await m.state.get()
-        return doc
-
-    left = _run(base, delete)
-    if left is not None:
-        raise _no_key(key, left)
-    click.echo(f"deleted {key}")
-
-
 # -- deps --------------------------------------------------------------------------------
 @click.group(cls=MemoryGroup)
 def deps() -> None:
@@ -381,12 +458,7 @@ def _need_deps(m: Memory) -> Deps:
     return m.deps
 
 
-@deps.command("list")
-@base_option
-@json_option
-def deps_list(base: Path | None, as_json: bool) -> None:
-    """List the packages asked for and the versions installed."""
-    rows = _run(base, lambda m: _need_deps(m).list())
+def _dep_rows(rows: Any, args: dict[str, Any], as_json: bool) -> None:
     _listing(
         rows,
         as_json,
@@ -395,6 +467,27 @@ def deps_list(base: Path | None, as_json: bool) -> None:
     )
 
 
+def _synced(result: Any, args: dict[str, Any], as_json: bool) -> None:
+    click.echo(f"installed {len(result['installed'])} package(s) into {result['site']}")
+
+
+method_command(
+    deps,
+    "list",
+    "deps.list",
+    _dep_rows,
+    help_="List the packages asked for and the versions installed.",
+)
+method_command(
+    deps,
+    "sync",
+    "deps.sync",
+    _synced,
+    help_="Reinstall exactly the listed packages (drops leftovers).",
+)
+
+
+@uses(deps, "add", "deps.add")
 @deps.command("add")
 @click.argument("specs", nargs=-1, required=True)
 @base_option
@@ -408,6 +501,7 @@ def deps_add(specs: tuple[str, ...], base: Path | None) -> None:
         click.echo(f"installed {info['name']} {info['version']}")
 
 
+@uses(deps, "rm", "deps.remove")
 @deps.command("rm")
 @click.argument("names", nargs=-1, required=True)
 @base_option
@@ -419,11 +513,3 @@ def deps_rm(names: tuple[str, ...], base: Path | None) -> None:
 
     for name, removed in zip(names, _run(base, rm), strict=True):
         click.echo(f"removed {name}" if removed else f"{name} was not installed")
-
-
-@deps.command("sync")
-@base_option
-def deps_sync(base: Path | None) -> None:
-    """Reinstall exactly the listed packages (drops leftovers)."""
-    result = _run(base, lambda m: _need_deps(m).sync())
-    click.echo(f"installed {len(result['installed'])} package(s) into {result['site']}")

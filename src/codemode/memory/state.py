@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import CorruptRecord, NotFound, ValidationError
 from ..storage.base import Storage
+from . import formats
 from .artifacts import check_json_like
 
 KIND = "state"
@@ -28,7 +29,7 @@ class State:
 
     async def _load(self) -> dict[str, Any]:
         try:
-            _, raw = await self.storage.read(KIND, self.name)
+            _, raw = formats.upgrade(*await self.storage.read(KIND, self.name))
         except NotFound:
             return {}
         try:
@@ -47,7 +48,7 @@ class State:
                 f"state would be {len(raw)} bytes; keep it under {MAX_STATE} "
                 "and save big data as an artifact"
             )
-        await self.storage.put(KIND, self.name, raw, {"keys": len(doc)})
+        await self.storage.put(KIND, self.name, raw, formats.stamp(KIND, {"keys": len(doc)}))
 
     async def get(self, key: str | None = None, default: Any = None) -> Any:
         doc = await self._load()

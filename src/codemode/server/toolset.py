@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import json
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from codemode.errors import CodemodeError
 
@@ -239,6 +240,46 @@ class Toolset:
                 description=td.description,
                 annotations=ToolAnnotations(read_only_hint=True) if td.read_only else None,
             )
+
+
+def model_parameters(
+    model: type[BaseModel],
+    only: Sequence[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+) -> list[inspect.Parameter]:
+    """Tool parameters taken from a params model's fields (types, constraints, defaults,
+    descriptions), so a tool's input schema derives from the model (``codemode.rpc``).
+
+    ``only`` picks fields (in that order); ``rename`` maps a field to the tool's argument
+    name when an MCP tool's public argument is spelled differently.
+    """
+    rename = rename or {}
+    fields = model.model_fields
+    out = []
+    for name in only if only is not None else list(fields):
+        info = fields[name]
+        annotation: Any = Annotated[
+            (info.annotation, *info.metadata, Field(description=info.description))
+        ]
+        default = inspect.Parameter.empty if info.is_required() else info.get_default()
+        out.append(
+            inspect.Parameter(
+                rename.get(name, name),
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=annotation,
+            )
+        )
+    return out
+
+
+def with_parameters(fn: Handler, params: Sequence[inspect.Parameter], name: str) -> Handler:
+    """``fn(call, **arguments)`` given an explicit signature ``(call, *, <params>)``."""
+    call = inspect.Parameter("call", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Call)
+    fn.__signature__ = inspect.Signature([call, *params])  # type: ignore[attr-defined]
+    fn.__annotations__ = {"call": Call} | {p.name: p.annotation for p in params}
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
 def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:

@@ -14,6 +14,7 @@ never mixes versions. ``lock()`` uses ``flock`` on ``<base>/.locks/<kind>/<name>
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import struct
@@ -104,6 +105,16 @@ class _Writer:
             os.unlink(self.tmp)
 
 
+def _write_error(final: Path, exc: OSError) -> StorageUnavailable:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageUnavailable(
+            f"the disk holding {final.parent} is full ({exc.strerror}): {final.name} was not "
+            "saved and its previous version, if any, is unchanged. Free space on that disk, "
+            "or delete records you no longer need"
+        )
+    return StorageUnavailable(f"cannot write {final}: {exc}")
+
+
 def _read_header(f: BinaryIO, path: Path) -> tuple[int, int, dict[str, Any]]:
     head = f.read(HEAD)
     if len(head) < HEAD or head[: len(MAGIC)] != MAGIC:
@@ -172,8 +183,14 @@ class FileStorage:
 
     def _bump(self, directory: Path) -> None:
         tmp = directory / f".gen-{uuid.uuid4().hex}"
-        tmp.write_text(uuid.uuid4().hex)
-        os.replace(tmp, directory / ".gen")
+        try:
+            tmp.write_text(uuid.uuid4().hex)
+            os.replace(tmp, directory / ".gen")
+        except OSError:  # a full disk: dropping the token still changes the generation
+            with suppress(OSError):
+                tmp.unlink()
+            with suppress(OSError):
+                (directory / ".gen").unlink()
 
     # -- writing -----------------------------------------------------------------------
     async def put(
@@ -198,19 +215,19 @@ class FileStorage:
             try:
                 writer = await asyncio.to_thread(write_small)
             except OSError as exc:
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
         else:
             try:
                 writer = await asyncio.to_thread(_Writer, directory, name, meta_raw, self.durable)
             except OSError as exc:
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
             try:
                 async for chunk in iter_chunks(data):
                     await asyncio.to_thread(writer.write, chunk)
                 await asyncio.to_thread(writer.commit, final)
             except OSError as exc:
                 writer.abort()
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
             except BaseException:
                 writer.abort()
                 raise

@@ -21,7 +21,7 @@ import builtins
 import difflib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -479,46 +479,10 @@ class ToolRegistry:
 
     # -- the worker's side -------------------------------------------------------------
     def install(self, host: HostAPI) -> None:
-        """Serve the worker's ``tools.*`` calls from this registry."""
+        """Serve the worker's ``tools.*`` calls from this registry (``codemode.tools.rpc``)."""
+        from codemode.tools.rpc import TOOL_METHODS
 
-        async def h_call(p: dict[str, Any]) -> Any:
-            timeout = p.get("timeout")
-            return await self.call(
-                str(p.get("server", "")),
-                str(p.get("tool", "")),
-                p.get("args"),
-                timeout=float(timeout) if timeout is not None else None,
-            )
-
-        async def h_search(p: dict[str, Any]) -> Any:
-            return await self.search(
-                str(p.get("query", "")), p.get("detail", "name"), int(p.get("limit", 10))
-            )
-
-        async def h_list(p: dict[str, Any]) -> Any:
-            server = p.get("server")
-            return await self.list(
-                str(server) if server is not None else None, p.get("detail", "name")
-            )
-
-        async def h_describe(p: dict[str, Any]) -> Any:
-            return await self.describe(str(p.get("name", "")))
-
-        async def h_servers(p: dict[str, Any]) -> Any:
-            return await self.servers(connect=bool(p.get("connect", True)))
-
-        async def h_stub(p: dict[str, Any]) -> Any:
-            return await self.stub_module(str(p.get("module", "")))
-
-        for method, handler in (
-            ("tools.call", h_call),
-            ("tools.search", h_search),
-            ("tools.list", h_list),
-            ("tools.describe", h_describe),
-            ("tools.servers", h_servers),
-            ("tools.stub_module", h_stub),
-        ):
-            host.register(method, _guard(handler))
+        TOOL_METHODS.install(host, self)
 
     async def aclose(self) -> None:
         """Close every source; one failing to close does not keep the others open."""
@@ -533,17 +497,3 @@ class ToolRegistry:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _guard(
-    handler: Callable[[dict[str, Any]], Awaitable[Any]],
-) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-    """Bad parameters from the worker (e.g. ``detail="huge"``) become ToolArgumentError."""
-
-    async def wrapped(params: dict[str, Any]) -> Any:
-        try:
-            return await handler(params)
-        except (ValueError, TypeError) as exc:
-            raise ToolArgumentError(str(exc)) from exc
-
-    return wrapped

@@ -5,11 +5,10 @@ worker puts on ``sys.path``; codemode's own environment is never touched. Beside
 packages, ``<root>/.requirements.json`` lists the specs asked for, so ``sync`` can rebuild
 the directory from scratch. pip always installs into a hidden fresh directory whose contents
 are moved in at the end (the directory itself stays: it may be bind-mounted), so a failed
-install changes nothing. pip runs as a subprocess of the host's interpreter
-(``python -m pip``); its error message is passed on in ``DepsError``.
+install changes nothing.
 
-Specs are PEP 508 requirements checked with ``packaging``: no pip options, and no URLs
-unless ``allow_urls``. ``allow_runtime_deps=False`` refuses changes asked for at run
+How pip is run (canonical specs only, wheels only, in a jail as its own uid) is
+:mod:`codemode.deps.pip`. ``allow_runtime_deps=False`` refuses changes asked for at run
 time (the agent's code, the MCP tools); the configured list can still be installed.
 """
 
@@ -28,36 +27,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ...errors import DepsError
 from ...storage.locks import file_lock
+from .pip import JailedPip, PipPolicy, canonical_spec
 
 MANIFEST = ".requirements.json"
 PIP_TIMEOUT = 600.0
 
 
-def check_spec(spec: str, *, allow_urls: bool = False) -> Requirement:
-    """Parse a requirement such as ``six==1.16.0``; options and (by default) URLs are refused."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise DepsError("a package spec is a non-empty string such as 'six==1.16.0'")
-    text = spec.strip()
-    if text.startswith("-") or any(c in text for c in "\n\r\0"):
-        raise DepsError(f"{spec!r}: pip options are not allowed, only a package requirement")
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise DepsError(f"{spec!r} is not a valid requirement: {exc}") from None
-    if req.url and not allow_urls:
-        raise DepsError(f"{spec!r}: URL requirements are not allowed here")
-    return req
-
-
-def _tail(output: str, lines: int = 12) -> str:
-    rows = [r for r in output.strip().splitlines() if r.strip()]
-    errors = [r for r in rows if r.startswith("ERROR")]
-    return "\n".join(errors or rows[-lines:])
+def check_spec(spec: str) -> Requirement:
+    """The requirement codemode would hand pip for ``spec`` (see :func:`canonical_spec`)."""
+    return Requirement(canonical_spec(spec))
 
 
 class Deps:
@@ -68,25 +51,27 @@ class Deps:
         root: str | os.PathLike[str],
         *,
         allow_runtime_deps: bool = True,
-        allow_urls: bool = False,
-        allow_source_builds: bool = False,
         configured: Sequence[str] = (),
         python: str | None = None,
         timeout: float = PIP_TIMEOUT,
+        index_url: str | None = None,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
-        # Building an sdist runs the package's own code on the host: the sandbox's code
-        # asks for packages, so by default only wheels (which install without running
-        # anything) are accepted.
-        self.allow_source_builds = allow_source_builds
         self.site = self.root
         self.allow_runtime_deps = allow_runtime_deps
-        self.allow_urls = allow_urls
-        self.configured = [str(self._check(s)) for s in configured]
+        self.configured = [canonical_spec(s) for s in configured]
         self.python = python or sys.executable
         self.timeout = timeout
+        self.index_url = index_url
+        self._pip: JailedPip | None = None
         # The worker's import system caches a missing path entry for good: create it now.
         self.site.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def pip(self) -> JailedPip:
+        if self._pip is None:
+            self._pip = JailedPip(self.python, PipPolicy.from_system(index_url=self.index_url))
+        return self._pip
 
     def __repr__(self) -> str:
         return f"Deps({str(self.root)!r})"
@@ -117,59 +102,8 @@ class Deps:
 
     # -- pip -------------------------------------------------------------------------
     async def _pip_install(self, target: Path, specs: Sequence[str]) -> None:
-        if not specs:
-            return
-        args = [
-            self.python, "-m", "pip", "install", "--target", str(target), "--upgrade",
-            "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
-            "--no-warn-conflicts",
-            *([] if self.allow_source_builds else ["--only-binary", ":all:"]),
-            *specs,
-        ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_TARGET")}
-        env["PIP_NO_INPUT"] = "1"
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-        )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), self.timeout)
-        except TimeoutError:
-            await self._kill(proc)
-            raise DepsError(f"pip did not finish within {self.timeout:.0f}s") from None
-        except BaseException:
-            await self._kill(proc)
-            raise
-        if proc.returncode != 0:
-            hint = (
-                ""
-                if self.allow_source_builds
-                else "\n(codemode installs wheels only: building from source would run the "
-                "package's code on the host; Deps(allow_source_builds=True) allows it)"
-            )
-            raise DepsError(
-                f"pip could not install {' '.join(specs)}:\n"
-                f"{_tail(out.decode(errors='replace'))}{hint}"
-            )
-
-    def _check(self, spec: str) -> Requirement:
-        req = check_spec(spec, allow_urls=self.allow_urls)
-        # pip ignores --only-binary for direct references: refuse non-wheel URLs ourselves.
-        if req.url and not self.allow_source_builds and not req.url.split("#")[0].endswith(".whl"):
-            raise DepsError(
-                f"{spec!r}: only wheel URLs (.whl) are installed; building from source would "
-                "run the package's code on the host (Deps(allow_source_builds=True) allows it)"
-            )
-        return req
-
-    @staticmethod
-    async def _kill(proc: asyncio.subprocess.Process) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        if specs:
+            await self.pip.install(specs, target, self.timeout)
 
     def _installed(self) -> dict[str, metadata.Distribution]:
         return {
@@ -213,7 +147,7 @@ class Deps:
         """Install ``spec`` into the deps directory and remember it for ``sync``."""
         if runtime:
             self._check_runtime("add")
-        req = self._check(spec)
+        req = check_spec(spec)
         async with self._locked():
             fresh = self.root / f".add-{uuid.uuid4().hex}"
             fresh.mkdir()
@@ -240,7 +174,7 @@ class Deps:
         """Forget ``name`` and delete its files (packages it pulled in stay until ``sync``)."""
         if runtime:
             self._check_runtime("remove")
-        req = check_spec(name, allow_urls=True)
+        req = check_spec(name)
         key = canonicalize_name(req.name)
         async with self._locked():
             specs = self._read_manifest()

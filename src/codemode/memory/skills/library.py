@@ -21,9 +21,11 @@ from typing import Any
 
 from ...errors import CorruptRecord, NotFound, ValidationError
 from ...storage.base import RecordInfo, Storage
+from .. import formats
 from ..artifacts import now_iso
 from .model import (
     MAX_DESCRIPTION,
+    MAX_NOTES,
     Skill,
     analyse_code,
     check_skill_name,
@@ -73,6 +75,7 @@ class Skills:
 
     @staticmethod
     def _decode(name: str, info: RecordInfo, raw: bytes) -> Skill:
+        info, raw = formats.upgrade(info, raw)
         try:
             body = json.loads(raw)
             return Skill.from_record(name, info.meta, body)
@@ -101,7 +104,7 @@ class Skills:
             except NotFound:
                 info = None
             if info is not None and info.meta.get("version") == have_version:
-                meta = info.meta
+                meta = formats.upgrade(info)[0].meta
                 return {"name": name, "version": have_version, "is_async": meta.get("is_async")}
         skill = await self.get(name)
         out: dict[str, Any] = {"name": name, "version": skill.version, "is_async": skill.is_async}
@@ -112,8 +115,10 @@ class Skills:
     async def list(self) -> Rows:
         """Summaries (no code), sorted by name; unreadable records carry an ``error``."""
         listing = await self.storage.list(KIND)
-        out = [summary(r.name, r.meta) for r in listing.records]
+        records, newer = formats.readable(listing.records)
+        out = [summary(r.name, r.meta) for r in records]
         out += [{"name": b.name, "error": b.message} for b in listing.bad]
+        out += [{"name": name, "error": why} for name, why in newer]
         return out
 
     async def names(self) -> builtins.list[str]:
@@ -157,41 +162,54 @@ class Skills:
         ]
 
     async def _rebuild(self, gen: str) -> None:
-        from ...tools.search import LexicalIndex
-
+        """Read what changed, then tokenize and index in a thread: a library of big skills
+        must never stall the host's event loop (every session shares it)."""
         listing = await self.storage.list(KIND)
         missing = [
             r.name
             for r in listing.records
             if (r.name, int(r.meta.get("version", 0))) not in self._texts
         ]
-        loaded: dict[str, Skill] = {}
+        raw: dict[str, tuple[RecordInfo, bytes]] = {}
         sem = asyncio.Semaphore(32)
 
         async def load(name: str) -> None:
             async with sem:
                 with contextlib.suppress(NotFound, CorruptRecord):
-                    loaded[name] = await self._load(name)
+                    raw[name] = await self.storage.read(KIND, name)
 
         await asyncio.gather(*(load(n) for n in missing))
+        texts, index = await asyncio.to_thread(self._index_of, listing.records, raw, self._texts)
+        self._texts = texts
+        self._index = (index, {rec.name: rec.meta for rec in listing.records})
+        self._index_gen = gen
+
+    def _index_of(
+        self,
+        records: builtins.list[RecordInfo],
+        raw: dict[str, tuple[RecordInfo, bytes]],
+        known: dict[tuple[str, int], str],
+    ) -> tuple[dict[tuple[str, int], str], Any]:
+        """(search texts by (name, version), the lexical index): CPU only, for a thread."""
+        from ...tools.search import LexicalIndex
+
         docs: list[tuple[str, str]] = []
-        metas: dict[str, dict[str, Any]] = {}
         texts: dict[tuple[str, int], str] = {}
-        for rec in listing.records:
+        for rec in records:
             key = (rec.name, int(rec.meta.get("version", 0)))
-            text = self._texts.get(key)
+            text = known.get(key)
             if text is None:
-                skill = loaded.get(rec.name)
-                if skill is None:
+                if rec.name not in raw:
+                    continue
+                try:
+                    skill = self._decode(rec.name, *raw[rec.name])
+                except CorruptRecord:
                     continue
                 key = (rec.name, skill.version)
                 text = _search_text(rec.name, skill.meta(), skill.code, skill.notes)
             texts[key] = text
-            metas[rec.name] = rec.meta
             docs.append((rec.name, text))
-        self._texts = texts
-        self._index = (LexicalIndex(docs), metas)
-        self._index_gen = gen
+        return texts, LexicalIndex(docs)
 
     # -- writing ---------------------------------------------------------------------
     def _build(
@@ -207,6 +225,8 @@ class Skills:
         info = analyse_code(code, name)
         if not isinstance(notes, str):
             raise ValidationError("notes must be a string")
+        if len(notes) > MAX_NOTES:
+            raise ValidationError(f"skill notes are {len(notes)} chars; the limit is {MAX_NOTES}")
         description = (description or "").strip() or info.docstring.strip().split("\n\n")[0]
         return Skill(
             name=name,
@@ -221,7 +241,8 @@ class Skills:
 
     async def _write(self, skill: Skill, kind: str = KIND, record: str | None = None) -> None:
         body = json.dumps({"code": skill.code, "notes": skill.notes}, ensure_ascii=False)
-        await self.storage.put(kind, record or skill.name, body.encode(), skill.meta())
+        meta = formats.stamp(kind, skill.meta())
+        await self.storage.put(kind, record or skill.name, body.encode(), meta)
 
     async def create(
         self,
@@ -235,7 +256,10 @@ class Skills:
         replace: bool = False,
     ) -> Skill:
         """Validate (without running) and save a new skill; ``replace`` updates instead."""
-        skill = self._build(name, code, description, parameters, tags, notes)
+        # parsing a big skill's code takes a while: not on the event loop
+        skill = await asyncio.to_thread(
+            self._build, name, code, description, parameters, tags, notes
+        )
         async with self.storage.lock(KIND, name):
             if await self.storage.exists(KIND, name):
                 if not replace:
@@ -273,7 +297,8 @@ class Skills:
         check_skill_name(name)
         async with self.storage.lock(KIND, name):
             cur = await self.get(name)
-            new = self._build(
+            new = await asyncio.to_thread(
+                self._build,
                 name,
                 cur.code if code is None else code,
                 cur.description if description is None else description,

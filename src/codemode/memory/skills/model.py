@@ -19,6 +19,7 @@ import yaml
 from ...errors import ValidationError
 
 MAX_CODE = 256 * 1024
+MAX_NOTES = 64 * 1024
 MAX_DESCRIPTION = 4000
 MAX_NAME = 64
 
@@ -163,7 +164,10 @@ def analyse_code(code: str, name: str = "skill") -> CodeInfo:
     if not isinstance(code, str) or not code.strip():
         raise ValidationError("skill code is empty: it must define run(...)")
     if len(code) > MAX_CODE:
-        raise ValidationError(f"skill code is {len(code)} chars; the limit is {MAX_CODE}")
+        raise ValidationError(
+            f"skill code is {len(code):,} chars; the limit is {MAX_CODE:,} chars (MAX_CODE): "
+            "split it into smaller skills, or keep big data in an artifact"
+        )
     filename = f"<skill {name}>"
     try:
         tree = ast.parse(code, filename=filename)

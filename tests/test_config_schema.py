@@ -184,3 +184,13 @@ def test_every_setting_and_its_variables_are_documented() -> None:
                 assert f"`{var}`" in doc, var
         for key in section.key_aliases:
             assert f"`{key}`" in doc, key
+
+
+def test_every_key_of_other_clients_is_documented_with_what_codemode_does() -> None:
+    from codemode.config.servers import FOREIGN_SERVER_KEYS
+
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    for key, (_, advice) in FOREIGN_SERVER_KEYS.items():
+        [row] = [r for r in rows if f"`{key}`" in r.split("|")[1]]
+        assert (advice.split()[0] in row) if advice else "ignored" in row, key

@@ -53,10 +53,12 @@ def run(
     if (file is None) == (code is None):
         raise click.UsageError("give exactly one of -c CODE or FILE")
     source = code if code is not None else file.read() if file else ""
-    from .errors import CodemodeError
+    from .errors import CodemodeError, ConfigError
 
     try:
         result = asyncio.run(_run(source, executor, timeout, base, no_tools))
+    except ConfigError:
+        raise  # one path for every command (codemode.cli): exit status 2
     except CodemodeError as exc:
         hint = (
             "\nTo run code without the sandbox (NOT a security boundary), choose it "

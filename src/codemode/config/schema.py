@@ -194,13 +194,13 @@ def load_config(
         settings_keys = {*Settings.model_fields, *loader.by_name, *loader.aliases}
         servers = _read_servers(doc, servers_file, env, unknown, settings_keys)
     problems = loader.problems()
+    warnings = [] if strict else [f"{message}; it is ignored" for message in unknown]
+    for message in warnings:  # also beside an error: a misspelt key may be its cause
+        log.warning("%s", message)
     if strict and unknown:
         problems = [*unknown, *problems, "(strict mode: unknown keys are errors, not warnings)"]
     if problems:
         raise ConfigError("\n".join(problems))
-    warnings = [f"{message}; it is ignored" for message in unknown]
-    for message in warnings:
-        log.warning("%s", message)
     built = loader.built
     core = built.pop("")
     assert isinstance(core, Settings)

@@ -91,13 +91,19 @@ def test_a_bogus_executor_in_the_environment_names_the_variable(tmp_path: Path) 
     assert "Traceback" not in done.stderr
 
 
-def test_args_as_a_string_asks_for_a_list_of_strings(tmp_path: Path) -> None:
-    mcp = '{"mcpServers": {"x": {"command": "echo", "args": "x"}}}'
-    done = codemode(*RUN, base=workspace(tmp_path, mcp_json=mcp))
+def test_args_as_a_string_asks_for_a_list_of_strings_beside_the_other_mistakes(
+    tmp_path: Path,
+) -> None:
+    mcp = '{"mcpServers": {"x": {"command": "echo", "args": "x", "timout": 5}}}'
+    base = workspace(tmp_path, mcp_json=mcp, config_json='{"run_timeout": 0}')
+    done = codemode(*RUN, base=base)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        f"Error: {tmp_path}/ws/mcp.json:1:50: mcpServers.x.args: expected a list of strings, "
-        'got the string "x"'
+        f"warning: {base}/mcp.json:1:55: mcpServers.x: unknown key 'timout' (did you mean "
+        "'timeout'?); it is ignored",
+        f"Error: {base}/mcp.json:1:50: mcpServers.x.args: expected a list of strings, "
+        'got the string "x"',
+        f"{base}/config.json:1:17: run_timeout: must be greater than 0, got 0",
     ]
 
 

@@ -190,10 +190,14 @@ def load_config(
     loader.read_env(env)
     loader.read_arguments({k: v for k, v in (overrides or {}).items() if v is not None})
     servers: dict[str, ServerConfig] = {}
+    problems: list[str] = []
     if servers_file is not None:
         settings_keys = {*Settings.model_fields, *loader.by_name, *loader.aliases}
-        servers = _read_servers(doc, servers_file, env, unknown, settings_keys)
-    problems = loader.problems()
+        try:
+            servers = _read_servers(doc, servers_file, env, unknown, settings_keys)
+        except ConfigError as exc:  # reported with the settings' problems and the warnings
+            problems.append(str(exc))
+    problems += loader.problems()
     warnings = [] if strict else [f"{message}; it is ignored" for message in unknown]
     for message in warnings:  # also beside an error: a misspelt key may be its cause
         log.warning("%s", message)

@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +33,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("codemode.server.cli:serve", "Serve code mode to MCP clients (stdio or HTTP)."),
     "doctor": ("codemode.execution.doctor:doctor", "Show which sandbox protections are active."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
+    "completion": ("codemode.cli:completion", "Print the shell completion script."),
 }
+SHELLS = ("bash", "zsh", "fish")
 
 
 def _help_lines() -> dict[str, str]:
@@ -68,6 +71,9 @@ class LazyGroup(click.Group):
                 raise ConfigProblem(str(exc)) from None
             except CodemodeError as exc:
                 raise click.ClickException(str(exc)) from None
+            except KeyboardInterrupt:  # Ctrl-C where a command does not handle it itself
+                click.echo("\ncodemode: interrupted", err=True)
+                raise click.exceptions.Exit(130) from None
 
 
 class ConfigProblem(click.ClickException):
@@ -108,7 +114,8 @@ class _Warnings(logging.Handler):
         message = record.getMessage()
         if message not in self.seen:
             self.seen.add(message)
-            click.echo(f"warning: {message}", err=True)
+            clear = "\r\033[K" if sys.stderr.isatty() else ""  # over a progress line, if any
+            click.echo(f"{clear}warning: {message}", err=True)
 
 
 @contextlib.contextmanager
@@ -135,6 +142,29 @@ def _warnings_on_stderr() -> Iterator[None]:
 )
 def cli(strict: bool) -> None:
     """codemode: agents call MCP tools by writing Python in a fast, sandboxed session."""
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(SHELLS), required=False)
+def completion(shell: str | None) -> None:
+    """Print the completion script for SHELL (default: from $SHELL).
+
+    \b
+    bash:  eval "$(codemode completion bash)"     (add it to ~/.bashrc)
+    zsh:   eval "$(codemode completion zsh)"      (add it to ~/.zshrc)
+    fish:  codemode completion fish > ~/.config/fish/completions/codemode.fish
+    """
+    import os
+
+    from click.shell_completion import get_completion_class
+
+    if shell is None:
+        shell = os.path.basename(os.environ.get("SHELL", ""))
+        if shell not in SHELLS:
+            raise click.UsageError(f"name the shell: codemode completion {'|'.join(SHELLS)}")
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, "codemode", "_CODEMODE_COMPLETE").source())
 
 
 def main(argv: list[str] | None = None) -> Any:

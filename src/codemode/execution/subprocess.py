@@ -252,6 +252,7 @@ class SubprocessWorker:
         self._dead = False
         self._exit_info = ""
         self._timed_out = False
+        self._running: asyncio.Future[Any] | None = None
         self._gone: asyncio.Future[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
 
@@ -467,6 +468,7 @@ class SubprocessWorker:
         except _Crash as exc:
             return self._crash_result(exc.info, start)
         timer = self._loop.call_later(timeout, self._on_timeout, fut)
+        self._running = fut
         try:
             payload = await fut
         except _Crash as exc:
@@ -474,6 +476,7 @@ class SubprocessWorker:
                 return self._timeout_result(timeout, start, state_lost=True)
             return self._crash_result(exc.info, start)
         finally:
+            self._running = None
             timer.cancel()
             self._interrupt_timer_cancel()
         raw, self._raw = self._raw, None
@@ -484,10 +487,33 @@ class SubprocessWorker:
             self._grace.cancel()
             self._grace = None
 
+    def interrupt(self, *, kill_stuck: bool = True) -> bool:
+        """Stop the running code as Ctrl-C would (KeyboardInterrupt); with ``kill_stuck``,
+        the worker is killed if the code does not stop within the grace period. False when
+        nothing is running."""
+        fut = self._running
+        if fut is None or fut.done() or self._dead:
+            return False
+        if kill_stuck:
+            self._interrupt(fut)
+        else:
+            with contextlib.suppress(OSError):
+                os.write(self._p.ctrl_fd, b"i")
+        return True
+
+    def kill(self) -> None:
+        """Stop the worker at once (its process group included)."""
+        self._fail("the worker was killed")
+
     def _on_timeout(self, fut: asyncio.Future[Any]) -> None:
         if fut.done() or self._dead:
             return
         self._timed_out = True
+        self._interrupt(fut)
+
+    def _interrupt(self, fut: asyncio.Future[Any]) -> None:
+        if self._grace is not None:
+            return  # already interrupted: the grace period runs
         with contextlib.suppress(OSError):
             os.write(self._p.ctrl_fd, b"i")
         assert self._loop is not None
@@ -557,8 +583,10 @@ class SubprocessWorker:
     def _crash_result(self, info: str, start: float) -> ExecutionResult:
         tail = self._err_tail.decode("utf-8", "replace").strip()
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
-        if tail:
-            msg += f"\nthe worker's stderr ended with:\n{tail[-1500:]}"
+        if len(tail) > 1500:
+            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{tail[-1500:]}"
+        elif tail:
+            msg += f"\nthe worker's stderr ended with:\n{tail}"
         return ExecutionResult(
             error=ErrorInfo("WorkerCrashed", msg),
             state_lost=True,

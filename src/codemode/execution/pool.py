@@ -11,20 +11,28 @@ import atexit
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .subprocess import Spawned
+from typing import Any, Generic, Protocol, TypeVar
 
 
-class WorkerPool:
-    def __init__(self, spawn: Callable[[], Spawned], size: int) -> None:
+class Pooled(Protocol):
+    """What a pool holds (``subprocess.Spawned``): it can say it lives, and be destroyed."""
+
+    def alive(self) -> bool: ...
+
+    def destroy(self) -> None: ...
+
+
+P = TypeVar("P", bound=Pooled)
+
+
+class WorkerPool(Generic[P]):
+    def __init__(self, spawn: Callable[[], P], size: int) -> None:
         self._spawn = spawn
         self.size = size
-        self._ready: deque[Spawned] = deque()
+        self._ready: deque[P] = deque()
         self._lock = threading.Lock()
 
-    def take(self) -> Spawned | None:
+    def take(self) -> P | None:
         """A live pre-started worker, or None when the pool is empty."""
         while True:
             with self._lock:
@@ -57,13 +65,13 @@ class WorkerPool:
             spawned.destroy()
 
 
-_pools: dict[Hashable, WorkerPool] = {}
+_pools: dict[Hashable, WorkerPool[Any]] = {}
 _pools_lock = threading.Lock()
 
 
-def get_pool(key: Hashable, spawn: Callable[[], Spawned], size: int) -> WorkerPool:
+def get_pool(key: Hashable, spawn: Callable[[], P], size: int) -> WorkerPool[P]:
     with _pools_lock:
-        pool = _pools.get(key)
+        pool: WorkerPool[P] | None = _pools.get(key)
         if pool is None:
             pool = _pools[key] = WorkerPool(spawn, size)
         return pool

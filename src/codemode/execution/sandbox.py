@@ -63,7 +63,8 @@ from .bwrap import (
     bwrap_args,
     setpriv_args,
 )
-from .doctor import (
+from .guard import GuardedWorker, WorkspaceQuota
+from .hostchecks import (
     Check,
     can_private_mount,
     find_program,
@@ -72,7 +73,6 @@ from .doctor import (
     userns_check,
     writable_by,
 )
-from .guard import GuardedWorker, WorkspaceQuota
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
 from .subprocess import (
     BOOTSTRAP,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..errors import SandboxUnavailable
 from ..execution import seccomp as seccomp_mod
 from ..execution.bwrap import SECCOMP_FD, setpriv_args, system_root_args
-from ..execution.doctor import can_private_mount, find_program, traversable
+from ..execution.hostchecks import can_private_mount, find_program, traversable
 
 # Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest
 # with the seccomp program (if any) on fd 9.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
-from codemode.errors import ConfigError, ExecutorError
+from codemode.errors import CodemodeError, ConfigError, ExecutorError
 from codemode.output import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ async def run_server(opts: ServeOptions) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            raise ConfigError(
+            raise CodemodeError(  # not a config mistake: exit status 1
                 f"port {opts.port} on {opts.host} is already in use; choose another with "
                 "--port N, or --port 0 to pick a free one"
             ) from None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import CodemodeError
+from .errors import CodemodeError, ConfigError
 from .execution import EXECUTOR_NAMES
 
 if TYPE_CHECKING:
@@ -107,6 +107,8 @@ def run(
     except Interrupted:
         click.echo("codemode: interrupted before the code ran", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except ConfigError:
+        raise  # one path for every command (codemode.cli): exit status 2
     except CodemodeError as exc:
         hint = (
             "\nTo run code without the sandbox (NOT a security boundary), choose it "
@@ -278,6 +280,7 @@ async def _run(
         name = executor or ws.settings.executor
         chosen = executor_by_name(name, workspace=ws, **options) if executor or options else None
         # Calls the policy marks "ask" go to the person at this terminal (refused without one).
+        # Opened once: warned once.
         session = Session.for_workspace(ws, executor=chosen, approve=terminal_approver())
     with _CtrlC(session) as ctrl_c:
         try:

@@ -36,7 +36,6 @@ from codemode.config import (
     Settings,
     find_config_file,
     load_config,
-    load_servers,
 )
 from codemode.errors import ConfigError
 
@@ -119,7 +118,7 @@ class Workspace:
         *,
         env: Mapping[str, str] | None = None,
         capabilities: Sequence[Capability[Any]] | None = None,
-        strict: bool = False,
+        strict: bool | None = None,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
@@ -128,7 +127,8 @@ class Workspace:
         a capability's section is passed as a mapping (``memory={"deps": [...]}``).
         ``capabilities`` default to ``codemode.assembly.installed()``. Raises
         ``ConfigError`` naming the source and field of any invalid configuration; unknown
-        keys in the config file are warnings (``Workspace.warnings``), errors if ``strict``.
+        keys in the config file and in server entries are warnings (``Workspace.warnings``,
+        logged on ``codemode.config``), errors if ``strict`` (default: ``CODEMODE_STRICT``).
         """
         from codemode import assembly
 
@@ -144,11 +144,9 @@ class Workspace:
             sections=[c.section for c in caps],
             overrides=settings,
             strict=strict,
+            servers_file=path / SERVERS_FILE,
         )
-        servers = load_servers(
-            *([config_file] if config_file else []), path / SERVERS_FILE, env=env
-        )
-        return cls.from_config(path, config, servers, caps)
+        return cls.from_config(path, config, config.servers, caps)
 
     @classmethod
     def from_config(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -138,6 +139,27 @@ async def test_a_new_workspace_is_created_with_an_example_mcp_json(tmp_path: Pat
     assert not servers.is_error
 
 
+async def test_list_servers_tells_the_model_about_misspelt_keys_in_mcp_json(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "ws"
+    base.mkdir()
+    entry = {"command": "/nonexistent/ghost", "enable": False}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"ghost": entry}}, indent=1))
+    async with stdio_client(base) as client:
+        servers = await client.call_tool("list_servers", {})
+    warning = (
+        f"{base / 'mcp.json'}:5:4: mcpServers.ghost: unknown key 'enable' "
+        "(did you mean 'enabled'?); it is ignored"
+    )
+    lines = text_of(servers).splitlines()
+    assert lines[-2:] == [
+        "Configuration warnings (the user can fix these in the workspace files):",
+        f"- {warning}",
+    ]
+    assert servers.structured_content["config_warnings"] == [warning]  # type: ignore[index]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -172,6 +194,6 @@ def test_a_broken_mcp_json_stops_serve_with_a_message_naming_the_file(tmp_path: 
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
-    assert done.returncode == 1
-    assert f"{base / 'mcp.json'}: mcpServers.x.command" in done.stderr
+    assert done.returncode == 2
+    assert f"{base / 'mcp.json'}:1:34: mcpServers.x.command: must not be empty" in done.stderr
     assert done.stdout == ""

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode.errors import ConfigError
 
+from .messages import excerpt
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -148,9 +150,13 @@ def load_document(path: Path) -> Document:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
             problem = getattr(exc, "problem", None) or exc
-            raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+            if mark is None:
+                raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+            line, col = mark.line + 1, mark.column + 1
+            raise ConfigError(
+                f"{path}:{line}:{col}: invalid YAML: {problem}{excerpt(text, line, col)}"
+            ) from None
         if data is None:
             data = {}
         kind = "a YAML mapping"
@@ -159,7 +165,10 @@ def load_document(path: Path) -> Document:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+            raise ConfigError(
+                f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{_json_hint(exc)}"
+                + excerpt(raw, exc.lineno, exc.colno)
+            ) from None
         kind = "a JSON object"
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected {kind} at the top level")
@@ -188,6 +197,18 @@ def validate_document(doc: Document, model: type[M], *, under: Sequence[Key] = (
             field_name = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
             lines.append(f"{doc.where(found)}: {field_name.lstrip('.') or '(top)'}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
+
+
+def _json_hint(exc: json.JSONDecodeError) -> str:
+    """The usual cause of JSON's terse messages, when it can be seen."""
+    before = exc.doc[: exc.pos].rstrip()
+    if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in ("}", "]"):
+        return " (a comma before a closing bracket: JSON allows no trailing comma)"
+    if exc.msg.startswith("Expecting property name") and exc.doc[exc.pos : exc.pos + 1] == "'":
+        return " (JSON strings and keys take double quotes)"
+    if exc.msg.startswith("Expecting ',' delimiter"):
+        return " (a comma missing before this?)"
+    return ""
 
 
 def load_json_file(path: Path) -> dict[str, Any]:

@@ -211,7 +211,8 @@ def core_toolset() -> Toolset:
 
     @ts.tool(description_file="list_servers.md", read_only=True)
     async def list_servers(call: Call) -> Reply:
-        return await _d_servers(call.server.tools)
+        workspace = call.server.workspace
+        return await _d_servers(call.server.tools, workspace.warnings if workspace else [])
 
     @ts.tool(description_file="list_tools.md", read_only=True)
     async def list_tools(
@@ -289,13 +290,10 @@ async def _d_search(registry: ToolRegistry | None, query: str, detail: str, limi
     return _with_problems(reply, registry)
 
 
-async def _d_servers(registry: ToolRegistry | None) -> Reply:
+async def _d_servers(registry: ToolRegistry | None, config_warnings: Sequence[str] = ()) -> Reply:
+    """Each server and its state, then what the configuration had that was ignored (a
+    misspelt key may be why a server is missing or still enabled)."""
     rows = await registry.servers() if registry is not None else []
-    if not rows:
-        return Reply(
-            "No MCP servers are configured: add them to mcp.json in the workspace.",
-            {"servers": []},
-        )
     lines = []
     for r in rows:
         original = f" (original name: {r['original']})" if r.get("original") else ""
@@ -303,7 +301,15 @@ async def _d_servers(registry: ToolRegistry | None) -> Reply:
         about = f" - {r['description']}" if r.get("description") else ""
         status = r.get("problem") or r.get("status", "ok")
         lines.append(f"{r['name']}{original}: {count} tools, {status}{about}")
-    return Reply("\n".join(lines), {"servers": rows})
+    if not rows:
+        lines.append("No MCP servers are configured: add them to mcp.json in the workspace.")
+    if config_warnings:
+        lines.append("Configuration warnings (the user can fix these in the workspace files):")
+        lines += [f"- {w}" for w in config_warnings]
+    data: dict[str, Any] = {"servers": rows}
+    if config_warnings:
+        data["config_warnings"] = list(config_warnings)
+    return Reply("\n".join(lines), data)
 
 
 async def _d_list_tools(registry: ToolRegistry | None, server: str | None) -> Reply:

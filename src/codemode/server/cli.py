@@ -303,7 +303,7 @@ def serve(
         anyio.run(run_server, opts)
     except KeyboardInterrupt:
         pass
-    except (CodemodeError, OSError) as exc:
+    except OSError as exc:  # codemode's own errors: one path for every command (codemode.cli)
         raise click.ClickException(str(exc)) from exc
 
 
@@ -405,7 +405,7 @@ async def run_server(opts: ServeOptions) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            raise ConfigError(
+            raise CodemodeError(  # not a config mistake: exit status 1
                 f"port {opts.port} on {opts.host} is already in use; choose another with "
                 "--port N, or --port 0 to pick a free one"
             ) from None

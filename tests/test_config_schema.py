@@ -76,10 +76,11 @@ def test_a_bad_value_in_yaml_names_file_line_column_and_field(tmp_path: Path) ->
     cfg = write(tmp_path / "config.yaml", "agent:\n  max_turns: [1]\nexecutor: subproces\n")
     with pytest.raises(ConfigError) as info:
         load_config(cfg, env={}, sections=[AGENT])
-    text = str(info.value)
-    assert f"{cfg}:3:11: executor: Value error, unknown executor 'vm'" in text
-    assert "choose one of sandbox, subprocess, inprocess" in text
-    assert f"{cfg}:2:14: agent.max_turns: Input should be a valid integer" in text
+    assert str(info.value).splitlines() == [
+        f'{cfg}:3:11: executor: expected one of "subprocess", "inprocess", "sandbox", '
+        'got the string "subproces" (did you mean "subprocess"?)',
+        f"{cfg}:2:14: agent.max_turns: expected a whole number, got a list",
+    ]
 
 
 def test_broken_yaml_names_the_place(tmp_path: Path) -> None:
@@ -169,7 +170,7 @@ def test_unknown_keys_of_a_strict_keys_section_are_errors_even_when_not_strict(
         load_config(cfg, env={}, sections=[guarded])
     assert str(info.value) == (
         f"{cfg}:1:12: unknown setting of the agent section 'max_turn' "
-        "(did you mean 'max_turns'?); fix or remove it"
+        "(did you mean 'max_turns'?)"
     )
 
 

@@ -58,7 +58,7 @@ def test_an_argument_override_wins_like_serve_privacy(tmp_path: Path) -> None:
         ({"privacy": {"action": "shout"}}, "privacy.action"),
         ({"privacy": {"entitys": []}}, "entitys"),
         ({"privacy": {"phone_regions": ["ZZ"]}}, "unknown phone region"),
-        ({"privacy": {"vault": {"ttl": -5}}}, r"privacy.vault\['ttl'\]: Value error, must be"),
+        ({"privacy": {"vault": {"ttl": -5}}}, r"privacy.vault\['ttl'\]: must be positive"),
     ],
 )
 def test_bad_privacy_settings_name_the_field(tmp_path: Path, doc: object, message: str) -> None:

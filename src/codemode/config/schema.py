@@ -98,7 +98,7 @@ class Settings(BaseModel):
     @field_validator("executor")
     @classmethod
     def _executor(cls, value: str) -> str:
-        return _known("executor", value, ("sandbox", "subprocess", "inprocess"), "executors")
+        return _known("executor", value, ("subprocess", "inprocess", "sandbox"), "executors")
 
     @field_validator("storage")
     @classmethod
@@ -112,9 +112,15 @@ def _known(what: str, value: str, builtin: tuple[str, ...], seam: str) -> str:
         return value
     from codemode.plugins import names
 
+    from .messages import did_you_mean, shown
+
     known = [*builtin, *names(seam)]
     if value not in known:
-        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(known)}")
+        choices = ", ".join(shown(k) for k in known)
+        raise ValueError(
+            f"expected one of {choices}, got the string {shown(value)}"
+            + did_you_mean(value, known, value=True)
+        )
     return value
 
 

@@ -592,6 +592,10 @@ class SubprocessWorker:
         tail = self._err_tail.decode("utf-8", "replace").strip()
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
         if len(tail) > 1500:
+            # The interpreter's own verdict ("Fatal Python error: ...") heads its dump: keep it.
+            fatal = next((ln for ln in tail.splitlines() if ln.startswith("Fatal Python")), "")
+            if fatal and fatal not in tail[-1500:]:
+                msg += f"\n{fatal}"
             msg += f"\nthe last 1,500 characters of the worker's stderr:\n{tail[-1500:]}"
         elif tail:
             msg += f"\nthe worker's stderr ended with:\n{tail}"

@@ -371,20 +371,6 @@ async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "w
     """
     import uvicorn
 
-    stop: GracefulStop = app.state.graceful_stop
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            self.should_exit = True
-            stop.request()
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            if stop.requests == 0:
-                stop.request()
-            with anyio.move_on_after(stop.grace + ANSWER_FLUSH + 5):
-                await stop.wait_drained()
-            await super().shutdown(sockets)
-
     config = uvicorn.Config(
         app,
         log_level=log_level,
@@ -393,4 +379,24 @@ async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "w
         access_log=False,
         backlog=LISTEN_BACKLOG,
     )
+    # An app without a graceful stop (the tenants' router in front of several apps)
+    # stops as uvicorn does.
+    stop: GracefulStop | None = getattr(getattr(app, "state", None), "graceful_stop", None)
+    if stop is None:
+        await uvicorn.Server(config).serve(sockets=[sock])
+        return
+    graceful = stop  # bound for the class below (narrowed: not None)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.should_exit = True
+            graceful.request()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if graceful.requests == 0:
+                graceful.request()
+            with anyio.move_on_after(graceful.grace + ANSWER_FLUSH + 5):
+                await graceful.wait_drained()
+            await super().shutdown(sockets)
+
     await Server(config).serve(sockets=[sock])

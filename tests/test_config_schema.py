@@ -169,8 +169,7 @@ def test_unknown_keys_of_a_strict_keys_section_are_errors_even_when_not_strict(
     with pytest.raises(ConfigError) as info:
         load_config(cfg, env={}, sections=[guarded])
     assert str(info.value) == (
-        f"{cfg}:1:12: unknown setting of the agent section 'max_turn' "
-        "(did you mean 'max_turns'?)"
+        f"{cfg}:1:12: unknown setting of the agent section 'max_turn' (did you mean 'max_turns'?)"
     )
 
 

@@ -144,7 +144,9 @@ def test_an_unknown_executor_or_storage_names_the_plugins_choices(
         "run", "--base", str(tmp_path), "-c", "1", env={"CODEMODE_STORAGE": "s4"}
     )
     assert out.returncode != 0
-    assert "unknown storage 's4'; choose one of file, redis, acme-store" in out.stderr
+    assert (
+        'storage: expected one of "file", "redis", "acme-store", got the string "s4"' in out.stderr
+    )
 
 
 def test_recognizers_are_offered_to_privacy_by_name(plugin_venv: PluginVenv) -> None:

@@ -191,7 +191,10 @@ def test_a_typo_in_a_guardrail_section_is_an_error_not_a_warning(notes_ws: Any) 
     with pytest.raises(ConfigError, match=r"budget\.run\['tool_call'\]: unknown setting"):
         Workspace.open(notes_ws.base)
     notes_ws.configure({"policy": {"rules": [{"tools": "x.*", "action": "maybe"}]}})
-    with pytest.raises(ConfigError, match=r"policy\.rules\[0\]\['action'\]: Input should be"):
+    with pytest.raises(
+        ConfigError,
+        match=r"policy\.rules\[0\]\['action'\]: expected one of \"allow\", \"deny\", \"ask\"",
+    ):
         Workspace.open(notes_ws.base)
 
 

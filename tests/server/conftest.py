@@ -138,9 +138,10 @@ class HttpServer:
             time.sleep(0.05)
         raise AssertionError(f"/healthz {key} never became {value!r}: {self.health()}")
 
-    def stop(self, timeout: float = 60.0) -> int:
+    def stop(self, timeout: float = 75.0) -> int:
         # Generous: a graceful stop waits for running calls (up to the grace period) and
-        # drains answers; on a loaded machine that alone can pass 20 s.
+        # drains answers; on a loaded machine that alone can pass 20 s. The server's own
+        # watchdog ends a stop that hangs (grace + 40 s) and prints where it hung.
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
@@ -148,10 +149,15 @@ class HttpServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
-            raise AssertionError("codemode serve did not stop on SIGTERM") from None
+            raise AssertionError(f"codemode serve did not stop on SIGTERM{self._tail()}") from None
         if self.drain is not None:
             self.drain.join(timeout=10)
+        if any("stopping took longer than" in line for line in self.lines):
+            raise AssertionError(f"codemode serve's stop hung{self._tail()}")
         return code
+
+    def _tail(self, most: int = 120) -> str:
+        return ":\n" + "".join(self.lines[-most:]) if self.lines else ""
 
 
 def start_http_server(

@@ -366,3 +366,39 @@ def test_a_client_without_an_event_stream_is_reclaimed_and_told_when_it_comes_ba
         server.stop()
     assert result["isError"] and "NameError" in raw_text(result)
     assert "connection was gone for more than 0.5 s" in raw_text(result)
+
+
+# A stop whose every step is bounded can still be held up by a thread stuck in a read
+# or a library that ignores cancellation; the watchdog must end the process anyway.
+_STUCK_STOP = """
+import threading
+import codemode.server.lifecycle as lifecycle
+
+lifecycle.STOP_BUDGET = 0.5
+stop = lifecycle.GracefulStop(0.0, watchdog=True)
+stop.request()
+
+def stuck_in_a_read() -> None:
+    threading.Event().wait()
+
+stuck_in_a_read()
+"""
+
+
+def test_a_stop_that_hangs_ends_the_process_with_status_1_and_says_where_it_hung() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _STUCK_STOP], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "stopping took longer than 0.5 s; exiting now" in done.stderr
+    assert "stuck_in_a_read" in done.stderr  # the stack of the thread that held it up
+
+
+def test_without_a_watchdog_a_stop_request_never_ends_the_process_by_itself() -> None:
+    script = _STUCK_STOP.replace("watchdog=True", "watchdog=False").replace(
+        "stuck_in_a_read()\n", "threading.Event().wait(2.0)\nprint('still here')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "still here" in done.stdout

@@ -395,7 +395,7 @@ async def run_server(opts: ServeOptions) -> None:
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
         handler.setLevel(opts.log_level)
-    stop = GracefulStop(opts.shutdown_grace)
+    stop = GracefulStop(opts.shutdown_grace, watchdog=True)
 
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http

@@ -10,7 +10,11 @@ worker), the upstream servers and the warm pool of pre-started workers.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import os
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -25,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 ANSWER_FLUSH = 5.0
 """Seconds to wait for the answers of cancelled calls to reach their clients."""
+STOP_BUDGET = 40.0
+"""Seconds a stop may take beyond the grace before the process exits anyway (watchdog)."""
 
 __all__ = ["ANSWER_FLUSH", "DEFAULT_SHUTDOWN_GRACE", "GracefulStop", "drain", "shutdown_reason"]
 
@@ -39,9 +45,10 @@ def shutdown_reason(grace: float) -> str:
 class GracefulStop:
     """A stop request that a signal handler can make from outside the event loop."""
 
-    def __init__(self, grace: float = DEFAULT_SHUTDOWN_GRACE) -> None:
+    def __init__(self, grace: float = DEFAULT_SHUTDOWN_GRACE, *, watchdog: bool = False) -> None:
         self.grace = grace
         self.requests = 0
+        self._watchdog = watchdog
         self._loop: asyncio.AbstractEventLoop | None = None
         self._requested: anyio.Event | None = None
         self._hurry: anyio.Event | None = None
@@ -60,6 +67,8 @@ class GracefulStop:
         Safe from a signal handler: the events are set from the loop's own thread.
         """
         self.requests += 1
+        if self.requests == 1 and self._watchdog:
+            _start_watchdog(self.grace + STOP_BUDGET, self._loop)
         loop = self._loop
         if loop is None or loop.is_closed():
             return
@@ -83,6 +92,46 @@ class GracefulStop:
     async def wait_drained(self) -> None:
         assert self._drained is not None, "bind() first"
         await self._drained.wait()
+
+
+def _start_watchdog(budget: float, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Guarantee that a stop ends the process: after ``budget`` s, dump stacks and exit 1.
+
+    Each step of a stop is bounded, but a thread blocked in a read or a library that
+    ignores cancellation could still keep the process alive; an operator's SIGTERM must
+    not depend on that (a supervisor would escalate to SIGKILL and lose the reason).
+    """
+
+    def expire() -> None:
+        try:
+            sys.stderr.write(
+                f"codemode serve: stopping took longer than {budget:g} s; exiting now "
+                "(status 1). Where each thread was:\n"
+            )
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            _dump_tasks(loop)
+        finally:
+            os._exit(1)
+
+    timer = threading.Timer(budget, expire)
+    timer.daemon = True
+    timer.name = "codemode-stop-watchdog"
+    timer.start()
+
+
+def _dump_tasks(loop: asyncio.AbstractEventLoop | None, most: int = 40) -> None:
+    """Best effort, from another thread: what the event loop's tasks wait on."""
+    if loop is None:
+        return
+    try:
+        tasks = list(asyncio.all_tasks(loop))
+        sys.stderr.write(f"{len(tasks)} asyncio task(s) still running:\n")
+        for task in tasks[:most]:
+            task.print_stack(limit=6, file=sys.stderr)
+        sys.stderr.flush()
+    except Exception as exc:  # the loop changed under us: the thread stacks must do
+        sys.stderr.write(f"(could not list the asyncio tasks: {exc!r})\n")
 
 
 async def drain(

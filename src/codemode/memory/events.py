@@ -10,13 +10,13 @@ the write stands).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import CallContext, current_context
-from ..storage.base import CHUNK, Data, Listing, RecordInfo, Storage
+from ..storage.base import Data, RecordInfo, Storage
+from ..storage.forwarding import ForwardingStorage
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +64,12 @@ class Watchers:
                 log.exception("a memory watcher failed on %s %s/%s", op, kind, name)
 
 
-class WatchedStorage:
+class WatchedStorage(ForwardingStorage):
     """A ``Storage`` that tells ``watchers`` about every successful put and delete."""
 
     def __init__(self, inner: Storage, watchers: Watchers) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._watchers = watchers
-
-    def describe(self) -> str:
-        return self.inner.describe()
 
     async def put(
         self, kind: str, name: str, data: Data, meta: Mapping[str, Any] | None = None
@@ -81,39 +78,11 @@ class WatchedStorage:
         self._watchers.tell("put", kind, name, info.size)
         return info
 
-    async def info(self, kind: str, name: str) -> RecordInfo:
-        return await self.inner.info(kind, name)
-
-    async def read(self, kind: str, name: str) -> tuple[RecordInfo, bytes]:
-        return await self.inner.read(kind, name)
-
-    async def stream(
-        self, kind: str, name: str, chunk_size: int = CHUNK
-    ) -> tuple[RecordInfo, AsyncIterator[bytes]]:
-        return await self.inner.stream(kind, name, chunk_size)
-
-    async def exists(self, kind: str, name: str) -> bool:
-        return await self.inner.exists(kind, name)
-
     async def delete(self, kind: str, name: str) -> bool:
         existed = await self.inner.delete(kind, name)
         if existed:
             self._watchers.tell("delete", kind, name)
         return existed
-
-    async def list(self, kind: str, prefix: str = "") -> Listing:
-        return await self.inner.list(kind, prefix)
-
-    async def generation(self, kind: str) -> str:
-        return await self.inner.generation(kind)
-
-    def lock(
-        self, kind: str, name: str, timeout: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        return self.inner.lock(kind, name, timeout)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 __all__ = ["MemoryWatcher", "MemoryWrite", "WatchedStorage", "Watchers"]

@@ -11,11 +11,11 @@ then drops its temporary copy, so nothing is ever half-written.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..errors import QuotaExceeded
-from .base import Data, Listing, RecordInfo, Storage, iter_chunks
+from .base import Data, RecordInfo, Storage, iter_chunks
+from .forwarding import ForwardingStorage
 
 # The kinds codemode's memory writes; any other kind written through the wrapper joins.
 MEMORY_KINDS = ("artifacts", "state", "skills", "skill_versions")
@@ -25,19 +25,16 @@ def _mb(n: int) -> str:
     return f"{n / (1 << 20):.1f} MB"
 
 
-class QuotaStorage:
+class QuotaStorage(ForwardingStorage):
     """``inner`` with at most ``max_bytes`` of values and ``max_records`` records."""
 
     def __init__(self, inner: Storage, *, max_bytes: int | None, max_records: int | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.max_bytes = max_bytes
         self.max_records = max_records
         self._kinds: set[str] = set(MEMORY_KINDS)
         self._listings: dict[str, tuple[str, dict[str, int]]] = {}
         self._in_flight = 0
-
-    def describe(self) -> str:
-        return self.inner.describe()
 
     def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. ``base``)
         return getattr(self.inner, name)
@@ -118,38 +115,6 @@ class QuotaStorage:
             return await self.inner.put(kind, name, counted(), meta)
         finally:
             self._in_flight -= taken
-
-    # -- everything else is the backend's ------------------------------------------------
-    async def info(self, kind: str, name: str) -> RecordInfo:
-        return await self.inner.info(kind, name)
-
-    async def read(self, kind: str, name: str) -> tuple[RecordInfo, bytes]:
-        return await self.inner.read(kind, name)
-
-    async def stream(
-        self, kind: str, name: str, chunk_size: int = 1 << 20
-    ) -> tuple[RecordInfo, AsyncIterator[bytes]]:
-        return await self.inner.stream(kind, name, chunk_size)
-
-    async def exists(self, kind: str, name: str) -> bool:
-        return await self.inner.exists(kind, name)
-
-    async def delete(self, kind: str, name: str) -> bool:
-        return await self.inner.delete(kind, name)
-
-    async def list(self, kind: str, prefix: str = "") -> Listing:
-        return await self.inner.list(kind, prefix)
-
-    async def generation(self, kind: str) -> str:
-        return await self.inner.generation(kind)
-
-    def lock(
-        self, kind: str, name: str, timeout: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        return self.inner.lock(kind, name, timeout)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 __all__ = ["MEMORY_KINDS", "QuotaStorage"]

@@ -6,7 +6,7 @@ Every tool declares its result's shape (an output schema). Run: ``python crm_ser
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
@@ -72,7 +72,7 @@ def build() -> MCPServer:
         """Find CRM records whose name contains the query; optionally of one object type."""
         q = query.lower()
         hits = [
-            RecordInfo(record_id=k, **v)
+            cast(RecordInfo, {"record_id": k, **v})
             for k, v in records.items()
             if q in v["name"].lower() and (object_type is None or v["type"] == object_type)
         ]
@@ -87,7 +87,7 @@ def build() -> MCPServer:
             AttachmentRef(attachment_id=a["attachment_id"], name=a["name"])
             for a in attachments.get(record_id, [])
         ]
-        return Record(record_id=record_id, **records[record_id], attachments=files)
+        return cast(Record, {"record_id": record_id, **records[record_id], "attachments": files})
 
     @server.tool()
     def attach_document(

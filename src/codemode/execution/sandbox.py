@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
@@ -374,9 +374,51 @@ class SandboxExecutor(SubprocessExecutor):
         prep = self._prepare()
         if prep["weak"]:
             return super().launch_spec(config)
+        site = None
+        if self.site_packages:
+            import sysconfig
+
+            site = sysconfig.get_paths()["purelib"]
+
+        def boot_line(limits: WorkerLimits) -> list[str]:
+            self.cgroup_dirs += limits.groups.values()
+            boot = {**config, "rlimits": limits.rlimits()}
+            return [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP, json.dumps(boot)]
+
+        argv, cleanup = self._launch(prep, boot_line, worker=True, deps=self.deps_dir, site=site)
+        return LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd="/", cleanup=cleanup)
+
+    def command_line(
+        self, argv: list[str], env: Mapping[str, str] | None = None
+    ) -> tuple[list[str], Callable[[], None]]:
+        """``argv`` as a one-shot process in this executor's sandbox, without a worker.
+
+        The same launch line as a worker (cgroups, private binds, setpriv, bwrap, seccomp);
+        ``prlimit`` applies the rlimits before ``argv`` runs. Used by command-line tools
+        defined in the workspace (``codemode.tools.declared``). Returns the command and a
+        ``cleanup()`` to call once it has exited. Refuses when the sandbox is unavailable.
+        """
+        prep = self._prepare()
+        if prep["weak"]:
+            raise SandboxUnavailable("the sandbox is unavailable here: the command was not run")
+
+        def command(limits: WorkerLimits) -> list[str]:
+            rl = [f"--{n.removeprefix('RLIMIT_').lower()}={v}" for n, v in limits.rlimits()]
+            return ["/usr/bin/prlimit", *rl, "--", *argv]
+
+        return self._launch(prep, command, extra_env=env)
+
+    def _launch(
+        self,
+        prep: dict[str, Any],
+        tail: Callable[[WorkerLimits], list[str]],
+        *,
+        worker: bool = False,
+        **options: Any,
+    ) -> tuple[list[str], Callable[[], None]]:
+        """The full launch line (``tail`` appended) and the cleanup to run after it exits."""
         limits = WorkerLimits(self.limits, self._cgroups())
-        self.cgroup_dirs += limits.groups.values()
-        made: list[str] = []  # scratch workspace, mount points: removed with the worker
+        made: list[str] = []  # scratch workspace, mount points: removed after the process
 
         def cleanup() -> None:
             limits.cleanup()
@@ -389,25 +431,15 @@ class SandboxExecutor(SubprocessExecutor):
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
-            _spawning.workspace = workspace
-            config = {**config, "rlimits": limits.rlimits()}
-            site = None
-            if self.site_packages:
-                import sysconfig
-
-                site = sysconfig.get_paths()["purelib"]
-            argv, points = self._command(
-                prep, limits.procs_files(), workspace=workspace, deps=self.deps_dir, site=site
-            )
+            if worker:
+                _spawning.workspace = workspace  # spawn() records it for the host's sweep
+            line, points = self._command(prep, limits.procs_files(), workspace=workspace, **options)
             if points:
                 made.append(points)
-            argv += [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP]
-            argv.append(json.dumps(config))
+            return [*line, *tail(limits)], cleanup
         except BaseException:
             cleanup()
             raise
-
-        return LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd="/", cleanup=cleanup)
 
     def _command(
         self,
@@ -418,6 +450,7 @@ class SandboxExecutor(SubprocessExecutor):
         deps: str | None = None,
         site: str | None = None,
         tmp_size_mb: int | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], str | None]:
         """The launch line up to the interpreter: sh (cgroups, fd 9), [binds], setpriv, bwrap.
 
@@ -455,7 +488,7 @@ class SandboxExecutor(SubprocessExecutor):
             worker_pkg=str(paths["worker"]),
             deps_dir=paths["deps"],
             site_dir=paths["site"],
-            env={**SANDBOX_ENV, **self.env},
+            env={**SANDBOX_ENV, **self.env, **(extra_env or {})},
             tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
             seccomp_fd=SECCOMP_FD if prep["seccomp"] else None,
         )

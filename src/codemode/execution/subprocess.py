@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, check_protocol, settle
+from .base import CallHandler, RunTimer, check_protocol, held, settle
 from .pool import get_pool
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
@@ -255,6 +256,7 @@ class SubprocessWorker:
         self._running: asyncio.Future[Any] | None = None
         self._gone: asyncio.Future[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
+        self._timer: RunTimer | None = None
 
     @property
     def alive(self) -> bool:
@@ -443,8 +445,10 @@ class SubprocessWorker:
             return
         try:
             self._send({"op": "reply", "id": cid, "ok": True, "value": value})
-        except TypeError as exc:
-            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Not JSON (TypeError), not UTF-8 (a lone surrogate), nested beyond the encoder.
+            what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {what}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
 
     async def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:
@@ -467,7 +471,7 @@ class SubprocessWorker:
             fut = await self._request({"op": "run", "code": code})
         except _Crash as exc:
             return self._crash_result(exc.info, start)
-        timer = self._loop.call_later(timeout, self._on_timeout, fut)
+        timer = self._timer = RunTimer(self._loop, timeout, lambda: self._on_timeout(fut))
         self._running = fut
         try:
             payload = await fut
@@ -478,9 +482,13 @@ class SubprocessWorker:
         finally:
             self._running = None
             timer.cancel()
+            self._timer = None
             self._interrupt_timer_cancel()
         raw, self._raw = self._raw, None
         return self._result(payload, raw, timeout, start)
+
+    def hold_timeout(self) -> AbstractContextManager[None]:
+        return held(self._timer)
 
     def _interrupt_timer_cancel(self) -> None:
         if self._grace is not None:

@@ -157,7 +157,7 @@ async def test_list_servers_tells_the_model_about_misspelt_keys_in_mcp_json(
         "Configuration warnings (the user can fix these in the workspace files):",
         f"- {warning}",
     ]
-    assert servers.structured_content["config_warnings"] == [warning]  # type: ignore[index]
+    assert servers.structured_content["config_warnings"] == [warning]
 
 
 def _alive(pid: int) -> bool:

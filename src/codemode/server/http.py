@@ -362,27 +362,38 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "warning") -> None:
+async def serve_http(
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    log_level: str = "warning",
+    stop: GracefulStop | None = None,
+) -> None:
     """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
 
-    A signal starts the app's graceful stop (see the module doc); once it is over,
+    A signal starts the app's graceful stop (``stop``, by default the one
+    :func:`build_http_app` put in the app's state; see the module doc); once it is over,
     uvicorn closes the listening socket and the connections, and runs the app's
     shutdown. The signal is not re-raised afterwards: a graceful stop exits with 0.
     """
     import uvicorn
 
-    stop: GracefulStop = app.state.graceful_stop
+    if stop is None:
+        assert isinstance(app, Starlette), "an app not built by build_http_app needs a stop"
+        stop = app.state.graceful_stop
+    assert stop is not None
+    graceful: GracefulStop = stop
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             self.should_exit = True
-            stop.request()
+            graceful.request()
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            if stop.requests == 0:
-                stop.request()
-            with anyio.move_on_after(stop.grace + ANSWER_FLUSH + 5):
-                await stop.wait_drained()
+            if graceful.requests == 0:
+                graceful.request()
+            with anyio.move_on_after(graceful.grace + ANSWER_FLUSH + 5):
+                await graceful.wait_drained()
             await super().shutdown(sockets)
 
     config = uvicorn.Config(

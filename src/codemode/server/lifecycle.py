@@ -85,6 +85,24 @@ class GracefulStop:
         await self._drained.wait()
 
 
+class GracefulStops(GracefulStop):
+    """Several apps' graceful stops behind one server (the tenant router): a request goes
+    to each, and the drain is over when every app has drained."""
+
+    def __init__(self, stops: list[GracefulStop], grace: float) -> None:
+        super().__init__(grace)
+        self.stops = stops
+
+    def request(self) -> None:
+        self.requests += 1
+        for stop in self.stops:
+            stop.request()
+
+    async def wait_drained(self) -> None:
+        for stop in self.stops:
+            await stop.wait_drained()
+
+
 async def drain(
     context: ServerContext,
     stop: GracefulStop,

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ async def bridge(n: int, rounds: int) -> None:
         warm = await session.run(SESSION_LOOP.format(n=20))
         assert warm.is_ok, warm.error
 
-        paths = {
+        paths: dict[str, Callable[[], Awaitable[object]]] = {
             "sdk": lambda: client.call_tool("echo", ARGS),
             "source": lambda: source.call_tool("echo", ARGS),
             "registry": lambda: registry.call("edge", "echo", ARGS),

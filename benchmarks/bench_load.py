@@ -59,7 +59,7 @@ def bare_server_main(port: int) -> None:
     """The floor: an SDK server with one echo tool, served by uvicorn like codemode."""
     from mcp.server import MCPServer
 
-    server: Any = MCPServer("bare", log_level="WARNING")
+    server = MCPServer("bare", log_level="WARNING")
 
     @server.tool()
     async def echo(text: str) -> str:
@@ -621,12 +621,12 @@ def main(args: argparse.Namespace) -> None:
               stop["healthz_max_ms"], stop["healthz_failed"], stop["healthz_refused"]]],
         ))  # fmt: skip
     print()
-    for bare, ours in zip(rows[::2], rows[1::2], strict=True):
-        ratio = ours.rate / bare.rate if bare.rate else float("nan")
-        tail = pct(ours.latencies, 99) / pct(ours.latencies, 50)
-        print(f"{ours.sessions} sessions: throughput {ratio:.0%} of the bare SDK server, "
-              f"p99/p50 {tail:.1f}x, first call p95 {pct(ours.first, 95):.1f} ms, "
-              f"errors {len(ours.errors)}")  # fmt: skip
+    for bare_row, ours_row in zip(rows[::2], rows[1::2], strict=True):
+        ratio = ours_row.rate / bare_row.rate if bare_row.rate else float("nan")
+        tail = pct(ours_row.latencies, 99) / pct(ours_row.latencies, 50)
+        print(f"{ours_row.sessions} sessions: throughput {ratio:.0%} of the bare SDK server, "
+              f"p99/p50 {tail:.1f}x, first call p95 {pct(ours_row.first, 95):.1f} ms, "
+              f"errors {len(ours_row.errors)}")  # fmt: skip
     for r in rows:
         for e in r.errors[:3]:
             print(f"error ({r.name}, {r.sessions}): {e}")

@@ -230,7 +230,7 @@ tool = (time.perf_counter() - t) / n * 1e6
         s.register_tool(noop, server="bench")
         r = await s.run(code, timeout=300)
         assert r.is_ok, r.to_text()
-        local, invoked, tool = r.value  # type: ignore[misc]
+        local, invoked, tool = r.value
     return [
         ["function defined in the session (baseline)", calls, local, 1.0],
         ["skills.inc(x=1) (one host round trip + cached module)", calls, invoked, invoked / local],

@@ -122,10 +122,10 @@ async def overhead(n: int) -> None:
     both.use(tracer().tool_layer, "observe")
     calls = 200 if n < 100 else 5000
     per: dict[str, float] = {}
-    for name, r in (("off", bare), ("metrics", reg), ("metrics+tracing", both)):
+    for name, registry in (("off", bare), ("metrics", reg), ("metrics+tracing", both)):
         t = time.perf_counter()
         for i in range(calls):
-            await r.call("crm", "lookup", {"customer_id": i})
+            await registry.call("crm", "lookup", {"customer_id": i})
         per[name] = (time.perf_counter() - t) / calls * 1e6
     print(
         table(

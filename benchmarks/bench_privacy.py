@@ -105,11 +105,11 @@ async def latency(quick: bool) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "xdg")
         sessions: dict[str, Session] = {}
-        for name, on in (("off", False), ("on", True)):
+        for name, enabled in (("off", False), ("on", True)):
             base = Path(tmp) / name
             base.mkdir()
             (base / "mcp.json").write_text(json.dumps({"mcpServers": {"crm": server}}))
-            (base / "config.json").write_text(json.dumps({"privacy": {"enabled": on}}))
+            (base / "config.json").write_text(json.dumps({"privacy": {"enabled": enabled}}))
             ws = Workspace.open(base)
             sessions[name] = Session.for_workspace(
                 ws, executor=SubprocessExecutor(memory_limit_mb=2048)

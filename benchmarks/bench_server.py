@@ -41,7 +41,7 @@ TOKEN = "bench-token"
 def bare_server() -> Any:
     from mcp.server import MCPServer
 
-    server: Any = MCPServer("bare", log_level="WARNING")
+    server = MCPServer("bare", log_level="WARNING")
 
     @server.tool()
     def noop(code: str) -> str:

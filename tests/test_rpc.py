@@ -37,7 +37,9 @@ def memory(tmp_path: Path) -> Memory:
 def _dict_keys(node: ast.expr, scope: ast.AST, module: ast.Module) -> tuple[set[str], bool]:
     """The literal keys of a params expression, and whether it may hold more (``**x``)."""
     if isinstance(node, ast.Dict):
-        keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+        keys = {
+            k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
         return keys, any(k is None for k in node.keys)
     if isinstance(node, ast.Name):  # params = {...}; bridge.call("m", params)
         for stmt in ast.walk(scope):
@@ -70,6 +72,7 @@ def worker_calls() -> Iterator[tuple[str, str, set[str], bool]]:
                     and node.func.value.id == "bridge"
                     and node.args
                     and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
                 ):
                     keys, more = (
                         _dict_keys(node.args[1], fn, module)

@@ -34,8 +34,9 @@ TIMEOUT = 60.0
 
 
 def prefix_of(scratch: Path, entry: dict[str, Any]) -> Path:
-    slug = entry["package"].replace("/", "_").replace("@", "_")
-    return scratch / entry["registry"] / slug
+    slug: str = entry["package"].replace("/", "_").replace("@", "_")
+    registry: str = entry["registry"]
+    return scratch / registry / slug
 
 
 def install(scratch: Path, entry: dict[str, Any]) -> None:
@@ -123,9 +124,10 @@ def snapshot(scratch: Path, entry: dict[str, Any]) -> dict[str, Any]:
             listed = anyio.run(list_tools, exe, args, {"HOME": tmp, **env}, log)
         except Exception as exc:  # noqa: BLE001 - re-raised with the server's stderr
             tail = log.read_text(errors="replace")[-600:] if log.is_file() else ""
-            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                exc = exc.exceptions[0]
-            raise RuntimeError(f"{exc!r}; stderr: {tail}") from None
+            cause: BaseException = exc
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            raise RuntimeError(f"{cause!r}; stderr: {tail}") from None
     return {
         "name": entry["name"],
         "registry": entry["registry"],

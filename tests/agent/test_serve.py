@@ -75,10 +75,11 @@ async def test_execute_task_uses_the_clients_model_through_sampling(
 ) -> None:
     model = ClientModel()
     caps = t.SamplingCapability(tools=t.SamplingToolsCapability()) if with_tools else None
-    progress: list[tuple[float, float | None, str | None]] = []
+    updates: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        progress.append((p, total, message))
+    # parameter names follow the SDK's ProgressFnT protocol
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
 
     async with serve(base, _env(), mode, sampling_callback=model, sampling_capabilities=caps) as c:
         r = await c.call_tool("execute_task", {"task": "compute x"}, progress_callback=on_progress)
@@ -91,8 +92,8 @@ async def test_execute_task_uses_the_clients_model_through_sampling(
     first = model.requests[0]
     assert first.system_prompt is not None and "skills.search" in first.system_prompt
     assert [tool.name for tool in first.tools or []] == (["run_code"] if with_tools else [])
-    assert [m for _, _, m in progress][:3] == [f"step {i}: asking the model" for i in (1, 2, 3)]
-    assert progress[-1][2] == "step 3: answered"
+    assert [m for _, _, m in updates][:3] == [f"step {i}: asking the model" for i in (1, 2, 3)]
+    assert updates[-1][2] == "step 3: answered"
 
 
 async def test_execute_task_uses_the_servers_configured_model(base: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import anyio
 import mcp_types as mt
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT
 
 pytestmark = pytest.mark.anyio
 
@@ -27,11 +28,11 @@ except ToolDenied as e:
     out = "DENIED: " + str(e)
 print(out)
 """
-Callback = Callable[[Any, mt.ElicitRequestParams], Awaitable[mt.ElicitResult]]
+Callback = ElicitationFnT
 
 
 def answer(**content: Any) -> Callback:
-    async def callback(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def callback(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
         asked.append(params)
         return mt.ElicitResult(action="accept", content=content)
 
@@ -79,7 +80,7 @@ async def test_a_client_that_answers_no_or_declines_refuses_the_call(
 ) -> None:
     notes_ws.configure({"policy": {"destructive": "ask"}})
 
-    async def decline(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def decline(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
         return mt.ElicitResult(action="decline")
 
     async with serve(notes_ws.base, mode, answer(confirm=False)) as client:
@@ -109,7 +110,7 @@ async def test_a_client_that_answers_too_late_is_refused_after_the_approval_time
 ) -> None:
     notes_ws.configure({"policy": {"destructive": "ask"}, "approval": {"timeout": 1}})
 
-    async def late(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def late(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
         await anyio.sleep(4)
         return mt.ElicitResult(action="accept", content={"confirm": True})
 
@@ -127,7 +128,7 @@ async def test_a_client_that_never_answers_gets_the_refusal_after_the_approval_t
     notes_ws.configure({"policy": {"destructive": "ask"}, "approval": {"timeout": 1}})
     forever = asyncio.Event()
 
-    async def never(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def never(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
         await forever.wait()
         raise AssertionError("unreachable")
 

@@ -28,7 +28,8 @@ async def written(audited: Any, open_notes: Any) -> Any:
 
 
 def lines_of(audited: Any) -> list[str]:
-    return audited.log.read_text().splitlines(keepends=True)
+    text: str = audited.log.read_text()
+    return text.splitlines(keepends=True)
 
 
 def rewrite(audited: Any, lines: list[str]) -> None:

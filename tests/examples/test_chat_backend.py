@@ -29,12 +29,12 @@ def ws_base(tmp_path: Path) -> Path:
 
 
 def test_the_websocket_streams_steps_then_the_answer_and_keeps_the_session(ws_base: Path) -> None:
-    script = [
+    script = (
         Code("expenses = [80, 120, 450]\nprint(sum(1 for e in expenses if e > 100))"),
         Answer("2 expenses are over $100."),
         Code("print(max(expenses))"),
         Answer("The largest is $450."),
-    ]
+    )
     with FakeLLMServer(script, api_key=KEY) as llm:
         app = build_app(
             base=ws_base,

@@ -14,13 +14,13 @@ from click.testing import CliRunner
 from codemode import ConfigError, SandboxUnavailable, Session
 from codemode.execution import pool
 from codemode.execution.doctor import diagnose, doctor
+from codemode.execution.hostchecks import can_private_mount
 from codemode.execution.limits import CgroupSupport, Limits, WorkerLimits, detect_cgroups, plan
 from codemode.execution.sandbox import (
     WORKSPACE,
     SandboxExecutor,
     WeakerSandboxWarning,
     bwrap_args,
-    can_private_mount,
     setpriv_args,
 )
 from codemode.execution.seccomp import DENIED_SYSCALLS, bpf_program

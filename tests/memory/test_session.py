@@ -37,7 +37,7 @@ async def ws_session(tmp_path: Path) -> AsyncIterator[Session]:
         yield s
 
 
-async def ok(session: Session, code: str) -> object:
+async def ok(session: Session, code: str) -> Any:
     r = await session.run(code)
     assert r.is_ok, r.to_text()
     return r.value
@@ -58,7 +58,7 @@ async def test_a_skill_created_in_one_session_is_found_and_invoked_after_a_resta
         created = await ok(
             s1, f"skills.create('slugify', {SLUG!r}, 'Make a URL slug from a title')"
         )
-        assert created["version"] == 1  # type: ignore[index]
+        assert created["version"] == 1
     async with new_session(Memory.from_workspace(tmp_path)) as s2:
         assert await ok(s2, "skills.search('url slug title')[0]['name']") == "slugify"
         assert await ok(s2, "skills.invoke('slugify', text='Hello, World!')") == "hello-world"
@@ -180,9 +180,9 @@ async def test_deps_add_import_remove_a_package_from_pypi(tmp_path: Path) -> Non
         r = await s.run("import six")
         assert r.error is not None and "ModuleNotFoundError" in r.error.type
         added = await ok(s, "deps.add('six')")
-        assert added["name"] == "six"  # type: ignore[index]
+        assert added["name"] == "six"
         assert await ok(s, f"import six\nsix.__file__.startswith({str(tmp_path)!r})") is True
-        assert [d["name"] for d in await ok(s, "deps.list()")] == ["six"]  # type: ignore[union-attr]
+        assert [d["name"] for d in await ok(s, "deps.list()")] == ["six"]
         assert await ok(s, "deps.remove('six')") is True
         await s.reset()
         r = await s.run("import sys\nsys.modules.pop('six', None)\nimport six")
@@ -273,7 +273,7 @@ async def test_the_server_creates_finds_invokes_and_deletes_skills(tmp_path: Pat
         r = await client.call_tool(
             "invoke_skill", {"name": "slugify", "arguments": {"text": "A b"}}
         )
-        assert not r.is_error and r.structured_content["value"] == "a-b"  # type: ignore[index]
+        assert not r.is_error and r.structured_content["value"] == "a-b"
         r = await client.call_tool("get_skill", {"name": "slugify"})
         assert "description: Make a URL slug" in text(r) and "def run" in text(r)
         r = await client.call_tool(
@@ -291,9 +291,9 @@ async def test_invoke_skill_runs_in_the_callers_session_worker(tmp_path: Path) -
     await memory.skills.create("pid", "import os\ndef run():\n    return os.getpid()", "pid")
     async with memory_server(memory) as client:
         r = await client.call_tool("invoke_skill", {"name": "pid"})
-        pid = int(r.structured_content["value"])  # type: ignore[index]
+        pid = int(r.structured_content["value"])
         r2 = await client.call_tool("run_code", {"code": "import os; os.getpid()"})
-        assert pid == r2.structured_content["value"] != os.getpid()  # type: ignore[index]
+        assert pid == r2.structured_content["value"] != os.getpid()
 
 
 async def test_the_server_saves_loads_and_lists_artifacts_and_state(tmp_path: Path) -> None:
@@ -305,13 +305,13 @@ async def test_the_server_saves_loads_and_lists_artifacts_and_state(tmp_path: Pa
         await client.call_tool("save_artifact", {"name": "bin", "data": "AAEC", "is_base64": True})
         assert await memory.artifacts.load("bin") == b"\x00\x01\x02"
         r = await client.call_tool("load_artifact", {"name": "doc"})
-        assert r.structured_content["value"] == {"k": [1]}  # type: ignore[index]
+        assert r.structured_content["value"] == {"k": [1]}
         r = await client.call_tool("list_artifacts", {})
         assert "doc (json, 9 bytes" in text(r) and "a doc" in text(r)
         await client.call_tool("save_state", {"state_data": {"step": 1}})
         await client.call_tool("save_state", {"state_data": {"more": True}, "merge": True})
         r = await client.call_tool("run_code", {"code": "state.get()"})
-        assert r.structured_content["value"] == {"step": 1, "more": True}  # type: ignore[index]
+        assert r.structured_content["value"] == {"step": 1, "more": True}
         r = await client.call_tool("get_state", {"key": "step"})
         assert r.structured_content == {
             "key": "step",

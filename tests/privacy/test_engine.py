@@ -11,7 +11,7 @@ from codemode.privacy.vault import Vault
 
 
 def engine(**options: object) -> Privacy:
-    return Privacy(PrivacyConfig(enabled=True, **options), Vault(b"k" * 32))  # type: ignore[arg-type]
+    return Privacy(PrivacyConfig(enabled=True, **options), Vault(b"k" * 32))
 
 
 def test_tokens_are_restored_at_any_depth_in_keys_and_inside_longer_strings() -> None:

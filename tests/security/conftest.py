@@ -19,6 +19,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -129,7 +130,7 @@ class Arena:
         assert calm.value == sum(i * i for i in range(200_000)), calm.to_text()
         return hostile
 
-    async def value(self, code: str, timeout: float = 5.0) -> object:
+    async def value(self, code: str, timeout: float = 5.0) -> Any:
         r = await self.attack(code, timeout)
         assert r.error is None, r.to_text()
         return r.value

@@ -54,7 +54,7 @@ async def test_no_capabilities_remain(arena: Arena) -> None:
 async def test_setuid_to_root_fails(arena: Arena) -> None:
     code = "[attempt(os.setuid, 0), attempt(os.setgid, 0), attempt(os.setgroups, [0]), os.getuid()]"
     v = await arena.value(code)
-    assert all(blocked(x) for x in v[:3]) and v[3] != 0  # type: ignore[index]
+    assert all(blocked(x) for x in v[:3]) and v[3] != 0
 
 
 async def test_no_new_privileges_is_set(arena: Arena) -> None:
@@ -78,7 +78,7 @@ async def test_the_mount_command_cannot_remount_the_root_writable(arena: Arena) 
         "[r.returncode != 0, attempt(lambda: open('/usr/pwned', 'w'))]"
     )
     v = await arena.value(code)
-    assert v[0] is True and blocked(v[1])  # type: ignore[index]
+    assert v[0] is True and blocked(v[1])
 
 
 async def test_nested_user_namespaces_cannot_be_created(arena: Arena) -> None:

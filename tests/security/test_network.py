@@ -148,7 +148,7 @@ async def test_netlink_and_packet_sockets_cannot_be_opened(arena: Arena) -> None
         " attempt(socket.socket, socket.AF_PACKET, socket.SOCK_RAW, 0),"
         " attempt(socket.socket, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)]"
     )
-    assert all(blocked(v) for v in await arena.value(code))  # type: ignore[attr-defined]
+    assert all(blocked(v) for v in await arena.value(code))
 
 
 async def test_a_unix_socket_on_the_host_is_unreachable(

@@ -51,9 +51,9 @@ async def test_forking_stops_at_the_process_limit(arena: Arena) -> None:
         "    n += 1\n"
         "limit"
     )
-    forked, err = await arena.value(code, timeout=30)  # type: ignore[misc]
+    forked, err = await arena.value(code, timeout=30)
     assert err == 11  # EAGAIN: the session's pids limit, not the host's
-    assert 0 < forked < SUITE_LIMITS.max_pids  # type: ignore[operator]
+    assert 0 < forked < SUITE_LIMITS.max_pids
     assert (await arena.attacker.run("1 + 1", timeout=10)).value == 2
 
 

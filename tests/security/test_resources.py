@@ -108,6 +108,6 @@ async def test_exhausting_file_descriptors_hits_the_limit(arena: Arena) -> None:
         "[outcome, count]"
     )
     v = await arena.value(code)
-    assert v[0] == "blocked:OSError"  # type: ignore[index]
-    assert v[1] < SUITE_LIMITS.open_files  # type: ignore[index,operator]
+    assert v[0] == "blocked:OSError"
+    assert v[1] < SUITE_LIMITS.open_files
     assert (await arena.attacker.run("'alive'")).value == "alive"

@@ -150,7 +150,7 @@ async def test_a_symlink_swapped_in_a_loop_never_reads_a_root_only_file(
     )
     r = await arena.attacker.run(code, timeout=300)
     assert r.is_ok, r.to_text()
-    hits, answers = r.value  # type: ignore[misc]
+    hits, answers = r.value
     assert hits == [], f"the root-only canary was read {len(hits)} times"
     assert answers > 0  # the race ran: the decoy was read between the swaps
     await arena.calm()
@@ -196,7 +196,7 @@ async def test_symlinks_to_host_secrets_are_dead_ends_for_the_server(
     )
     r = await arena.attacker.run(code, timeout=60)
     assert r.is_ok, r.to_text()
-    for name, outcome in r.value.items():  # type: ignore[union-attr]
+    for name, outcome in r.value.items():
         assert outcome.startswith("refused"), f"{name}: {outcome[:200]}"
         assert canaries.secret not in outcome
 
@@ -219,7 +219,7 @@ async def test_fifos_planted_by_the_sandbox_time_out_and_never_wedge_the_server(
     )
     r = await arena.attacker.run(code, timeout=120)
     assert r.is_ok, r.to_text()
-    assert all(v != "read" for v in r.value), r.value  # type: ignore[union-attr]
+    assert all(v != "read" for v in r.value), r.value
     await arena.calm()  # the next caller gets a working server at once
     r = await arena.bystander.run(
         f"tools.fs.read_text_file(path={arena.files!r} + '/readme.txt')", timeout=60
@@ -239,8 +239,8 @@ async def test_a_device_node_in_the_workspace_cannot_be_opened_by_the_server(
     )
     r = await arena.attacker.run(code, timeout=60)
     assert r.is_ok, r.to_text()
-    assert "ToolTimeout" not in r.value and r.value != "read", r.value  # type: ignore[operator]
-    assert "EACCES" in r.value or "permission" in r.value.lower()  # type: ignore[union-attr]
+    assert "ToolTimeout" not in r.value and r.value != "read", r.value
+    assert "EACCES" in r.value or "permission" in r.value.lower()
     await arena.calm()
 
 

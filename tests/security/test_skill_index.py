@@ -57,7 +57,8 @@ async def test_a_session_keeps_answering_while_another_saves_and_searches_big_sk
             code = big_skill(i)
             r = await maker.run(f"skills.create('big{i}', {code!r}, 'a big skill number {i}')")
             assert r.is_ok, r.to_text()
-        stop, done = asyncio.Event(), []
+        stop = asyncio.Event()
+        done: list[float] = []
         ticker = asyncio.create_task(_tick(bystander, stop, done))
         await asyncio.sleep(0.2)
         began = time.monotonic()
@@ -65,7 +66,7 @@ async def test_a_session_keeps_answering_while_another_saves_and_searches_big_sk
         ended = time.monotonic()
         stop.set()
         await ticker
-    assert r.is_ok and len(r.value) == 3, r.to_text()  # type: ignore[arg-type]
+    assert r.is_ok and len(r.value) == 3, r.to_text()
     # runs kept completing through the whole build, not only before or after it
     middle = (began + ended) / 2
     assert sum(began < t < middle for t in done) >= 3, (len(done), ended - began)
@@ -95,4 +96,4 @@ async def test_sandboxed_code_sees_the_cap_in_a_readable_error(tmp_path: Path) -
         )
         r = await s.run(code)
     assert r.is_ok, r.to_text()
-    assert r.value.startswith("ValidationError") and f"{MAX_CODE:,}" in r.value  # type: ignore[union-attr]
+    assert r.value.startswith("ValidationError") and f"{MAX_CODE:,}" in r.value

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,15 +63,15 @@ def inspector(request: pytest.FixtureRequest) -> Inspector:
     return found
 
 
-def answer(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-2000:]
-    data: dict[str, object] = json.loads(done.stdout)
+    data: dict[str, Any] = json.loads(done.stdout)
     return data
 
 
 def test_the_inspector_lists_codemode_tools(inspector: Inspector, tmp_path: Path) -> None:
     listed = answer(inspector.run(tmp_path / "ws", "--method", "tools/list"))
-    names = {t["name"] for t in listed["tools"]}  # type: ignore[attr-defined,index]
+    names = {t["name"] for t in listed["tools"]}
     assert {"run_code", "search_tools", "get_tool", "reset_session", "save_artifact"} <= names
 
 
@@ -92,4 +93,4 @@ def test_inspector_2_saves_a_json_artifact_through_the_typed_data_field(tmp_path
     data = ("--tool-arg", 'data={"x": [1, 2]}')
     saved = answer(INSPECTORS[1].run(tmp_path / "ws", *call, *data))
     assert saved["isError"] is False
-    assert saved["structuredContent"]["type"] == "json"  # type: ignore[index]
+    assert saved["structuredContent"]["type"] == "json"

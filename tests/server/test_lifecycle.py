@@ -215,7 +215,7 @@ def test_a_stdio_call_past_the_grace_is_cancelled_with_a_clear_error(
 
 def _stdio_call_then_sigterm(
     base: Path, marker: Path, code: str, *extra: str
-) -> tuple[dict[str, object], int, dict[int, int]]:
+) -> tuple[dict[str, Any], int, dict[int, int]]:
     argv = serve_argv(base, "--executor", "subprocess", *extra)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None

@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx2
 import pytest
 
-from observability.scrape import samples, value
+if TYPE_CHECKING:  # mypy names the file by its path; pytest puts tests/ on sys.path
+    from tests.observability.scrape import samples, value
+else:
+    from observability.scrape import samples, value
 
 from .conftest import TOKEN, HttpServer, http_client, make_workspace, start_http_server
 

@@ -162,7 +162,7 @@ def _refusals(issuer: Issuer, resource: str) -> dict[str, tuple[str, str]]:
     now = int(time.time())
     unsigned = jwt.encode(
         {"iss": ISSUER, "aud": resource, "exp": now + 300, "tenant": "acme"},
-        None,
+        "",  # no key: algorithm "none" signs nothing
         algorithm="none",
         headers={"kid": "k1"},
     )

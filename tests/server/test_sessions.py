@@ -265,7 +265,11 @@ async def test_freed_slots_go_to_waiting_clients_in_turn(started: list[Session])
             await wait_until(lambda: len(manager) == 2)
             for i in range(3):  # a burst from one client first...
                 tg.start_soon(want, "burst", f"b{i}")
-                await wait_until(lambda i=i: manager.queued == i + 1)
+
+                def queued(n: int = i + 1) -> bool:
+                    return manager.queued == n
+
+                await wait_until(queued)
             tg.start_soon(want, "other", "o")  # ...then one request from another
             await wait_until(lambda: manager.queued == 4)
             for event in release:

@@ -125,7 +125,7 @@ async def test_discovery_tools_describe_the_upstream_server(workspace: tuple[Pat
         missing = await client.call_tool("get_tool", {"name": "fs.read_txt_file"})
     assert text_of(servers).startswith("fs: 14 tools")
     assert "fs.list_directory(path: str)" in text_of(found)
-    assert len(listed.structured_content["tools"]) == 14  # type: ignore[index]
+    assert len(listed.structured_content["tools"]) == 14
     assert "Input schema:" in text_of(described) and '"path"' in text_of(described)
     assert missing.is_error and "ToolNotFound" in text_of(missing)
 
@@ -157,7 +157,7 @@ async def test_list_servers_tells_the_model_about_misspelt_keys_in_mcp_json(
         "Configuration warnings (the user can fix these in the workspace files):",
         f"- {warning}",
     ]
-    assert servers.structured_content["config_warnings"] == [warning]  # type: ignore[index]
+    assert servers.structured_content["config_warnings"] == [warning]
 
 
 def _alive(pid: int) -> bool:

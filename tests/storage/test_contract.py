@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -85,7 +86,7 @@ async def test_values_larger_than_one_chunk_round_trip_from_bytes(storage: Stora
 
 
 async def test_async_iterables_are_accepted_as_values(storage: Storage) -> None:
-    async def gen():  # type: ignore[no-untyped-def]
+    async def gen() -> AsyncIterator[bytes]:
         for i in range(3):
             yield bytes([i]) * 1000
 
@@ -98,7 +99,7 @@ async def test_async_iterables_are_accepted_as_values(storage: Storage) -> None:
 async def test_a_writer_that_fails_half_way_leaves_the_old_value(storage: Storage) -> None:
     await storage.put("artifacts", "a", b"old", {"v": 1})
 
-    def broken():  # type: ignore[no-untyped-def]
+    def broken() -> Iterator[bytes]:
         yield b"x" * (1 << 20)
         raise RuntimeError("producer died")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from redis_server import RedisServer, free_port
@@ -105,7 +106,7 @@ async def test_a_connection_cut_mid_write_raises_and_writes_nothing(
     try:
         await store.put("artifacts", "a", b"old", {"v": 1})
 
-        async def chunks():  # type: ignore[no-untyped-def]
+        async def chunks() -> AsyncIterator[bytes]:
             yield b"n" * (1 << 20)
             yield b"n" * (1 << 20)
             await proxy.cut()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from codemode.errors import ToolArgumentError
@@ -23,7 +25,7 @@ SCHEMA = {
 }
 
 
-def check(args: dict, schema: dict = SCHEMA, signature: str = "") -> str:
+def check(args: dict[str, Any], schema: dict[str, Any] = SCHEMA, signature: str = "") -> str:
     with pytest.raises(ToolArgumentError) as info:
         ArgumentValidator(schema).check(args, server="w", tool="t", signature=signature)
     return str(info.value)
@@ -108,7 +110,7 @@ def test_the_fast_path_never_accepts_what_json_schema_refuses() -> None:
 
     import jsonschema
 
-    schemas = [
+    schemas: list[dict[str, Any]] = [
         SCHEMA,
         {
             "type": "object",

@@ -198,7 +198,10 @@ async def test_a_plugin_step_type_runs(tmp_path: Path, monkeypatch: pytest.Monke
 async def test_a_task_step_runs_the_agent_in_the_runs_session(tmp_path: Path) -> None:
     from codemode.agent.testing import Answer, Code, FakeLLMServer
 
-    script = [Code("print(sum(1 for e in expenses if e > 100))"), Answer("2 are over 100.")]
+    script: list[Code | Answer] = [
+        Code("print(sum(1 for e in expenses if e > 100))"),
+        Answer("2 are over 100."),
+    ]
     with FakeLLMServer(script, api_key="sk-test-000") as llm:
         (tmp_path / ".env").write_text(
             f"CODEMODE_LLM_PROVIDER=openai\nCODEMODE_LLM_BASE_URL={llm.openai_url}\n"

@@ -38,10 +38,10 @@ async def test_run_workflow_asks_the_client_and_reports_progress(space: Space) -
         asked.append({"message": params.message, "schema": params.requested_schema})
         return ElicitResult(action="accept", content={"name": "Ada"})
 
-    progress: list[str | None] = []
+    messages: list[str | None] = []
 
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
 
     server = create_server(Settings(executor="subprocess"), base=space.base)
     async with server, Client(server.mcp, elicitation_callback=elicit, mode="legacy") as client:
@@ -54,7 +54,7 @@ async def test_run_workflow_asks_the_client_and_reports_progress(space: Space) -
     assert asked[0]["message"] == "Remember which name?"
     assert asked[0]["schema"]["required"] == ["name"]
     assert space.entities() == ["Ada"]
-    assert progress == ["step1 ask: done", "step2 tool memory.create_entities: done"]
+    assert messages == ["step1 ask: done", "step2 tool memory.create_entities: done"]
 
 
 async def test_without_elicitation_the_run_waits_and_resumes_with_the_answer(

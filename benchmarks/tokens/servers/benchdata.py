@@ -157,7 +157,7 @@ def sheet_rows(rows: int = 10_000, seed: int = 11) -> list[list[Any]]:
 def job_report(job_id: str, lines: int = 40) -> dict[str, Any]:
     """The result of a finished reporting job: a per-region, per-week revenue summary."""
     rng = random.Random(job_id)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "week": f"2026-W{w:02d}",
             "region": region,

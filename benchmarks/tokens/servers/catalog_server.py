@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from benchdata import catalog_result, catalog_tools
 from mcp.server import MCPServer
@@ -57,9 +57,10 @@ def _function(domain: str, spec: dict[str, Any]) -> Any:
 
     params = []
     for pname, p in spec["params"].items():
-        base = Literal[tuple(p["enum"])] if p["enum"] else _TYPES[p["type"]]  # type: ignore[misc]
+        base = Literal[tuple(p["enum"])] if p["enum"] else _TYPES[p["type"]]
         typ = base if p["required"] else base | None
-        annotation = Annotated[typ, Field(description=p["description"])]
+        # built at run time from the catalog, so the special form is subscripted as a value
+        annotation = cast(Any, Annotated)[typ, Field(description=p["description"])]
         default = inspect.Parameter.empty if p["required"] else None
         params.append(
             inspect.Parameter(

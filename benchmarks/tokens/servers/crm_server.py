@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
@@ -80,7 +80,7 @@ def build() -> MCPServer:
         """Find CRM records whose name contains the query; optionally of one object type."""
         q = query.lower()
         hits = [
-            RecordInfo(record_id=k, **v)
+            cast(RecordInfo, {"record_id": k, **v})
             for k, v in records.items()
             if q in v["name"].lower() and (object_type is None or v["type"] == object_type)
         ]
@@ -95,7 +95,7 @@ def build() -> MCPServer:
             AttachmentRef(attachment_id=a["attachment_id"], name=a["name"])
             for a in attachments.get(record_id, [])
         ]
-        return Record(record_id=record_id, **records[record_id], attachments=files)
+        return cast(Record, {"record_id": record_id, **records[record_id], "attachments": files})
 
     @server.tool()
     def attach_document(

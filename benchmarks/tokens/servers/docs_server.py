@@ -9,6 +9,7 @@ Run: ``python docs_server.py [--words N]`` (stdio).
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from benchdata import meeting_transcript
 from mcp.server import MCPServer
@@ -39,14 +40,14 @@ def build(words: int) -> MCPServer:
     @server.tool()
     def list_documents(folder: str = "/") -> DocumentList:
         """List documents in a folder with their id, title and modification date."""
-        return {"documents": [DocumentInfo(id=k, **v) for k, v in docs.items()]}
+        return {"documents": [cast(DocumentInfo, {"id": k, **v}) for k, v in docs.items()]}
 
     @server.tool()
     def search_documents(query: str, limit: int = 10) -> DocumentList:
         """Search documents by words in their title; returns id, title and date."""
         words = query.lower().split()
         hits = [
-            DocumentInfo(id=k, **v)
+            cast(DocumentInfo, {"id": k, **v})
             for k, v in docs.items()
             if any(w in v["title"].lower() for w in words)
         ]

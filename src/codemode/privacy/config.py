@@ -175,7 +175,7 @@ class PrivacyConfig(_Model):
     max_scan_mb: float = Field(
         64.0, gt=0, description="Larger results are refused rather than passed unscanned."
     )
-    vault: VaultConfig = Field(default_factory=VaultConfig)  # type: ignore[arg-type]
+    vault: VaultConfig = Field(default_factory=VaultConfig)
     ner: NERConfig | None = None
 
     @model_validator(mode="before")

@@ -362,30 +362,27 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "warning") -> None:
+async def serve_http(
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    log_level: str = "warning",
+    stop: GracefulStop | None = None,
+) -> None:
     """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
 
-    A signal starts the app's graceful stop (see the module doc); once it is over,
+    A signal starts the app's graceful stop (``stop``, by default the one
+    :func:`build_http_app` put in the app's state; see the module doc); once it is over,
     uvicorn closes the listening socket and the connections, and runs the app's
     shutdown. The signal is not re-raised afterwards: a graceful stop exits with 0.
     """
     import uvicorn
 
-    config = uvicorn.Config(
-        app,
-        log_level=log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-        access_log=False,
-        backlog=LISTEN_BACKLOG,
-    )
-    # An app without a graceful stop (the tenants' router in front of several apps)
-    # stops as uvicorn does.
-    stop: GracefulStop | None = getattr(getattr(app, "state", None), "graceful_stop", None)
     if stop is None:
-        await uvicorn.Server(config).serve(sockets=[sock])
-        return
-    graceful = stop  # bound for the class below (narrowed: not None)
+        assert isinstance(app, Starlette), "an app not built by build_http_app needs a stop"
+        stop = app.state.graceful_stop
+    assert stop is not None
+    graceful: GracefulStop = stop
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -399,4 +396,12 @@ async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "w
                 await graceful.wait_drained()
             await super().shutdown(sockets)
 
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+        backlog=LISTEN_BACKLOG,
+    )
     await Server(config).serve(sockets=[sock])

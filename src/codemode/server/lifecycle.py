@@ -94,6 +94,26 @@ class GracefulStop:
         await self._drained.wait()
 
 
+class GracefulStops(GracefulStop):
+    """Several apps' graceful stops behind one server (the tenant router): a request goes
+    to each, and the drain is over when every app has drained."""
+
+    def __init__(self, stops: list[GracefulStop], grace: float, *, watchdog: bool = False) -> None:
+        super().__init__(grace, watchdog=watchdog)
+        self.stops = stops
+
+    def request(self) -> None:
+        self.requests += 1
+        if self.requests == 1 and self._watchdog:
+            _start_watchdog(self.grace + STOP_BUDGET, self._loop)
+        for stop in self.stops:
+            stop.request()
+
+    async def wait_drained(self) -> None:
+        for stop in self.stops:
+            await stop.wait_drained()
+
+
 def _start_watchdog(budget: float, loop: asyncio.AbstractEventLoop | None) -> None:
     """Guarantee that a stop ends the process: after ``budget`` s, dump stacks and exit 1.
 
@@ -130,7 +150,7 @@ def _dump_tasks(loop: asyncio.AbstractEventLoop | None, most: int = 40) -> None:
         for task in tasks[:most]:
             task.print_stack(limit=6, file=sys.stderr)
         sys.stderr.flush()
-    except Exception as exc:  # the loop changed under us: the thread stacks must do
+    except RuntimeError as exc:  # the set of tasks changed under us: the stacks must do
         sys.stderr.write(f"(could not list the asyncio tasks: {exc!r})\n")
 
 

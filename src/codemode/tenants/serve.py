@@ -25,21 +25,25 @@ if TYPE_CHECKING:
 async def serve_tenants(opts: ServeOptions) -> None:
     from ..server.cli import _connect_upstream, _say, open_served
     from ..server.http import bind_socket, build_http_app, serve_http
+    from ..server.lifecycle import GracefulStop, GracefulStops
 
     assert opts.tenants is not None
     tenants = load_tenants(opts.tenants)
     apps: dict[str, Any] = {}
     registries: list[Any] = []
+    stops: list[GracefulStop] = []
     for name, spec in tenants.spec.tenants.items():
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
         served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
         registries.append(served.context.tools)
+        stops.append(GracefulStop(opts.shutdown_grace))
         apps[name] = build_http_app(
             served.server,
             served.context,
             host=opts.host,
             token=None,
             on_shutdown=served.close_upstream,
+            stop=stops[-1],
         )
     sock = bind_socket(opts.host, opts.port)
     bound = sock.getsockname()
@@ -54,7 +58,8 @@ async def serve_tenants(opts: ServeOptions) -> None:
     async with anyio.create_task_group() as tg:
         for registry in registries:
             tg.start_soon(_connect_upstream, registry)
-        await serve_http(router, sock, log_level=opts.log_level.lower())  # type: ignore[arg-type]
+        stop = GracefulStops(stops, opts.shutdown_grace, watchdog=True)
+        await serve_http(router, sock, log_level=opts.log_level.lower(), stop=stop)
         tg.cancel_scope.cancel()
 
 

@@ -88,7 +88,7 @@ async def test_a_yaml_command_tool_runs_in_the_sandbox_on_workspace_files(
         expected = "65534" if os.geteuid() == 0 else str(os.geteuid())
         assert r.value == expected
         r = await s.run("tools.text.ls(path='/root')")  # the host's /root is not there
-        assert not r.is_ok and "No such file" in r.error.message
+        assert not r.is_ok and r.error is not None and "No such file" in r.error.message
 
 
 @needs_bwrap
@@ -120,7 +120,7 @@ async def test_a_command_past_its_timeout_is_killed(tmp_path: Path) -> None:
     write_tools(tmp_path, "text.yaml", TEXT_TOOLS)
     async with open_session(tmp_path) as s:
         r = await s.run("tools.text.nap(seconds=30)", timeout=20)
-        assert not r.is_ok and r.error.type == "ToolTimeout"
+        assert not r.is_ok and r.error is not None and r.error.type == "ToolTimeout"
         assert r.duration_ms < 15_000
 
 
@@ -148,7 +148,7 @@ async def test_declared_tools_have_stubs_search_and_schema_checks_like_mcp_tools
                         "str(inspect.signature(word_count))")  # fmt: skip
         assert r.value.startswith("(path: str")
         r = await s.run("tools.text.word_count(path=3)")
-        assert not r.is_ok and r.error.type == "ToolArgumentError"
+        assert not r.is_ok and r.error is not None and r.error.type == "ToolArgumentError"
         r = await s.run("tools.describe('text.word_count')['annotations']['readOnlyHint']")
         assert r.value is True
 
@@ -191,4 +191,4 @@ async def test_the_sandbox_refuses_rather_than_run_a_tool_unsandboxed(
     write_tools(tmp_path, "text.yaml", TEXT_TOOLS)
     async with open_session(tmp_path) as s:
         r = await s.run("tools.text.whoami()")
-        assert not r.is_ok and "sandbox" in r.error.message.lower()
+        assert not r.is_ok and r.error is not None and "sandbox" in r.error.message.lower()

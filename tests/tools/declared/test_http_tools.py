@@ -159,7 +159,7 @@ async def test_an_http_tool_sends_typed_requests_with_host_side_secrets(
         r = await s.run("tools.shop.text()")
         assert r.value == "42"  # text stays text
         r = await s.run("tools.shop.fail()")
-        assert not r.is_ok and "HTTP 503: try later" in r.error.message
+        assert not r.is_ok and r.error is not None and "HTTP 503: try later" in r.error.message
         r = await s.run("tools.shop.hop()")
         assert r.value["path"] == "/v1/items/moved"  # same origin: followed
         # the secret stays on the host: not in the description, not in the sandbox's env
@@ -177,7 +177,9 @@ async def test_parameters_cannot_leave_their_path_segment(
         r = await s.run("tools.shop.get_item(item_id='../../admin?x=1#f')")
         assert r.value["path"] == "/v1/items/..%2F..%2Fadmin%3Fx%3D1%23f"
         r = await s.run("tools.shop.get_item(item_id='..')")
-        assert not r.is_ok and "not allowed in a URL path" in r.error.message
+        assert (
+            not r.is_ok and r.error is not None and "not allowed in a URL path" in r.error.message
+        )
         r = await s.run("tools.shop.get_item(item_id='@evil.example:80')")
         assert r.value["path"] == "/v1/items/%40evil.example%3A80"
     assert all(p.startswith("/v1/items/") for p in api.paths())
@@ -191,7 +193,7 @@ async def test_loopback_is_refused_unless_allow_listed(
         write_tools(tmp_path, "shop.yaml", definition(f"http://{host}:{api.port}/v1"))
         async with open_session(tmp_path) as s:
             r = await s.run("tools.shop.get_item(item_id='x')")
-            assert not r.is_ok, host
+            assert not r.is_ok and r.error is not None, host
             assert "refused to connect" in r.error.message and "not a public address" in (
                 r.error.message
             ), r.error.message
@@ -208,7 +210,11 @@ async def test_ipv6_loopback_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
         write_tools(tmp_path, "shop.yaml", definition(f"http://[::1]:{rec.port}/v1"))
         async with open_session(tmp_path) as s:
             r = await s.run("tools.shop.get_item(item_id='x')")
-            assert not r.is_ok and "::1 is not a public address" in r.error.message
+            assert (
+                not r.is_ok
+                and r.error is not None
+                and "::1 is not a public address" in r.error.message
+            )
         assert rec.requests == []
         write_tools(tmp_path, "shop.yaml", definition(f"http://[::1]:{rec.port}/v1", ["::1/128"]))
         async with open_session(tmp_path) as s:
@@ -227,10 +233,14 @@ async def test_a_redirect_to_another_origin_is_refused(
     write_tools(tmp_path, "shop.yaml", definition(base, ["127.0.0.0/8"]))
     async with open_session(tmp_path) as s:
         r = await s.run("tools.shop.escape()")
-        assert not r.is_ok and "is not this tool's origin" in r.error.message
+        assert (
+            not r.is_ok and r.error is not None and "is not this tool's origin" in r.error.message
+        )
         api.redirect_to = "http://169.254.169.254/latest/meta-data/"
         r = await s.run("tools.shop.escape()")
-        assert not r.is_ok and "is not this tool's origin" in r.error.message
+        assert (
+            not r.is_ok and r.error is not None and "is not this tool's origin" in r.error.message
+        )
     assert elsewhere.requests == []
 
 
@@ -269,11 +279,11 @@ async def test_every_connection_checks_the_addresses_it_connects_to(api: Recorde
         return next(answers)
 
     backend = GuardedBackend(AddressPolicy(["127.0.0.1/32"]))
-    backend._resolve = rebinding  # type: ignore[method-assign]
+    backend._resolve = rebinding
     stream = await backend.connect_tcp("rebind.test", api.port)
     await stream.aclose()
     strict = GuardedBackend(AddressPolicy())
-    strict._resolve = rebinding  # type: ignore[method-assign]
+    strict._resolve = rebinding
     with pytest.raises(Exception, match="not a public address"):
         await strict.connect_tcp("rebind.test", api.port)
 

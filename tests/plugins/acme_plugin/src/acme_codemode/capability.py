@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -17,7 +18,9 @@ class StampConfig(BaseModel):
 
 
 def hooks(config: StampConfig) -> Any:
-    async def guard(event: Any, call_next: Any) -> ExecutionResult:
+    async def guard(
+        event: Any, call_next: Callable[[Any], Awaitable[ExecutionResult]]
+    ) -> ExecutionResult:
         if config.refuse in event.code:
             return ExecutionResult(error=ErrorInfo("Refused", f"{config.refuse} is refused"))
         return await call_next(event)

@@ -8,6 +8,7 @@ skills, state and files through every tool and from its code.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import httpx2
 import pytest
 
 from codemode.errors import ConfigError
+from codemode.isolation.uids import SANDBOX_UID, SERVERS_UID, server_uid
 from codemode.tenants.config import load_tenants
 from codemode.workspace import Workspace
 
@@ -162,6 +164,44 @@ print("\\n".join(out))
     assert "acme-secret" not in everything, everything
     assert "acme.txt" not in _text(tried)
     assert "globex-readme.txt" in _text(own_files)  # its own server works
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uids are switched only when codemode runs as root")
+async def test_each_tenants_upstream_servers_run_as_that_tenants_own_uid(tenancy: Tenancy) -> None:
+    owners: dict[str, int] = {}
+    for name, token in (("acme", ACME_TOKEN), ("globex", GLOBEX_TOKEN)):
+        target = tenancy.files(name) / f"{name}-by-its-server.txt"
+        code = f"tools.fs.write_file(path={str(target)!r}, content='written by the server')"
+        async with http_client(tenancy.server.url, token=token) as client:
+            wrote = await client.call_tool("run_code", {"code": code})
+        assert not wrote.is_error, _text(wrote)
+        owners[name] = target.stat().st_uid
+    assert owners == {"acme": server_uid("acme"), "globex": server_uid("globex")}
+    assert owners["acme"] != owners["globex"]
+    assert not {SANDBOX_UID, SERVERS_UID, 0} & set(owners.values())
+
+
+def _two_names_with_one_uid() -> tuple[str, str]:
+    seen: dict[int, str] = {}
+    for i in range(100_000):
+        name = f"t{i}"
+        other = seen.setdefault(server_uid(name), name)
+        if other != name:
+            return other, name
+    raise AssertionError("no two tenant names share a uid")
+
+
+def test_tenants_whose_servers_would_share_a_uid_are_refused(tmp_path: Path) -> None:
+    pair = _two_names_with_one_uid()
+    tenants: dict[str, Any] = {}
+    for name in pair:
+        (tmp_path / name).mkdir()
+        tenants[name] = {"workspace": str(tmp_path / name), "token_env": f"{name.upper()}_TOKEN"}
+    path = _tenants_file(tmp_path, tenants)
+    with pytest.raises(ConfigError) as refused:
+        load_tenants(path, env={f"{n.upper()}_TOKEN": f"token-of-{n}-" + "x" * 32 for n in pair})
+    assert f"tenants {pair[0]!r} and {pair[1]!r}" in str(refused.value)
+    assert "same uid" in str(refused.value) and "rename one" in str(refused.value)
 
 
 async def test_a_tenant_cannot_use_another_tenants_mcp_session(tenancy: Tenancy) -> None:

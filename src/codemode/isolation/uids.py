@@ -4,9 +4,9 @@ Each helper gets its own uid, distinct from the sandbox's (65534, ``nobody``): a
 of the agent's sandbox must never share a uid with a helper that handles its data, or it
 could signal, trace or write into it. None of them needs an ``/etc/passwd`` entry.
 
-``server_uid(tenant)`` gives every upstream MCP server the same uid today; once tenants
-exist, each gets its own from the range below, so one tenant's servers cannot read the
-files another tenant's servers wrote.
+``server_uid(tenant)``: upstream MCP servers of the default workspace share one uid; each
+named tenant's get their own from the range below, so one tenant's servers cannot read the
+files another tenant's servers wrote (a tenants file whose names collide is refused).
 """
 
 from __future__ import annotations

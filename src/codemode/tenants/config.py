@@ -27,6 +27,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..isolation.uids import server_uid
 
 MIN_TOKEN_CHARS = 24
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
@@ -109,6 +110,15 @@ class Tenants:
             self.tokens[name] = token
         if len({str(t.workspace.resolve()) for t in spec.tenants.values()}) < len(spec.tenants):
             raise ConfigError(f"{source}: two tenants share one workspace")
+        by_uid: dict[int, str] = {}
+        for name in spec.tenants:
+            other = by_uid.setdefault(server_uid(name), name)
+            if other != name:
+                raise ConfigError(
+                    f"{source}: tenants {other!r} and {name!r} would run their upstream servers "
+                    f"as the same uid ({server_uid(name)}), so each could read what the "
+                    "other's servers wrote; rename one"
+                )
 
     @property
     def oauth(self) -> OAuthConfig | None:

@@ -68,7 +68,7 @@ class GracefulStop:
         """
         self.requests += 1
         if self.requests == 1 and self._watchdog:
-            _start_watchdog(self.grace + STOP_BUDGET, self._loop)
+            _watch(self.grace + STOP_BUDGET, self._loop)
         loop = self._loop
         if loop is None or loop.is_closed():
             return
@@ -105,13 +105,22 @@ class GracefulStops(GracefulStop):
     def request(self) -> None:
         self.requests += 1
         if self.requests == 1 and self._watchdog:
-            _start_watchdog(self.grace + STOP_BUDGET, self._loop)
+            _watch(self.grace + STOP_BUDGET, self._loop)
         for stop in self.stops:
             stop.request()
 
     async def wait_drained(self) -> None:
         for stop in self.stops:
             await stop.wait_drained()
+
+
+def _watch(budget: float, loop: asyncio.AbstractEventLoop | None) -> None:
+    # Called from a signal handler: starting a thread there could deadlock on the lock
+    # the interrupted code held while starting one, so the loop's thread starts it.
+    if loop is not None and not loop.is_closed():
+        loop.call_soon_threadsafe(_start_watchdog, budget, loop)
+    else:
+        _start_watchdog(budget, loop)
 
 
 def _start_watchdog(budget: float, loop: asyncio.AbstractEventLoop | None) -> None:

@@ -402,3 +402,33 @@ def test_without_a_watchdog_a_stop_request_never_ends_the_process_by_itself() ->
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "still here" in done.stdout
+
+
+# An upstream server that never answers the MCP handshake (it reads its stdin forever).
+_NEVER_ANSWERS = "import sys\nfor _ in sys.stdin:\n    pass\n"
+
+
+def test_sigterm_while_an_upstream_server_is_still_connecting_exits_0_leaving_nothing(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "ws"
+    base.mkdir()
+    slow = {"command": sys.executable, "args": ["-c", _NEVER_ANSWERS], "connect_timeout": 120}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"slow": slow}}))
+    server = start_http_server(base)
+    deadline = time.monotonic() + 60
+    below = descendants(server.proc.pid)
+    while not any(_runs(pid, _NEVER_ANSWERS) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the server connects in the background: wait for its process
+        below = descendants(server.proc.pid)
+    assert any(_runs(pid, _NEVER_ANSWERS) for pid in below), "the upstream server never started"
+    code = server.stop()  # raises if the stop hung (the server's watchdog fired)
+    assert code == 0, "".join(server.lines)
+    assert still_alive(below) == [], "an upstream server outlived codemode serve"
+
+
+def _runs(pid: int, script: str) -> bool:
+    try:
+        return script.splitlines()[1] in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False

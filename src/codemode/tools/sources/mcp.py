@@ -220,6 +220,11 @@ class _Connection:
         self._ready: asyncio.Future[None] = self.loop.create_future()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The owner task is cancelled through this scope, never natively: the SDK's
+        # transport shields its shutdown (stop the child, close the pipes) from anyio's
+        # cancellation only, and a native cancel cutting that shutdown short leaves the
+        # child alive and the task waiting forever on its stdout.
+        self._scope = anyio.CancelScope()
 
     def stderr_text(self) -> str:
         return self.stderr.text() if self.stderr is not None else ""
@@ -260,6 +265,15 @@ class _Connection:
                 ),
                 server=self.source.name,
             ) from None
+        except asyncio.CancelledError:
+            await self.stop()
+            me = asyncio.current_task()
+            if me is not None and me.cancelling() == 0:  # stopped by another task, not us
+                raise ServerUnavailable(
+                    "closed while it was still connecting (codemode is shutting down)",
+                    server=self.source.name,
+                ) from None
+            raise
         except BaseException:
             await self.stop()
             raise
@@ -267,23 +281,26 @@ class _Connection:
     async def _own(self) -> None:
         cfg = self.source.config
         try:
-            async with AsyncExitStack() as stack:
-                client = Client(
-                    self._transport(),
-                    mode=_mode(self.source.protocol),
-                    cache=None,
-                    message_handler=self._on_message,
-                )
-                try:
-                    await stack.enter_async_context(client)
-                finally:
-                    if self.stderr is not None:
-                        self.stderr.release_writer()
-                _install_lenient_validation(client.session)
-                self.client = client
-                if not self._ready.done():
-                    self._ready.set_result(None)
-                await self._stop.wait()
+            with self._scope:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        self._transport(),
+                        mode=_mode(self.source.protocol),
+                        cache=None,
+                        message_handler=self._on_message,
+                    )
+                    try:
+                        await stack.enter_async_context(client)
+                    finally:
+                        if self.stderr is not None:
+                            self.stderr.release_writer()
+                    _install_lenient_validation(client.session)
+                    self.client = client
+                    if not self._ready.done():
+                        self._ready.set_result(None)
+                    await self._stop.wait()
+            if not self._ready.done():  # stopped in the handshake
+                self._ready.cancel()
         except asyncio.CancelledError:
             if not self._ready.done():
                 self._ready.cancel()
@@ -344,9 +361,9 @@ class _Connection:
         if asyncio.get_running_loop() is not self.loop:
             return  # the other loop's teardown cancels it
         if not self._ready.done():
-            task.cancel()  # still in the handshake: it is not waiting for the stop signal
+            self._scope.cancel()  # still in the handshake: it is not waiting for the stop signal
         done, _ = await asyncio.wait({task}, timeout=_STOP_WAIT)
-        if not done:
+        if not done:  # last resort: the SDK's bounded shutdown did not end in time
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait({task}, timeout=_STOP_WAIT)

@@ -157,6 +157,8 @@ class Session:
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
         async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()  # a cancelled run may still be stopping
             restarted = self._worker is not None and not self._worker.alive
             await self.start()
             assert self._worker is not None
@@ -177,6 +179,8 @@ class Session:
     async def reset(self) -> None:
         """Forget all variables, functions and imports of the agent's code."""
         async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()
             if self._worker is None or not self._worker.alive:
                 await self.start()
                 return

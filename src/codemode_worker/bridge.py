@@ -100,9 +100,23 @@ class PipeLink:
     Replies for unknown ids (a call abandoned by an interrupt) are dropped.
     """
 
-    def __init__(self, fd_in: int, fd_out: int) -> None:
+    def __init__(
+        self,
+        fd_in: int,
+        fd_out: int,
+        *,
+        call: int = protocol.MAX_FRAME,
+        done: int = protocol.MAX_FRAME,
+        values: int = protocol.MAX_VALUES,
+    ) -> None:
         self.fd_in = fd_in
         self.fd_out = fd_out
+        # The host's caps on what it reads from this worker (it stops a worker over them).
+        self.max_call = call
+        self.max_done = done
+        self.max_values = values
+        self._poll = select.poll()
+        self._poll.register(fd_in, select.POLLIN)
         self._buf = protocol.FrameBuffer()
         self._read_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -113,7 +127,9 @@ class PipeLink:
 
     # -- sending ---------------------------------------------------------------
     def send(self, msg: dict[str, Any]) -> None:
-        data = protocol.encode_frame(msg)
+        self.send_bytes(protocol.encode_frame(msg))
+
+    def send_bytes(self, data: bytes) -> None:
         with self._write_lock:
             view = memoryview(data)
             while view:
@@ -126,9 +142,24 @@ class PipeLink:
         with self._write_lock:
             self._next += 1
             cid = self._next
-            self._waiting[cid] = fut
-        self.send({"op": "call", "id": cid, "method": method, "params": params})
+        data = protocol.encode_frame({"op": "call", "id": cid, "method": method, "params": params})
+        self._check_size(data)
+        self._waiting[cid] = fut
+        self.send_bytes(data)
         return cid, fut
+
+    def _check_size(self, data: bytes) -> None:
+        """Refuse here, with the reason, a call the host would refuse by stopping the worker."""
+        if len(data) > self.max_call:
+            raise CodemodeError(
+                f"this call's data is {len(data) / 2**20:.1f} MB once encoded; one call may "
+                f"carry at most {self.max_call / 2**20:.0f} MB: split it into smaller calls"
+            )
+        if len(data) > 1 << 18 and protocol.count_values(data, self.max_values) > self.max_values:
+            raise CodemodeError(
+                f"this call's data holds more than {self.max_values:,} JSON values (lists, "
+                "dicts, numbers, strings); send large data as bytes or str (e.g. json.dumps)"
+            )
 
     # -- receiving -------------------------------------------------------------
     def _dispatch(self, msg: dict[str, Any]) -> None:
@@ -145,10 +176,8 @@ class PipeLink:
 
     def pump(self, block: bool) -> bool:
         """Read what is available (waiting if ``block``); False on EOF."""
-        if not block:
-            r, _, _ = select.select([self.fd_in], [], [], 0)
-            if not r:
-                return True
+        if not block and not self._poll.poll(0):
+            return True
         data = os.read(self.fd_in, 1 << 16)
         if not data:
             return False

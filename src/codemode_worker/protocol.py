@@ -2,6 +2,10 @@
 
 Shared by host and worker; standard library only. Nothing is ever pickled: data coming
 out of a worker is untrusted.
+
+Every frame's first key is ``op`` (``{"op":"call","id":7,...``): the encoder keeps the
+order it is given, so the host can tell what a frame claims to be from its first bytes
+and apply that kind's size cap before buffering the rest (see ``codemode.execution.frames``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
+MAX_VALUES = 1_000_000
+"""JSON values one frame may hold: parsing costs ~60 bytes of objects per value."""
 
 B64_KEY = "__cm_b64__"
 BLOB_KEY = "__cm_blob__"
@@ -114,13 +120,50 @@ def dumps(msg: Any) -> bytes:
     return _ENCODER.encode(msg).encode()
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | bytearray | str) -> Any:
     return _DECODER.decode(data.decode() if isinstance(data, bytes | bytearray) else data)
 
 
 def encode_frame(msg: Any) -> bytes:
     body = dumps(msg)
     return HEADER.pack(len(body)) + body
+
+
+_STRUCTURE_ONLY = bytes(c for c in range(256) if c not in b'",[{')
+
+
+def count_values(body: bytes | bytearray, limit: int = MAX_VALUES) -> int:
+    """How many JSON values ``body`` holds, counted as the commas and opening brackets
+    outside strings: what parsing it would allocate (``[],`` is 3 bytes, but a list).
+
+    Cheap byte counts first; strings are only skipped when that rough count is over
+    ``limit``, since commas and brackets inside them are not values. Any result above
+    ``limit`` means "too many"; it is then not always exact.
+    """
+    rough = body.count(b",") + body.count(b"[") + body.count(b"{")
+    if rough <= limit or b'"' not in body:
+        return rough
+    text = body
+    if b"\\" in text:  # escapes cannot end a string
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes = text.count(b'"')
+    if quotes > 4 * limit:  # every value string costs an object (keys are shared)
+        return quotes // 2
+    skeleton = text.translate(None, _STRUCTURE_ONLY)  # only '"', ',', '[', '{' are left
+    if quotes > 1000:  # many strings: split them out (copies, but few bytes each)
+        outside = b"".join(skeleton.split(b'"')[0::2])
+        return outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+    count, pos, end = 0, 0, len(skeleton)  # few strings: count around them, no copies
+    while pos < end:
+        opening = skeleton.find(b'"', pos)
+        stop = end if opening < 0 else opening
+        count += skeleton.count(b",", pos, stop) + skeleton.count(b"[", pos, stop)
+        count += skeleton.count(b"{", pos, stop)
+        if opening < 0:
+            break
+        closing = skeleton.find(b'"', opening + 1)
+        pos = end if closing < 0 else closing + 1
+    return count
 
 
 def write_frame(fd: int, msg: Any) -> None:

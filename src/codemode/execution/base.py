@@ -26,7 +26,15 @@ class Worker(Protocol):
     @property
     def alive(self) -> bool: ...
 
-    async def run(self, code: str, timeout: float) -> ExecutionResult: ...
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        """Run ``code``. A cancelled run is stopped as a timed-out one is: interrupted,
+        and its worker killed if it does not stop within the interrupt grace."""
+        ...
+
+    async def idle(self) -> None:
+        """Wait until a stopped (timed-out or cancelled) run has ended: bounded by the
+        interrupt grace. Then ``alive`` says whether the worker survived it."""
+        ...
 
     async def reset(self) -> None: ...
 

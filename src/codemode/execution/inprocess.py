@@ -100,6 +100,7 @@ class InProcessWorker:
         self._loop = loop
         self._link = _LoopLink(loop, handler)
         self._closed = False
+        self._stopped: asyncio.Future[None] | None = None
         self._start_thread()
 
     def _start_thread(self) -> None:
@@ -143,6 +144,9 @@ class InProcessWorker:
         fut = await self._submit("run", code)
         try:
             payload = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.CancelledError:
+            self._stop_cancelled(fut)
+            raise
         except TimeoutError:
             self._interrupt()
             try:
@@ -164,6 +168,25 @@ class InProcessWorker:
                 res, timed_out=True, error=timeout_error(timeout, traceback=tb, lineno=lineno)
             )
         return ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
+
+    def _stop_cancelled(self, fut: asyncio.Future[Any]) -> None:
+        """The caller is gone: interrupt the code; past the grace, abandon its thread (the
+        worker then reports itself dead, and the session starts a fresh one)."""
+        self._interrupt()
+        stopped = self._stopped = self._loop.create_future()
+        fut.add_done_callback(lambda _: settle(stopped))
+
+        def give_up() -> None:
+            if not fut.done():
+                self._jobs.put(None)
+                self._closed = True
+            settle(stopped)
+
+        self._loop.call_later(self._ex.interrupt_grace, give_up)
+
+    async def idle(self) -> None:
+        if self._stopped is not None:
+            await asyncio.shield(self._stopped)
 
     def _interrupt(self) -> None:
         tid = self._thread.ident

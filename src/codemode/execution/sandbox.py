@@ -3,11 +3,14 @@
 The worker is the same ``codemode_worker`` process the subprocess executor starts; only
 its launch line changes. One launch is::
 
-    /bin/sh -c 'join cgroups; exec "$@" 9<seccomp.bpf'  (host user: root or you)
+    /bin/sh -c 'join cgroups; exec "$@"'               (host user: root or you)
       [unshare --mount sh -c 'mount --bind ...']         (root, for dirs under e.g. /root)
       setpriv --reuid 65534 ...                          (only when the host user is root)
-        bwrap --unshare-all --cap-drop ALL --seccomp 9 ...   (new user/pid/net/ipc/uts/cgroup ns)
+        bwrap --unshare-all --cap-drop ALL --seccomp N ...   (new user/pid/net/ipc/uts/cgroup ns)
           python -I -S -c <bootstrap> <config>           (rlimits, then codemode_worker.main)
+
+The seccomp program is an fd the host opened and passed (``N`` is whatever number it got:
+no number is fixed, so no pipe of the worker can be overwritten by it).
 
 Why each layer:
 
@@ -44,6 +47,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -55,7 +59,6 @@ from .bwrap import (
     SANDBOX_ENV,
     SANDBOX_GID,
     SANDBOX_UID,
-    SECCOMP_FD,
     SITE_MOUNT,
     WORKER_MOUNT,
     WORKER_PKG,
@@ -73,24 +76,20 @@ from .doctor import (
     writable_by,
 )
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
+from .spawn import LaunchSpec, above_stdio, off_loop
 from .subprocess import (
     BOOTSTRAP,
     WORKER_ROOT,
-    LaunchSpec,
     SubprocessExecutor,
     describe_exit,
 )
 
-# Joins the cgroups named before "--", then execs the rest with the BPF file on fd 9.
-_LAUNCHER = (
-    'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
-)
+# Joins the cgroups named before "--", then execs the rest (inherited fds pass through).
+_LAUNCHER = 'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
 # Root only, in a private mount namespace (``unshare --mount``): binds host directories the
 # sandbox uid cannot reach (e.g. under /root) onto reachable mount points, then continues.
 _BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
 )
 # Applies rlimits (from the config) before the worker, hence before any agent code.
 _RLIMITS_BOOT = (
@@ -104,21 +103,28 @@ class WeakerSandboxWarning(RuntimeWarning):
 
 
 _rundir: str | None = None
+_lock = threading.Lock()  # workers are started on several threads (see .spawn)
 
 
 def _shared_rundir() -> str:
     """A root-only directory for the BPF file and per-worker scratch workspaces."""
     global _rundir
-    if _rundir is None or not os.path.isdir(_rundir):
-        _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
-        os.chmod(_rundir, 0o711)
-        atexit.register(shutil.rmtree, _rundir, True)
-    return _rundir
+    with _lock:
+        if _rundir is None or not os.path.isdir(_rundir):
+            _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
+            os.chmod(_rundir, 0o711)
+            atexit.register(shutil.rmtree, _rundir, True)
+        return _rundir
 
 
 @functools.cache
 def _bpf_path() -> str:
     return seccomp_mod.write_bpf(_shared_rundir())
+
+
+def _open_bpf(path: str) -> int:
+    """The BPF program as an fd to pass to bwrap by its number (never a fixed one)."""
+    return above_stdio(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -181,6 +187,7 @@ class SandboxExecutor(SubprocessExecutor):
         self.use_cgroups = cgroups
         self.allow_weaker = allow_weaker
         self._prepared: dict[str, Any] | None = None
+        self._prepare_lock = threading.Lock()
         self.cgroup_dirs: list[str] = []
         """Every cgroup directory made for this executor's workers (each removed at exit)."""
 
@@ -292,9 +299,18 @@ class SandboxExecutor(SubprocessExecutor):
         return out
 
     def _prepare(self) -> dict[str, Any]:
-        """Resolve programs and paths once; refuse (or warn) when something is missing."""
+        """Resolve programs and paths once; refuse (or warn) when something is missing.
+
+        Blocking (it starts a test sandbox): :meth:`prepare` runs it off the event loop.
+        """
         if self._prepared is not None:
             return self._prepared
+        with self._prepare_lock:
+            if self._prepared is None:
+                self._prepared = self._check_and_probe()
+            return self._prepared
+
+    def _check_and_probe(self) -> dict[str, Any]:
         failed = [c for c in self.checks() if not c.ok and c.required]
         paths = [c for c in failed if c.name in ("workspace", "deps directory")]
         if paths:  # a configuration mistake: weaker isolation would not fix it
@@ -331,7 +347,6 @@ class SandboxExecutor(SubprocessExecutor):
             if prep["seccomp"]:
                 prep["bpf"] = _bpf_path()
             _probe(self, prep)
-        self._prepared = prep
         return prep
 
     @property
@@ -387,8 +402,9 @@ class SandboxExecutor(SubprocessExecutor):
         if prep["weak"]:
             return super().launch_spec(config)
         limits = WorkerLimits(self.limits, self._cgroups())
-        self.cgroup_dirs += limits.groups.values()
+        self.cgroup_dirs.extend(limits.groups.values())
         made: list[str] = []  # scratch workspace, mount points: removed with the worker
+        bpf_fd = -1
 
         def cleanup() -> None:
             limits.cleanup()
@@ -396,6 +412,8 @@ class SandboxExecutor(SubprocessExecutor):
                 shutil.rmtree(path, ignore_errors=True)
 
         try:
+            if prep["seccomp"]:
+                bpf_fd = _open_bpf(prep["bpf"])
             workspace = self.workspace
             if workspace is None:
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
@@ -408,17 +426,31 @@ class SandboxExecutor(SubprocessExecutor):
 
                 site = sysconfig.get_paths()["purelib"]
             argv, points = self._command(
-                prep, limits.procs_files(), workspace=workspace, deps=self.deps_dir, site=site
+                prep,
+                limits.procs_files(),
+                workspace=workspace,
+                deps=self.deps_dir,
+                site=site,
+                seccomp_fd=bpf_fd if bpf_fd >= 0 else None,
             )
             if points:
                 made.append(points)
             argv += [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP]
             argv.append(json.dumps(config))
         except BaseException:
+            if bpf_fd >= 0:
+                os.close(bpf_fd)
             cleanup()
             raise
-
-        return LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd="/", cleanup=cleanup)
+        fds = (bpf_fd,) if bpf_fd >= 0 else ()
+        return LaunchSpec(
+            argv=argv,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+            pass_fds=fds,
+            close_after_spawn=fds,
+            cleanup=cleanup,
+        )
 
     def _command(
         self,
@@ -429,9 +461,11 @@ class SandboxExecutor(SubprocessExecutor):
         deps: str | None = None,
         site: str | None = None,
         tmp_size_mb: int | None = None,
+        seccomp_fd: int | None = None,
     ) -> tuple[list[str], str | None]:
-        """The launch line up to the interpreter: sh (cgroups, fd 9), [binds], setpriv, bwrap.
+        """The launch line up to the interpreter: sh (cgroups), [binds], setpriv, bwrap.
 
+        ``seccomp_fd``: the number of the BPF program's fd, passed to the child as is.
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
@@ -452,10 +486,9 @@ class SandboxExecutor(SubprocessExecutor):
                     paths[key] = dst
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
         if binds:
-            argv += ["", find_program("unshare") or "unshare", "--mount", "--propagation",
+            argv += [find_program("unshare") or "unshare", "--mount", "--propagation",
                      "private", "/bin/sh", "-c", _BINDER, "codemode-binds"]  # fmt: skip
             argv += [path for pair in binds for path in pair] + ["--"]
-        argv.append(prep.get("bpf", ""))
         if os.geteuid() == 0:
             argv += setpriv_args(prep["setpriv"], self.uid, self.gid)
         argv += bwrap_args(
@@ -467,7 +500,7 @@ class SandboxExecutor(SubprocessExecutor):
             site_dir=paths["site"],
             env={**SANDBOX_ENV, **self.env},
             tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
-            seccomp_fd=SECCOMP_FD if prep["seccomp"] else None,
+            seccomp_fd=seccomp_fd,
         )
         return argv, points
 
@@ -501,13 +534,9 @@ class SandboxExecutor(SubprocessExecutor):
         if not st.st_mode & stat.S_IWUSR:
             os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
 
-    async def start(self, handler: Any) -> Any:
-        self._prepare()
-        return await super().start(handler)
-
-    async def warm(self) -> None:
-        self._prepare()
-        await super().warm()
+    async def prepare(self) -> None:
+        if self._prepared is None:
+            await off_loop(self._prepare)
 
 
 def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
@@ -518,14 +547,26 @@ def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory(dir=_shared_rundir()) as ws:
         if os.geteuid() == 0:
             os.chown(ws, ex.uid, ex.gid)
-        argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1)
-        argv += [prep["python"], "-I", "-S", "-c", "pass"]
+        bpf_fd = _open_bpf(prep["bpf"]) if prep["seccomp"] else None
+        points = None
         try:
+            argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1, seccomp_fd=bpf_fd)
+            argv += [prep["python"], "-I", "-S", "-c", "pass"]
             env = {"PATH": "/usr/bin:/bin"}
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd="/", env=env)
+            r = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                cwd="/",
+                env=env,
+                pass_fds=(bpf_fd,) if bpf_fd is not None else (),
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
         finally:
+            if bpf_fd is not None:
+                os.close(bpf_fd)
             if points:
                 shutil.rmtree(points, ignore_errors=True)
     if r.returncode != 0:

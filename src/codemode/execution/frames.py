@@ -1,0 +1,305 @@
+"""The worker's frames as the host reads them: untrusted bytes, checked before they cost.
+
+The worker runs the agent's code, which can write anything to the protocol pipe. So:
+
+- **op first, cap per op**: every frame starts with its op (``{"op":"call",...``, see
+  ``codemode_worker.protocol``), so the host knows what a frame claims to be from its first
+  bytes and refuses it before buffering the rest when it is over that op's cap: ``ready``
+  is tiny, ``done`` carries what a run's result can honestly weigh, ``call`` carries data.
+- **large frames off the loop**: a frame over ``inline`` bytes is read into one buffer and
+  parsed on a thread, after a count of its JSON values (a 57 MB frame of ``[],`` is 19
+  million lists: 1.5 GB of objects and seconds of parsing) against ``values``.
+- **every shape checked**: a parsed frame must match its schema (pydantic, strict): ids
+  are ints in range (never bools, floats, Infinity or 30-digit numbers), a result's and an
+  error's fields have their types, nothing else is allowed.
+
+Any violation raises :class:`FrameError`; the host then stops that worker alone. The
+worker refuses to send what the host would refuse (``codemode_worker.bridge``), so honest
+code gets a clear error instead.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from codemode_worker import protocol
+
+MAX_ID = 2**53
+_STRICT = ConfigDict(strict=True, extra="forbid")
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+Line = Annotated[int, Field(ge=0, le=2**31)]
+
+
+class FrameError(ValueError):
+    """A frame from the worker breaks the protocol; the host stops that worker."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameLimits:
+    """What one frame from a worker may weigh, by op (bytes), and how many JSON values."""
+
+    call: int = 256 << 20
+    done: int = 12 << 20
+    ready: int = 1024
+    values: int = protocol.MAX_VALUES
+    inline: int = 256 << 10
+    """Frames up to this size are parsed on the event loop (fast); larger ones on a thread."""
+
+    @classmethod
+    def for_output(cls, max_output: int, call: int) -> FrameLimits:
+        """Caps for a worker whose runs keep ``max_output`` characters of each stream.
+
+        An honest "done" frame holds both streams, the value (the runtime's budget is
+        ~1 MB of JSON) and the error; mostly one byte per character, and the worker trims
+        the rare result that would escape to more (``codemode_worker.main._fit``).
+        """
+        return cls(call=call, done=max(2 << 20, 8 * max_output + (4 << 20)))
+
+    def cap(self, op: str) -> int:
+        return int(getattr(self, op))
+
+    def for_worker(self) -> dict[str, int]:
+        """The part the worker checks before it sends (``PipeLink`` arguments)."""
+        return {"call": self.call, "done": self.done, "values": self.values}
+
+
+# -- shapes ---------------------------------------------------------------------------------
+
+
+@with_config(_STRICT)
+class WireError(TypedDict):
+    type: Annotated[str, Field(max_length=512)]
+    message: str
+    traceback: str
+    lineno: Line | None
+    offset: Line | None
+
+
+@with_config(_STRICT)
+class RunPayload(TypedDict):
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    error: WireError | None
+    duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    has_value: bool
+    value: Any
+    value_is_repr: bool
+    value_truncated: bool
+
+
+@with_config(_STRICT)
+class ReadyFrame(TypedDict):
+    op: Literal["ready"]
+    pid: Annotated[int, Field(ge=1, le=2**32)]
+
+
+@with_config(_STRICT)
+class CallFrame(TypedDict):
+    op: Literal["call"]
+    id: Id
+    method: Annotated[str, Field(min_length=1, max_length=200)]
+    params: dict[str, Any]
+
+
+@with_config(_STRICT)
+class DoneFrame(TypedDict):
+    op: Literal["done"]
+    id: Id
+    result: RunPayload | None
+
+
+Frame = ReadyFrame | CallFrame | DoneFrame
+_FRAME: TypeAdapter[Frame] = TypeAdapter(
+    Annotated[ReadyFrame | CallFrame | DoneFrame, Field(discriminator="op")]
+)
+
+
+def validate(msg: Any) -> Frame:
+    """``msg`` as a typed frame, or :class:`FrameError` saying what is wrong (never the data)."""
+    try:
+        return _FRAME.validate_python(msg)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "frame"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise FrameError(f"{where}: {first['msg']}{more}"[:300]) from None
+
+
+def parse(body: bytes | bytearray, limits: FrameLimits) -> Frame:
+    """Parse and check one frame body (any size; call it off the loop when it is large)."""
+    if len(body) > limits.inline:
+        values = protocol.count_values(body, limits.values)
+        if values > limits.values:
+            raise FrameError(
+                f"a frame of {len(body):,} bytes holds more than {limits.values:,} JSON values"
+            )
+        with _gc_paused():
+            msg = _loads(body)
+    else:
+        msg = _loads(body)
+    return validate(msg)
+
+
+def _loads(body: bytes | bytearray) -> Any:
+    try:
+        return protocol.loads(body)
+    except (ValueError, RecursionError) as exc:  # untrusted bytes: say so, never crash
+        raise FrameError(f"a frame is not valid JSON ({type(exc).__name__})") from None
+    except (KeyError, TypeError) as exc:  # a forged bytes/blob marker
+        raise FrameError(f"a frame holds a malformed binary value ({exc!r})"[:300]) from None
+
+
+_gc_lock = threading.Lock()
+_gc_holds = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsed JSON has no reference cycles: the collector would only rescan it, over and
+    over while a large frame is built (2-3x the parse time), with the GIL held."""
+    global _gc_holds, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holds == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holds += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holds -= 1
+            if _gc_holds == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+_parsers: ThreadPoolExecutor | None = None
+
+
+def parser_pool() -> ThreadPoolExecutor:
+    """Where large frames are parsed: two threads for the process (a bound on the memory
+    that frames being parsed at once can hold, whatever the number of workers)."""
+    global _parsers
+    if _parsers is None:
+        _parsers = ThreadPoolExecutor(2, thread_name_prefix="codemode-frames")
+    return _parsers
+
+
+# -- reading --------------------------------------------------------------------------------
+
+_OP_RE = re.compile(rb'\{"op":"(ready|call|done)",')
+_PREFIX = len(b'{"op":"ready",')
+
+
+@dataclass(slots=True)
+class LargeFrame:
+    """A complete frame too large to parse on the loop: parse it with :func:`parse`."""
+
+    op: str
+    body: bytearray
+
+
+class FrameReader:
+    """Reads frames from the worker's protocol pipe under :class:`FrameLimits`.
+
+    Small frames come back parsed and checked; a large one comes back as a
+    :class:`LargeFrame`, and reading stops after it so the caller keeps the order (call
+    :meth:`buffered` for frames that arrived behind it).
+    """
+
+    def __init__(self, fd: int, limits: FrameLimits) -> None:
+        self.fd = fd
+        self.limits = limits
+        self._buf = bytearray()
+        self._big: bytearray | None = None
+        self._big_op = ""
+        self._filled = 0
+
+    def read(self) -> list[Frame | LargeFrame] | None:
+        """What one read of the pipe completes; None at end of file."""
+        if self._big is not None:
+            view = memoryview(self._big)[self._filled :]
+            try:
+                n = os.readv(self.fd, [view])
+            finally:
+                view.release()
+            if n == 0:
+                return None
+            self._filled += n
+            if self._filled < len(self._big):
+                return []
+            big, self._big = self._big, None
+            return [LargeFrame(self._big_op, big)]
+        data = os.read(self.fd, 1 << 18)
+        if not data:
+            return None
+        self._buf += data
+        return self.buffered()
+
+    def buffered(self) -> list[Frame | LargeFrame]:
+        """Complete frames already read, up to and including the first large one."""
+        buf = self._buf
+        out: list[Frame | LargeFrame] = []
+        while len(buf) >= 4:
+            (size,) = protocol.HEADER.unpack_from(buf)
+            if size > self.limits.call:
+                raise FrameError(f"a frame claims {size:,} bytes, over every limit")
+            if len(buf) - 4 < min(size, _PREFIX):
+                break  # its op is not known yet
+            op = self._op(buf[4 : 4 + min(size, _PREFIX)], size)
+            cap = self.limits.cap(op)
+            if size > cap:
+                raise FrameError(f'a "{op}" frame of {size:,} bytes is over its cap of {cap:,}')
+            if size > self.limits.inline:
+                have = len(buf) - 4
+                big = bytearray(size)
+                big[: min(have, size)] = buf[4 : 4 + size]
+                del buf[: 4 + size]
+                if have >= size:
+                    out.append(LargeFrame(op, big))
+                else:
+                    self._big, self._big_op, self._filled = big, op, have
+                break
+            if len(buf) < 4 + size:
+                break
+            body = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            out.append(parse(body, self.limits))
+        return out
+
+    @staticmethod
+    def _op(head: bytes | bytearray, size: int) -> str:
+        m = _OP_RE.match(head)
+        if m is None or size < m.end() + 2:
+            raise FrameError("a frame does not start with a known op")
+        return m.group(1).decode()
+
+
+__all__ = [
+    "CallFrame",
+    "DoneFrame",
+    "Frame",
+    "FrameError",
+    "FrameLimits",
+    "FrameReader",
+    "LargeFrame",
+    "ReadyFrame",
+    "RunPayload",
+    "WireError",
+    "parse",
+    "parser_pool",
+    "validate",
+]

@@ -1,0 +1,181 @@
+"""The host's ends of a worker's byte pipes, with bounds a worker cannot push past.
+
+- :class:`Outbox`: frames for the worker's stdin, written without ever blocking the loop.
+  What the worker does not read stays queued, up to a cap; past it the worker is stopped
+  (a worker that asks for 30 MB artifacts and never reads the replies would otherwise
+  grow the host without limit).
+- :class:`RawOutput`: the worker's fd-level stdout and stderr (subprocesses,
+  ``os.write(1, ...)``). Read only while a run is in progress (its output) and while the
+  worker starts (stderr explains a failed start). Between runs nothing is read: a worker
+  that floods its output then blocks on a full pipe, at no cost to the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+
+_TAIL = 4096
+_READ = 1 << 16
+
+
+class OutboxFull(Exception):
+    """More bytes are queued for the worker than its cap allows."""
+
+
+class Outbox:
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd = fd
+        self.cap = cap
+        self.queued = 0
+        self._chunks: deque[memoryview] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        os.set_blocking(fd, False)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` now, or queue what the pipe does not take.
+
+        A frame is always accepted while nothing is queued (it exists already); beyond
+        that, queueing past ``cap`` raises :class:`OutboxFull`.
+        """
+        if self._chunks:
+            if self.queued + len(data) > self.cap:
+                raise OutboxFull(self.queued + len(data))
+            self._chunks.append(memoryview(data))
+            self.queued += len(data)
+            return
+        try:
+            n = os.write(self.fd, data)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            return  # the worker is gone; its exit is reported by the pidfd reader
+        if n < len(data):
+            self._chunks.append(memoryview(data)[n:])
+            self.queued += len(data) - n
+            assert self._loop is not None
+            self._loop.add_writer(self.fd, self._flush)
+
+    def _flush(self) -> None:
+        while self._chunks:
+            head = self._chunks[0]
+            try:
+                n = os.write(self.fd, head)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            self.queued -= n
+            if n < len(head):
+                self._chunks[0] = head[n:]
+                return
+            self._chunks.popleft()
+        if self._loop is not None:
+            self._loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        """Drop what is queued (the worker is gone)."""
+        if self._loop is not None and self._chunks:
+            self._loop.remove_writer(self.fd)
+        self._chunks.clear()
+        self.queued = 0
+
+
+class RawOutput:
+    """stdout and stderr of one worker at the fd level: captured per run, bounded."""
+
+    def __init__(self, out_fd: int, err_fd: int, max_output: int) -> None:
+        self.fds = (out_fd, err_fd)
+        self.max_output = max_output
+        self.err_tail = bytearray()
+        self._run: tuple[bytearray, bytearray] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening: set[int] = set()
+        self._eof: set[int] = set()
+        for fd in self.fds:
+            os.set_blocking(fd, False)
+
+    def listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        for index, fd in enumerate(self.fds):
+            if fd not in self._listening and fd not in self._eof:
+                loop.add_reader(fd, self._on_readable, index)
+                self._listening.add(fd)
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            for fd in self._listening:
+                self._loop.remove_reader(fd)
+        self._listening.clear()
+
+    def begin_run(self) -> None:
+        """Drop what was written between runs, then capture the run's output."""
+        self._drain(keep=False)
+        self._run = (bytearray(), bytearray())
+        assert self._loop is not None
+        self.listen(self._loop)
+
+    def end_run(self) -> tuple[bytearray, bytearray]:
+        """What the run wrote (read up to now, bounded), and stop reading."""
+        self._drain(keep=True)
+        run, self._run = self._run, None
+        self.stop()
+        return run if run is not None else (bytearray(), bytearray())
+
+    def tail(self) -> str:
+        """The end of stderr (why a worker failed), including what is still in the pipe."""
+        self._drain(keep=True)
+        return self.err_tail.decode("utf-8", "replace").strip()
+
+    def _on_readable(self, index: int) -> None:
+        data = self._read(index)
+        if data:
+            self._keep(index, data)
+
+    def _read(self, index: int) -> bytes | None:
+        """What the pipe holds now (None: nothing yet; empty: it ended)."""
+        fd = self.fds[index]
+        try:
+            data = os.read(fd, _READ)
+        except BlockingIOError:
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            self._eof.add(fd)
+            if fd in self._listening:
+                self._listening.discard(fd)
+                assert self._loop is not None
+                self._loop.remove_reader(fd)
+        return data
+
+    def _keep(self, index: int, data: bytes, *, for_run: bool = True) -> None:
+        if index == 1:
+            self.err_tail += data
+            del self.err_tail[:-_TAIL]
+        if for_run and self._run is not None:
+            buf = self._run[index]
+            room = self.max_output - len(buf)
+            if room > 0:
+                buf += data[:room]
+
+    def _drain(self, *, keep: bool) -> None:
+        """Read what is in the pipes now, without waiting and without end: a background
+        thread may keep writing, so stop after ``max_output`` plus one pipe's worth."""
+        for index, fd in enumerate(self.fds):
+            budget = self.max_output + (1 << 20)
+            while budget > 0 and fd not in self._eof:
+                data = self._read(index)
+                if not data:
+                    break
+                budget -= len(data)
+                self._keep(index, data, for_run=keep)
+
+    def close(self) -> None:
+        self.stop()
+        self._run = None

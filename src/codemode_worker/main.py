@@ -68,6 +68,12 @@ class _Gate:
         with self.lock:
             self.running = None
 
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        """SIGINT's handler: Python runs it in the main thread at a safe point, which can be
+        just after the run ended; then it is dropped instead of breaking the reply."""
+        if self.running is not None:
+            raise KeyboardInterrupt
+
     def interrupt(self, run_id: int, main_ident: int) -> None:
         with self.lock:
             self.interrupted = max(self.interrupted, run_id)
@@ -145,6 +151,7 @@ def main(config: dict[str, Any]) -> None:
     install_routers(runtime.active, fallback=False)
     inherit_capture_in_threads()
     gate = _Gate()
+    signal.signal(signal.SIGINT, gate.on_sigint)
     if "ctrl_fd" in config:
         ctrl_fd = int(config["ctrl_fd"])
         os.set_inheritable(ctrl_fd, False)  # the agent's subprocesses must not read it

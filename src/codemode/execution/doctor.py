@@ -16,6 +16,7 @@ import asyncio
 import functools
 import json
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -301,7 +302,19 @@ def diagnose(executor: SandboxExecutor | None = None) -> list[Protection]:
 
 
 def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
-    lines = []
+    from .spawn import raise_open_files_limit
+
+    before, now, hard = raise_open_files_limit()
+    shown = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    lines = [
+        Protection(
+            "limit: host open files",
+            now == hard or now >= 1 << 16,
+            f"{now} for this process (hard limit {shown}"
+            + (f"; raised from {before} at start)" if now != before else ")"),
+            "raise the hard limit: LimitNOFILE= in a systemd unit, or `ulimit -Hn` before start",
+        )
+    ]
     for st in ex.limit_status():
         detail = f"{st.value} via {st.mechanism}" + (f" ({st.note})" if st.note else "")
         fix = "" if st.active else "mount the cgroup controller (v1) or delegate it (v2)"

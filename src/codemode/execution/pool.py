@@ -41,7 +41,7 @@ class WorkerPool:
         self._ready: deque[Spawned] = deque()
         self._starting: set[Future[None]] = set()
         self._last_miss = 0.0
-        self._closed = False
+        self._generation = 0  # close() starts a new one: starts begun before are dropped
         self._lock = threading.RLock()  # a start may finish, and call back, while refill holds it
 
     def take(self) -> Spawned | None:
@@ -64,14 +64,12 @@ class WorkerPool:
     def refill(self) -> None:
         """Start (on the start threads) as many workers as the target lacks; no waiting."""
         with self._lock:
-            if self._closed:
-                return
             if self.target > self.size and time.monotonic() - self._last_miss > self.idle_after:
                 self.target = self.size
                 while len(self._ready) > self.target:
                     reap_later(self._ready.pop())
             for _ in range(self.target - len(self._ready) - len(self._starting)):
-                fut = starts().submit(self._start_one)
+                fut = starts().submit(self._start_one, self._generation)
                 self._starting.add(fut)
                 fut.add_done_callback(self._started)
 
@@ -79,13 +77,14 @@ class WorkerPool:
         with self._lock:
             self._starting.discard(fut)
 
-    def _start_one(self) -> None:
+    def _start_one(self, generation: int) -> None:
         try:
             spawned: Spawned | None = self._spawn()
         except Exception:  # noqa: BLE001 - a failed pre-start is reported by the next start()
             spawned = None
         with self._lock:
-            if spawned is not None and not self._closed and len(self._ready) < self.target:
+            current = generation == self._generation
+            if spawned is not None and current and len(self._ready) < self.target:
                 self._ready.append(spawned)
                 return
         if spawned is not None:
@@ -108,8 +107,10 @@ class WorkerPool:
         return len(self._ready)
 
     def close(self) -> None:
+        """Stop the pre-started workers (the pool refills again when next used)."""
         with self._lock:
-            self._closed = True
+            self._generation += 1
+            self.target = self.size
             items, self._ready = list(self._ready), deque()
         for spawned in items:
             spawned.destroy()

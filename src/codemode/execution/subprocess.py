@@ -208,6 +208,11 @@ class _Crash(Exception):
         self.info = info
 
 
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 @dataclass(slots=True, eq=False)
 class _Run:
     """The run in progress on a worker, and how it is being stopped (if it is)."""
@@ -490,6 +495,7 @@ class SubprocessWorker:
         except asyncio.CancelledError:
             # The caller is gone (a client's cancellation, a closed request): stop the
             # code exactly as a timeout would, without making the caller wait for it.
+            fut.add_done_callback(_consume)  # nobody awaits it any more
             self._stop(run, "cancelled")
             raise
         except _Crash as exc:

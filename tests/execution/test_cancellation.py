@@ -1,0 +1,68 @@
+"""Cancelling ``Session.run`` stops the code, as a timeout does, on every executor."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from codemode import InProcessExecutor, Session, SubprocessExecutor
+from codemode.execution.base import Executor
+
+pytestmark = pytest.mark.anyio
+
+
+Cancel = Callable[[Session, str, str, str], Awaitable[None]]
+
+
+async def _cancel(cancel: Cancel, s: Session, code: str, tmp: os.PathLike[str]) -> None:
+    marker = os.path.join(tmp, "started")
+    await cancel(s, code, marker, marker)
+
+
+@pytest.mark.parametrize("make", [SubprocessExecutor, InProcessExecutor])
+async def test_a_cancelled_busy_loop_is_interrupted_and_the_next_run_keeps_the_state(
+    make: type[Executor], tmp_path: os.PathLike[str], cancel_when_started: Cancel
+) -> None:
+    async with Session(make(interrupt_grace=0.5)) as s:  # type: ignore[call-arg]
+        await s.run("kept = 'state'")
+        await _cancel(cancel_when_started, s, "while True: pass", tmp_path)
+        r = await asyncio.wait_for(s.run("kept"), 60)
+        assert r.value == "state", r.to_text()
+
+
+async def test_a_cancelled_run_stuck_in_a_syscall_is_interrupted(
+    tmp_path: os.PathLike[str], cancel_when_started: Cancel
+) -> None:
+    async with Session(SubprocessExecutor(interrupt_grace=0.5)) as s:
+        await s.run("kept = 'state'")
+        code = "r, w = os.pipe()\nos.read(r, 1)"
+        await _cancel(cancel_when_started, s, "import os\n" + code, tmp_path)
+        assert (await asyncio.wait_for(s.run("kept"), 60)).value == "state"
+
+
+async def test_a_cancelled_run_that_will_not_stop_is_killed_and_the_next_run_is_fresh(
+    tmp_path: os.PathLike[str],
+    cancel_when_started: Cancel,
+    process_gone: Callable[[int], Awaitable[bool]],
+) -> None:
+    async with Session(SubprocessExecutor(interrupt_grace=0.5)) as s:
+        pid = (await s.run("import os; os.getpid()")).value
+        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+        await _cancel(cancel_when_started, s, code, tmp_path)
+        assert await process_gone(pid), "the cancelled run's worker still runs"
+        r = await asyncio.wait_for(s.run("'next'"), 60)
+        assert r.value == "next" and any("state was lost" in w for w in r.warnings)
+
+
+async def test_an_inprocess_run_stuck_in_c_code_is_abandoned_and_the_next_run_is_fresh(
+    tmp_path: os.PathLike[str], cancel_when_started: Cancel
+) -> None:
+    async with Session(InProcessExecutor(interrupt_grace=0.3)) as s:
+        await s.run("kept = 1")
+        code = "import time\ntime.sleep(3600)"
+        await _cancel(cancel_when_started, s, code, tmp_path)
+        r = await asyncio.wait_for(s.run("'next'"), 60)
+        assert r.value == "next" and any("state was lost" in w for w in r.warnings)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .conftest import Arena
-from .test_worker_frames import FORGE
+from .forge import FORGE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.security]
 

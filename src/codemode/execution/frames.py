@@ -198,6 +198,21 @@ def parser_pool() -> ThreadPoolExecutor:
     return _parsers
 
 
+def heavy(value: Any, limit: int, depth: int = 2) -> bool:
+    """Whether ``value`` plainly encodes to more than ``limit`` bytes (a cheap look at
+    its top levels: large bytes and strings, long lists, as tools and artifacts return)."""
+    if isinstance(value, bytes | bytearray | str):
+        return len(value) > limit
+    if isinstance(value, protocol.Blob):
+        return len(value.data) > limit
+    if isinstance(value, list | dict):
+        if len(value) > limit // 32:
+            return True
+        items = value.values() if isinstance(value, dict) else value
+        return depth > 0 and any(heavy(v, limit, depth - 1) for v in list(items)[:64])
+    return False
+
+
 # -- reading --------------------------------------------------------------------------------
 
 _OP_RE = re.compile(rb'\{"op":"(ready|call|done)",')
@@ -299,6 +314,7 @@ __all__ = [
     "ReadyFrame",
     "RunPayload",
     "WireError",
+    "heavy",
     "parse",
     "parser_pool",
     "validate",

@@ -76,13 +76,8 @@ from .doctor import (
     writable_by,
 )
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
-from .spawn import LaunchSpec, above_stdio, off_loop
-from .subprocess import (
-    BOOTSTRAP,
-    WORKER_ROOT,
-    SubprocessExecutor,
-    describe_exit,
-)
+from .spawn import LaunchSpec, above_stdio, describe_exit, off_loop
+from .subprocess import BOOTSTRAP, WORKER_ROOT, SubprocessExecutor
 
 # Joins the cgroups named before "--", then execs the rest (inherited fds pass through).
 _LAUNCHER = 'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
@@ -160,6 +155,9 @@ class SandboxExecutor(SubprocessExecutor):
         deps_dir: str | os.PathLike[str] | None = None,
         site_packages: bool = False,
         start_timeout: float = 15.0,
+        max_frame_mb: int = 256,
+        max_queued_mb: int = 256,
+        max_calls: int = 256,
     ) -> None:
         # CODEMODE_BWRAP points at a bubblewrap outside PATH (or at none, to test refusal).
         bwrap = bwrap or os.environ.get("CODEMODE_BWRAP") or "bwrap"
@@ -177,6 +175,9 @@ class SandboxExecutor(SubprocessExecutor):
             deps_dir=deps_dir,
             site_packages=site_packages,
             start_timeout=start_timeout,
+            max_frame_mb=max_frame_mb,
+            max_queued_mb=max_queued_mb,
+            max_calls=max_calls,
         )
         self.requested_python = python
         self.workspace = os.path.realpath(workspace) if workspace is not None else None

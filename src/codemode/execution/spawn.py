@@ -99,6 +99,24 @@ def pipe() -> tuple[int, int]:
     return above_stdio(r), above_stdio(w)
 
 
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        hint = {
+            int(signal.SIGKILL): " (killed: out of memory, or by another process)",
+            int(signal.SIGSEGV): " (segmentation fault)",
+            int(signal.SIGABRT): " (aborted)",
+        }.get(sig, "")
+        return f"the worker was killed by signal {sig} ({name}){hint}"
+    return f"the worker exited with status {returncode}"
+
+
 # -- the open files limit --------------------------------------------------------------------
 
 _nofile: tuple[int, int, int] | None = None  # soft before, soft now, hard
@@ -192,6 +210,7 @@ __all__ = [
     "LaunchSpec",
     "Spawned",
     "above_stdio",
+    "describe_exit",
     "off_loop",
     "pipe",
     "raise_open_files_limit",

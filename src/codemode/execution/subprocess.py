@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -33,10 +32,27 @@ from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, settle
-from .frames import Frame, FrameError, FrameLimits, FrameReader, LargeFrame, parse, parser_pool
+from .frames import (
+    Frame,
+    FrameError,
+    FrameLimits,
+    FrameReader,
+    LargeFrame,
+    heavy,
+    parse,
+    parser_pool,
+)
 from .pipes import Outbox, OutboxFull, RawOutput
 from .pool import get_pool
-from .spawn import LaunchSpec, Spawned, off_loop, pipe, raise_open_files_limit, reap_later
+from .spawn import (
+    LaunchSpec,
+    Spawned,
+    describe_exit,
+    off_loop,
+    pipe,
+    raise_open_files_limit,
+    reap_later,
+)
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
 BOOTSTRAP = (
@@ -44,24 +60,6 @@ BOOTSTRAP = (
     "from codemode_worker.main import main;main(c)"
 )
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "the worker stopped answering"
-    if returncode < 0:
-        sig = -returncode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        hint = {
-            int(signal.SIGKILL): " (killed: out of memory, or by another process)",
-            int(signal.SIGSEGV): " (segmentation fault)",
-            int(signal.SIGABRT): " (aborted)",
-        }.get(sig, "")
-        return f"the worker was killed by signal {sig} ({name}){hint}"
-    return f"the worker exited with status {returncode}"
 
 
 class SubprocessExecutor:
@@ -90,7 +88,7 @@ class SubprocessExecutor:
         start_timeout: float = 15.0,
         max_frame_mb: int = 256,
         max_queued_mb: int = 256,
-        max_calls: int = 64,
+        max_calls: int = 256,
     ) -> None:
         self.python = python or sys.executable
         self.memory_limit_mb = memory_limit_mb
@@ -321,6 +319,8 @@ class SubprocessWorker:
                 return
 
     def _on_parsed(self, fut: asyncio.Future[Frame]) -> None:
+        if fut.cancelled():
+            return  # the loop is closing
         exc = fut.exception()
         if self._dead:
             return
@@ -439,10 +439,12 @@ class SubprocessWorker:
 
     # -- sending ---------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
-        if self._dead:
-            return
+        if not self._dead:
+            self._queue(protocol.encode_frame(msg))
+
+    def _queue(self, data: bytes) -> None:
         try:
-            self._out.send(protocol.encode_frame(msg))
+            self._out.send(data)
         except OutboxFull as full:
             self._fail(
                 f"the worker did not read {full.args[0] / 2**20:.0f} MB of replies queued for "
@@ -457,11 +459,20 @@ class SubprocessWorker:
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             self._send({"op": "reply", "id": cid, "ok": False, "error": error_to_wire(exc)})
             return
+        reply = {"op": "reply", "id": cid, "ok": True, "value": value}
         try:
-            self._send({"op": "reply", "id": cid, "ok": True, "value": value})
+            if heavy(value, self._ex.frame_limits.inline):
+                # encoding 30 MB (base64, JSON) takes the loop ~100 ms: do it on a thread
+                assert self._loop is not None
+                data = await self._loop.run_in_executor(parser_pool(), protocol.encode_frame, reply)
+            else:
+                data = protocol.encode_frame(reply)
         except (TypeError, ValueError) as exc:
             err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
+            return
+        if not self._dead:
+            self._queue(data)
 
     def _request(self, msg: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
         if self._dead:

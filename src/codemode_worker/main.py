@@ -106,25 +106,28 @@ def _fit(result: dict[str, Any], cap: int) -> None:
     """Shrink a run's result so its frame fits the host's cap for "done" frames.
 
     Only pathological output gets here (a million control characters escape to six bytes
-    each): the host stops a worker whose frame is over the cap.
+    each): the host stops a worker whose frame is over the cap. Each of the four large
+    fields gets a quarter of the room; only those over it are cut.
     """
-    share = (cap - 65536) // 24  # characters per field: at most 6 bytes each once escaped
-    if result.get("has_value") and not result.get("value_is_repr"):
+    share = (cap - 65536) // 4  # bytes per field once encoded
+
+    def size(value: Any) -> int:
+        return len(protocol.dumps(value))
+
+    for key, flag in (("stdout", "stdout_truncated"), ("stderr", "stderr_truncated")):
+        text = result.get(key)
+        if isinstance(text, str) and size(text) > share:
+            result[key] = text[: share // 6] + f"\n[... {len(text)} characters in all]\n"
+            result[flag] = True
+    if size(result.get("value")) > share:
         result.update(value="<the value is too large to send>", value_is_repr=True)
         result["value_truncated"] = True
-    for key, flag in (("stdout", "stdout_truncated"), ("stderr", "stderr_truncated"),
-                      ("value", "value_truncated")):  # fmt: skip
-        text = result.get(key)
-        if isinstance(text, str) and len(text) > share:
-            result[key] = (
-                text[:share] + f"\n[... truncated to send it: {len(text)} characters in all]\n"
-            )
-            result[flag] = True
     err = result.get("error")
     if isinstance(err, dict):
         for key in ("message", "traceback"):
-            if isinstance(err.get(key), str) and len(err[key]) > share:
-                err[key] = err[key][:share] + "\n[... truncated ...]"
+            text = err.get(key)
+            if isinstance(text, str) and size(text) > share // 2:
+                err[key] = text[: share // 12] + f"\n[... {len(text)} characters in all]"
 
 
 def main(config: dict[str, Any]) -> None:

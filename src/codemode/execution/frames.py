@@ -138,22 +138,31 @@ def validate(msg: Any) -> Frame:
         raise FrameError(f"{where}: {first['msg']}{more}"[:300]) from None
 
 
-def parse(body: bytes | bytearray, limits: FrameLimits) -> Frame:
-    """Parse and check one frame body (any size; call it off the loop when it is large)."""
-    if len(body) > limits.inline:
-        values = protocol.count_values(body, limits.values)
-        if values > limits.values:
-            raise FrameError(
-                f"a frame of {len(body):,} bytes holds more than {limits.values:,} JSON values"
-            )
-        with _gc_paused():
-            msg = _loads(body)
-    else:
-        msg = _loads(body)
-    return validate(msg)
+def parse(body: bytes | bytearray) -> Frame:
+    """Parse and check one small frame body (on the loop)."""
+    return validate(_loads(body))
 
 
-def _loads(body: bytes | bytearray) -> Any:
+def parse_large(frame: LargeFrame, limits: FrameLimits) -> Frame:
+    """Parse and check a large frame: on a thread, after counting its values.
+
+    The frame's buffer is released once decoded, so the host holds the text and the
+    parsed value at most, not the bytes as well.
+    """
+    size = len(frame.body)
+    values = protocol.count_values(frame.body, limits.values)
+    if values > limits.values:
+        raise FrameError(f"a frame of {size:,} bytes holds more than {limits.values:,} JSON values")
+    try:
+        text = frame.body.decode()
+    except UnicodeDecodeError:
+        raise FrameError("a frame is not valid UTF-8") from None
+    frame.body = bytearray()
+    with _gc_paused():
+        return validate(_loads(text))
+
+
+def _loads(body: bytes | bytearray | str) -> Any:
     try:
         return protocol.loads(body)
     except (ValueError, RecursionError) as exc:  # untrusted bytes: say so, never crash
@@ -292,7 +301,7 @@ class FrameReader:
                 break
             body = bytes(buf[4 : 4 + size])
             del buf[: 4 + size]
-            out.append(parse(body, self.limits))
+            out.append(parse(body))
         return out
 
     @staticmethod
@@ -316,6 +325,7 @@ __all__ = [
     "WireError",
     "heavy",
     "parse",
+    "parse_large",
     "parser_pool",
     "validate",
 ]

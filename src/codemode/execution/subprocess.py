@@ -39,7 +39,7 @@ from .frames import (
     FrameReader,
     LargeFrame,
     heavy,
-    parse,
+    parse_large,
     parser_pool,
 )
 from .pipes import Outbox, OutboxFull, RawOutput
@@ -308,7 +308,7 @@ class SubprocessWorker:
                 self._pause("parse")
                 assert self._loop is not None
                 fut = self._loop.run_in_executor(
-                    parser_pool(), parse, item.body, self._ex.frame_limits
+                    parser_pool(), parse_large, item, self._ex.frame_limits
                 )
                 fut.add_done_callback(self._on_parsed)
                 return

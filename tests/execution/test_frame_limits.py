@@ -1,0 +1,63 @@
+"""Honest code never trips the host's frame caps: it gets a clear error instead, and
+keeps its session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from codemode import Session, SubprocessExecutor
+
+pytestmark = pytest.mark.anyio
+
+
+async def _echo(params: dict[str, Any]) -> int:
+    return len(params)
+
+
+async def test_a_call_over_the_frame_cap_is_refused_in_the_code_and_the_state_survives() -> None:
+    async with Session(SubprocessExecutor(max_frame_mb=1)) as s:
+        s.host.register("test.echo", _echo)
+        await s.run("kept = 'state'")
+        code = (
+            "from codemode_worker import bridge\n"
+            "try:\n"
+            "    bridge.call('test.echo', {'data': b'x' * (2 << 20)})\n"
+            "except Exception as exc:\n"
+            "    refused = str(exc)\n"
+            "refused"
+        )
+        r = await s.run(code)
+        assert not r.state_lost and "at most 1 MB" in str(r.value), r.to_text()
+        assert (await s.run("bridge.call('test.echo', {'small': 1}), kept")).value == [1, "state"]
+
+
+async def test_a_call_with_millions_of_values_is_refused_in_the_code_with_the_fix() -> None:
+    async with Session(SubprocessExecutor()) as s:
+        s.host.register("test.echo", _echo)
+        await s.run("kept = 'state'")
+        code = (
+            "from codemode_worker import bridge\n"
+            "try:\n"
+            "    bridge.call('test.echo', {'rows': [[]] * 1_100_000})\n"
+            "except Exception as exc:\n"
+            "    refused = str(exc)\n"
+            "refused"
+        )
+        r = await s.run(code)
+        assert not r.state_lost and "JSON values" in str(r.value), r.to_text()
+        assert "bytes or str" in str(r.value)
+        assert (await s.run("kept")).value == "state"
+
+
+async def test_output_that_escapes_past_the_result_cap_is_trimmed_not_fatal() -> None:
+    # 2 million control characters per stream: each is six bytes once JSON-escaped
+    async with Session(SubprocessExecutor(max_output=2_000_000)) as s:
+        code = (
+            "import sys\nprint('\\x01' * 2_000_000)\nprint('\\x02' * 2_000_000, file=sys.stderr)\n7"
+        )
+        r = await s.run(code)
+        assert r.error is None and not r.state_lost, r.to_text()[:500]
+        assert r.stdout_truncated and r.stderr_truncated and r.value == 7
+        assert "characters in all" in r.stdout

@@ -16,19 +16,23 @@ async def _echo(params: dict[str, Any]) -> int:
     return len(params)
 
 
+def _refusal(params: str) -> str:
+    """Code that calls the host with ``params`` and evaluates to why it was refused."""
+    return (
+        "from codemode_worker import bridge\n"
+        "try:\n"
+        f"    bridge.call('test.echo', {params})\n"
+        "except Exception as exc:\n"
+        "    refused = str(exc)\n"
+        "refused"
+    )
+
+
 async def test_a_call_over_the_frame_cap_is_refused_in_the_code_and_the_state_survives() -> None:
     async with Session(SubprocessExecutor(max_frame_mb=1)) as s:
         s.host.register("test.echo", _echo)
         await s.run("kept = 'state'")
-        code = (
-            "from codemode_worker import bridge\n"
-            "try:\n"
-            "    bridge.call('test.echo', {'data': b'x' * (2 << 20)})\n"
-            "except Exception as exc:\n"
-            "    refused = str(exc)\n"
-            "refused"
-        )
-        r = await s.run(code)
+        r = await s.run(_refusal("{'data': b'x' * (2 << 20)}"))
         assert not r.state_lost and "at most 1 MB" in str(r.value), r.to_text()
         assert (await s.run("bridge.call('test.echo', {'small': 1}), kept")).value == [1, "state"]
 
@@ -37,15 +41,7 @@ async def test_a_call_with_millions_of_values_is_refused_in_the_code_with_the_fi
     async with Session(SubprocessExecutor()) as s:
         s.host.register("test.echo", _echo)
         await s.run("kept = 'state'")
-        code = (
-            "from codemode_worker import bridge\n"
-            "try:\n"
-            "    bridge.call('test.echo', {'rows': [[]] * 1_100_000})\n"
-            "except Exception as exc:\n"
-            "    refused = str(exc)\n"
-            "refused"
-        )
-        r = await s.run(code)
+        r = await s.run(_refusal("{'rows': [[]] * 1_100_000}"))
         assert not r.state_lost and "JSON values" in str(r.value), r.to_text()
         assert "bytes or str" in str(r.value)
         assert (await s.run("kept")).value == "state"

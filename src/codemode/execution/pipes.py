@@ -97,34 +97,37 @@ class RawOutput:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening: set[int] = set()
         self._eof: set[int] = set()
+        self._idle = False
         for fd in self.fds:
             os.set_blocking(fd, False)
 
     def listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read both pipes (while the worker starts, and during runs)."""
         self._loop = loop
+        self._idle = False
         for index, fd in enumerate(self.fds):
             if fd not in self._listening and fd not in self._eof:
                 loop.add_reader(fd, self._on_readable, index)
                 self._listening.add(fd)
 
-    def stop(self) -> None:
-        if self._loop is not None:
-            for fd in self._listening:
-                self._loop.remove_reader(fd)
-        self._listening.clear()
+    def idle(self) -> None:
+        """Stop reading until the next run. Lazily: a pipe's reader is removed when output
+        arrives between runs, so a quiet worker costs no add/remove per run."""
+        self._idle = True
 
     def begin_run(self) -> None:
         """Drop what was written between runs, then capture the run's output."""
-        self._drain(keep=False)
+        if len(self._listening) + len(self._eof) < len(self.fds):  # a pipe was left unread
+            self._drain(keep=False)
         self._run = (bytearray(), bytearray())
         assert self._loop is not None
         self.listen(self._loop)
 
     def end_run(self) -> tuple[bytearray, bytearray]:
-        """What the run wrote (read up to now, bounded), and stop reading."""
+        """What the run wrote (read up to now, bounded); then the pipes go idle."""
         self._drain(keep=True)
         run, self._run = self._run, None
-        self.stop()
+        self.idle()
         return run if run is not None else (bytearray(), bytearray())
 
     def tail(self) -> str:
@@ -133,9 +136,18 @@ class RawOutput:
         return self.err_tail.decode("utf-8", "replace").strip()
 
     def _on_readable(self, index: int) -> None:
+        if self._idle:  # output between runs: leave it in the pipe, where it blocks its writer
+            self._unwatch(self.fds[index])
+            return
         data = self._read(index)
         if data:
             self._keep(index, data)
+
+    def _unwatch(self, fd: int) -> None:
+        if fd in self._listening:
+            self._listening.discard(fd)
+            assert self._loop is not None
+            self._loop.remove_reader(fd)
 
     def _read(self, index: int) -> bytes | None:
         """What the pipe holds now (None: nothing yet; empty: it ended)."""
@@ -148,10 +160,7 @@ class RawOutput:
             data = b""
         if not data:
             self._eof.add(fd)
-            if fd in self._listening:
-                self._listening.discard(fd)
-                assert self._loop is not None
-                self._loop.remove_reader(fd)
+            self._unwatch(fd)
         return data
 
     def _keep(self, index: int, data: bytes, *, for_run: bool = True) -> None:
@@ -177,5 +186,6 @@ class RawOutput:
                 self._keep(index, data, for_run=keep)
 
     def close(self) -> None:
-        self.stop()
+        for fd in list(self._listening):
+            self._unwatch(fd)
         self._run = None

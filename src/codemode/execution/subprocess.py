@@ -282,7 +282,7 @@ class SubprocessWorker:
         except BaseException:
             self._fail("its start was cancelled")
             raise
-        self._raw.stop()  # idle: output between runs is not read (see .pipes)
+        self._raw.idle()  # output between runs is not read (see .pipes)
 
     def _on_proto(self) -> None:
         try:

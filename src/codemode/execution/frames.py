@@ -24,7 +24,7 @@ import gc
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -149,17 +149,22 @@ def parse_large(frame: LargeFrame, limits: FrameLimits) -> Frame:
     The frame's buffer is released once decoded, so the host holds the text and the
     parsed value at most, not the bytes as well.
     """
-    size = len(frame.body)
-    values = protocol.count_values(frame.body, limits.values)
-    if values > limits.values:
-        raise FrameError(f"a frame of {size:,} bytes holds more than {limits.values:,} JSON values")
     try:
-        text = frame.body.decode()
-    except UnicodeDecodeError:
-        raise FrameError("a frame is not valid UTF-8") from None
-    frame.body = bytearray()
-    with _gc_paused():
-        return validate(_loads(text))
+        size = len(frame.body)
+        values = protocol.count_values(frame.body, limits.values)
+        if values > limits.values:
+            raise FrameError(
+                f"a frame of {size:,} bytes holds more than {limits.values:,} JSON values"
+            )
+        try:
+            text = frame.body.decode()
+        except UnicodeDecodeError:
+            raise FrameError("a frame is not valid UTF-8") from None
+        frame.body = bytearray()
+        with _gc_paused():
+            return validate(_loads(text))
+    finally:
+        frame.release()
 
 
 def _loads(body: bytes | bytearray | str) -> Any:
@@ -228,12 +233,63 @@ _OP_RE = re.compile(rb'\{"op":"(ready|call|done)",')
 _PREFIX = len(b'{"op":"ready",')
 
 
+class FrameBudget:
+    """Bytes that large frames may hold at once in the whole process, being read or parsed.
+
+    Per-worker caps do not bound the host when many workers send large frames together:
+    a reader that cannot reserve its frame's size waits (its worker blocks on a full
+    pipe) until another frame is done. One frame is always admitted when none is held.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._lock = threading.Lock()
+        self._waiters: list[Callable[[], None]] = []
+
+    def take(self, size: int, wake: Callable[[], None]) -> bool:
+        """Reserve ``size`` bytes, or register ``wake`` (called, from any thread, when
+        bytes are given back) and return False."""
+        with self._lock:
+            if self.used == 0 or self.used + size <= self.capacity:
+                self.used += size
+                return True
+            self._waiters.append(wake)
+            return False
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.used -= size
+            waiters, self._waiters = self._waiters, []
+        for wake in waiters:
+            wake()
+
+
+def _budget_mb() -> int:
+    env = os.environ.get("CODEMODE_FRAME_BUDGET_MB", "")
+    return int(env) if env.isdigit() and int(env) > 0 else 1024
+
+
+BUDGET = FrameBudget(_budget_mb() << 20)
+"""The process's budget for large frames (``CODEMODE_FRAME_BUDGET_MB``, default 1 GB)."""
+
+
 @dataclass(slots=True)
 class LargeFrame:
-    """A complete frame too large to parse on the loop: parse it with :func:`parse`."""
+    """A complete frame too large to parse on the loop: parse it with :func:`parse_large`.
+
+    It holds ``held`` bytes of the process's budget until parsed (or dropped).
+    """
 
     op: str
     body: bytearray
+    held: int = 0
+    budget: FrameBudget | None = None
+
+    def release(self) -> None:
+        held, self.held = self.held, 0
+        if held and self.budget is not None:
+            self.budget.give(held)
 
 
 class FrameReader:
@@ -244,13 +300,44 @@ class FrameReader:
     :meth:`buffered` for frames that arrived behind it).
     """
 
-    def __init__(self, fd: int, limits: FrameLimits) -> None:
+    def __init__(
+        self,
+        fd: int,
+        limits: FrameLimits,
+        wake: Callable[[], None] = lambda: None,
+        budget: FrameBudget = BUDGET,
+    ) -> None:
         self.fd = fd
         self.limits = limits
+        self.budget = budget
+        self.held = 0  # bytes of the budget this reader holds (one large frame at most)
+        self.waiting = False  # a large frame waits for the budget: do not read meanwhile
+        self._wake = wake
         self._buf = bytearray()
         self._big: bytearray | None = None
         self._big_op = ""
         self._filled = 0
+
+    @property
+    def mid_frame(self) -> bool:
+        """A large frame is being read and is not complete yet."""
+        return self._big is not None
+
+    @property
+    def progress(self) -> int:
+        """Bytes of the large frame read so far (to see whether it still comes)."""
+        return self._filled
+
+    def release(self) -> None:
+        """Give back the budget of a large frame still being read (its worker is gone)."""
+        held, self.held = self.held, 0
+        if held:
+            self.budget.give(held)
+
+    def _complete(self, op: str, body: bytearray) -> LargeFrame:
+        frame = LargeFrame(op, body, self.held, self.budget)
+        self.held = 0  # the frame holds the budget now, until it is parsed
+        return frame
 
     def read(self) -> list[Frame | LargeFrame] | None:
         """What one read of the pipe completes; None at end of file."""
@@ -266,7 +353,7 @@ class FrameReader:
             if self._filled < len(self._big):
                 return []
             big, self._big = self._big, None
-            return [LargeFrame(self._big_op, big)]
+            return [self._complete(self._big_op, big)]
         data = os.read(self.fd, 1 << 18)
         if not data:
             return None
@@ -288,12 +375,16 @@ class FrameReader:
             if size > cap:
                 raise FrameError(f'a "{op}" frame of {size:,} bytes is over its cap of {cap:,}')
             if size > self.limits.inline:
+                if not self.held and not self.budget.take(size, self._wake):
+                    self.waiting = True
+                    break
+                self.waiting, self.held = False, size
                 have = len(buf) - 4
                 big = bytearray(size)
                 big[: min(have, size)] = buf[4 : 4 + size]
                 del buf[: 4 + size]
                 if have >= size:
-                    out.append(LargeFrame(op, big))
+                    out.append(self._complete(op, big))
                 else:
                     self._big, self._big_op, self._filled = big, op, have
                 break
@@ -313,9 +404,11 @@ class FrameReader:
 
 
 __all__ = [
+    "BUDGET",
     "CallFrame",
     "DoneFrame",
     "Frame",
+    "FrameBudget",
     "FrameError",
     "FrameLimits",
     "FrameReader",

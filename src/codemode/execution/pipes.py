@@ -1,5 +1,9 @@
-"""The host's ends of a worker's byte pipes, with bounds a worker cannot push past.
+"""The host's ends of a worker's pipes, with bounds a worker cannot push past.
 
+- :class:`Inbox`: the worker's frames, read under :mod:`.frames`' rules, in order. A large
+  frame is parsed on a thread while reading pauses; reading also pauses when the caller
+  asks (too many calls in flight) and while the process's large-frame budget is short; a
+  large frame that stops half-way ends the worker.
 - :class:`Outbox`: frames for the worker's stdin, written without ever blocking the loop.
   What the worker does not read stays queued, up to a cap; past it the worker is stopped
   (a worker that asks for 30 MB artifacts and never reads the replies would otherwise
@@ -15,9 +19,160 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
+from collections.abc import Callable
+
+from .frames import (
+    Frame,
+    FrameError,
+    FrameLimits,
+    FrameReader,
+    LargeFrame,
+    parse_large,
+    parser_pool,
+)
 
 _TAIL = 4096
 _READ = 1 << 16
+
+
+STALL = 30.0
+"""Seconds a large frame may stop half-way before its worker is stopped."""
+
+
+class Inbox:
+    def __init__(
+        self,
+        fd: int,
+        limits: FrameLimits,
+        *,
+        on_frame: Callable[[Frame], None],
+        on_error: Callable[[str], None],
+        on_eof: Callable[[], None],
+    ) -> None:
+        self.fd = fd
+        self.limits = limits
+        self._reader = FrameReader(fd, limits, self._budget_freed)
+        self._on_frame = on_frame
+        self._on_error = on_error
+        self._on_eof = on_eof
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._paused: set[str] = set()  # why the pipe is not being read
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._closed = False
+        os.set_blocking(fd, False)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        loop.add_reader(self.fd, self._on_readable)
+
+    def pause(self, why: str) -> None:
+        if not self._paused and not self._closed and self._loop is not None:
+            self._loop.remove_reader(self.fd)
+        self._paused.add(why)
+
+    def resume(self, why: str) -> None:
+        if why not in self._paused:
+            return
+        self._paused.discard(why)
+        if not self._paused and not self._closed and self._loop is not None:
+            self._loop.add_reader(self.fd, self._on_readable)
+
+    def close(self) -> None:
+        """Stop reading for good (the worker is gone); give back any budget held."""
+        if self._closed:
+            return
+        self.pause("closed")
+        self._closed = True
+        self._reader.release()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+    def _violation(self, exc: Exception) -> None:
+        self._on_error(f"the worker sent a malformed message ({exc}); it was stopped")
+
+    def _on_readable(self) -> None:
+        try:
+            items = self._reader.read()
+        except FrameError as exc:
+            self._violation(exc)
+            return
+        except BlockingIOError:
+            return
+        except OSError:
+            items = None
+        if items is None:
+            self.pause("eof")
+            self._on_eof()
+            return
+        if self._reader.mid_frame and self._watchdog is None:
+            assert self._loop is not None
+            self._watchdog = self._loop.call_later(STALL, self._watch, self._reader.progress)
+        self._take(items)
+
+    def _watch(self, seen: int) -> None:
+        """A large frame must keep coming: one begun and left unfinished would hold its
+        share of the process's large-frame budget (and its memory) for ever."""
+        self._watchdog = None
+        if self._closed or not self._reader.mid_frame:
+            return
+        if self._reader.progress == seen:
+            self._on_error(f"the worker sent part of a frame and nothing more for {STALL:g} s")
+            return
+        assert self._loop is not None
+        self._watchdog = self._loop.call_later(STALL, self._watch, self._reader.progress)
+
+    def _budget_freed(self) -> None:
+        """Another worker's large frame is done (called from any thread)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._retry_large)
+
+    def _retry_large(self) -> None:
+        if self._closed or not self._reader.waiting:
+            return
+        try:
+            items = self._reader.buffered()
+        except FrameError as exc:
+            self._violation(exc)
+            return
+        if not self._reader.waiting:
+            self.resume("budget")
+        self._take(items)
+
+    def _take(self, items: list[Frame | LargeFrame]) -> None:
+        """Hand frames on in order; a large one is parsed on a thread, reading paused."""
+        if self._reader.waiting:
+            self.pause("budget")  # the rest waits for the process's large-frame budget
+        for item in items:
+            if self._closed:
+                if isinstance(item, LargeFrame):
+                    item.release()
+                continue
+            if isinstance(item, LargeFrame):
+                self.pause("parse")
+                assert self._loop is not None
+                fut = self._loop.run_in_executor(parser_pool(), parse_large, item, self.limits)
+                fut.add_done_callback(self._on_parsed)
+                return
+            try:
+                self._on_frame(item)
+            except FrameError as exc:
+                self._violation(exc)
+
+    def _on_parsed(self, fut: asyncio.Future[Frame]) -> None:
+        if fut.cancelled() or self._closed:
+            return
+        try:
+            self._on_frame(fut.result())
+            items = self._reader.buffered()
+        except FrameError as exc:
+            self._violation(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. MemoryError while parsing
+            self._on_error(f"a frame from the worker could not be read ({exc!r}); it was stopped")
+            return
+        self.resume("parse")
+        self._take(items)
 
 
 class OutboxFull(Exception):

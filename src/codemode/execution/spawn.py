@@ -69,8 +69,12 @@ class Spawned:
         for fd in (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
+        while True:  # killed already: it ends, however slowly a loaded machine lets it
+            try:
+                self.proc.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                self.kill()
         cleanup, self.cleanup = self.cleanup, None
         if cleanup is not None:
             cleanup()

@@ -32,17 +32,8 @@ from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, settle
-from .frames import (
-    Frame,
-    FrameError,
-    FrameLimits,
-    FrameReader,
-    LargeFrame,
-    heavy,
-    parse_large,
-    parser_pool,
-)
-from .pipes import Outbox, OutboxFull, RawOutput
+from .frames import Frame, FrameError, FrameLimits, heavy, parser_pool
+from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
 from .spawn import (
     LaunchSpec,
@@ -231,14 +222,19 @@ class SubprocessWorker:
         self._ex = executor
         self._p = spawned
         self._handler = handler
-        self._reader = FrameReader(spawned.from_fd, executor.frame_limits)
+        self._in = Inbox(
+            spawned.from_fd,
+            executor.frame_limits,
+            on_frame=self._on_frame,
+            on_error=self._fail,
+            on_eof=self._on_eof,
+        )
         self._out = Outbox(spawned.to_fd, executor.max_queued)
         self._raw = RawOutput(spawned.out_fd, spawned.err_fd, executor.max_output)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Future[Any] | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._calls: set[asyncio.Task[None]] = set()
-        self._paused: set[str] = set()  # why the protocol pipe is not being read
         self._seq = 0
         self._run: _Run | None = None
         self._pidfd: int | None = None
@@ -263,7 +259,7 @@ class SubprocessWorker:
         self._ready = loop.create_future()
         self._gone = loop.create_future()
         self._out.attach(loop)
-        loop.add_reader(self._p.from_fd, self._on_proto)
+        self._in.attach(loop)
         self._raw.listen(loop)  # stderr says why a start failed
         try:
             self._pidfd = os.pidfd_open(self._p.proc.pid)
@@ -284,60 +280,6 @@ class SubprocessWorker:
             raise
         self._raw.idle()  # output between runs is not read (see .pipes)
 
-    def _on_proto(self) -> None:
-        try:
-            items = self._reader.read()
-        except FrameError as exc:
-            self._violation(exc)
-            return
-        except BlockingIOError:
-            return
-        except OSError:
-            items = None
-        if items is None:
-            self._on_eof()
-        else:
-            self._take(items)
-
-    def _take(self, items: list[Frame | LargeFrame]) -> None:
-        """Act on frames in order; a large one is parsed on a thread, reading paused."""
-        for item in items:
-            if self._dead:
-                return
-            if isinstance(item, LargeFrame):
-                self._pause("parse")
-                assert self._loop is not None
-                fut = self._loop.run_in_executor(
-                    parser_pool(), parse_large, item, self._ex.frame_limits
-                )
-                fut.add_done_callback(self._on_parsed)
-                return
-            try:
-                self._on_frame(item)
-            except FrameError as exc:
-                self._violation(exc)
-                return
-
-    def _on_parsed(self, fut: asyncio.Future[Frame]) -> None:
-        if fut.cancelled():
-            return  # the loop is closing
-        exc = fut.exception()
-        if self._dead:
-            return
-        try:
-            if exc is not None:
-                raise exc
-            self._on_frame(fut.result())
-            items = self._reader.buffered()
-        except FrameError as err:
-            self._violation(err)
-            return
-        except Exception as err:  # noqa: BLE001 - e.g. MemoryError while parsing
-            self._fail(f"a frame from the worker could not be read ({err!r}); it was stopped")
-            return
-        self._resume("parse")
-        self._take(items)
-
     def _on_frame(self, msg: Frame) -> None:
         if msg["op"] == "call":
             if self._ready is None or not self._ready.done():
@@ -347,7 +289,7 @@ class SubprocessWorker:
             self._calls.add(task)
             task.add_done_callback(self._call_done)
             if len(self._calls) >= self._ex.max_calls:
-                self._pause("calls")
+                self._in.pause("calls")
         elif msg["op"] == "done":
             fut = self._pending.pop(msg["id"], None)
             if fut is None:
@@ -364,32 +306,15 @@ class SubprocessWorker:
                 raise FrameError("a second 'ready'")
             self._ready.set_result(msg)
 
-    def _violation(self, exc: Exception) -> None:
-        self._fail(f"the worker sent a malformed message ({exc}); it was stopped")
-
-    def _pause(self, why: str) -> None:
-        if not self._paused and not self._dead and self._loop is not None:
-            self._loop.remove_reader(self._p.from_fd)
-        self._paused.add(why)
-
-    def _resume(self, why: str) -> None:
-        if why not in self._paused:
-            return
-        self._paused.discard(why)
-        if not self._paused and not self._dead and self._loop is not None:
-            self._loop.add_reader(self._p.from_fd, self._on_proto)
-
     def _call_done(self, task: asyncio.Task[None]) -> None:
         self._calls.discard(task)
         if len(self._calls) < self._ex.max_calls:
-            self._resume("calls")
+            self._in.resume("calls")
 
     def _on_eof(self) -> None:
         """The worker closed its end of the protocol pipe: it is exiting (the pidfd says
         how), or it is broken and will never answer again."""
         assert self._loop is not None
-        self._loop.remove_reader(self._p.from_fd)
-        self._paused.add("eof")
         if self._p.proc.poll() is not None or self._pidfd is None:
             self._on_exit()
         elif self._eof_timer is None:
@@ -414,10 +339,9 @@ class SubprocessWorker:
         self._exit_info = info
         self._tail = self._raw.tail()
         loop = self._loop
-        if loop is not None:
-            loop.remove_reader(self._p.from_fd)
-            if self._pidfd is not None:
-                loop.remove_reader(self._pidfd)
+        self._in.close()
+        if loop is not None and self._pidfd is not None:
+            loop.remove_reader(self._pidfd)
         self._raw.close()
         self._out.close()
         for handle in (self._eof_timer, self._run.timer if self._run else None):

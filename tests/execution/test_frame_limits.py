@@ -3,6 +3,7 @@ keeps its session."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -57,3 +58,41 @@ async def test_output_that_escapes_past_the_result_cap_is_trimmed_not_fatal() ->
         assert r.error is None and not r.state_lost, r.to_text()[:500]
         assert r.stdout_truncated and r.stderr_truncated and r.value == 7
         assert "characters in all" in r.stdout
+
+
+def _peak_growth_since_reset() -> tuple[int, Any]:
+    """Reset this process's peak RSS; return its RSS and a function giving the growth."""
+
+    def kb(field: str) -> int:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise AssertionError(field)
+
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    base = kb("VmRSS")
+    return base, lambda: (kb("VmHWM") - base) << 10
+
+
+async def test_large_frames_from_many_workers_at_once_stay_within_the_process_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from codemode.execution import frames
+
+    monkeypatch.setattr(frames.BUDGET, "capacity", 64 << 20)
+    sessions = [Session(SubprocessExecutor(pool_size=0)) for _ in range(6)]
+    await asyncio.gather(*(s.start() for s in sessions))
+    try:
+        for s in sessions:
+            s.host.register("test.echo", _echo)
+            await s.run("from codemode_worker import bridge\ndata = 'x' * (64 << 20)")
+        _, growth = _peak_growth_since_reset()
+        results = await asyncio.gather(
+            *(s.run("bridge.call('test.echo', {'data': data})", timeout=120) for s in sessions)
+        )
+        assert [r.value for r in results] == [1] * 6, [r.to_text()[:300] for r in results]
+        assert growth() < 350 << 20, f"the host grew by {growth() >> 20} MB"
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions))

@@ -58,3 +58,27 @@ async def test_output_flooded_between_runs_is_not_read_until_the_next_run(
     r = await arena.attacker.run("written[0]")
     assert isinstance(r.value, int) and r.value < 16 << 20, f"{r.value} bytes were read"
     assert len(r.stdout) <= 1_000_100  # the run sees at most its own max_output of it
+
+
+async def test_a_frame_left_half_sent_ends_its_worker_without_waiting_for_the_timeout(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode.execution import pipes
+
+    monkeypatch.setattr(pipes, "STALL", 2.0)
+    assert (await arena.attacker.run(FORGE)).error is None
+    # claim a 2 MB call, send 400 KB of it, and stop there (from a thread: the run's own
+    # "done" then never arrives as a frame of its own)
+    code = (
+        "def half():\n"
+        "    os.write(bridge._link.fd_out, struct.pack('>I', 2 << 20)\n"
+        '             + b\'{"op":"call","id":1,"method":"m","params":{"a":"\'\n'
+        "             + b'x' * 400_000)\n"
+        "    time.sleep(3600)\n"
+        "threading.Thread(target=half, daemon=True).start()\n"
+        "time.sleep(1)"
+    )
+    r = await arena.attack(code, timeout=60)
+    assert r.state_lost and not r.timed_out and r.error is not None, r.to_text()
+    assert "part of a frame" in r.error.message, r.error.message
+    assert (await arena.attacker.run("'fresh'")).value == "fresh"

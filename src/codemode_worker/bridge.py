@@ -106,6 +106,7 @@ class PipeLink:
         fd_out: int,
         *,
         call: int = protocol.MAX_FRAME,
+        json: int = protocol.MAX_JSON,
         done: int = protocol.MAX_FRAME,
         values: int = protocol.MAX_VALUES,
     ) -> None:
@@ -113,6 +114,7 @@ class PipeLink:
         self.fd_out = fd_out
         # The host's caps on what it reads from this worker (it stops a worker over them).
         self.max_call = call
+        self.max_json = json
         self.max_done = done
         self.max_values = values
         self._poll = select.poll()
@@ -130,10 +132,14 @@ class PipeLink:
         self.send_bytes(protocol.encode_frame(msg))
 
     def send_bytes(self, data: bytes) -> None:
+        self.send_parts([data])
+
+    def send_parts(self, parts: list[bytes | bytearray | memoryview]) -> None:
         with self._write_lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd_out, view) :]
+            for part in parts:
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(self.fd_out, view) :]
 
     def _start_call(
         self, method: str, params: dict[str, Any], future: Any = None
@@ -142,20 +148,31 @@ class PipeLink:
         with self._write_lock:
             self._next += 1
             cid = self._next
-        data = protocol.encode_frame({"op": "call", "id": cid, "method": method, "params": params})
-        self._check_size(data)
+        msg = {"op": "call", "id": cid, "method": method, "params": params}
+        parts = protocol.encode_parts(msg, max_json=self.max_json)
+        self._check_size(parts)
         self._waiting[cid] = fut
-        self.send_bytes(data)
+        self.send_parts(parts)
         return cid, fut
 
-    def _check_size(self, data: bytes) -> None:
+    def _check_size(self, parts: list[bytes | bytearray | memoryview]) -> None:
         """Refuse here, with the reason, a call the host would refuse by stopping the worker."""
-        if len(data) > self.max_call:
+        size = protocol.parts_size(parts) - 4
+        if size > self.max_call:
             raise CodemodeError(
-                f"this call's data is {len(data) / 2**20:.1f} MB once encoded; one call may "
+                f"this call's data is {size / 2**20:.1f} MB once encoded; one call may "
                 f"carry at most {self.max_call / 2**20:.0f} MB: split it into smaller calls"
             )
-        if len(data) > 1 << 18 and protocol.count_values(data, self.max_values) > self.max_values:
+        text = len(parts[0]) - 4 - (len(parts) > 1)  # the JSON part (a newline ends it)
+        if text > self.max_json:
+            raise CodemodeError(
+                f"this call's data has {text / 2**20:.1f} MB of JSON structure (lists, "
+                f"dicts, numbers) besides its large strings and bytes; at most "
+                f"{self.max_json / 2**20:.0f} MB may: send large data as bytes or str"
+            )
+        head = parts[0]
+        assert isinstance(head, bytes)  # the header and the JSON, built by encode_parts
+        if text > 1 << 18 and protocol.count_values(head, self.max_values) > self.max_values:
             raise CodemodeError(
                 f"this call's data holds more than {self.max_values:,} JSON values (lists, "
                 "dicts, numbers, strings); send large data as bytes or str (e.g. json.dumps)"

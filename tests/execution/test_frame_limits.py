@@ -17,6 +17,10 @@ async def _echo(params: dict[str, Any]) -> int:
     return len(params)
 
 
+async def _mirror(params: dict[str, Any]) -> Any:
+    return params["data"]
+
+
 def _refusal(params: str) -> str:
     """Code that calls the host with ``params`` and evaluates to why it was refused."""
     return (
@@ -96,3 +100,17 @@ async def test_large_frames_from_many_workers_at_once_stay_within_the_process_bu
         assert growth() < 350 << 20, f"the host grew by {growth() >> 20} MB"
     finally:
         await asyncio.gather(*(s.close() for s in sessions))
+
+
+async def test_large_text_and_bytes_cross_as_attachments_in_both_directions() -> None:
+    async with Session(SubprocessExecutor()) as s:
+        s.host.register("test.mirror", _mirror)
+        code = (
+            "from codemode_worker import bridge\n"
+            "text = 'é' * (20 << 20)\n"  # 40 MB of UTF-8: over the JSON cap of a call
+            "blob = bytes(range(256)) * (1 << 17)\n"
+            "back = bridge.call('test.mirror', {'data': [text, blob, 'small', b'tiny']})\n"
+            "back == [text, blob, 'small', b'tiny']"
+        )
+        r = await s.run(code, timeout=120)
+        assert r.value is True, r.to_text()

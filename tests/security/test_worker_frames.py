@@ -39,6 +39,12 @@ FORGED = {
         "method": "tools.servers", "params": [["server", "x"]]})""",
     "a call frame whose method is a number": """forge({"op": "call", "id": 5,
         "method": 7, "params": {}})""",
+    "an attachment reference past the frame's end": """forge(b'{"op":"call","id":5,'
+        b'"method":"m","params":{"a":{"__cm_att__":[0,99999,"b"]}}}\\nxx')""",
+    "an attachment that is not UTF-8 text": """forge(b'{"op":"call","id":5,'
+        b'"method":"m","params":{"a":{"__cm_att__":[0,2,"s"]}}}\\n\\xff\\xfe')""",
+    "a done frame with attachments": """forge(b'{"op":"done","id":%d,"result":null}\\nxx'
+        % run_id())""",
     "a second ready frame": """forge({"op": "ready", "pid": 1})""",
     "an unknown op": """forge({"op": "exec", "id": 1})""",
     "a frame whose op is not its first key": """forge(b'{"id":1,"op":"done","result":null}')""",
@@ -80,20 +86,25 @@ def _status_kb(field: str) -> int:
     raise AssertionError(f"no {field} in /proc/self/status")
 
 
-async def test_a_57_mb_frame_of_empty_lists_is_refused_without_building_them(
-    arena: Arena,
+@pytest.mark.parametrize(
+    ("lists", "why"),
+    [(19_000_000, "is over"), (3_500_000, "JSON values")],
+    ids=["57 MB: over the JSON cap of a call", "10 MB: over the budget of JSON values"],
+)
+async def test_a_frame_of_millions_of_empty_lists_is_refused_without_building_them(
+    arena: Arena, lists: int, why: str
 ) -> None:
-    # 19 million `[]`: parsed, 1.5 GB of list objects on the host and seconds of stall
+    # 19 million `[]` parsed: 1.5 GB of list objects on the host and seconds of stall
     assert (await arena.attacker.run(FORGE)).error is None
     code = (
         'body = b\'{"op":"call","id":1,"method":"m","params":{"a":[\' '
-        "+ b'[],' * 19_000_000 + b'[]]}}'\n"
+        f"+ b'[],' * {lists} + b'[]]}}}}'\n"
         "forge(body)\ndel body\ntime.sleep(10)"
     )
     before = _reset_peak_rss()
     r = await arena.attack(code, timeout=60)
     grown = _peak_rss() - before
     assert r.state_lost and r.error is not None, r.to_text()
-    assert "JSON values" in r.error.message, r.error.message
+    assert "malformed" in r.error.message and why in r.error.message, r.error.message
     assert grown < 600 << 20, f"the host grew by {grown >> 20} MB"
     assert (await arena.attacker.run("'fresh'")).value == "fresh"

@@ -50,6 +50,9 @@ class FrameLimits:
     """What one frame from a worker may weigh, by op (bytes), and how many JSON values."""
 
     call: int = 256 << 20
+    """A call's whole frame: its JSON and its attachments (raw bytes and strings)."""
+    call_json: int = protocol.MAX_JSON
+    """The JSON part of a call (what is parsed; large data travels as attachments)."""
     done: int = 12 << 20
     ready: int = 1024
     values: int = protocol.MAX_VALUES
@@ -71,7 +74,12 @@ class FrameLimits:
 
     def for_worker(self) -> dict[str, int]:
         """The part the worker checks before it sends (``PipeLink`` arguments)."""
-        return {"call": self.call, "done": self.done, "values": self.values}
+        return {
+            "call": self.call,
+            "json": self.call_json,
+            "done": self.done,
+            "values": self.values,
+        }
 
 
 # -- shapes ---------------------------------------------------------------------------------
@@ -138,40 +146,52 @@ def validate(msg: Any) -> Frame:
         raise FrameError(f"{where}: {first['msg']}{more}"[:300]) from None
 
 
-def parse(body: bytes | bytearray) -> Frame:
+def parse(body: bytes | bytearray, op: str, limits: FrameLimits) -> Frame:
     """Parse and check one small frame body (on the loop)."""
-    return validate(_loads(body))
+    text, atts = _split(body, op, limits)
+    return validate(_loads(text, atts))
 
 
 def parse_large(frame: LargeFrame, limits: FrameLimits) -> Frame:
-    """Parse and check a large frame: on a thread, after counting its values.
+    """Parse and check a large frame: on a thread, after counting its JSON values.
 
-    The frame's buffer is released once decoded, so the host holds the text and the
-    parsed value at most, not the bytes as well.
+    Attachments are sliced, not parsed; the frame's buffer is released at the end.
     """
     try:
-        size = len(frame.body)
-        values = protocol.count_values(frame.body, limits.values)
-        if values > limits.values:
-            raise FrameError(
-                f"a frame of {size:,} bytes holds more than {limits.values:,} JSON values"
-            )
-        try:
-            text = frame.body.decode()
-        except UnicodeDecodeError:
-            raise FrameError("a frame is not valid UTF-8") from None
-        frame.body = bytearray()
+        text, atts = _split(frame.body, frame.op, limits)
+        if len(text) > limits.inline:
+            if not isinstance(text, bytes | bytearray):
+                text = bytes(text)  # the JSON part of a frame with attachments
+            values = protocol.count_values(text, limits.values)
+            if values > limits.values:
+                raise FrameError(
+                    f"a frame of {len(text):,} bytes of JSON holds more than "
+                    f"{limits.values:,} JSON values"
+                )
         with _gc_paused():
-            return validate(_loads(text))
+            return validate(_loads(text, atts))
     finally:
+        frame.body = bytearray()
         frame.release()
 
 
-def _loads(body: bytes | bytearray | str) -> Any:
+def _split(
+    body: bytes | bytearray, op: str, limits: FrameLimits
+) -> tuple[bytes | bytearray | memoryview, memoryview | None]:
+    text, atts = protocol.split_body(body)
+    if atts is not None and op != "call":
+        raise FrameError(f'a "{op}" frame with attachments')
+    if op == "call" and len(text) > limits.call_json:
+        raise FrameError(f"a call's JSON of {len(text):,} bytes is over {limits.call_json:,}")
+    return text, atts
+
+
+def _loads(text: bytes | bytearray | memoryview, atts: memoryview | None) -> Any:
     try:
-        return protocol.loads(body)
+        return protocol.loads(text, atts)
     except (ValueError, RecursionError) as exc:  # untrusted bytes: say so, never crash
-        raise FrameError(f"a frame is not valid JSON ({type(exc).__name__})") from None
+        what = "a malformed attachment reference" if "attachment" in str(exc) else "invalid JSON"
+        raise FrameError(f"a frame holds {what} ({type(exc).__name__})") from None
     except (KeyError, TypeError) as exc:  # a forged bytes/blob marker
         raise FrameError(f"a frame holds a malformed binary value ({exc!r})"[:300]) from None
 
@@ -210,21 +230,6 @@ def parser_pool() -> ThreadPoolExecutor:
     if _parsers is None:
         _parsers = ThreadPoolExecutor(2, thread_name_prefix="codemode-frames")
     return _parsers
-
-
-def heavy(value: Any, limit: int, depth: int = 2) -> bool:
-    """Whether ``value`` plainly encodes to more than ``limit`` bytes (a cheap look at
-    its top levels: large bytes and strings, long lists, as tools and artifacts return)."""
-    if isinstance(value, bytes | bytearray | str):
-        return len(value) > limit
-    if isinstance(value, protocol.Blob):
-        return len(value.data) > limit
-    if isinstance(value, list | dict):
-        if len(value) > limit // 32:
-            return True
-        items = value.values() if isinstance(value, dict) else value
-        return depth > 0 and any(heavy(v, limit, depth - 1) for v in list(items)[:64])
-    return False
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -392,7 +397,7 @@ class FrameReader:
                 break
             body = bytes(buf[4 : 4 + size])
             del buf[: 4 + size]
-            out.append(parse(body))
+            out.append(parse(body, op, self.limits))
         return out
 
     @staticmethod
@@ -416,7 +421,6 @@ __all__ = [
     "ReadyFrame",
     "RunPayload",
     "WireError",
-    "heavy",
     "parse",
     "parse_large",
     "parser_pool",

@@ -186,34 +186,31 @@ class Outbox:
         self.queued = 0
         self._chunks: deque[memoryview] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._writing = False  # a writer is registered on the loop
         os.set_blocking(fd, False)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def send(self, data: bytes) -> None:
-        """Write ``data`` now, or queue what the pipe does not take.
+    def send(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Write a frame (its buffers, in order) now, or queue what the pipe does not take.
 
-        A frame is always accepted while nothing is queued (it exists already); beyond
-        that, queueing past ``cap`` raises :class:`OutboxFull`.
+        Buffers are queued as they are, never copied. A frame is always accepted while
+        nothing is queued (it exists already); beyond that, queueing past ``cap`` raises
+        :class:`OutboxFull`.
         """
-        if self._chunks:
-            if self.queued + len(data) > self.cap:
-                raise OutboxFull(self.queued + len(data))
-            self._chunks.append(memoryview(data))
-            self.queued += len(data)
-            return
-        try:
-            n = os.write(self.fd, data)
-        except BlockingIOError:
-            n = 0
-        except OSError:
-            return  # the worker is gone; its exit is reported by the pidfd reader
-        if n < len(data):
-            self._chunks.append(memoryview(data)[n:])
-            self.queued += len(data) - n
-            assert self._loop is not None
-            self._loop.add_writer(self.fd, self._flush)
+        size = sum(len(p) for p in parts)
+        if self._chunks and self.queued + size > self.cap:
+            raise OutboxFull(self.queued + size)
+        waiting = bool(self._chunks)
+        self._chunks.extend(memoryview(p) for p in parts)
+        self.queued += size
+        if not waiting:
+            self._flush()
+            if self._chunks:
+                assert self._loop is not None
+                self._loop.add_writer(self.fd, self._flush)
+                self._writing = True
 
     def _flush(self) -> None:
         while self._chunks:
@@ -223,20 +220,22 @@ class Outbox:
             except BlockingIOError:
                 return
             except OSError:
-                self.close()
+                self.close()  # the worker is gone; its exit is reported by the pidfd reader
                 return
             self.queued -= n
             if n < len(head):
                 self._chunks[0] = head[n:]
                 return
             self._chunks.popleft()
-        if self._loop is not None:
+        if self._loop is not None and self._writing:
             self._loop.remove_writer(self.fd)
+            self._writing = False
 
     def close(self) -> None:
         """Drop what is queued (the worker is gone)."""
-        if self._loop is not None and self._chunks:
+        if self._loop is not None and self._writing:
             self._loop.remove_writer(self.fd)
+            self._writing = False
         self._chunks.clear()
         self.queued = 0
 

@@ -32,7 +32,7 @@ from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, settle
-from .frames import Frame, FrameError, FrameLimits, heavy, parser_pool
+from .frames import Frame, FrameError, FrameLimits
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
 from .spawn import (
@@ -363,12 +363,13 @@ class SubprocessWorker:
 
     # -- sending ---------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
+        """Queue ``msg`` for the worker (its large bytes are attached, never copied)."""
         if not self._dead:
-            self._queue(protocol.encode_frame(msg))
+            self._queue(protocol.encode_parts(msg))
 
-    def _queue(self, data: bytes) -> None:
+    def _queue(self, parts: list[bytes | bytearray | memoryview]) -> None:
         try:
-            self._out.send(data)
+            self._out.send(parts)
         except OutboxFull as full:
             self._fail(
                 f"the worker did not read {full.args[0] / 2**20:.0f} MB of replies queued for "
@@ -383,20 +384,11 @@ class SubprocessWorker:
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             self._send({"op": "reply", "id": cid, "ok": False, "error": error_to_wire(exc)})
             return
-        reply = {"op": "reply", "id": cid, "ok": True, "value": value}
         try:
-            if heavy(value, self._ex.frame_limits.inline):
-                # encoding 30 MB (base64, JSON) takes the loop ~100 ms: do it on a thread
-                assert self._loop is not None
-                data = await self._loop.run_in_executor(parser_pool(), protocol.encode_frame, reply)
-            else:
-                data = protocol.encode_frame(reply)
+            self._send({"op": "reply", "id": cid, "ok": True, "value": value})
         except (TypeError, ValueError) as exc:
             err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
-            return
-        if not self._dead:
-            self._queue(data)
 
     def _request(self, msg: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
         if self._dead:

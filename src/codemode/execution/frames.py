@@ -322,6 +322,21 @@ class FrameReader:
         self._big: bytearray | None = None
         self._big_op = ""
         self._filled = 0
+        self._scanned = 0  # how far the JSON part's end was looked for (-1: found)
+
+    def _check_json_part(self) -> None:
+        """A call's JSON part must end (a newline) within ``call_json`` bytes: refuse one
+        that does not as soon as that many have come, without buffering the rest."""
+        big = self._big
+        if big is None or self._big_op != "call" or self._scanned < 0:
+            return
+        end = min(self._filled, self.limits.call_json + 1, len(big))
+        if big.find(b"\n", self._scanned, end) >= 0 or end == len(big):
+            self._scanned = -1  # found (or the frame is complete: parsing checks it)
+        elif end > self.limits.call_json:
+            raise FrameError(f"a call's JSON is over {self.limits.call_json:,} bytes")
+        else:
+            self._scanned = end
 
     @property
     def mid_frame(self) -> bool:
@@ -355,6 +370,7 @@ class FrameReader:
             if n == 0:
                 return None
             self._filled += n
+            self._check_json_part()
             if self._filled < len(self._big):
                 return []
             big, self._big = self._big, None
@@ -392,6 +408,8 @@ class FrameReader:
                     out.append(self._complete(op, big))
                 else:
                     self._big, self._big_op, self._filled = big, op, have
+                    self._scanned = 0
+                    self._check_json_part()
                 break
             if len(buf) < 4 + size:
                 break

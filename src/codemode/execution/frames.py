@@ -321,6 +321,7 @@ class FrameReader:
         self._buf = bytearray()
         self._big: bytearray | None = None
         self._big_op = ""
+        self._size = 0  # of the large frame being read
         self._filled = 0
         self._scanned = 0  # how far the JSON part's end was looked for (-1: found)
 
@@ -330,8 +331,8 @@ class FrameReader:
         big = self._big
         if big is None or self._big_op != "call" or self._scanned < 0:
             return
-        end = min(self._filled, self.limits.call_json + 1, len(big))
-        if big.find(b"\n", self._scanned, end) >= 0 or end == len(big):
+        end = min(self._filled, self.limits.call_json + 1)
+        if big.find(b"\n", self._scanned, end) >= 0 or end == self._size:
             self._scanned = -1  # found (or the frame is complete: parsing checks it)
         elif end > self.limits.call_json:
             raise FrameError(f"a call's JSON is over {self.limits.call_json:,} bytes")
@@ -362,16 +363,14 @@ class FrameReader:
     def read(self) -> list[Frame | LargeFrame] | None:
         """What one read of the pipe completes; None at end of file."""
         if self._big is not None:
-            view = memoryview(self._big)[self._filled :]
-            try:
-                n = os.readv(self.fd, [view])
-            finally:
-                view.release()
-            if n == 0:
+            # grown as the bytes come: a frame's claimed size costs nothing until sent
+            data = os.read(self.fd, min(1 << 20, self._size - self._filled))
+            if not data:
                 return None
-            self._filled += n
+            self._big += data
+            self._filled += len(data)
             self._check_json_part()
-            if self._filled < len(self._big):
+            if self._filled < self._size:
                 return []
             big, self._big = self._big, None
             return [self._complete(self._big_op, big)]
@@ -401,13 +400,12 @@ class FrameReader:
                     break
                 self.waiting, self.held = False, size
                 have = len(buf) - 4
-                big = bytearray(size)
-                big[: min(have, size)] = buf[4 : 4 + size]
+                big = bytearray(buf[4 : 4 + size])
                 del buf[: 4 + size]
                 if have >= size:
                     out.append(self._complete(op, big))
                 else:
-                    self._big, self._big_op, self._filled = big, op, have
+                    self._big, self._big_op, self._size, self._filled = big, op, size, have
                     self._scanned = 0
                     self._check_json_part()
                 break

@@ -28,9 +28,15 @@ async def session() -> AsyncIterator[Session]:
 
 
 async def _cancel_when_started(session: Session, code: str, marker: str, seen_at: str) -> None:
-    """Run ``code`` with an hour's timeout; cancel the call once it runs (it creates
-    ``marker`` first, which the host sees at ``seen_at``)."""
-    task = asyncio.create_task(session.run(f"open({marker!r}, 'w').close()\n{code}", 3600))
+    """Run ``code`` with an hour's timeout; cancel the call once it runs: once it has
+    created ``marker`` (seen by the host at ``seen_at``), first thing, or where the code
+    says ``MARK``, or itself (the code then names the path ``MARKER``)."""
+    mark = f"open({marker!r}, 'w').close()"
+    if "MARKER" in code:
+        code = code.replace("MARKER", repr(marker))
+    else:
+        code = code.replace("MARK", mark) if "MARK" in code else f"{mark}\n{code}"
+    task = asyncio.create_task(session.run(code, 3600))
     deadline = time.monotonic() + 30
     while not os.path.exists(seen_at):
         assert time.monotonic() < deadline and not task.done(), "the run never started"

@@ -50,7 +50,7 @@ async def test_a_cancelled_run_that_will_not_stop_is_killed_and_the_next_run_is_
 ) -> None:
     async with Session(SubprocessExecutor(interrupt_grace=0.5)) as s:
         pid = (await s.run("import os; os.getpid()")).value
-        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nMARK\nwhile True: pass"
         await _cancel(cancel_when_started, s, code, tmp_path)
         assert await process_gone(pid), "the cancelled run's worker still runs"
         r = await asyncio.wait_for(s.run("'next'"), 60)
@@ -62,7 +62,8 @@ async def test_an_inprocess_run_stuck_in_c_code_is_abandoned_and_the_next_run_is
 ) -> None:
     async with Session(InProcessExecutor(interrupt_grace=0.3)) as s:
         await s.run("kept = 1")
-        code = "import time\ntime.sleep(3600)"
+        # stuck in C (waiting for a shell) from before it says it started
+        code = "import os\nos.system('touch ' + MARKER + ' && sleep 30')"
         await _cancel(cancel_when_started, s, code, tmp_path)
         r = await asyncio.wait_for(s.run("'next'"), 60)
         assert r.value == "next" and any("state was lost" in w for w in r.warnings)

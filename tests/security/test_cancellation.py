@@ -25,12 +25,13 @@ INTERRUPTIBLE = {
     "a blocking read": "r, w = os.pipe()\nos.read(r, 1)",
     "a long sleep": "import time\ntime.sleep(3600)",
 }
-STUBBORN = {
+STUBBORN = {  # each arms itself before it says it started (MARK): no race with the cancel
     "a loop that ignores SIGINT": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-    "while True: pass",
-    "a loop that swallows KeyboardInterrupt": "while True:\n    try:\n"
-    "        sum(range(10**7))\n    except KeyboardInterrupt:\n        pass",
-    "a hang inside C code": "import re\nre.match(r'(a+)+$', 'a' * 64 + 'b')",
+    "MARK\nwhile True: pass",
+    "a loop whose SIGINT handler does nothing": "import signal\n"
+    "signal.signal(signal.SIGINT, lambda *a: None)\nMARK\nwhile True: pass",
+    "a sleep with SIGINT blocked": "import signal, time\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nMARK\ntime.sleep(3600)",
 }
 
 

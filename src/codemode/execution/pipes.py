@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 from collections import deque
 from collections.abc import Callable
 
@@ -252,8 +253,10 @@ class RawOutput:
         self._listening: set[int] = set()
         self._eof: set[int] = set()
         self._idle = False
+        self._poll = select.poll()  # no fd-number ceiling, unlike select()
         for fd in self.fds:
             os.set_blocking(fd, False)
+            self._poll.register(fd, select.POLLIN)
 
     def listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Read both pipes (while the worker starts, and during runs)."""
@@ -330,6 +333,8 @@ class RawOutput:
     def _drain(self, *, keep: bool) -> None:
         """Read what is in the pipes now, without waiting and without end: a background
         thread may keep writing, so stop after ``max_output`` plus one pipe's worth."""
+        if not self._poll.poll(0):
+            return  # the common case: nothing there (one syscall for both pipes)
         for index, fd in enumerate(self.fds):
             budget = self.max_output + (1 << 20)
             while budget > 0 and fd not in self._eof:

@@ -418,11 +418,13 @@ class SubprocessWorker:
         self._raw.begin_run()
         run.timer = self._loop.call_later(timeout, self._stop, run, "timeout")
         try:
-            payload = await asyncio.shield(fut)
+            payload = await fut
         except asyncio.CancelledError:
             # The caller is gone (a client's cancellation, a closed request): stop the
             # code exactly as a timeout would, without making the caller wait for it.
-            fut.add_done_callback(_consume)  # nobody awaits it any more
+            if fut.cancelled() and self._pending.get(rid) is fut:
+                run.fut = self._pending[rid] = self._loop.create_future()  # for idle()
+                run.fut.add_done_callback(_consume)  # nobody awaits it any more
             self._stop(run, "cancelled")
             raise
         except _Crash as exc:

@@ -56,13 +56,13 @@ async def main():
         return blob  # like artifacts.load of a large artifact
 
     gaps = [0.0]
+    last = [time.perf_counter()]
     async def tick():
-        last = time.perf_counter()
         while True:
             await asyncio.sleep(0.005)
             now = time.perf_counter()
-            gaps.append(now - last - 0.005)
-            last = now
+            gaps.append(now - last[0] - 0.005)
+            last[0] = now
 
     async with Session(ex) as s:
         s.host.register("bench.blob", big)
@@ -72,11 +72,13 @@ async def main():
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # peak RSS := current RSS
         cpu, wall = time.process_time(), time.perf_counter()
+        last[0] = time.perf_counter()
         ticker = asyncio.create_task(tick())
         r = await s.run(code, timeout=120)
         if idle:
             await asyncio.sleep(idle)  # between runs: what does the host do meanwhile?
         ticker.cancel()
+        gaps.append(time.perf_counter() - last[0])  # a stall that lasted to the end
         if r.error is None:
             outcome = "ran to its end"
         elif r.state_lost:

@@ -6,9 +6,13 @@ The worker runs the agent's code, which can write anything to the protocol pipe.
   ``codemode_worker.protocol``), so the host knows what a frame claims to be from its first
   bytes and refuses it before buffering the rest when it is over that op's cap: ``ready``
   is tiny, ``done`` carries what a run's result can honestly weigh, ``call`` carries data.
-- **large frames off the loop**: a frame over ``inline`` bytes is read into one buffer and
-  parsed on a thread, after a count of its JSON values (a 57 MB frame of ``[],`` is 19
-  million lists: 1.5 GB of objects and seconds of parsing) against ``values``.
+- **data is sliced, not parsed**: large bytes and strings travel as attachments after the
+  JSON (``codemode_worker.protocol``); a call's JSON part may weigh ``call_json`` at most,
+  and one that does not end by then is refused without buffering the rest.
+- **large frames off the loop, within a budget**: a frame over ``inline`` bytes is parsed
+  on a thread, after a count of its JSON values (a 57 MB frame of ``[],`` is 19 million
+  lists: 1.5 GB of objects and seconds of parsing) against ``values``; the bytes all large
+  frames of the process hold at once are bounded by :data:`BUDGET`.
 - **every shape checked**: a parsed frame must match its schema (pydantic, strict): ids
   are ints in range (never bools, floats, Infinity or 30-digit numbers), a result's and an
   error's fields have their types, nothing else is allowed.

@@ -166,7 +166,7 @@ class Session:
             result = await self._worker.run(code, timeout or self.default_timeout)
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
-            if result.state_lost:
+            if result.state_lost and not self._closed:
                 # Start the replacement now, so the next run does not wait for it.
                 self._worker = None
                 await self.start()

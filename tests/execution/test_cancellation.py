@@ -67,3 +67,20 @@ async def test_an_inprocess_run_stuck_in_c_code_is_abandoned_and_the_next_run_is
         await _cancel(cancel_when_started, s, code, tmp_path)
         r = await asyncio.wait_for(s.run("'next'"), 60)
         assert r.value == "next" and any("state was lost" in w for w in r.warnings)
+
+
+async def test_closing_a_session_mid_run_settles_the_run_with_a_clear_error(
+    tmp_path: os.PathLike[str],
+) -> None:
+    s = Session(SubprocessExecutor(interrupt_grace=0.5))
+    await s.start()
+    marker = os.path.join(tmp_path, "started")
+    task = asyncio.create_task(
+        s.run(f"open({marker!r}, 'w').close()\nimport time\ntime.sleep(3600)")
+    )
+    while not os.path.exists(marker):
+        assert not task.done(), task.result().to_text()
+        await asyncio.sleep(0.02)
+    await s.close()  # the worker goes: whatever waited on it must hear why
+    r = await asyncio.wait_for(task, 60)
+    assert r.state_lost and r.error is not None and "closed" in r.error.message, r.to_text()

@@ -46,7 +46,8 @@ class WorkerPool:
 
     def take(self) -> Spawned | None:
         """A live pre-started worker, or None when the pool is empty (a miss: the target
-        grows). Either way a background refill is scheduled."""
+        grows). Call :meth:`refill` once the worker is up (a start thread competes for
+        the GIL with the event loop while it forks)."""
         found: Spawned | None = None
         with self._lock:
             while self._ready:
@@ -58,7 +59,6 @@ class WorkerPool:
             if found is None and self.size > 0:
                 self.target = min(self.max_size, self.target + 1)
                 self._last_miss = time.monotonic()
-        self.refill()
         return found
 
     def refill(self) -> None:

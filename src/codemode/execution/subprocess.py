@@ -178,11 +178,15 @@ class SubprocessExecutor:
 
     async def start(self, handler: CallHandler) -> SubprocessWorker:
         await self.prepare()
-        spawned = get_pool(self.pool_key(), self.spawn, self.pool_size).take()
-        if spawned is None:
-            spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
-        worker = SubprocessWorker(self, spawned, handler)
-        await worker.attach(self.start_timeout)
+        pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
+        spawned = pool.take()
+        try:
+            if spawned is None:
+                spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
+            worker = SubprocessWorker(self, spawned, handler)
+            await worker.attach(self.start_timeout)
+        finally:
+            pool.refill()  # in the background, once this start is done
         return worker
 
     async def warm(self, count: int | None = None) -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "storage"))
 from _stats import median, pct, table
-from codemode.artifacts import Artifacts
-from codemode.skills import Skills
+from codemode.memory.artifacts import Artifacts
+from codemode.memory.skills import Skills
 from codemode.storage import FileStorage, Storage
 
 WORDS = [

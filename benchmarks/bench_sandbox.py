@@ -2,7 +2,9 @@
 
 1. Cold start: ``executor.start()`` with no warm pool (launch line, cgroups, bwrap, Python
    boot, worker ready). Target <= 60 ms for the sandbox.
-2. Warm-pool start: ``start()`` when a pre-started worker is waiting. Target <= 5 ms.
+2. Warm-pool start: ``start()`` of sessions arriving back to back with a pool of one, the
+   clock started before anything else (no idle pause lets the pooled worker boot unseen).
+   Target <= 5 ms.
 3. Warm ``run("x+1")`` p50, sandbox vs subprocess, rounds alternating. Target ratio <= 1.2.
 4. The hostile-code suite (tests/security): cases run, cases contained, wall time.
 
@@ -57,16 +59,27 @@ async def cold_starts(workspace: str, n: int) -> dict[str, list[float]]:
 
 
 async def pool_starts(workspace: str, n: int) -> dict[str, list[float]]:
+    """Sessions arriving back to back with a pool of one pre-started worker.
+
+    The clock starts when a session asks for a worker, before anything else, and the loop
+    never sleeps: a session gets the worker the pool started when the previous session
+    started, and waits for whatever of its boot is left. Each session runs ``1+1`` and
+    closes, as a real one would, so the pool's refill (it spawns synchronously, on the
+    event loop) lands inside the measured sequence rather than in an untimed pause.
+    """
     close_pools()  # pools are keyed by configuration, not size: drop the size-0 ones
     exs = _executors(workspace, pool_size=1)
     out: dict[str, list[float]] = {name: [] for name in exs}
-    for _ in range(n):
-        for name, ex in exs.items():
-            await ex.warm()
-            await asyncio.sleep(0.4)  # let the pooled worker finish booting
+    for ex in exs.values():
+        await ex.warm()  # as serve does at start-up
+        await (await ex.start(_no_calls)).close()  # the first start pays one-off checks
+    for name, ex in exs.items():  # one executor at a time: nothing else runs between starts
+        for _ in range(n):
             t = time.perf_counter()
             w = await ex.start(_no_calls)
             out[name].append((time.perf_counter() - t) * 1000)
+            r = await w.run("1+1", 10)
+            assert r.value == 2, r
             await w.close()
     close_pools()
     return out
@@ -172,7 +185,8 @@ def main() -> None:
         cold = asyncio.run(cold_starts(ws, a.n))
         print(table("Cold start (no pool); sandbox target <= 60 ms", head, _rows(cold)))
         warm = asyncio.run(pool_starts(ws, a.n))
-        print(table("Start from the warm pool; target <= 5 ms", head, _rows(warm)))
+        print(table("Start from the warm pool, sessions back to back; target <= 5 ms", head,
+                    _rows(warm)))  # fmt: skip
         runs = asyncio.run(warm_runs(ws, a.runs, a.rounds))
         print(table('Warm run("x+1"); target sandbox/subprocess p50 <= 1.2x', head, _rows(runs)))
     finally:

@@ -1,7 +1,9 @@
 """The ``codemode`` command.
 
 Subcommands live beside the code they drive and are imported only when invoked, so
-``codemode run`` never pays for the MCP SDK or the storage backends.
+``codemode run`` never pays for the MCP SDK or the storage backends. Capabilities add
+their groups (``skills``, ``artifacts``, ``state``, ``deps``...) through
+``codemode.assembly``.
 """
 
 from __future__ import annotations
@@ -17,21 +19,26 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("codemode.tools.cli:tools", "List, search, describe and generate stubs for tools."),
     "serve": ("codemode.server.cli:serve", "Serve code mode to MCP clients (stdio or HTTP)."),
     "doctor": ("codemode.execution.doctor:doctor", "Show which sandbox protections are active."),
-    "skills": ("codemode.memory_cli:skills", "Manage saved skills."),
-    "artifacts": ("codemode.memory_cli:artifacts", "Manage saved artifacts."),
-    "deps": ("codemode.memory_cli:deps", "Manage packages installed for the sandbox."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
 }
 
 
+def _help_lines() -> dict[str, str]:
+    from . import assembly
+
+    return {name: help_ for name, (_, help_) in SUBCOMMANDS.items()} | assembly.commands()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(SUBCOMMANDS)
+        return sorted(_help_lines())
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = SUBCOMMANDS.get(cmd_name)
         if target is None:
-            return None
+            from . import assembly
+
+            return assembly.command(cmd_name)
         module, _, attr = target[0].partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
@@ -39,7 +46,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl([(name, help_) for name, (_, help_) in sorted(SUBCOMMANDS.items())])
+            formatter.write_dl(sorted(_help_lines().items()))
 
 
 @click.group(cls=LazyGroup)

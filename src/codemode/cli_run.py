@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     "--executor",
     type=click.Choice(EXECUTOR_NAMES),
     default=None,
-    help="Where the code runs (default: sandbox when available).",
+    help="Where the code runs (default: the workspace's setting, the sandbox; a sandbox "
+    "that cannot start refuses instead of running code unsandboxed).",
 )
 @click.option(
     "--timeout",
@@ -52,7 +53,18 @@ def run(
     if (file is None) == (code is None):
         raise click.UsageError("give exactly one of -c CODE or FILE")
     source = code if code is not None else file.read() if file else ""
-    result = asyncio.run(_run(source, executor, timeout, base, no_tools))
+    from .errors import CodemodeError
+
+    try:
+        result = asyncio.run(_run(source, executor, timeout, base, no_tools))
+    except CodemodeError as exc:
+        hint = (
+            "\nTo run code without the sandbox (NOT a security boundary), choose it "
+            "explicitly: --executor subprocess"
+            if executor is None
+            else ""
+        )
+        raise click.ClickException(f"{exc}{hint}") from None
     if result.stdout:
         click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
     if result.stderr:
@@ -67,11 +79,13 @@ def run(
 async def _run(
     source: str, executor: str | None, timeout: float, base: str | None, no_tools: bool
 ) -> ExecutionResult:
-    from .execution import executor_by_name
+    from .execution import default_executor, executor_by_name
     from .session import Session
 
     if no_tools:
-        async with Session(executor_by_name(executor or "subprocess")) as s:
+        # the same default as with tools: the sandbox, never a plain subprocess on its own
+        bare = executor_by_name(executor) if executor else default_executor()
+        async with Session(bare) as s:
             return await s.run(source, timeout=timeout)
     from .workspace import Workspace
 

@@ -16,8 +16,11 @@ Errors are grouped by who must react::
     │   ├── NotFound             no record of that name
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
     │   ├── StorageUnavailable   the backend cannot be reached (e.g. Redis down)
-    │   └── ValidationError      a record was refused before anything was written
-    └── DepsError                a package spec was refused or pip failed
+    │   ├── ValidationError      a record was refused before anything was written
+    │   └── QuotaExceeded        the write would take the workspace over its quota
+    ├── DepsError                a package spec was refused or pip failed
+    └── LLMError                 the agent's model could not be reached or refused the call
+        └── LLMAuthError         the provider rejected the credentials (bad or missing key)
 
 Failures of the agent's own code are not exceptions on the host: they come back in
 ``ExecutionResult.error``.
@@ -110,8 +113,28 @@ class ValidationError(StorageError):
     """A record was refused before anything was written (bad name, bad code...)."""
 
 
+class QuotaExceeded(StorageError):
+    """A write was refused (nothing was written): the workspace would exceed its quota."""
+
+
 class DepsError(CodemodeError):
     """A package spec was refused, or installing it failed (carries pip's message)."""
+
+
+class LLMError(CodemodeError):
+    """The agent's model failed after retries: unreachable, timed out, or refused the call.
+
+    ``provider`` names it; ``status`` is the HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class LLMAuthError(LLMError):
+    """The provider rejected the credentials; the message says which setting to fix."""
 
 
 __all__ = [
@@ -120,7 +143,10 @@ __all__ = [
     "CorruptRecord",
     "DepsError",
     "ExecutorError",
+    "LLMAuthError",
+    "LLMError",
     "NotFound",
+    "QuotaExceeded",
     "SandboxUnavailable",
     "ServerUnavailable",
     "SessionClosed",

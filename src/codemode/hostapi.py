@@ -39,6 +39,10 @@ class HostAPI:
     def register(self, method: str, handler: Handler) -> None:
         self._handlers[method] = handler
 
+    def handler(self, method: str) -> Handler | None:
+        """The handler registered for ``method`` (to wrap it), or None."""
+        return self._handlers.get(method)
+
     def methods(self) -> list[str]:
         return sorted(self._handlers)
 

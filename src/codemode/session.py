@@ -1,7 +1,10 @@
 """Session: a persistent interpreter for an agent, and the host side of its calls.
 
 A session owns one worker from its executor and routes the worker's calls (tools,
-skills, artifacts, state) through ``HostAPI``. It knows no executor by name.
+skills, artifacts, state) through ``HostAPI``. It knows no executor by name. Every run
+passes through the run chain (``codemode.chain.RUN_STAGES``: hooks added with ``use``)
+and carries the session's ``CallContext`` with a run id of its own; the worker's calls
+during the run carry it too.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .errors import SessionClosed
+from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
+from .context import CallContext, current_context
+from .errors import ConfigError, SessionClosed
 from .execution.base import Executor, Worker
 from .hostapi import HostAPI, call_warnings
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
+    from .memory.core import Memory
+    from .storage.base import Storage
     from .tools.registry import ToolRegistry
     from .workspace import Workspace
 
@@ -36,6 +43,11 @@ class Session:
         r = await s.run("x = 41\\nx + 1")
         assert r.value == 42
     ```
+
+    ``storage=`` (a ``FileStorage`` or ``RedisStorage``) gives the code ``skills``,
+    ``artifacts`` and ``state`` on that storage (closed with the session); ``memory=`` passes
+    a ``Memory`` you keep and close yourself. ``tools=`` is the ``ToolRegistry`` its code
+    calls (``session.tools``, created on first use, when not given).
     """
 
     def __init__(
@@ -43,12 +55,28 @@ class Session:
         executor: Executor | None = None,
         *,
         tools: ToolRegistry | None = None,
-        memory: Any | None = None,
+        memory: Memory | None = None,
+        storage: Storage | None = None,
         default_timeout: float = 60.0,
+        context: CallContext | None = None,
     ) -> None:
+        if storage is not None and memory is not None:
+            raise ConfigError(
+                "give Session either storage= or memory=, not both "
+                "(a Memory already has its storage: memory.storage)"
+            )
+        owns_memory = False
+        if storage is not None:
+            from .memory.core import Memory
+
+            memory, owns_memory = Memory(storage), True
         self.executor = executor if executor is not None else _default_executor()
         self.host = HostAPI()
         self.default_timeout = default_timeout
+        self.context = (context or CallContext()).for_session()
+        """Whose session this is; each run gets a copy with its own ``run_id``."""
+        self._run_context = self.context
+        self._runs: Chain[RunEvent, ExecutionResult] = Chain("run", RUN_STAGES, self._run)
         self._tools = tools
         self.memory = memory
         if tools is not None:
@@ -58,7 +86,7 @@ class Session:
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-        self._owns_memory = False
+        self._owns_memory = owns_memory
         self._install_deps = False
         self._run_warnings: list[str] = []
 
@@ -74,18 +102,37 @@ class Session:
         """A session with the workspace's MCP servers, skills, artifacts, state and deps."""
         from .workspace import Workspace
 
-        ws = Workspace.open(base)
+        return cls.for_workspace(Workspace.open(base), executor=executor, **kwargs)
+
+    @classmethod
+    def for_workspace(
+        cls,
+        workspace: Workspace,
+        *,
+        executor: Executor | None = None,
+        **kwargs: Any,
+    ) -> Session:
+        """``from_base`` for a workspace that is already open; its capabilities' run hooks
+        are added (``codemode.assembly``)."""
+        from .assembly import configure_session
+        from .memory.capability import MEMORY
+
         if executor is None:
-            executor = _default_executor(ws)
+            executor = _default_executor(workspace)
         memory = kwargs.pop("memory", None)
         owns = memory is None
         if memory is None:
             from .memory import Memory
 
-            memory = Memory.from_workspace(ws.path)
-        session = cls(executor, tools=ws.registry(), memory=memory, **kwargs)
+            memory = Memory.for_workspace(workspace)
+        kwargs.setdefault(
+            "context",
+            CallContext(tenant=workspace.settings.tenant, workspace=str(workspace.path)),
+        )
+        session = cls(executor, tools=workspace.registry(), memory=memory, **kwargs)
         session._owns_memory = owns
-        session._install_deps = ws.settings.install_deps
+        session._install_deps = workspace.section(MEMORY).install_deps
+        configure_session(session, workspace.capabilities, workspace.sections)
         return session
 
     @property
@@ -147,15 +194,26 @@ class Session:
         return self._closed
 
     async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
-        # Each call runs in a task of its own: this context variable is the call's alone.
+        # Each call runs in a task of its own: these context variables are the call's alone.
         call_warnings.set(self._run_warnings)
+        current_context.set(self._run_context)
         return await self.host.dispatch(method, params)
 
     # -- running ---------------------------------------------------------------------
+    def use(self, hook: RunHook, stage: str = DEFAULT_STAGE) -> None:
+        """Add ``hook(event, call_next) -> ExecutionResult`` around every run, at ``stage``
+        of ``codemode.chain.RUN_STAGES``; within a stage the first added runs outermost."""
+        self._runs.use(hook, stage)
+
     async def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
         """Run ``code``; errors of the code come back in the result, never raised."""
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
+        event = RunEvent(code, timeout or self.default_timeout, self.context.for_run())
+        return await self._runs(event)
+
+    async def _run(self, event: RunEvent) -> ExecutionResult:
+        """The innermost step of the run chain: the worker runs the code."""
         async with self._lock:
             if self._worker is not None:
                 await self._worker.idle()  # a cancelled run may still be stopping
@@ -163,7 +221,11 @@ class Session:
             await self.start()
             assert self._worker is not None
             self._run_warnings = []
-            result = await self._worker.run(code, timeout or self.default_timeout)
+            self._run_context = event.context
+            try:
+                result = await self._worker.run(event.code, event.timeout)
+            finally:
+                self._run_context = self.context
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
             if result.state_lost and not self._closed:

@@ -3,7 +3,7 @@
 Layout (``<base>`` is ``base=``/``--base``, else ``$CODEMODE_BASE``, else ``~/.codemode``)::
 
     <base>/mcp.json       upstream MCP servers ("mcpServers", as in Claude Desktop / Cursor)
-    <base>/config.json    optional codemode settings (and optionally "mcpServers" too)
+    <base>/config.json    optional codemode settings, or config.yaml (docs/configuration.md)
     <base>/skills/        saved skills        (storage is implemented elsewhere; these are
     <base>/artifacts/     saved artifacts      only the paths)
     <base>/deps/          packages installed for the sandbox
@@ -22,21 +22,28 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from codemode.config import (
     CONFIG_FILE,
     SERVERS_FILE,
+    Config,
     ServerConfig,
     Settings,
+    find_config_file,
+    load_config,
     load_servers,
-    load_settings,
 )
 from codemode.errors import ConfigError
 
+C = TypeVar("C", bound=BaseModel)
+
 if TYPE_CHECKING:
+    from codemode.capability import Capability
     from codemode.tools.registry import ToolRegistry
 
 __all__ = ["BASE_ENV", "EXAMPLE_MCP_JSON", "Workspace", "default_base"]
@@ -48,6 +55,8 @@ EXAMPLE_MCP_JSON = """\
 // and .mcp.json. Lines starting with // are comments (codemode strips them).
 // Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
 //   "timeout": seconds per call, "enabled": false to skip it,
+//   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
+//   "read_only_paths"/"writable_paths": more host paths for its jail,
 //   "include"/"exclude": tool names or globs ("search_*").
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {
@@ -79,12 +88,27 @@ def default_base(env: Mapping[str, str] | None = None) -> Path:
 
 
 class Workspace:
-    """An opened workspace directory with its parsed settings and servers."""
+    """An opened workspace directory with its parsed settings, sections and servers."""
 
-    def __init__(self, path: Path, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        settings: Settings,
+        servers: dict[str, ServerConfig],
+        *,
+        capabilities: Sequence[Capability[Any]] = (),
+        sections: Mapping[str, BaseModel] | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
         self.path = path
         self.settings = settings
         self.servers = servers
+        self.capabilities = tuple(capabilities)
+        """The capabilities this workspace's sessions and registry are assembled from."""
+        self.sections: dict[str, BaseModel] = dict(sections or {})
+        """Each capability's config section, by capability name."""
+        self.warnings = list(warnings)
+        """What the configuration had that codemode ignored (unknown keys...)."""
 
     @classmethod
     def open(
@@ -92,20 +116,63 @@ class Workspace:
         base: str | os.PathLike[str] | None = None,
         *,
         env: Mapping[str, str] | None = None,
+        capabilities: Sequence[Capability[Any]] | None = None,
+        strict: bool = False,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
 
-        ``settings`` override the file and the environment (``None`` values are ignored).
-        Raises ``ConfigError`` naming the file and field of any invalid configuration.
+        ``settings`` override the file and the environment (``None`` values are ignored);
+        a capability's section is passed as a mapping (``memory={"deps": [...]}``).
+        ``capabilities`` default to ``codemode.assembly.installed()``. Raises
+        ``ConfigError`` naming the source and field of any invalid configuration; unknown
+        keys in the config file are warnings (``Workspace.warnings``), errors if ``strict``.
         """
+        from codemode import assembly
+
         env = os.environ if env is None else env
+        caps = assembly.installed() if capabilities is None else tuple(capabilities)
+        assembly.check(caps)
         path = (Path(base).expanduser() if base is not None else default_base(env)).resolve()
         _create(path)
-        config_file = path / CONFIG_FILE
-        cfg = load_settings(config_file, env=env, **settings)
-        servers = load_servers(config_file, path / SERVERS_FILE, env=env)
-        return cls(path, cfg, servers)
+        config_file = find_config_file(path)
+        config = load_config(
+            config_file,
+            env=env,
+            sections=[c.section for c in caps],
+            overrides=settings,
+            strict=strict,
+        )
+        servers = load_servers(
+            *([config_file] if config_file else []), path / SERVERS_FILE, env=env
+        )
+        return cls.from_config(path, config, servers, caps)
+
+    @classmethod
+    def from_config(
+        cls,
+        path: Path,
+        config: Config,
+        servers: dict[str, ServerConfig],
+        capabilities: Sequence[Capability[Any]],
+    ) -> Workspace:
+        return cls(
+            path,
+            config.settings,
+            servers,
+            capabilities=capabilities,
+            sections=config.sections,
+            warnings=config.warnings,
+        )
+
+    def section(self, capability: Capability[C]) -> C:
+        """The capability's config section, typed (its defaults if it was not configured)."""
+        value = self.sections.get(capability.name)
+        if value is None:
+            return capability.config()
+        if not isinstance(value, capability.config):
+            raise TypeError(f"section {capability.name!r} is not a {capability.config.__name__}")
+        return value
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, servers={sorted(self.servers)})"
@@ -118,7 +185,8 @@ class Workspace:
 
     @property
     def config_file(self) -> Path:
-        return self.path / CONFIG_FILE
+        """The config file in use (``config.json`` or ``config.yaml``), or where one goes."""
+        return find_config_file(self.path) or self.path / CONFIG_FILE
 
     @property
     def skills_dir(self) -> Path:
@@ -147,6 +215,8 @@ class Workspace:
         doc = {
             "servers": {n: c.model_dump(mode="json") for n, c in self.enabled_servers.items()},
             "settings": self.settings.model_dump(mode="json"),
+            "sections": {n: c.model_dump(mode="json") for n, c in self.sections.items()},
+            "capabilities": [id(c) for c in self.capabilities],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -164,12 +234,15 @@ class Workspace:
             return reg
 
     def _build_registry(self) -> ToolRegistry:
+        from codemode.assembly import configure_registry
+        from codemode.isolation.servers import Isolation
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
+        isolation = Isolation(workspace=self.path, files=self.files_dir)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(
@@ -178,8 +251,10 @@ class Workspace:
                     default_timeout=self.settings.tool_timeout,
                     connect_timeout=self.settings.connect_timeout,
                     protocol=self.settings.protocol,
+                    isolation=isolation,
                 )
             )
+        configure_registry(reg, self.capabilities, self.sections)
         return reg
 
 

@@ -63,6 +63,10 @@ class ValidationError(StorageError, ValueError):
     pass
 
 
+class QuotaExceeded(StorageError):
+    pass
+
+
 class DepsError(CodemodeError):
     pass
 
@@ -89,6 +93,7 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         CorruptRecord,
         StorageUnavailable,
         ValidationError,
+        QuotaExceeded,
         DepsError,
         ConfigError,
         HostError,

@@ -141,7 +141,7 @@ def main(config: dict[str, Any]) -> None:
     if config.get("cwd"):
         os.chdir(config["cwd"])
 
-    from . import bridge, namespaces
+    from . import bridge, namespaces, protocol
     from .runtime import Runtime, inherit_capture_in_threads, install_routers
 
     limits = config.get("frame_limits") or {}
@@ -160,7 +160,7 @@ def main(config: dict[str, Any]) -> None:
         os.set_inheritable(ctrl_fd, False)  # the agent's subprocesses must not read it
         _watch_interrupts(ctrl_fd, threading.get_ident(), gate)
 
-    link.send({"op": "ready", "pid": os.getpid()})
+    link.send({"op": "ready", "pid": os.getpid(), "protocol": protocol.VERSION})
     while True:
         try:
             msg = link.next_command()

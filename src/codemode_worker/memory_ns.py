@@ -319,7 +319,7 @@ class State:
         if isinstance(key, Mapping):
             data = dict(key)
             _check_json_like(data, "state")
-            bridge.call("state.set", {"data": data})
+            bridge.call("state.replace", {"data": data})
         else:
             _check_json_like(value, f"state[{key!r}]")
             bridge.call("state.set", {"key": key, "value": value})

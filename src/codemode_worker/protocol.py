@@ -24,6 +24,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+VERSION = 1
+"""The worker <-> host protocol this worker speaks (frames, ops and the methods it calls);
+sent in its ``ready`` frame. Bump it with any incompatible change."""
+
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 MAX_VALUES = 1_000_000

@@ -16,6 +16,7 @@ Standard library only.
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import sys
 import types
 from collections.abc import Sequence
@@ -32,6 +33,21 @@ _METHODS = ("search", "list", "describe", "servers", "refresh")
 def _private(name: str) -> bool:
     """Mapped names never start with ``_`` + letter (``_2fa`` can): skips ``_repr_html_`` probes."""
     return name.startswith("_") and not name[1:2].isdigit()
+
+
+def _untitled(schema: Any) -> Any:
+    """A JSON schema without its ``title`` keywords (generated noise like "Record Id")."""
+    if isinstance(schema, list):
+        return [_untitled(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        k: {n: _untitled(s) for n, s in v.items()}
+        if k in ("properties", "$defs", "definitions") and isinstance(v, dict)
+        else _untitled(v)
+        for k, v in schema.items()
+        if k != "title"
+    }
 
 
 class Tool:
@@ -90,8 +106,18 @@ class Tool:
 
     @property
     def help(self) -> str:
+        """What calling this tool takes: signature, docstring (arguments) and result schema."""
         d = self.describe()
-        return f"{d.get('signature', '')}\n\n{d.get('description', '')}".rstrip()
+        sig = str(d.get("signature", ""))
+        sig = sig[sig.find("(") :] if "(" in sig else sig
+        doc = str(d.get("docstring") or d.get("description") or "").strip()
+        out = d.get("result_schema", d.get("output_schema"))
+        returns = (
+            "Returns (JSON schema): " + json.dumps(_untitled(out), separators=(",", ":"))
+            if out
+            else "Returns: no declared schema; print one result to see its shape."
+        )
+        return f"tools.{self._server}.{self._tool}{sig}\n{doc}\n{returns}"
 
     def __repr__(self) -> str:
         try:

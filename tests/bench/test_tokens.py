@@ -10,13 +10,15 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from codemode.bench.catalogs import Sizes, article_catalog
 from codemode.bench.cli import bench
+from codemode.bench.grounding import Fact, code_facts, unseen
 from codemode.bench.report import iter_lines, write_plot
 from codemode.bench.scenarios import run_benchmark
 from codemode.bench.tokens import (
+    Agent,
     BenchError,
     ScenarioResult,
-    Sizes,
     Transcript,
     connect_all,
     count_tokens,
@@ -32,24 +34,36 @@ KEYS = {
 }
 
 
-@pytest.mark.timeout(240)
-def test_quick_meeting_scenario_writes_json_and_code_mode_uses_fewer_tokens(tmp_path: Path) -> None:
+@pytest.mark.timeout(300)
+def test_quick_meeting_scenario_reports_each_serve_profile_and_counts_instructions(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "results.json"
     args = ["tokens", "--quick", "--scenario", "meeting-notes-to-crm", "--json", str(out)]
+    args += ["--serve-tools", "core", "--serve-tools", "minimal"]
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert [d["name"] for d in data] == ["meeting-notes-to-crm"]
-    assert data[0].keys() >= KEYS
-    assert data[0]["tokens_codemode"] < data[0]["tokens_direct"]
-    assert data[0]["round_trips_direct"] == 3
-    assert "meeting-notes-to-crm" in result.output
+    assert [(d["name"], d["serve_tools"]) for d in data] == [
+        ("meeting-notes-to-crm", "core"),
+        ("meeting-notes-to-crm", "minimal"),
+    ]
+    core, minimal = data
+    assert core.keys() >= KEYS
+    assert minimal["tokens_codemode"] < core["tokens_codemode"] < core["tokens_direct"]
+    assert core["round_trips_direct"] == 3
+    # Every server's instructions are in the context, on both sides.
+    assert core["breakdown_direct"]["instructions"] > 0
+    assert core["breakdown_codemode"]["instructions"] > 0
+    # The minimal profile's fixed cost (instructions + definitions) stays under 1,000 tokens.
+    assert minimal["extra"]["codemode_fixed_tokens"] <= 1000
+    assert "code mode minimal" in result.output
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_privacy_counts_every_customer_pii_value_in_direct_context_and_none_in_code_mode() -> None:
     sizes = Sizes(customers=10, real_servers=False)
-    (privacy,) = anyio.run(lambda: run_benchmark(["privacy"], sizes))
+    (privacy,) = anyio.run(lambda: run_benchmark(["privacy"], sizes, profiles=("minimal",)))
     assert privacy.extra["pii_values_total"] == 20
     assert privacy.extra["pii_direct"] == 20
     assert privacy.extra["pii_codemode"] == 0
@@ -79,7 +93,7 @@ def test_plot_draws_the_results_table_as_png(tmp_path: Path) -> None:
     direct.add("result", "x " * 1000)
     code.add("result", "x")
     direct.round_trips = code.round_trips = 1
-    results = [ScenarioResult.from_transcripts("demo", "a demo", direct, code)]
+    results = [ScenarioResult.from_transcripts("demo", "a demo", direct, code, "all")]
     write_plot(results, tmp_path / "t.png")
     assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")
     assert any("demo" in line for line in iter_lines(results))
@@ -95,3 +109,38 @@ def test_a_server_that_dies_at_start_is_named_with_its_stderr(tmp_path: Path) ->
 
     with pytest.raises(BenchError, match=r"broken: .*boom: no config"):
         anyio.run(connect)
+
+
+def test_code_facts_are_the_tools_arguments_keys_and_compared_values_code_relies_on() -> None:
+    code = (
+        "res = tools.crm.attach_document(record_id=r, **{'name': n})\n"
+        "if res['status'] != 'attached' and res.get('chars'):\n"
+        "    print('done:', res)\n"
+    )
+    facts = code_facts(code)
+    assert Fact("tool", "crm.attach_document") in facts
+    assert {Fact("argument", "record_id"), Fact("argument", "name")} <= set(facts)
+    assert {Fact("key", "status"), Fact("key", "chars"), Fact("value", "attached")} <= set(facts)
+    assert Fact("value", "done:") not in facts  # words of a print are the agent's own
+    assert unseen(facts, "crm.attach_document record_id name status chars attached") == []
+    assert unseen([Fact("key", "chars")], "characters") == [Fact("key", "chars")]
+
+
+def test_a_scripted_turn_that_uses_a_result_key_nothing_showed_is_refused() -> None:
+    async def caller(name: str, args: dict[str, object]) -> object:
+        raise AssertionError("a refused turn must not reach the server")
+
+    run_code = {"name": "run_code", "description": "", "input_schema": {"code": {}}}
+    agent = Agent("code mode", [run_code], "attach it", caller, code_tool="run_code")  # type: ignore[arg-type]
+    code = "print(tools.crm.attach_document(content='x')['attachment_id'])"
+    with pytest.raises(BenchError, match=r"hindsight: the code .*crm\.attach_document"):
+        anyio.run(agent.turn, ("run_code", {"code": code}))
+    assert agent.transcript.round_trips == 0
+
+
+def test_the_article_catalog_takes_the_smallest_real_servers_until_it_has_enough_tools() -> None:
+    catalog, n_tools = article_catalog(1000, 20)
+    assert n_tools >= 1000 and len(catalog) >= 20
+    assert all("replay_server.py" in spec["args"][0] for spec in catalog.values())
+    with pytest.raises(BenchError, match="needs 100000"):
+        article_catalog(100_000, 20)

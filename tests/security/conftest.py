@@ -23,14 +23,54 @@ from dataclasses import dataclass, field
 import pytest
 
 from codemode import Session
+from codemode.execution.bwrap import SANDBOX_UID
 from codemode.execution.limits import Limits, detect_cgroups
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.result import ExecutionResult
 
 pytestmark = pytest.mark.security
 
-if shutil.which("bwrap") is None:
-    pytest.skip("bubblewrap is not installed", allow_module_level=True)
+# CI (.ci/run) sets this: then the hostile suite may not be skipped, in whole or in part.
+STRICT = os.environ.get("CODEMODE_SECURITY_STRICT") == "1"
+
+
+def _why_no_sandbox() -> str | None:
+    """Why the sandbox cannot run here (bubblewrap, user namespaces, a test start), or None."""
+    checks = SandboxExecutor(pool_size=0).verify()
+    missing = [f"{c.name}: {c.detail} (fix: {c.fix})" for c in checks if not c.ok and c.required]
+    return "; ".join(missing) or None
+
+
+_WHY = _why_no_sandbox()
+if _WHY is not None and STRICT:
+    pytest.exit(
+        f"the hostile-code suite cannot run and CODEMODE_SECURITY_STRICT=1 forbids "
+        f"skipping it: {_WHY}",
+        returncode=3,
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Outside CI, a machine without a sandbox skips this suite, saying why."""
+    if _WHY is None:
+        return
+    here = os.path.dirname(__file__)
+    mark = pytest.mark.skip(reason=f"the sandbox cannot run here: {_WHY}")
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(mark)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In strict mode a skipped hostile test is a failure that says why it was skipped."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if STRICT and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"hostile test skipped in strict mode (CI): {reason}"
+
 
 X86_64 = platform.machine() == "x86_64"
 
@@ -166,6 +206,22 @@ async def arena(host: Host) -> AsyncIterator[Arena]:
     assert executor.cgroup_dirs or not detect_cgroups().base
     for path in executor.cgroup_dirs + bystander_ex.cgroup_dirs:
         assert not os.path.exists(path), f"{path} survived"
+
+
+@pytest.fixture
+def victim() -> Iterator[subprocess.Popen[bytes]]:
+    """A host process with the sandbox's own uid, outside any sandbox: the sandbox must not
+    be able to signal it, though the kernel's uid check alone would allow it."""
+    argv = ["sleep", "120"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                *argv]  # fmt: skip
+    proc = subprocess.Popen(argv)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def blocked(value: object) -> bool:

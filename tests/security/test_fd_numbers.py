@@ -8,6 +8,8 @@ and the control pipe (a timeout interrupts the code and the state survives).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -105,3 +107,61 @@ def test_a_session_works_whatever_numbers_its_pipes_get(kind: str, arrange: str)
     assert report["value"] == 42 and report["stdout"] == "fd-level", report
     assert report["timed_out"] and not report["state_lost"], report
     assert report["kept"] == 41, report
+
+
+# -- jails (pip, upstream servers) ---------------------------------------------------------
+JAILED = (
+    'for fd in "$@"; do echo "pipe $fd" > "/proc/self/fd/$fd" || exit 3; done; '
+    "grep -E '^Seccomp:' /proc/self/status"
+)
+
+
+@pytest.mark.parametrize(
+    "given", [(), (9,), (3, 9, 12), (3, 4, 5, 6, 7, 8, 12)], ids=["none", "9", "3-9-12", "3-8-12"]
+)
+def test_a_jailed_command_keeps_the_fds_it_is_given_and_gets_the_filter(
+    given: tuple[int, ...],
+) -> None:
+    from codemode.isolation import jail
+
+    if jail.available() is not None:
+        pytest.skip(str(jail.available()))
+    pipes = {}
+    for fd in given:  # a pipe whose write end has exactly this number in the child
+        r, w = os.pipe()
+        pipes[fd] = (r, w)
+    spec = jail.JailSpec()
+    launch = jail.build(spec, ["/bin/sh", "-c", JAILED, "jailed", *map(str, given)], keep_fds=given)
+
+    def arrange() -> None:  # in the child: out of the way first, then at their numbers
+        high = {fd: fcntl.fcntl(w, fcntl.F_DUPFD, 100) for fd, (_, w) in pipes.items()}
+        for fd, w in high.items():
+            os.dup2(w, fd)
+
+    try:
+        proc = subprocess.run(
+            launch.argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=arrange,
+            close_fds=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["Seccomp:", "2"], proc.stdout
+        for fd, (r, w) in pipes.items():
+            os.close(w)
+            assert os.read(r, 100) == f"pipe {fd}\n".encode(), fd
+    finally:
+        launch.cleanup()
+        for r, w in pipes.values():
+            for end in (r, w):
+                with contextlib.suppress(OSError):
+                    os.close(end)
+
+
+def test_a_jail_given_every_fd_sh_can_name_is_refused_with_the_reason() -> None:
+    from codemode.isolation import jail
+
+    with pytest.raises(ValueError, match="given fds 3-9 leaves no number sh can open"):
+        jail.build(jail.JailSpec(), ["/bin/true"], keep_fds=range(3, 10))

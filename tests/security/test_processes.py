@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import time
 
 import pytest
 
-from .conftest import Arena
+from .conftest import SUITE_LIMITS, Arena
 
 pytestmark = [pytest.mark.anyio, pytest.mark.security]
 
@@ -26,12 +27,29 @@ async def _stops_growing(path: str, within: float = 3.0) -> bool:
     return False
 
 
+async def test_forking_stops_at_the_process_limit(arena: Arena) -> None:
+    code = (
+        "import time\nn = 0\n"
+        "while True:\n"
+        "    try:\n        pid = os.fork()\n"
+        "    except OSError as e:\n        limit = [n, e.errno]\n        break\n"
+        "    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+        "    n += 1\n"
+        "limit"
+    )
+    forked, err = await arena.value(code, timeout=30)  # type: ignore[misc]
+    assert err == 11  # EAGAIN: the session's pids limit, not the host's
+    assert 0 < forked < SUITE_LIMITS.max_pids  # type: ignore[operator]
+    assert (await arena.attacker.run("1 + 1", timeout=10)).value == 2
+
+
 async def test_a_fork_bomb_is_capped_and_cleared(arena: Arena) -> None:
     code = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     r = await arena.attack(code, timeout=2)
     assert r.timed_out or r.error is not None
     r = await arena.attacker.run("1 + 1", timeout=10)
     assert r.value == 2 or r.state_lost
+    # the arena then checks the host can still start processes and the cgroups are gone
 
 
 async def test_a_cpu_spin_is_stopped_at_the_timeout(arena: Arena) -> None:
@@ -67,8 +85,10 @@ async def test_threads_that_outlive_a_run_die_with_the_session(arena: Arena) -> 
         "threading.Thread(target=scribble, daemon=False).start()\n"
     )
     assert (await arena.attack(code)).error is None
+    log = os.path.join(arena.host.attacker_ws, "thread.log")
+    assert not await _stops_growing(log, within=1.0), "the thread never ran"
     await arena.attacker.close()
-    assert await _stops_growing(os.path.join(arena.host.attacker_ws, "thread.log"))
+    assert await _stops_growing(log)
 
 
 async def test_double_forked_daemons_die_with_the_session(arena: Arena) -> None:
@@ -85,8 +105,10 @@ async def test_double_forked_daemons_die_with_the_session(arena: Arena) -> None:
         "os.path.getsize('daemon.log') > 0"
     )
     assert await arena.value(code) is True
+    log = os.path.join(arena.host.attacker_ws, "daemon.log")
+    assert not await _stops_growing(log, within=1.0), "the daemon never ran"
     await arena.attacker.close()
-    assert await _stops_growing(os.path.join(arena.host.attacker_ws, "daemon.log"))
+    assert await _stops_growing(log)
 
 
 async def test_a_background_process_started_with_subprocess_dies_with_the_session(
@@ -100,28 +122,37 @@ async def test_a_background_process_started_with_subprocess_dies_with_the_sessio
         "p.pid > 0"
     )
     assert await arena.value(code) is True
+    log = os.path.join(arena.host.attacker_ws, "sub.log")
+    assert not await _stops_growing(log, within=3.0), "the background process never ran"
     await arena.attacker.close()
-    assert await _stops_growing(os.path.join(arena.host.attacker_ws, "sub.log"))
+    assert await _stops_growing(log)
 
 
-async def test_killing_the_parent_does_not_reach_the_host(arena: Arena) -> None:
+async def test_killing_the_parent_only_reaches_the_sandboxs_own_init(arena: Arena) -> None:
+    await arena.value("kept = 'state'")
     r = await arena.attack("os.kill(os.getppid(), 9)\nos.getppid()")
-    assert r.error is None or r.state_lost
-    assert (await arena.attacker.run("'still here'")).value == "still here"
+    # the parent is pid 1 of the sandbox's own pid namespace, which ignores the signal
+    assert r.error is None and r.value == 1, r.to_text()
+    assert (await arena.attacker.run("kept")).value == "state"
 
 
-async def test_killing_every_process_it_can_only_kills_the_sandbox(arena: Arena) -> None:
+async def test_killing_every_process_it_can_only_kills_the_sandbox(
+    arena: Arena, victim: subprocess.Popen[bytes]
+) -> None:
     r = await arena.attack("os.kill(-1, 9)")
     # inside its pid namespace nothing else is signalable (ESRCH), or it kills itself
     assert r.state_lost or (r.error is not None and r.error.type == "ProcessLookupError")
+    assert victim.poll() is None, "a host process of the sandbox's uid was killed"
     assert (await arena.attacker.run("'fresh'")).value == "fresh"
 
 
-async def test_signalling_a_host_pid_fails(arena: Arena) -> None:
-    me = os.getpid()
-    r = await arena.attack(f"attempt(os.kill, {me}, 9)")
-    assert r.error is None or r.state_lost  # whatever that pid is inside, the host lives on
-    assert os.getpid() == me
+async def test_signalling_a_host_process_of_the_same_uid_fails(
+    arena: Arena, victim: subprocess.Popen[bytes]
+) -> None:
+    code = f"[attempt(os.kill, {victim.pid}, 9), attempt(os.kill, {os.getpid()}, 0)]"
+    outcomes = await arena.value(code)
+    assert outcomes == ["blocked:ProcessLookupError"] * 2  # those pids do not exist inside
+    assert victim.poll() is None
 
 
 async def test_a_ctypes_segfault_only_crashes_the_attackers_worker(arena: Arena) -> None:

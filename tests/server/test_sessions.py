@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
+from codemode.context import CallContext
 from codemode.errors import ExecutorError
 from codemode.execution import InProcessExecutor
 from codemode.server.sessions import SessionLimitReached, SessionManager
@@ -41,8 +42,8 @@ async def manager(started: list[Session]) -> AsyncIterator[SessionManager]:
 def make_manager(started: list[Session], **kw: Any) -> SessionManager:
     executor = InProcessExecutor()
 
-    async def factory() -> Session:
-        session = Session(executor)
+    async def factory(key: str | None) -> Session:
+        session = Session(executor, context=CallContext(client=key))
         await session.start()
         started.append(session)
         return session
@@ -56,6 +57,15 @@ async def test_one_key_always_gets_the_same_session(manager: SessionManager) -> 
     async with manager.lease("a") as second:
         result = await second.session.run("x")
     assert (first.new, second.new, result.value) == (True, False, 1)
+
+
+async def test_each_session_is_made_for_its_key_and_an_ephemeral_one_for_none(
+    manager: SessionManager,
+) -> None:
+    async with manager.lease("mcp:abc") as keyed, manager.lease(None) as ephemeral:
+        assert keyed.session.context.client == "mcp:abc"
+        assert ephemeral.session.context.client is None
+        assert keyed.session.context.session_id != ephemeral.session.context.session_id
 
 
 async def test_concurrent_first_calls_for_one_key_start_one_session(
@@ -163,7 +173,7 @@ async def test_aclose_closes_every_session_and_refuses_new_leases(
 async def test_a_session_that_cannot_start_fails_every_waiter_and_leaves_no_entry() -> None:
     calls = 0
 
-    async def broken() -> Session:
+    async def broken(key: str | None) -> Session:
         nonlocal calls
         calls += 1
         await anyio.sleep(0.01)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -13,10 +12,12 @@ from pydantic import Field
 
 from codemode.errors import NotFound
 from codemode.execution import InProcessExecutor
+from codemode.memory import Memory
 from codemode.server.app import build_server, core_toolset
 from codemode.server.sessions import SessionManager
 from codemode.server.toolset import Call, Reply, ServerContext, Toolset, load_text
 from codemode.session import Session
+from codemode.storage import FileStorage
 
 from .test_stdio import text_of
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.anyio
 async def context() -> AsyncIterator[ServerContext]:
     executor = InProcessExecutor()
 
-    async def factory() -> Session:
+    async def factory(key: str | None) -> Session:
         session = Session(executor)
         await session.start()
         return session
@@ -90,15 +91,15 @@ async def test_a_tool_can_use_the_callers_session(context: ServerContext) -> Non
     assert result.structured_content == {"value": 42}
 
 
-async def test_the_memory_tools_module_is_applied_when_present(
-    context: ServerContext, monkeypatch: pytest.MonkeyPatch
+async def test_the_memory_tools_are_listed_when_the_server_has_a_memory(
+    context: ServerContext, tmp_path: Path
 ) -> None:
-    module = types.ModuleType("codemode.server.memory_tools")
-    module.register = greeting_tools  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "codemode.server.memory_tools", module)
+    async with Client(build_server(context)) as client:
+        without = {t.name for t in (await client.list_tools()).tools}
+    context.memory = Memory(FileStorage(tmp_path))
     async with Client(build_server(context)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-    assert {"run_code", "greet", "lookup", "peek"} <= names
+    assert "list_skills" not in without and {"run_code", "list_skills", "get_state"} <= names
 
 
 def test_a_tool_must_take_call_first_and_be_async() -> None:

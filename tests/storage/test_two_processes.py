@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from redis_server import RedisServer
 
-from codemode.artifacts import Artifacts
-from codemode.skills import Skills
-from codemode.state import State
+from codemode.memory.artifacts import Artifacts
+from codemode.memory.skills import Skills
+from codemode.memory.state import State
 from codemode.storage import Storage, open_storage
 
 pytestmark = pytest.mark.anyio
@@ -25,9 +25,9 @@ WRITER = textwrap.dedent(
     """
     import asyncio, sys
     sys.path.insert(0, {src!r})
-    from codemode.artifacts import Artifacts
-    from codemode.skills import Skills
-    from codemode.state import State
+    from codemode.memory.artifacts import Artifacts
+    from codemode.memory.skills import Skills
+    from codemode.memory.state import State
     from codemode.storage import open_storage
 
     async def main(me):

@@ -78,6 +78,13 @@ def edge_config(edge_raw: dict[str, Any]) -> ServerConfig:
 
 
 @pytest.fixture
+def unjailed_edge_config(edge_raw: dict[str, Any]) -> ServerConfig:
+    """For tests that signal the server by the pid it reports: a jail's pid namespace
+    would hide its host pid (the jail itself is tested in tests/security)."""
+    return server_config("edge", {**edge_raw, "isolation": "none"})
+
+
+@pytest.fixture
 def fs_root(tmp_path: Path) -> Path:
     root = tmp_path / "files"
     root.mkdir()

@@ -69,6 +69,23 @@ def test_tool_names_weigh_more_than_descriptions() -> None:
     assert idx.search("commit")[0].name == "git.git_commit"
 
 
+def test_a_tool_is_found_by_a_synonym_of_a_word_in_its_name() -> None:
+    tools = [doc("notes.add_item", "Adds it."), doc("notes.delete_item", "Deletes it.")]
+    assert idx_names(ToolIndex(tools).search("remove item", 1)) == ["notes.delete_item"]
+    tools = [doc("fs.list_files", "Lists them."), doc("fs.list_directory", "Lists it.")]
+    assert idx_names(ToolIndex(tools).search("list folder", 1)) == ["fs.list_directory"]
+
+
+def test_the_server_name_weighs_more_than_a_word_of_a_description() -> None:
+    tools = [
+        doc("jira.create_issue", "Open an issue, as on github."),
+        doc("github.create_issue", "Open a new issue with a title, a body, labels, assignees."),
+    ]
+    assert idx_names(ToolIndex(tools).search("create issue in github", 1)) == [
+        "github.create_issue"
+    ]
+
+
 def test_parameter_names_are_searchable() -> None:
     assert idx_names(ToolIndex(TOOLS).search("timezone", 1)) == ["time.get_current_time"]
 

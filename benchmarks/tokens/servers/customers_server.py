@@ -1,15 +1,29 @@
 """Customer database MCP server: customers with e-mail addresses and phone numbers (PII).
 
-Run: ``python customers_server.py [--customers N]`` (stdio).
+Every tool declares its result's shape (an output schema). Run: ``python customers_server.py
+[--customers N]`` (stdio).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from benchdata import customers
 from mcp.server import MCPServer
+from typing_extensions import TypedDict
+
+
+class Customer(TypedDict):
+    id: str
+    name: str
+    email: str
+    phone: str
+    company: str
+    segment: str
+
+
+class CustomerList(TypedDict):
+    customers: list[Customer]
 
 
 def build(n: int) -> MCPServer:
@@ -17,16 +31,17 @@ def build(n: int) -> MCPServer:
     people = customers(n)
 
     @server.tool()
-    def list_customers(segment: str | None = None) -> dict[str, Any]:
+    def list_customers(segment: str | None = None) -> CustomerList:
         """List customers with id, name, email, phone, company and segment."""
-        return {"customers": [p for p in people if segment is None or p["segment"] == segment]}
+        chosen = [p for p in people if segment is None or p["segment"] == segment]
+        return {"customers": [Customer(**p) for p in chosen]}
 
     @server.tool()
-    def get_customer(customer_id: str) -> dict[str, Any]:
+    def get_customer(customer_id: str) -> Customer:
         """Get one customer by id."""
         for p in people:
             if p["id"] == customer_id:
-                return p
+                return Customer(**p)
         raise ValueError(f"no customer {customer_id!r}")
 
     return server

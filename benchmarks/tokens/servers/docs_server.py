@@ -1,17 +1,30 @@
 """Document store MCP server: holds one long meeting transcript (the article's Google Drive).
 
+Every tool declares its result's shape (an output schema), as real servers increasingly
+do: the code-mode agent learns result keys from ``get_tool``, never from hindsight.
+
 Run: ``python docs_server.py [--words N]`` (stdio).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from benchdata import meeting_transcript
 from mcp.server import MCPServer
+from typing_extensions import TypedDict
 
 DOC_ID = "mtg-2026-11-20-acme-northwind"
+
+
+class DocumentInfo(TypedDict):
+    id: str
+    title: str
+    modified: str
+
+
+class DocumentList(TypedDict):
+    documents: list[DocumentInfo]
 
 
 def build(words: int) -> MCPServer:
@@ -24,20 +37,22 @@ def build(words: int) -> MCPServer:
     }
 
     @server.tool()
-    def list_documents(folder: str = "/") -> dict[str, Any]:
+    def list_documents(folder: str = "/") -> DocumentList:
         """List documents in a folder with their id, title and modification date."""
-        return {"documents": [{"id": k, **v} for k, v in docs.items()]}
+        return {"documents": [DocumentInfo(id=k, **v) for k, v in docs.items()]}
 
     @server.tool()
-    def search_documents(query: str, limit: int = 10) -> dict[str, Any]:
+    def search_documents(query: str, limit: int = 10) -> DocumentList:
         """Search documents by words in their title; returns id, title and date."""
         words = query.lower().split()
         hits = [
-            {"id": k, **v} for k, v in docs.items() if any(w in v["title"].lower() for w in words)
+            DocumentInfo(id=k, **v)
+            for k, v in docs.items()
+            if any(w in v["title"].lower() for w in words)
         ]
         return {"documents": hits[:limit]}
 
-    @server.tool(structured_output=False)
+    @server.tool()
     def get_document(document_id: str) -> str:
         """Get the full text content of a document by its id."""
         if document_id == DOC_ID:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_option(what: str) -> Callable[[F], F]:
+    """``--json PATH``: also write ``what`` as JSON."""
+    return click.option(
+        "--json",
+        "json_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"Also write {what} as JSON.",
+    )
 
 
 @click.group()
@@ -14,12 +28,7 @@ def bench() -> None:
 
 
 @bench.command()
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the results as JSON (a list, one object per scenario).",
-)
+@json_option("the results (a list, one object per scenario and serve profile)")
 @click.option(
     "--plot",
     "plot_path",
@@ -31,7 +40,7 @@ def bench() -> None:
     "scenarios",
     multiple=True,
     help="Run only this scenario (repeatable): meeting-notes-to-crm, large-table-filter, "
-    "multi-step-loop, wide-catalog, privacy.",
+    "multi-step-loop, wide-catalog, privacy, article-scale.",
 )
 @click.option(
     "--transcripts",
@@ -41,21 +50,24 @@ def bench() -> None:
 )
 @click.option(
     "--executor",
-    default="subprocess",
+    default="sandbox",
     show_default=True,
     help="Executor codemode serve runs the code with.",
 )
 @click.option(
     "--serve-tools",
-    type=click.Choice(["all", "core"]),
-    default="all",
-    show_default=True,
-    help="Which tools codemode serve lists (serve --tools): all, or only the core six.",
+    "profiles",
+    type=click.Choice(["all", "core", "minimal"]),
+    multiple=True,
+    help="Which serve --tools profile(s) to measure code mode under (repeatable; default: "
+    "all three). all: every tool; core: run_code and discovery; minimal: run_code and "
+    "search_tools.",
 )
 @click.option(
     "--quick",
     is_flag=True,
-    help="Small sizes (2,000 words, 500 rows, 10 catalog servers) for a smoke run.",
+    help="Small sizes (2,000 words, 500 rows, 10 catalog servers, 100 replayed tools) for a "
+    "smoke run.",
 )
 def tokens(
     json_path: Path | None,
@@ -63,15 +75,16 @@ def tokens(
     scenarios: tuple[str, ...],
     transcripts: Path | None,
     executor: str,
-    serve_tools: str,
+    profiles: tuple[str, ...],
     quick: bool,
 ) -> None:
     """Tokens and round trips: code mode against direct tool calling, on real MCP servers."""
     import anyio
 
     from codemode.bench import scenarios as sc
+    from codemode.bench.catalogs import QUICK, Sizes
     from codemode.bench.report import iter_lines, write_plot
-    from codemode.bench.tokens import QUICK, BenchError, Sizes
+    from codemode.bench.tokens import PROFILES, BenchError
     from codemode.errors import CodemodeError
 
     if plot_path is not None:
@@ -97,7 +110,7 @@ def tokens(
                 names,
                 QUICK if quick else Sizes(),
                 executor=executor,
-                tools=serve_tools,
+                profiles=tuple(dict.fromkeys(profiles)) or PROFILES,
                 transcripts=transcripts,
                 progress=progress,
             )
@@ -112,3 +125,47 @@ def tokens(
     if plot_path is not None:
         write_plot(results, plot_path)
         click.echo(f"wrote {plot_path}")
+
+
+@bench.command()
+@click.option(
+    "--ranker",
+    "rankers",
+    type=click.Choice(["bm25", "embeddings", "hybrid"]),
+    multiple=True,
+    help="Ranker(s) to score (repeatable; default bm25, codemode's search_tools). "
+    "embeddings and hybrid need the optional extra: pip install 'codemode[embeddings]'.",
+)
+@json_option("the scores")
+@click.option("--misses", type=int, default=0, help="Print this many missed dev queries.")
+def discovery(rankers: tuple[str, ...], json_path: Path | None, misses: int) -> None:
+    """Discovery quality: recall@1/@5 and MRR of search_tools on real servers' tools."""
+    import anyio
+
+    from codemode.bench import discovery as dq
+    from codemode.errors import CodemodeError
+
+    names = list(dict.fromkeys(rankers)) or ["bm25"]
+    try:
+        scores = anyio.run(lambda: dq.run(names))
+        summary = dq.catalog_summary()
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(summary)
+    head = f"{'ranker':<11} {'split':<8} {'queries':>7} {'recall@1':>9} {'recall@5':>9} {'MRR':>7}"
+    click.echo(head)
+    click.echo("-" * len(head))
+    out: dict[str, dict[str, dict[str, object]]] = {}
+    for ranker, by_split in scores.items():
+        for split in ("dev", "heldout", "all"):
+            row = by_split[split].row()
+            out.setdefault(ranker, {})[split] = row
+            click.echo(
+                f"{ranker:<11} {split:<8} {row['queries']:>7} {row['recall@1']:>9.3f} "
+                f"{row['recall@5']:>9.3f} {row['mrr']:>7.3f}"
+            )
+        for qid, query, top in by_split["dev"].misses[:misses]:
+            click.echo(f"  miss {qid} {query!r}: {', '.join(top)}")
+    if json_path is not None:
+        json_path.write_text(json.dumps(out, indent=2) + "\n")
+        click.echo(f"wrote {json_path}")

@@ -8,37 +8,53 @@ from pathlib import Path
 from codemode.bench.tokens import TOKENIZER_NOTE, BenchError, ScenarioResult
 
 
+def by_scenario(results: list[ScenarioResult]) -> dict[str, dict[str, ScenarioResult]]:
+    """``{scenario: {profile: result}}`` in the order the results came."""
+    out: dict[str, dict[str, ScenarioResult]] = {}
+    for r in results:
+        out.setdefault(r.name, {})[r.serve_tools] = r
+    return out
+
+
 def iter_lines(results: list[ScenarioResult]) -> Iterator[str]:
-    """The table the benchmark prints, then what each scenario adds."""
-    head = (
-        f"{'scenario':<22} {'tokens direct':>13} {'code mode':>10} {'reduction':>9} "
-        f"{'round trips d/c':>15} {'wall ms d/c':>17}"
-    )
+    """The table the benchmark prints (one column per serve profile), then the details."""
+    groups = by_scenario(results)
+    profiles = list(dict.fromkeys(r.serve_tools for r in results))
+    head = f"{'scenario':<22} {'direct':>9}" + "".join(f" {'code mode ' + p:>24}" for p in profiles)
+    head += f" {'round trips d/c':>16}"
     yield TOKENIZER_NOTE
+    yield "code mode columns: tokens (reduction) under `codemode serve --tools PROFILE`"
     yield head
     yield "-" * len(head)
-    for r in results:
-        trips = f"{r.round_trips_direct}/{r.round_trips_codemode}"
-        wall = f"{r.wall_ms_direct:.0f}/{r.wall_ms_codemode:.0f}"
-        yield (
-            f"{r.name:<22} {r.tokens_direct:>13,} {r.tokens_codemode:>10,} "
-            f"{r.reduction_pct:>8.2f}% {trips:>15} {wall:>17}"
+    for name, by_profile in groups.items():
+        first = next(iter(by_profile.values()))
+        line = f"{name:<22} {first.tokens_direct:>9,}"
+        for p in profiles:
+            r = by_profile.get(p)
+            cell = f"{r.tokens_codemode:,} ({r.reduction_pct:.2f}%)" if r else "-"
+            line += f" {cell:>24}"
+        trips = "/".join(
+            [str(first.round_trips_direct)]
+            + [str(r.round_trips_codemode) for r in by_profile.values()]
         )
+        yield line + f" {trips:>16}"
     yield ""
     for r in results:
-        yield f"{r.name}: {r.title}"
-        for mode, parts, billed in (
-            ("direct", r.breakdown_direct, r.input_tokens_billed_direct),
-            ("code mode", r.breakdown_codemode, r.input_tokens_billed_codemode),
+        yield f"{r.name} [{r.serve_tools}]: {r.title}"
+        for mode, parts, billed, wall in (
+            ("direct", r.breakdown_direct, r.input_tokens_billed_direct, r.wall_ms_direct),
+            ("code mode", r.breakdown_codemode, r.input_tokens_billed_codemode, r.wall_ms_codemode),
         ):
             shown = ", ".join(f"{k} {v:,}" for k, v in parts.items())
-            yield f"  {mode:<9} {shown}; input billed over all turns {billed:,}"
+            yield (
+                f"  {mode:<9} {shown}; input billed over all turns {billed:,}; wall {wall:.0f} ms"
+            )
         for key, value in r.extra.items():
             yield f"  {key}: {value}"
 
 
 def write_plot(results: list[ScenarioResult], path: Path) -> None:
-    """The results table as a PNG: log-scale bars (direct vs code mode) over the table."""
+    """The results as a PNG: log-scale bars (direct, then code mode under each profile)."""
     try:
         import matplotlib
 
@@ -46,68 +62,44 @@ def write_plot(results: list[ScenarioResult], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise BenchError("plotting needs matplotlib: pip install 'codemode[plot]'") from exc
-    names = [r.name for r in results]
-    fig, (bars, table) = plt.subplots(
-        2, 1, figsize=(11, 7.5), gridspec_kw={"height_ratios": [3, 1.6]}
-    )
-    xs = range(len(results))
-    width = 0.38
-    bars.bar(
-        [x - width / 2 for x in xs],
-        [r.tokens_direct for r in results],
-        width,
-        label="direct tool calling",
-        color="#c0504d",
-    )
-    bars.bar(
-        [x + width / 2 for x in xs],
-        [r.tokens_codemode for r in results],
-        width,
-        label="code mode (codemode serve)",
-        color="#4f81bd",
-    )
-    for x, r in zip(xs, results, strict=True):
-        bars.annotate(
-            f"-{r.reduction_pct:.1f}%",
-            (x, max(r.tokens_direct, r.tokens_codemode)),
-            ha="center",
-            va="bottom",
-            fontsize=9,
-            xytext=(0, 3),
-            textcoords="offset points",
-        )
-    bars.set_yscale("log")
-    low = min(min(r.tokens_direct, r.tokens_codemode) for r in results)
-    high = max(max(r.tokens_direct, r.tokens_codemode) for r in results)
-    bars.set_ylim(bottom=max(1, low / 3), top=high * 3)
-    bars.set_xticks(list(xs), names)
-    bars.set_ylabel("tokens in the model's context")
-    bars.set_title(f"codemode token benchmark: {TOKENIZER_NOTE}", fontsize=9)
-    bars.legend()
-    table.axis("off")
-    cells = [
-        [
-            r.name,
-            f"{r.tokens_direct:,}",
-            f"{r.tokens_codemode:,}",
-            f"{r.reduction_pct:.2f}%",
-            f"{r.round_trips_direct} / {r.round_trips_codemode}",
-            f"{r.wall_ms_direct:.0f} / {r.wall_ms_codemode:.0f}",
-        ]
-        for r in results
-    ]
-    cols = [
-        "scenario",
-        "tokens direct",
-        "tokens code mode",
-        "reduction",
-        "round trips d / c",
-        "wall ms d / c",
-    ]
-    tbl = table.table(cellText=cells, colLabels=cols, loc="center", cellLoc="center")
-    tbl.auto_set_font_size(False)
-    tbl.set_fontsize(9)
-    tbl.scale(1, 1.4)
+    groups = by_scenario(results)
+    profiles = list(dict.fromkeys(r.serve_tools for r in results))
+    series = ["direct", *profiles]
+    colors = ["#c0504d", "#4f81bd", "#9bbb59", "#8064a2", "#f79646"]
+    fig, ax = plt.subplots(figsize=(12, 6))
+    width = 0.8 / len(series)
+    for i, label in enumerate(series):
+        xs: list[int] = []
+        ys: list[int] = []
+        for x, by_profile in enumerate(groups.values()):
+            first = next(iter(by_profile.values()))
+            r = by_profile.get(label)
+            if label == "direct" or r is not None:
+                xs.append(x)
+                ys.append(first.tokens_direct if r is None else r.tokens_codemode)
+        name = "direct tool calling" if label == "direct" else f"code mode, serve --tools {label}"
+        pos = [x - 0.4 + width * (i + 0.5) for x in xs]
+        ax.bar(pos, ys, width, label=name, color=colors[i % len(colors)])
+        if label != "direct":
+            for p, x in zip(pos, xs, strict=True):
+                r = list(groups.values())[x][label]
+                ax.annotate(
+                    f"-{r.reduction_pct:.1f}%",
+                    (p, r.tokens_codemode),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    rotation=90,
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                )
+    ax.set_yscale("log")
+    high = max(r.tokens_direct for r in results)
+    ax.set_ylim(bottom=300, top=high * 4)
+    ax.set_xticks(range(len(groups)), list(groups), fontsize=9)
+    ax.set_ylabel("tokens in the model's context (log scale)")
+    ax.set_title(f"codemode token benchmark: {TOKENIZER_NOTE}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -3,20 +3,23 @@
 For each scenario two transcripts are built by really calling MCP servers, with the agent's
 side scripted (no LLM), then counted with tiktoken's ``o200k_base``:
 
-- **direct**: what a tool-calling agent's context holds: every connected tool's definition as
-  a model API receives it (name, description, input schema), each call and each full result,
-  and the final answer. Driven with the official SDK client against each upstream server.
-- **code mode**: what a client of ``codemode serve`` holds: codemode's own tool definitions,
-  the discovery calls and their results, the code sent, what it printed, and the answer.
+- **direct**: what a tool-calling agent's context holds: every connected server's
+  instructions, every connected tool's definition as a model API receives it (name,
+  description, input schema), each call and each full result, and the final answer. Driven
+  with the official SDK client against each upstream server.
+- **code mode**: what a client of ``codemode serve`` holds: codemode's instructions and
+  its own tool definitions, the discovery calls and their results, the code sent, what it
+  printed, and the answer.
 
 A *round trip* is one model invocation (one assistant turn; parallel calls in one turn count
-once). Counts are exact for OpenAI's o200k models and an estimate for every other model.
-The scenarios themselves live in :mod:`codemode.bench.scenarios`.
+once), counted when the turn is made. Every turn is checked for hindsight
+(:mod:`codemode.bench.grounding`): the script may rely only on what the transcript has
+shown the model. Counts are exact for OpenAI's o200k models and an estimate for every other
+model. The scenarios themselves live in :mod:`codemode.bench.scenarios`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -33,6 +36,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
+from codemode.bench.grounding import Fact, call_facts, code_facts, unseen
 from codemode.errors import CodemodeError
 
 ENCODING = "o200k_base"
@@ -42,10 +46,8 @@ TOKENIZER_NOTE = (
 )
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CALL_TIMEOUT = 120.0
-CORE_TOOLS = frozenset(
-    {"run_code", "reset_session", "search_tools", "list_servers", "list_tools", "get_tool"}
-)
-"""codemode serve's code-mode tools; the rest (skills, artifacts, state, deps) are memory tools."""
+PROFILES = ("all", "core", "minimal")
+"""``codemode serve --tools`` profiles the benchmark measures."""
 CONNECT_TIMEOUT = 180.0
 
 
@@ -85,7 +87,7 @@ class Entry:
     """One piece of the model's context. ``turn`` is the model invocation that produced it
     (0 for what is there before the first turn: tool definitions and the user's task)."""
 
-    kind: str  # definitions | task | call | result | answer
+    kind: str  # instructions | definitions | task | call | result | answer
     text: str
     turn: int
     tokens: int = 0
@@ -154,20 +156,58 @@ Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
 
 class Agent:
     """The scripted model: it issues turns of tool calls and a final answer, and every byte
-    that passes through its context is recorded in the transcript."""
+    that passes through its context is recorded in the transcript.
 
-    def __init__(self, mode: str, definitions: list[dict[str, Any]], task: str, caller: Caller):
+    Each turn is checked against what the model has seen so far: the names and argument
+    names of the tools it calls must appear in its instructions, definitions, task or
+    earlier results, and the facts inside code sent to ``code_tool`` (upstream tools, their
+    argument names, result keys, compared values) in its task or earlier results, i.e.
+    what discovery showed, never codemode's own fixed text.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        definitions: list[dict[str, Any]],
+        task: str,
+        caller: Caller,
+        *,
+        instructions: list[str] | None = None,
+        code_tool: str | None = None,
+    ):
         self.transcript = Transcript(mode)
         self._caller = caller
+        self._code_tool = code_tool
         self._started = 0.0
+        text = "\n\n".join(i for i in instructions or [] if i.strip())
+        if text:
+            self.transcript.add("instructions", text)
         self.transcript.add("definitions", json.dumps(definitions, ensure_ascii=False))
         self.transcript.definition_tokens = {
             d["name"]: count_tokens(json.dumps(d, ensure_ascii=False)) for d in definitions
         }
         self.transcript.add("task", task)
 
+    def _seen(self, *kinds: str) -> str:
+        return "\n".join(e.text for e in self.transcript.entries if e.kind in kinds)
+
+    def _check(self, facts: list[Fact], seen: str, what: str) -> None:
+        missing = unseen(facts, seen)
+        if missing:
+            raise BenchError(
+                f"{self.transcript.mode}, turn {self.transcript.round_trips + 1}: hindsight: "
+                f"{what} relies on {', '.join(map(str, missing))}, which nothing shown to the "
+                "model so far contains"
+            )
+
     async def turn(self, *calls: tuple[str, dict[str, Any]]) -> list[str]:
         """One model invocation emitting ``calls`` (in parallel); returns the result texts."""
+        everything = self._seen("instructions", "definitions", "task", "result")
+        for name, args in calls:
+            self._check(call_facts(name, args), everything, f"the call to {name}")
+            if name == self._code_tool:
+                discovered = self._seen("task", "result")
+                self._check(code_facts(str(args.get("code", ""))), discovered, "the code")
         if not self._started:
             self._started = time.perf_counter()
         self.transcript.round_trips += 1
@@ -192,107 +232,7 @@ class Agent:
         return self.transcript
 
 
-# ---------------------------------------------------------------- servers and catalogs
-
-
-def servers_dir() -> Path:
-    """The benchmark's own MCP servers (``benchmarks/tokens/servers`` of a repo checkout)."""
-    env = os.environ.get("CODEMODE_BENCH_SERVERS")
-    path = Path(env) if env else REPO_ROOT / "benchmarks" / "tokens" / "servers"
-    if not (path / "benchdata.py").is_file():
-        raise BenchError(
-            f"benchmark servers not found in {path}; run from a codemode repo checkout or set "
-            "CODEMODE_BENCH_SERVERS to its benchmarks/tokens/servers folder"
-        )
-    return path
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """Scenario sizes; the defaults are the published benchmark, tests use small ones."""
-
-    words: int = 10_000
-    rows: int = 10_000
-    polls: int = 8
-    customers: int = 100
-    catalog_servers: int = 50
-    catalog_small_servers: int = 5
-    real_servers: bool = True
-
-
-QUICK = Sizes(
-    words=2_000, rows=500, polls=3, customers=10, catalog_servers=10, catalog_small_servers=5
-)
-"""Small sizes for smoke runs and tests; their figures are not the published ones."""
-
-
-def bench_server(script: str, *args: str) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(servers_dir() / script), *args]}
-
-
-def real_servers(scratch: Path) -> dict[str, dict[str, Any]]:
-    """The five real third-party servers of the tools issue, where ``.ci`` installed them."""
-    ci = REPO_ROOT / ".ci"
-    node_mods = ci / "node" / "node_modules" / "@modelcontextprotocol"
-    out: dict[str, dict[str, Any]] = {}
-    root = scratch / "files"
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "README.txt").write_text("Scratch folder for the filesystem server.\n")
-    node = "node"
-    if (node_mods / "server-filesystem").is_dir():
-        out["filesystem"] = {
-            "command": node,
-            "args": [str(node_mods / "server-filesystem" / "dist" / "index.js"), str(root)],
-        }
-    if (node_mods / "server-memory").is_dir():
-        out["memory"] = {
-            "command": node,
-            "args": [str(node_mods / "server-memory" / "dist" / "index.js")],
-            "env": {"MEMORY_FILE_PATH": str(scratch / "memory.jsonl")},
-        }
-    if (node_mods / "server-everything").is_dir():
-        out["everything"] = {
-            "command": node,
-            "args": [str(node_mods / "server-everything" / "dist" / "index.js"), "stdio"],
-        }
-    for name, module in (("time", "mcp_server_time"), ("git", "mcp_server_git")):
-        python = ci / "venvs" / f"mcp-server-{name}" / "bin" / "python"
-        if python.is_file():
-            out[name] = {"command": str(python), "args": ["-m", module]}
-    return out
-
-
-def realistic_catalog(sizes: Sizes, scratch: Path) -> dict[str, dict[str, Any]]:
-    """The benchmark's five servers next to the real ones: what a user's mcp.json looks like."""
-    servers = {
-        "docs": bench_server("docs_server.py", "--words", str(sizes.words)),
-        "crm": bench_server("crm_server.py"),
-        "sheets": bench_server("sheet_server.py", "--rows", str(sizes.rows)),
-        "jobs": bench_server("jobs_server.py", "--polls", str(sizes.polls)),
-        "customers": bench_server("customers_server.py", "--customers", str(sizes.customers)),
-    }
-    if sizes.real_servers:
-        servers.update(real_servers(scratch))
-    return servers
-
-
-def _load_benchdata() -> Any:
-    """The servers' data module, loaded by path (it is not part of the installed package)."""
-    path = servers_dir() / "benchdata.py"
-    spec = importlib.util.spec_from_file_location("codemode_bench_benchdata", path)
-    if spec is None or spec.loader is None:
-        raise BenchError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wide_catalog(n_servers: int) -> dict[str, dict[str, Any]]:
-    """``n_servers`` generated servers of 20 tools each; the task's two are always included."""
-    benchdata = _load_benchdata()
-    small: list[str] = list(benchdata.CATALOG_SMALL)
-    domains = small + [d[0] for d in benchdata.CATALOG_DOMAINS if d[0] not in small]
-    return {d: bench_server("catalog_server.py", d) for d in domains[:n_servers]}
+# ---------------------------------------------------------------- connections
 
 
 def _params(spec: dict[str, Any]) -> StdioServerParameters:
@@ -313,7 +253,7 @@ async def _list_all_tools(client: Client) -> list[Any]:
             return tools
 
 
-def _single(exc: BaseException) -> BaseException:
+def single_error(exc: BaseException) -> BaseException:
     """The one real error inside (nested) exception groups of anyio task groups."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -352,7 +292,7 @@ async def connect_all(catalog: dict[str, dict[str, Any]], logs: Path) -> Any:
                     _mark()
                     await stop.wait()
         except Exception as exc:  # noqa: BLE001 - reported with the server name below
-            errors[name] = BenchError(f"{_single(exc)!r}{_stderr_tail(log)}")
+            errors[name] = BenchError(f"{single_error(exc)!r}{_stderr_tail(log)}")
             _mark()
 
     def _mark() -> None:
@@ -376,7 +316,7 @@ async def connect_all(catalog: dict[str, dict[str, Any]], logs: Path) -> Any:
             finally:
                 stop.set()
     except BaseExceptionGroup as group:
-        raise _single(group) from None
+        raise single_error(group) from None
 
 
 def direct_definitions(connected: dict[str, tuple[Client, list[Any]]]) -> list[dict[str, Any]]:
@@ -388,6 +328,11 @@ def direct_definitions(connected: dict[str, tuple[Client, list[Any]]]) -> list[d
     ]
 
 
+def direct_instructions(connected: dict[str, tuple[Client, list[Any]]]) -> list[str]:
+    """Each server's ``instructions``, which MCP clients put in the model's system prompt."""
+    return [client.instructions or "" for client, _ in connected.values()]
+
+
 def direct_caller(connected: dict[str, tuple[Client, list[Any]]]) -> Caller:
     async def call(name: str, args: dict[str, Any]) -> CallToolResult:
         server, _, tool = name.partition("__")
@@ -397,7 +342,7 @@ def direct_caller(connected: dict[str, tuple[Client, list[Any]]]) -> Caller:
 
 
 def serve_command(
-    base: Path, executor: str = "subprocess", tools: str = "all"
+    base: Path, executor: str = "sandbox", tools: str = "all"
 ) -> StdioServerParameters:
     """``codemode serve`` over stdio, started with this interpreter."""
     args = [
@@ -420,7 +365,7 @@ def serve_command(
 async def codemode_client(
     catalog: dict[str, dict[str, Any]],
     base: Path,
-    executor: str = "subprocess",
+    executor: str = "sandbox",
     tools: str = "all",
 ) -> Any:
     """A client of ``codemode serve`` whose workspace connects ``catalog``; yields
@@ -428,6 +373,9 @@ async def codemode_client(
     outside any transcript) so wall times compare work, not process start-up."""
     base.mkdir(parents=True, exist_ok=True)
     (base / "mcp.json").write_text(json.dumps({"mcpServers": catalog}, indent=2))
+    # The same start-up allowance as the direct side: 50 servers starting at once on a
+    # loaded 2-core machine can take longer than codemode's default 30 s handshake wait.
+    (base / "config.json").write_text(json.dumps({"connect_timeout": CONNECT_TIMEOUT}))
     log = base / "codemode-serve.stderr"
     with log.open("w") as errlog:
         command = serve_command(base, executor, tools)
@@ -444,7 +392,7 @@ async def _serve_client(params: StdioServerParameters, errlog: Any, log: Path) -
         ) as client:
             tools = await _list_all_tools(client)
             names = {t.name for t in tools}
-            missing = {"run_code", "search_tools", "get_tool"} - names
+            missing = {"run_code", "search_tools"} - names
             if missing:
                 raise BenchError(
                     f"codemode serve lacks tools {sorted(missing)} (has {sorted(names)})"
@@ -455,13 +403,37 @@ async def _serve_client(params: StdioServerParameters, errlog: Any, log: Path) -
                 raise BenchError(
                     f"codemode serve could not search tools: {result_text(warm)[:2000]}"
                 )
+            await _all_upstreams_listed(client)
             ready = True
             yield client, [tool_definition(t.name, t.description, t.input_schema) for t in tools]
     except Exception as exc:  # failures before the block get serve's stderr
         if ready:
             raise
-        why = _single(exc)
+        why = single_error(exc)
         raise BenchError(f"codemode serve failed to start: {why!r}{_stderr_tail(log)}") from exc
+
+
+_NOT_LISTED = "[s['name'] + ': ' + s['status'] for s in tools.servers() if s['status'] != 'ok']"
+
+
+async def _all_upstreams_listed(client: Client, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Wait until codemode has listed every upstream server (outside any transcript).
+
+    codemode skips a server that fails to start (slow start-ups on a loaded machine time
+    out) and retries it on the next listing; a benchmark run must not go on without one,
+    or a discovery miss would be reported for what is a start-up failure.
+    """
+    missing: Any = None
+    with anyio.move_on_after(timeout):
+        while True:
+            res = await client.call_tool("run_code", {"code": _NOT_LISTED})
+            if res.is_error:
+                raise BenchError(f"codemode serve could not list its servers: {result_text(res)}")
+            missing = (res.structured_content or {}).get("value")
+            if missing == []:
+                return
+            await anyio.sleep(1.0)
+    raise BenchError(f"codemode serve could not list every server in {timeout:.0f} s: {missing}")
 
 
 def codemode_caller(client: Client) -> Caller:
@@ -476,8 +448,11 @@ def codemode_caller(client: Client) -> Caller:
 
 @dataclass
 class ScenarioResult:
+    """One scenario under one ``codemode serve`` tool profile (``serve_tools``)."""
+
     name: str
     title: str
+    serve_tools: str
     tokens_direct: int
     tokens_codemode: int
     reduction_pct: float
@@ -494,24 +469,23 @@ class ScenarioResult:
 
     @classmethod
     def from_transcripts(
-        cls, name: str, title: str, direct: Transcript, code: Transcript, **extra: Any
+        cls,
+        name: str,
+        title: str,
+        direct: Transcript,
+        code: Transcript,
+        serve_tools: str = "all",
+        **extra: Any,
     ) -> ScenarioResult:
-        defs = code.definition_tokens
-        other = sum(t for n, t in defs.items() if n not in CORE_TOOLS)
-        if other:
-            # A what-if, labelled as such: the same run, had codemode listed only its core tools.
-            core = sum(t for n, t in defs.items() if n in CORE_TOOLS)
-            extra["codemode_definition_tokens"] = {"core tools": core, "memory tools": other}
-            lean = code.tokens - other
-            extra["reduction_pct_if_only_core_tools_listed"] = round(
-                100 * (1 - lean / direct.tokens), 2
-            )
+        parts = code.breakdown()
+        extra["codemode_fixed_tokens"] = parts.get("instructions", 0) + parts.get("definitions", 0)
         return cls(
             name=name,
             title=title,
+            serve_tools=serve_tools,
             tokens_direct=direct.tokens,
             tokens_codemode=code.tokens,
-            reduction_pct=round(100 * (1 - code.tokens / direct.tokens), 2),
+            reduction_pct=reduction(direct.tokens, code.tokens),
             round_trips_direct=direct.round_trips,
             round_trips_codemode=code.round_trips,
             wall_ms_direct=round(direct.wall_ms, 1),
@@ -519,9 +493,14 @@ class ScenarioResult:
             input_tokens_billed_direct=direct.input_tokens_billed,
             input_tokens_billed_codemode=code.input_tokens_billed,
             breakdown_direct=direct.breakdown(),
-            breakdown_codemode=code.breakdown(),
+            breakdown_codemode=parts,
             extra=extra,
         )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def reduction(direct: int, codemode: int) -> float:
+    """Percent of ``direct`` that code mode saves, rounded to 0.01."""
+    return round(100 * (1 - codemode / direct), 2)

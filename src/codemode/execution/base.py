@@ -6,7 +6,26 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import ExecutorError
 from ..result import ExecutionResult
+
+PROTOCOL_VERSION = 1
+"""The worker <-> host protocol this host speaks. The worker's is
+``codemode_worker.protocol.VERSION``, a separate package that may come from another
+install (a sandbox image, a remote node): the two are compared when a worker connects."""
+
+
+def check_protocol(worker_version: Any) -> None:
+    """Refuse a worker that speaks another protocol version, naming both versions."""
+    if worker_version == PROTOCOL_VERSION:
+        return
+    theirs = (
+        "none (a release before protocol versions)" if worker_version is None else worker_version
+    )
+    raise ExecutorError(
+        f"the worker speaks protocol version {theirs}, this host speaks version "
+        f"{PROTOCOL_VERSION}: install the same codemode release on both sides"
+    )
 
 
 def settle(fut: asyncio.Future[Any], value: Any = None) -> None:

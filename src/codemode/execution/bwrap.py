@@ -43,7 +43,7 @@ def bwrap_args(
     """bwrap's arguments up to (not including) the command; pure, for tests and doctor.
 
     ``seccomp_fd``: the number of an inherited fd holding the BPF program (whatever number
-    the host's open() returned; see ``sandbox._open_bpf``).
+    the host's open() returned; see ``isolation.jail.open_bpf``).
     """
     a = [
         bwrap,
@@ -63,15 +63,7 @@ def bwrap_args(
         # the filter already refuses unshare/setns/clone(CLONE_NEWUSER); without it, let
         # bwrap forbid nested user namespaces (it costs ~10 ms per start)
         a += ["--disable-userns"]
-    a += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            a += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            a += ["--ro-bind", top, top]
-    for path in _RO_ETC:
-        if os.path.exists(path):
-            a += ["--ro-bind", path, path]
+    a += system_root_args()
     if python_prefix:
         a += ["--ro-bind", python_prefix, python_prefix]
     a += ["--ro-bind", worker_pkg, f"{WORKER_MOUNT}/codemode_worker"]
@@ -88,6 +80,20 @@ def bwrap_args(
     a += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in env.items():
         a += ["--setenv", key, value]
+    return a
+
+
+def system_root_args(etc: tuple[str, ...] = _RO_ETC) -> list[str]:
+    """``/usr`` and the top-level links into it, read-only, plus a few files of ``/etc``."""
+    a = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            a += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            a += ["--ro-bind", top, top]
+    for path in etc:
+        if os.path.exists(path):
+            a += ["--ro-bind", path, path]
     return a
 
 

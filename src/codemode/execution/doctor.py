@@ -301,6 +301,35 @@ def diagnose(executor: SandboxExecutor | None = None) -> list[Protection]:
     return out + _limit_lines(ex)
 
 
+def server_isolation_lines(workspace: Any) -> list[Protection]:
+    """One line per enabled stdio server of ``workspace``: its jail, or that it has none."""
+    from ..config import StdioServerConfig
+    from ..isolation.servers import Isolation, plan
+
+    iso = Isolation(workspace=workspace.path, files=workspace.files_dir)
+    out = []
+    for name, cfg in sorted(workspace.enabled_servers.items()):
+        if not isinstance(cfg, StdioServerConfig):
+            continue
+        try:
+            launch = plan(cfg, iso, dry_run=True)
+        except CodemodeError as exc:
+            out.append(Protection(f"server {name}", False, str(exc)))
+            continue
+        if cfg.isolation == "none":
+            out.append(
+                Protection(
+                    f"server {name}",
+                    False,
+                    f"NOT isolated (isolation: none): runs as uid {os.geteuid()} with its rights",
+                    'remove "isolation": "none" from its entry in mcp.json',
+                )
+            )
+        else:
+            out.append(Protection(f"server {name}", True, launch.summary))
+    return out
+
+
 def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
     from .spawn import raise_open_files_limit
 
@@ -325,11 +354,23 @@ def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--bwrap", default="bwrap", show_default=True, help="bubblewrap binary to check.")
-def doctor(as_json: bool, bwrap: str) -> None:
-    """Show which sandbox protections are active on this machine."""
+@click.option(
+    "--base",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Workspace whose upstream servers to check (default ~/.codemode).",
+)
+def doctor(as_json: bool, bwrap: str, base: str | None) -> None:
+    """Show which sandbox protections are active on this machine, and how each upstream
+    server of the workspace is isolated."""
+    from ..workspace import Workspace
     from .sandbox import SandboxExecutor
 
     report = diagnose(SandboxExecutor(pool_size=0, bwrap=bwrap))
+    try:
+        report += server_isolation_lines(Workspace.open(base))
+    except CodemodeError as exc:
+        report.append(Protection("servers", False, f"cannot read the workspace: {exc}"))
     if as_json:
         click.echo(json.dumps([asdict(p) for p in report], indent=2))
     else:
@@ -352,6 +393,7 @@ __all__ = [
     "doctor",
     "find_program",
     "sandbox_python",
+    "server_isolation_lines",
     "traversable",
     "userns_check",
     "writable_by",

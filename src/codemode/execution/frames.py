@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
@@ -116,6 +116,7 @@ class RunPayload(TypedDict):
 class ReadyFrame(TypedDict):
     op: Literal["ready"]
     pid: Annotated[int, Field(ge=1, le=2**32)]
+    protocol: NotRequired[int | str | None]  # checked by check_protocol, which names it
 
 
 @with_config(_STRICT)
@@ -123,7 +124,7 @@ class CallFrame(TypedDict):
     op: Literal["call"]
     id: Id
     method: Annotated[str, Field(min_length=1, max_length=200)]
-    params: dict[str, Any]
+    params: Any  # any JSON: the method's row validates it (codemode.rpc)
 
 
 @with_config(_STRICT)

@@ -18,14 +18,14 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from codemode_worker import namespaces
+from codemode_worker import namespaces, protocol
 from codemode_worker.bridge import set_link
 from codemode_worker.errors import from_wire
 from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ExecutionResult, timeout_error
-from .base import CallHandler, settle
+from .base import CallHandler, check_protocol, settle
 
 
 class _LoopLink:
@@ -89,6 +89,7 @@ class InProcessExecutor:
         self.interrupt_grace = interrupt_grace
 
     async def start(self, handler: CallHandler) -> InProcessWorker:
+        check_protocol(protocol.VERSION)  # codemode_worker may come from another install
         return InProcessWorker(self, asyncio.get_running_loop(), handler)
 
 

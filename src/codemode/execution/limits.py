@@ -45,6 +45,10 @@ class Limits:
     open_files: int | None = 1024
     tmp_size_mb: int | None = 256
     """Size of the private tmpfs mounted on /tmp."""
+    workspace_mb: int | None = 1024
+    """Disk the workspace may use (allocated blocks), checked by the host's sweep."""
+    workspace_files: int | None = 50_000
+    """Files and directories the workspace may hold, checked by the host's sweep."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,18 @@ def plan(limits: Limits, support: CgroupSupport | None = None) -> list[LimitStat
         out.append(LimitStatus("open files", str(limits.open_files), "RLIMIT_NOFILE", True))
     if limits.tmp_size_mb is not None:
         out.append(LimitStatus("/tmp size", f"{limits.tmp_size_mb} MB", "tmpfs size", True))
+    if limits.workspace_mb is not None or limits.workspace_files is not None:
+        mb = "no byte limit" if limits.workspace_mb is None else f"{limits.workspace_mb} MB"
+        files = "no file limit" if limits.workspace_files is None else f"{limits.workspace_files}"
+        out.append(
+            LimitStatus(
+                "workspace quota",
+                f"{mb}, {files} files",
+                "host sweep during and after each run",
+                True,
+                "the run that goes over is stopped",
+            )
+        )
     return out
 
 

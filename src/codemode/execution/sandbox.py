@@ -38,9 +38,7 @@ When bubblewrap or user namespaces are missing the executor refuses to start
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -53,6 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
+from ..isolation.jail import BINDER, bpf_path, open_bpf, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
@@ -75,17 +74,13 @@ from .doctor import (
     userns_check,
     writable_by,
 )
+from .guard import GuardedWorker, WorkspaceQuota
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
-from .spawn import LaunchSpec, above_stdio, describe_exit, off_loop
+from .spawn import LaunchSpec, describe_exit, off_loop
 from .subprocess import BOOTSTRAP, WORKER_ROOT, SubprocessExecutor
 
 # Joins the cgroups named before "--", then execs the rest (inherited fds pass through).
 _LAUNCHER = 'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
-# Root only, in a private mount namespace (``unshare --mount``): binds host directories the
-# sandbox uid cannot reach (e.g. under /root) onto reachable mount points, then continues.
-_BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
-)
 # Applies rlimits (from the config) before the worker, hence before any agent code.
 _RLIMITS_BOOT = (
     "import sys,json,resource as r;c=json.loads(sys.argv[1])\n"
@@ -95,31 +90,6 @@ _RLIMITS_BOOT = (
 
 class WeakerSandboxWarning(RuntimeWarning):
     """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
-
-
-_rundir: str | None = None
-_lock = threading.Lock()  # workers are started on several threads (see .spawn)
-
-
-def _shared_rundir() -> str:
-    """A root-only directory for the BPF file and per-worker scratch workspaces."""
-    global _rundir
-    with _lock:
-        if _rundir is None or not os.path.isdir(_rundir):
-            _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
-            os.chmod(_rundir, 0o711)
-            atexit.register(shutil.rmtree, _rundir, True)
-        return _rundir
-
-
-@functools.cache
-def _bpf_path() -> str:
-    return seccomp_mod.write_bpf(_shared_rundir())
-
-
-def _open_bpf(path: str) -> int:
-    """The BPF program as an fd to pass to bwrap by its number (never a fixed one)."""
-    return above_stdio(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -209,6 +179,12 @@ class SandboxExecutor(SubprocessExecutor):
             deps = getattr(workspace, "deps_dir", None)
             if deps is not None:
                 options.setdefault("deps_dir", deps)
+            settings = getattr(workspace, "settings", None)
+            if settings is not None and "limits" not in options:
+                options["limits"] = Limits(
+                    workspace_mb=settings.workspace_quota_mb or None,
+                    workspace_files=settings.workspace_quota_files or None,
+                )
         options.pop("cwd", None)
         return cls(**options)
 
@@ -346,7 +322,7 @@ class SandboxExecutor(SubprocessExecutor):
                 prefix=prefix,
             )
             if prep["seccomp"]:
-                prep["bpf"] = _bpf_path()
+                prep["bpf"] = bpf_path()
             _probe(self, prep)
         return prep
 
@@ -414,10 +390,10 @@ class SandboxExecutor(SubprocessExecutor):
 
         try:
             if prep["seccomp"]:
-                bpf_fd = _open_bpf(prep["bpf"])
+                bpf_fd = open_bpf(prep["bpf"])
             workspace = self.workspace
             if workspace is None:
-                workspace = tempfile.mkdtemp(prefix="ws-", dir=_shared_rundir())
+                workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
             config = {**config, "rlimits": limits.rlimits()}
@@ -451,6 +427,7 @@ class SandboxExecutor(SubprocessExecutor):
             pass_fds=fds,
             close_after_spawn=fds,
             cleanup=cleanup,
+            workspace=workspace,
         )
 
     def _command(
@@ -470,6 +447,7 @@ class SandboxExecutor(SubprocessExecutor):
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
+        deps = deps if deps and os.path.isdir(deps) else None
         paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
         binds: list[tuple[str, str]] = []
         points = None
@@ -478,7 +456,7 @@ class SandboxExecutor(SubprocessExecutor):
                 k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
             ]
             if hidden:
-                points = tempfile.mkdtemp(prefix="mnt-", dir=_shared_rundir())
+                points = tempfile.mkdtemp(prefix="mnt-", dir=rundir())
                 os.chmod(points, 0o711)
                 for key in hidden:
                     dst = os.path.join(points, key)
@@ -488,7 +466,7 @@ class SandboxExecutor(SubprocessExecutor):
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
         if binds:
             argv += [find_program("unshare") or "unshare", "--mount", "--propagation",
-                     "private", "/bin/sh", "-c", _BINDER, "codemode-binds"]  # fmt: skip
+                     "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
             argv += [path for pair in binds for path in pair] + ["--"]
         if os.geteuid() == 0:
             argv += setpriv_args(prep["setpriv"], self.uid, self.gid)
@@ -539,16 +517,27 @@ class SandboxExecutor(SubprocessExecutor):
         if self._prepared is None:
             await off_loop(self._prepare)
 
+    @property
+    def quota(self) -> WorkspaceQuota:
+        mb, files = self.limits.workspace_mb, self.limits.workspace_files
+        return WorkspaceQuota(None if mb is None else mb << 20, files)
+
+    async def start(self, handler: Any) -> Any:
+        worker = await super().start(handler)
+        if worker.workspace is None:
+            return worker  # weaker mode: a plain subprocess, nothing mounted
+        return GuardedWorker(worker, worker.workspace, self.quota)
+
 
 def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
     """Start ``/bin/true`` in the same sandbox once, so failures say why before a session."""
     key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
     if key in _probed:
         return
-    with tempfile.TemporaryDirectory(dir=_shared_rundir()) as ws:
+    with tempfile.TemporaryDirectory(dir=rundir()) as ws:
         if os.geteuid() == 0:
             os.chown(ws, ex.uid, ex.gid)
-        bpf_fd = _open_bpf(prep["bpf"]) if prep["seccomp"] else None
+        bpf_fd = open_bpf(prep["bpf"]) if prep["seccomp"] else None
         points = None
         try:
             argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1, seccomp_fd=bpf_fd)

@@ -14,7 +14,19 @@ and abstract sockets belong to the (empty) network namespace. Every other family
 ``EAFNOSUPPORT``.
 
 ``clone3`` answers ``ENOSYS`` (its flags sit behind a pointer the filter cannot read), so
-the C library falls back to ``clone``, whose namespace flags are checked.
+the C library falls back to ``clone``, whose namespace flags are checked. ``openat2`` answers
+``ENOSYS`` for the same reason (its mode sits in a struct): the C library and Python fall
+back to ``openat``.
+
+Setuid and setgid bits: the workspace is a host directory, and a setuid file the sandbox
+leaves there is a setuid file on the host. Every call that sets a mode (``chmod``,
+``fchmod``, ``fchmodat``, ``fchmodat2``, ``open``/``openat``/``creat`` with ``O_CREAT``,
+``mknod``, ``mknodat``) fails with ``EPERM`` when the mode carries ``S_ISUID`` or
+``S_ISGID``. The host strips such bits after each run as a second net
+(:mod:`codemode.isolation.sweep`).
+
+``network=True`` builds the variant for jails that need the network (a package download):
+every other rule stays, internet sockets are allowed.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import errno
 import functools
 import os
 import socket
+import stat
 import tempfile
 from typing import Any
 
@@ -117,7 +130,24 @@ def available() -> tuple[bool, str]:
     return True, "pyseccomp over libseccomp"
 
 
-def build_filter() -> Any:
+# (call, index of its mode argument): every call that can give a file a mode.
+MODE_ARGS: tuple[tuple[str, int], ...] = (
+    ("chmod", 1),
+    ("fchmod", 1),
+    ("fchmodat", 2),
+    ("fchmodat2", 2),
+    ("open", 2),
+    ("openat", 3),
+    ("creat", 1),
+    ("mknod", 1),
+    ("mknodat", 2),
+)
+# Calls whose arguments sit behind a pointer: refused as "not implemented", so callers
+# fall back to the plain variant the filter can check.
+NOSYS_SYSCALLS: tuple[str, ...] = ("clone3", "openat2")
+
+
+def build_filter(*, network: bool = False) -> Any:
     """The ``pyseccomp.SyscallFilter`` described in the module docstring."""
     sc = _seccomp()
     f = sc.SyscallFilter(defaction=sc.ALLOW)
@@ -127,12 +157,23 @@ def build_filter() -> Any:
             f.add_rule(eperm, name)
         except (OSError, ValueError, RuntimeError):
             continue  # a call this architecture or libseccomp does not know
-    afnosupport = sc.ERRNO(errno.EAFNOSUPPORT)
-    for call in ("socket", "socketpair"):
-        f.add_rule(afnosupport, call, sc.Arg(0, sc.NE, socket.AF_UNIX))
+    if not network:
+        afnosupport = sc.ERRNO(errno.EAFNOSUPPORT)
+        for call in ("socket", "socketpair"):
+            f.add_rule(afnosupport, call, sc.Arg(0, sc.NE, socket.AF_UNIX))
     for flag in _split_flags(_CLONE_NS_FLAGS):
         f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for name, index in MODE_ARGS:
+        for bit in (stat.S_ISUID, stat.S_ISGID):
+            try:
+                f.add_rule(eperm, name, sc.Arg(index, sc.MASKED_EQ, bit, bit))
+            except (OSError, ValueError, RuntimeError):
+                break  # a call this architecture does not have (e.g. open on arm64)
+    for name in NOSYS_SYSCALLS:
+        try:
+            f.add_rule(sc.ERRNO(errno.ENOSYS), name)
+        except (OSError, ValueError, RuntimeError):
+            continue
     return f
 
 
@@ -141,9 +182,9 @@ def _split_flags(mask: int) -> list[int]:
 
 
 @functools.cache
-def bpf_program() -> bytes:
-    """The compiled BPF program, built once per process."""
-    f = build_filter()
+def bpf_program(*, network: bool = False) -> bytes:
+    """The compiled BPF program, built once per process (and variant)."""
+    f = build_filter(network=network)
     fd = os.memfd_create("codemode-seccomp", os.MFD_CLOEXEC)
     try:
         with os.fdopen(os.dup(fd), "wb") as sink:
@@ -157,22 +198,30 @@ def bpf_program() -> bytes:
         os.close(fd)
 
 
-def write_bpf(directory: str) -> str:
+def write_bpf(directory: str, *, network: bool = False) -> str:
     """Write the program into ``directory`` (atomically) and return the file's path.
 
     The launcher opens it as ``bwrap --seccomp FD`` for each worker, so no descriptor
     has to outlive a spawn.
     """
-    program = bpf_program()
+    program = bpf_program(network=network)
     fd, tmp = tempfile.mkstemp(prefix=".seccomp-", dir=directory)
     try:
         os.write(fd, program)
     finally:
         os.close(fd)
-    path = os.path.join(directory, "seccomp.bpf")
+    path = os.path.join(directory, "seccomp-net.bpf" if network else "seccomp.bpf")
     os.replace(tmp, path)
     os.chmod(path, 0o444)
     return path
 
 
-__all__ = ["DENIED_SYSCALLS", "available", "bpf_program", "build_filter", "write_bpf"]
+__all__ = [
+    "DENIED_SYSCALLS",
+    "MODE_ARGS",
+    "NOSYS_SYSCALLS",
+    "available",
+    "bpf_program",
+    "build_filter",
+    "write_bpf",
+]

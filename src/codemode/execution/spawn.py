@@ -39,6 +39,8 @@ class LaunchSpec:
     pass_fds: tuple[int, ...] = ()
     close_after_spawn: tuple[int, ...] = ()
     cleanup: Callable[[], None] | None = None
+    workspace: str | None = None
+    """The host directory the worker sees as /workspace (sandbox only): swept by the host."""
 
 
 @dataclass(slots=True)
@@ -52,6 +54,7 @@ class Spawned:
     out_fd: int
     ctrl_fd: int
     cleanup: Callable[[], None] | None = None
+    workspace: str | None = None
     started: float = field(default_factory=time.perf_counter)
 
     def alive(self) -> bool:

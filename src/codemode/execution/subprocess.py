@@ -31,7 +31,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, settle
+from .base import CallHandler, check_protocol, settle
 from .frames import Frame, FrameError, FrameLimits
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
@@ -170,7 +170,9 @@ class SubprocessExecutor:
             f.close()
         for fd in (from_fd, ctrl_w):
             os.set_blocking(fd, False)  # a worker that stops reading never blocks the host
-        return Spawned(proc, to_fd, from_fd, err_fd, out_r, ctrl_w, cleanup=spec.cleanup)
+        return Spawned(
+            proc, to_fd, from_fd, err_fd, out_r, ctrl_w, spec.cleanup, workspace=spec.workspace
+        )
 
     # -- Executor protocol -------------------------------------------------------
     async def prepare(self) -> None:
@@ -213,7 +215,7 @@ class _Run:
     id: int
     fut: asyncio.Future[Any]
     timer: asyncio.TimerHandle | None = None
-    stopping: str = ""  # "timeout" or "cancelled" once the run was interrupted
+    stopping: str = ""  # "timeout", "cancelled" or a host limit's reason once interrupted
     output: tuple[bytearray, bytearray] | None = None
 
 
@@ -257,6 +259,11 @@ class SubprocessWorker:
     def pid(self) -> int:
         return self._p.proc.pid
 
+    @property
+    def workspace(self) -> str | None:
+        """The host directory mounted at /workspace, if the launch mounted one."""
+        return self._p.workspace
+
     # -- wiring --------------------------------------------------------------------
     async def attach(self, timeout: float) -> None:
         loop = self._loop = asyncio.get_running_loop()
@@ -281,6 +288,12 @@ class SubprocessWorker:
             ) from None
         except BaseException:
             self._fail("its start was cancelled")
+            raise
+        try:
+            check_protocol(self._ready.result().get("protocol"))
+        except ExecutorError as exc:
+            self._fail(str(exc))
+            await self._reaped_wait()
             raise
         self._raw.idle()  # output between runs is not read (see .pipes)
 
@@ -380,9 +393,10 @@ class SubprocessWorker:
                 f"it (at most {self._ex.max_queued / 2**20:.0f} MB may wait); it was stopped"
             )
 
-    async def _serve_call(self, cid: int, method: str, params: dict[str, Any]) -> None:
+    async def _serve_call(self, cid: int, method: str, params: Any) -> None:
         try:
-            value = await self._handler(method, params)
+            # Params go as sent: the method's table row validates them (codemode.rpc).
+            value = await self._handler(method, {} if params is None else params)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
@@ -463,8 +477,17 @@ class SubprocessWorker:
 
     def _kill_stuck(self, run: _Run) -> None:
         if not run.fut.done():
-            what = "was cancelled and" if run.stopping == "cancelled" else ""
-            self._fail(f"the run {what} did not stop when interrupted; the worker was killed")
+            if run.stopping not in ("timeout", "cancelled"):
+                self._fail(run.stopping)  # a host-side limit's own reason (see stop_run)
+                return
+            what = " was cancelled and" if run.stopping == "cancelled" else ""
+            self._fail(f"the run{what} did not stop when interrupted; the worker was killed")
+
+    def stop_run(self, reason: str) -> None:
+        """Interrupt the running code for a host-side limit other than the timeout (a
+        quota); kill the worker with ``reason`` if it has not stopped within the grace."""
+        if self._run is not None:
+            self._stop(self._run, reason)
 
     def _result(self, payload: Any, run: _Run, timeout: float, start: float) -> ExecutionResult:
         timed_out = run.stopping == "timeout"

@@ -2,7 +2,7 @@
 
 ``build_server`` returns an ``MCPServer`` (official SDK 2.x) exposing ``run_code``,
 ``search_tools``, ``list_servers``, ``list_tools``, ``get_tool`` and ``reset_session``,
-plus whatever ``codemode.server.memory_tools.register`` adds when that module exists.
+plus the tools of capabilities (``codemode.assembly``): the memory's, for one.
 Transports (stdio, HTTP) are started by ``cli.py`` / ``http.py``.
 
 How a call finds its session (see docs/server.md, "Sessions"):
@@ -22,9 +22,8 @@ id: code mode is stateful by nature.
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -33,6 +32,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from codemode import assembly
+from codemode.capability import Capability
 from codemode.errors import ToolNotFound
 from codemode.result import ExecutionResult
 
@@ -42,14 +43,23 @@ SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
 SESSION_HEADER = "codemode-session"
 MCP_SESSION_HEADER = "mcp-session-id"
-MEMORY_TOOLS_MODULE = "codemode.server.memory_tools"
 
 EPHEMERAL_NOTICE = (
     "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
     "header), so it ran in a fresh session that is now closed: nothing persists."
 )
 
-__all__ = ["LOCAL_KEY", "SERVER_NAME", "build_server", "core_toolset", "session_key"]
+MINIMAL_TOOLS = ("run_code", "search_tools")
+"""What ``serve --tools minimal`` lists: discovery beyond search happens inside the code."""
+
+__all__ = [
+    "LOCAL_KEY",
+    "MINIMAL_TOOLS",
+    "SERVER_NAME",
+    "build_server",
+    "core_toolset",
+    "session_key",
+]
 
 
 def session_key(ctx: Context) -> str | None:
@@ -293,32 +303,25 @@ def _tool_line(row: dict[str, Any]) -> str:
     return line
 
 
-def _add_memory_tools(toolset: Toolset, context: ServerContext) -> None:
-    """Let the memory layer add its tools when it is installed."""
-    try:
-        module = importlib.import_module(MEMORY_TOOLS_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != MEMORY_TOOLS_MODULE:
-            raise
-        return
-    register = getattr(module, "register", None)
-    if register is not None:
-        register(toolset, context)
-
-
 def build_server(
     context: ServerContext,
     *,
     transport: Literal["stdio", "http"] = "stdio",
     toolset: Toolset | None = None,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
-    memory_tools: bool = True,
+    capability_tools: bool = True,
+    capabilities: Sequence[Capability[Any]] | None = None,
+    minimal: bool = False,
 ) -> MCPServer[Any]:
     """The MCP server for one ``codemode serve``; ``context`` is shared by every call.
 
-    ``memory_tools=False`` (``serve --tools core``) lists only the six core tools: skills,
-    artifacts, state and deps stay reachable from the code, and every client's context
-    carries ~1,700 fewer tokens of tool definitions.
+    Capabilities (``codemode.assembly``; by default the workspace's) add their tools after
+    the core ones. ``capability_tools=False`` (``serve --tools core``) lists only the six
+    core tools: skills, artifacts, state and deps stay reachable from the code, and every
+    client's context carries ~1,700 fewer tokens of tool definitions. ``minimal=True``
+    (``serve --tools minimal``) lists only ``run_code`` and ``search_tools``, with shorter
+    instructions: the smallest fixed cost (< 1,000 tokens), everything else is reached from
+    the code.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -329,14 +332,21 @@ def build_server(
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
         title="codemode",
-        instructions=load_text("server_instructions.md"),
+        instructions=load_text(
+            "server_instructions_minimal.md" if minimal else "server_instructions.md"
+        ),
         version=server_version,
         log_level=log_level,
     )
     if toolset is None:
         toolset = core_toolset()
-        if memory_tools:
-            _add_memory_tools(toolset, context)
+        if minimal:
+            toolset = toolset.only(MINIMAL_TOOLS)
+        elif capability_tools:
+            if capabilities is None:
+                ws = context.workspace
+                capabilities = ws.capabilities if ws is not None else assembly.installed()
+            assembly.add_server_tools(toolset, context, capabilities)
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

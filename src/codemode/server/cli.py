@@ -7,13 +7,19 @@ import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
+
+if TYPE_CHECKING:
+    from codemode.config import Settings
+    from codemode.memory import Memory
+    from codemode.tools.registry import ToolRegistry
+    from codemode.workspace import Workspace
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -75,7 +81,7 @@ class ServeOptions:
     max_sessions: int
     timeout: float | None
     log_level: LogLevel
-    tools: Literal["all", "core"] = "all"
+    tools: Literal["all", "core", "minimal"] = "all"
 
 
 @click.command("serve")
@@ -134,11 +140,12 @@ class ServeOptions:
 @click.option(
     "--tools",
     "tool_profile",
-    type=click.Choice(["all", "core"]),
+    type=click.Choice(["all", "core", "minimal"]),
     default="all",
     show_default=True,
     help="core: list only run_code and discovery; skills, artifacts, state and deps stay "
-    "reachable from the code (smaller context for the model).",
+    "reachable from the code (smaller context for the model). minimal: only run_code and "
+    "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
     "--log-level",
@@ -156,7 +163,7 @@ def serve(
     idle_timeout: float,
     max_sessions: int,
     timeout: float | None,
-    tool_profile: Literal["all", "core"],
+    tool_profile: Literal["all", "core", "minimal"],
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -209,6 +216,9 @@ async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
 
+    from codemode.assembly import configure_session
+    from codemode.context import CallContext
+    from codemode.memory.capability import MEMORY
     from codemode.session import Session
 
     from .app import build_server
@@ -216,17 +226,26 @@ async def run_server(opts: ServeOptions) -> None:
     from .toolset import ServerContext
 
     workspace, registry, memory, settings = _open_workspace(opts.base)
-    if memory is not None and getattr(settings, "install_deps", False):
+    if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
             _say(f"installed the workspace's deps: {', '.join(added)}")
-    run_timeout = opts.timeout or float(getattr(settings, "run_timeout", 60.0))
+    run_timeout = opts.timeout or settings.run_timeout
     opts.executor, executor = await start_executor(
         opts.executor, workspace, chosen=opts.executor_chosen
     )
 
-    async def new_session() -> Session:
-        session = Session(executor, tools=registry, memory=memory, default_timeout=run_timeout)
+    base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
+
+    async def new_session(key: str | None) -> Session:
+        session = Session(
+            executor,
+            tools=registry,
+            memory=memory,
+            default_timeout=run_timeout,
+            context=replace(base_context, client=key or "ephemeral"),
+        )
+        configure_session(session, workspace.capabilities, workspace.sections)
         await session.start()
         return session
 
@@ -235,7 +254,7 @@ async def run_server(opts: ServeOptions) -> None:
     )
     context = ServerContext(
         sessions,
-        base=Path(workspace.path) if workspace is not None else opts.base,
+        base=workspace.path,
         tools=registry,
         workspace=workspace,
         memory=memory,
@@ -246,7 +265,8 @@ async def run_server(opts: ServeOptions) -> None:
         context,
         transport=opts.transport,
         log_level=opts.log_level,
-        memory_tools=opts.tools == "all",
+        capability_tools=opts.tools == "all",
+        minimal=opts.tools == "minimal",
     )
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
@@ -314,23 +334,12 @@ async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
             os._exit(0)
 
 
-def _open_workspace(base: Path | None) -> tuple[Any, Any, Any, Any]:
+def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
-    layer when installed, and the settings."""
-    from codemode.config import load_settings
+    and its settings."""
+    from codemode.memory import Memory
     from codemode.workspace import Workspace
 
     workspace = Workspace.open(base)
-    registry = workspace.registry()
-    settings = getattr(workspace, "settings", None)
-    if settings is None:
-        settings = load_settings(Path(workspace.path) / "config.json")
-    memory: Any = None
-    try:
-        from codemode.memory import Memory  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        memory = None
-    else:
-        memory = Memory.from_workspace(workspace.path)
-    return workspace, registry, memory, settings
+    return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

@@ -51,8 +51,9 @@ class ServerSession(Protocol):
     async def close(self) -> None: ...
 
 
-SessionFactory = Callable[[], Awaitable[Any]]
-"""Returns a started session. Called once per new key (and per ephemeral call)."""
+SessionFactory = Callable[[str | None], Awaitable[Any]]
+"""Returns a started session for a key. Called once per new key (and with ``None`` per
+ephemeral call)."""
 
 
 @dataclass(eq=False)
@@ -171,7 +172,7 @@ class SessionManager:
         self._entries[key] = entry
         notice = self._expiry_notice(key)
         try:
-            entry.session = await self._factory()
+            entry.session = await self._factory(key)
         except BaseException as exc:
             entry.error = exc
             self._entries.pop(key, None)
@@ -187,7 +188,7 @@ class SessionManager:
         await self._reserve_slot()
         self._ephemeral += 1
         try:
-            session = await self._factory()
+            session = await self._factory(None)
             try:
                 yield Lease(session, None, True, None)
             finally:

@@ -1,7 +1,7 @@
 """Server tools as small async functions; the MCP wiring is done here, once.
 
-How to add a tool to ``codemode serve`` (e.g. in ``src/codemode/server/memory_tools.py``,
-which ``app.build_server`` imports when it exists and calls ``register(toolset, ctx)``)::
+How to add a tool to ``codemode serve`` (as ``src/codemode/memory/server_tools.py`` does;
+``app.build_server`` calls its ``register(toolset, ctx)``)::
 
     from codemode.server.toolset import Call, Reply, ServerContext, Toolset
 
@@ -34,19 +34,26 @@ from __future__ import annotations
 import inspect
 import json
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from codemode.errors import CodemodeError
 
 from .sessions import Lease, SessionManager
+
+if TYPE_CHECKING:
+    from codemode.config import Settings
+    from codemode.memory import Memory
+    from codemode.tools.registry import ToolRegistry
+    from codemode.workspace import Workspace
 
 INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
@@ -87,10 +94,10 @@ class ServerContext:
 
     sessions: SessionManager
     base: Path | None = None
-    tools: Any = None
-    workspace: Any = None
-    memory: Any = None
-    settings: Any = None
+    tools: ToolRegistry | None = None
+    workspace: Workspace | None = None
+    memory: Memory | None = None
+    settings: Settings | None = None
     run_timeout: float = 60.0
     output_limit: int = 20_000
     extras: dict[str, Any] = field(default_factory=dict)
@@ -155,6 +162,13 @@ class Toolset:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def only(self, names: typing.Iterable[str]) -> Toolset:
+        """A toolset with just these tools (in this toolset's order)."""
+        keep = set(names)
+        out = Toolset()
+        out._tools = {n: td for n, td in self._tools.items() if n in keep}
+        return out
 
     def tool(
         self,
@@ -228,6 +242,46 @@ class Toolset:
             )
 
 
+def model_parameters(
+    model: type[BaseModel],
+    only: Sequence[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+) -> list[inspect.Parameter]:
+    """Tool parameters taken from a params model's fields (types, constraints, defaults,
+    descriptions), so a tool's input schema derives from the model (``codemode.rpc``).
+
+    ``only`` picks fields (in that order); ``rename`` maps a field to the tool's argument
+    name when an MCP tool's public argument is spelled differently.
+    """
+    rename = rename or {}
+    fields = model.model_fields
+    out = []
+    for name in only if only is not None else list(fields):
+        info = fields[name]
+        annotation: Any = Annotated[
+            (info.annotation, *info.metadata, Field(description=info.description))
+        ]
+        default = inspect.Parameter.empty if info.is_required() else info.get_default()
+        out.append(
+            inspect.Parameter(
+                rename.get(name, name),
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=annotation,
+            )
+        )
+    return out
+
+
+def with_parameters(fn: Handler, params: Sequence[inspect.Parameter], name: str) -> Handler:
+    """``fn(call, **arguments)`` given an explicit signature ``(call, *, <params>)``."""
+    call = inspect.Parameter("call", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Call)
+    fn.__signature__ = inspect.Signature([call, *params])  # type: ignore[attr-defined]
+    fn.__annotations__ = {"call": Call} | {p.name: p.annotation for p in params}
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
 def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     """Wrap ``fn(call, **args)`` as the SDK expects: ``fn(**args, ctx: Context)``.
 
@@ -248,7 +302,7 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
-    async def wrapper(**kwargs: Any) -> CallToolResult:
+    async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         call = Call(context, key_of(mcp_ctx), mcp_ctx)
         try:
@@ -265,9 +319,9 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     return wrapper
 
 
-def to_result(out: Any) -> CallToolResult:
-    """Turn a handler's answer into the MCP result."""
-    if isinstance(out, CallToolResult):
+def to_result(out: Any) -> CallToolResult | InputRequiredResult:
+    """Turn a handler's answer into the MCP result (a multi-round request passes through)."""
+    if isinstance(out, CallToolResult | InputRequiredResult):
         return out
     if isinstance(out, Reply):
         return CallToolResult(

@@ -14,6 +14,7 @@ never mixes versions. ``lock()`` uses ``flock`` on ``<base>/.locks/<kind>/<name>
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import struct
@@ -25,7 +26,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import CorruptRecord, NotFound, StorageUnavailable
+from ..errors import ConfigError, CorruptRecord, NotFound, StorageUnavailable
 from .base import (
     CHUNK,
     MAX_META,
@@ -104,6 +105,16 @@ class _Writer:
             os.unlink(self.tmp)
 
 
+def _write_error(final: Path, exc: OSError) -> StorageUnavailable:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageUnavailable(
+            f"the disk holding {final.parent} is full ({exc.strerror}): {final.name} was not "
+            "saved and its previous version, if any, is unchanged. Free space on that disk, "
+            "or delete records you no longer need"
+        )
+    return StorageUnavailable(f"cannot write {final}: {exc}")
+
+
 def _read_header(f: BinaryIO, path: Path) -> tuple[int, int, dict[str, Any]]:
     head = f.read(HEAD)
     if len(head) < HEAD or head[: len(MAGIC)] != MAGIC:
@@ -131,8 +142,18 @@ def _read_header(f: BinaryIO, path: Path) -> tuple[int, int, dict[str, Any]]:
 class FileStorage:
     """Records in files under ``base``; safe for many processes on one machine."""
 
-    def __init__(self, base: str | os.PathLike[str], *, durable: bool = True) -> None:
-        self.base = Path(base).expanduser().absolute()
+    def __init__(
+        self,
+        base: str | os.PathLike[str] | None = None,
+        *,
+        base_path: str | os.PathLike[str] | None = None,
+        durable: bool = True,
+    ) -> None:
+        if (base is None) == (base_path is None):
+            raise ConfigError("FileStorage needs its directory: FileStorage(base_path=...)")
+        root = base if base is not None else base_path
+        assert root is not None
+        self.base = Path(root).expanduser().absolute()
         self.durable = durable
         # Listing cache: a replaced record is a new file (new inode), so (inode, mtime,
         # size) identifies a header; only files that changed are opened again.
@@ -162,8 +183,14 @@ class FileStorage:
 
     def _bump(self, directory: Path) -> None:
         tmp = directory / f".gen-{uuid.uuid4().hex}"
-        tmp.write_text(uuid.uuid4().hex)
-        os.replace(tmp, directory / ".gen")
+        try:
+            tmp.write_text(uuid.uuid4().hex)
+            os.replace(tmp, directory / ".gen")
+        except OSError:  # a full disk: dropping the token still changes the generation
+            with suppress(OSError):
+                tmp.unlink()
+            with suppress(OSError):
+                (directory / ".gen").unlink()
 
     # -- writing -----------------------------------------------------------------------
     async def put(
@@ -188,19 +215,19 @@ class FileStorage:
             try:
                 writer = await asyncio.to_thread(write_small)
             except OSError as exc:
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
         else:
             try:
                 writer = await asyncio.to_thread(_Writer, directory, name, meta_raw, self.durable)
             except OSError as exc:
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
             try:
                 async for chunk in iter_chunks(data):
                     await asyncio.to_thread(writer.write, chunk)
                 await asyncio.to_thread(writer.commit, final)
             except OSError as exc:
                 writer.abort()
-                raise StorageUnavailable(f"cannot write {final}: {exc}") from None
+                raise _write_error(final, exc) from None
             except BaseException:
                 writer.abort()
                 raise

@@ -27,12 +27,7 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import redis.asyncio as aioredis
-from redis import exceptions as rexc
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-
-from ..errors import CorruptRecord, NotFound, StorageUnavailable, ValidationError
+from ..errors import ConfigError, CorruptRecord, NotFound, StorageUnavailable, ValidationError
 from .base import (
     CHUNK,
     BadRecord,
@@ -44,6 +39,18 @@ from .base import (
     encode_meta,
     iter_chunks,
 )
+
+try:
+    import redis.asyncio as aioredis
+    from redis import exceptions as rexc
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+except ImportError:  # the optional 'redis' extra: RedisStorage() says how to install it
+    HAVE_REDIS = False
+else:
+    HAVE_REDIS = True
+
+EXTRA_HINT = "RedisStorage needs the Redis client: pip install 'codemode[redis]'"
 
 PENDING_TTL = 3600
 GRACE_TTL = 60
@@ -108,6 +115,8 @@ class RedisStorage:
         connect_timeout: float = 2.0,
         socket_timeout: float = 10.0,
     ) -> None:
+        if not HAVE_REDIS:
+            raise ConfigError(EXTRA_HINT)
         if not prefix or any(c.isspace() for c in prefix) or len(prefix) > 100:
             raise ValidationError(f"invalid Redis key prefix {prefix!r}")
         self.url = url

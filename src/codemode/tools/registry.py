@@ -2,9 +2,11 @@
 
 Every tool call made by agents' code (and by the SDK) goes through ``ToolRegistry.call``::
 
-    resolve name ──► validate args ──► middleware chain ──► source.call_tool ──► convert
-    (ToolNotFound     (ToolArgument-     (registry.use:        (timeout)           (ToolError,
-     + suggestions)    Error + sig)       policy, PII, audit)                       warnings)
+    resolve name ──► the chain (codemode.chain.TOOL_STAGES) ──► source.call_tool ──► convert
+    (ToolNotFound     observe, audit, policy, approval, budget,     (timeout)        (ToolError,
+     + suggestions)   custom, privacy, validate (ToolArgumentError                    warnings)
+                      + signature, after every layer that rewrites
+                      the arguments)
 
 Sources (MCP servers, Python callables) are listed lazily, once, and cached until
 ``invalidate`` (or a change of the source's optional ``listing_version``). Names that are
@@ -19,13 +21,15 @@ import builtins
 import difflib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from jsonschema.exceptions import best_match
 
+from codemode.chain import DEFAULT_STAGE, TOOL_STAGES, Chain, Layer, Next
+from codemode.context import CallContext, current_context
 from codemode.errors import (
     CodemodeError,
     ConfigError,
@@ -40,6 +44,7 @@ from codemode.tools.entries import ServerEntry, ToolEntry, assign_names, list_to
 from codemode.tools.search import Detail, ToolIndex, check_detail, render
 from codemode.tools.sources.python import PythonSource
 from codemode.tools.spec import ToolSource, ToolSpec, py_identifier
+from codemode.tools.validate import format_problems
 
 if TYPE_CHECKING:
     from codemode.hostapi import HostAPI
@@ -54,17 +59,19 @@ _RELIST_AFTER_MISS = 2.0
 
 @dataclass(slots=True)
 class ToolCall:
-    """One call as middleware sees it; middleware may change ``args`` or ``timeout``."""
+    """One call as the chain's layers see it; a layer may change ``args`` or ``timeout``."""
 
     server: str  # original names, as the source knows them
     tool: str
     args: dict[str, Any]
     spec: ToolSpec
     timeout: float | None = None
+    context: CallContext = field(default_factory=CallContext)
+    """Whose call it is (tenant, workspace, session, run, client)."""
 
 
-NextCall = Callable[[ToolCall], Awaitable[Any]]
-Middleware = Callable[[ToolCall, NextCall], Awaitable[Any]]
+NextCall = Next[ToolCall, Any]
+Middleware = Layer[ToolCall, Any]
 
 
 class ToolRegistry:
@@ -76,8 +83,8 @@ class ToolRegistry:
         self.default_timeout = default_timeout
         self._servers: dict[str, ServerEntry] = {}  # by original name
         self._by_py: dict[str, ServerEntry] = {}
-        self._middleware: list[Middleware] = []
-        self._pipeline: NextCall = self._invoke
+        self._chain: Chain[ToolCall, Any] = Chain("tool-call", TOOL_STAGES, self._invoke)
+        self._chain.use(self._validate, stage="validate")
         self._index: ToolIndex | None = None
         self._warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
         self._logged: set[str] = set()
@@ -137,13 +144,14 @@ class ToolRegistry:
             self._by_py[s.py_name] = s
         self._index = None
 
-    def use(self, middleware: Middleware) -> None:
-        """Add ``middleware(call, call_next)``; the first added runs outermost."""
-        self._middleware.append(middleware)
-        handler: NextCall = self._invoke
-        for mw in reversed(self._middleware):
-            handler = _bind(mw, handler)
-        self._pipeline = handler
+    def use(self, middleware: Middleware, stage: str = DEFAULT_STAGE) -> None:
+        """Add ``middleware(call, call_next)`` at ``stage`` of ``codemode.chain.TOOL_STAGES``;
+        within a stage the first added runs outermost."""
+        self._chain.use(middleware, stage)
+
+    def layers(self) -> builtins.list[tuple[str, Middleware]]:
+        """The chain's (stage, layer), outermost first (argument validation included)."""
+        return self._chain.layers()
 
     @property
     def warnings(self) -> list[str]:
@@ -251,8 +259,13 @@ class ToolRegistry:
         args: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        context: CallContext | None = None,
     ) -> Any:
-        """Call ``server.tool`` with ``args``; returns the converted value or raises ToolError."""
+        """Call ``server.tool`` with ``args``; returns the converted value or raises ToolError.
+
+        ``context`` says whose call it is; by default the one current in this task (the
+        calling run's, for calls from a session's code).
+        """
         s = self._by_py.get(server) or self._servers.get(server)
         t = None
         if s is not None and s.tools is not None and self._fresh(s):
@@ -267,17 +280,27 @@ class ToolRegistry:
                 server=t.server.py_name,
                 tool=t.py_name,
             )
-        checked = t.validator.check(
-            args, server=t.server.py_name, tool=t.py_name, signature=t.signature
-        )
         call = ToolCall(
             t.spec.server,
             t.spec.name,
-            checked,
+            t.validator.normalize(args),  # Python spellings -> the schema's names
             t.spec,
             timeout if timeout is not None else self.default_timeout,
+            context if context is not None else current_context.get(),
         )
-        return await self._pipeline(call)
+        return await self._chain(call)
+
+    async def _validate(self, call: ToolCall, call_next: NextCall) -> Any:
+        """The ``validate`` stage: the arguments as they reach the tool, against its schema."""
+        s = self._servers.get(call.server)
+        t = s.by_original.get(call.tool) if s is not None else None
+        if t is not None:
+            problems = t.validator.problems(call.args)
+            if problems:
+                raise ToolArgumentError(
+                    format_problems(problems, t.signature), server=t.server.py_name, tool=t.py_name
+                )
+        return await call_next(call)
 
     async def _invoke(self, call: ToolCall) -> Any:
         s = self._servers.get(call.server)
@@ -360,6 +383,10 @@ class ToolRegistry:
             for p in params
         ]
         out["docstring"] = stubs.docstring(t.spec, params)
+        key = convert.wrapped_result_key(t.spec.output_schema)
+        if key is not None and t.spec.output_schema is not None:
+            # What the code receives: the SDK's {"result": ...} wrapper is unwrapped.
+            out["result_schema"] = t.spec.output_schema["properties"][key]
         if t.spec.title:
             out["title"] = t.spec.title
         if t.spec.annotations:
@@ -452,46 +479,10 @@ class ToolRegistry:
 
     # -- the worker's side -------------------------------------------------------------
     def install(self, host: HostAPI) -> None:
-        """Serve the worker's ``tools.*`` calls from this registry."""
+        """Serve the worker's ``tools.*`` calls from this registry (``codemode.tools.rpc``)."""
+        from codemode.tools.rpc import TOOL_METHODS
 
-        async def h_call(p: dict[str, Any]) -> Any:
-            timeout = p.get("timeout")
-            return await self.call(
-                str(p.get("server", "")),
-                str(p.get("tool", "")),
-                p.get("args"),
-                timeout=float(timeout) if timeout is not None else None,
-            )
-
-        async def h_search(p: dict[str, Any]) -> Any:
-            return await self.search(
-                str(p.get("query", "")), p.get("detail", "name"), int(p.get("limit", 10))
-            )
-
-        async def h_list(p: dict[str, Any]) -> Any:
-            server = p.get("server")
-            return await self.list(
-                str(server) if server is not None else None, p.get("detail", "name")
-            )
-
-        async def h_describe(p: dict[str, Any]) -> Any:
-            return await self.describe(str(p.get("name", "")))
-
-        async def h_servers(p: dict[str, Any]) -> Any:
-            return await self.servers(connect=bool(p.get("connect", True)))
-
-        async def h_stub(p: dict[str, Any]) -> Any:
-            return await self.stub_module(str(p.get("module", "")))
-
-        for method, handler in (
-            ("tools.call", h_call),
-            ("tools.search", h_search),
-            ("tools.list", h_list),
-            ("tools.describe", h_describe),
-            ("tools.servers", h_servers),
-            ("tools.stub_module", h_stub),
-        ):
-            host.register(method, _guard(handler))
+        TOOL_METHODS.install(host, self)
 
     async def aclose(self) -> None:
         """Close every source; one failing to close does not keep the others open."""
@@ -506,24 +497,3 @@ class ToolRegistry:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _bind(mw: Middleware, nxt: NextCall) -> NextCall:
-    async def handler(call: ToolCall) -> Any:
-        return await mw(call, nxt)
-
-    return handler
-
-
-def _guard(
-    handler: Callable[[dict[str, Any]], Awaitable[Any]],
-) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-    """Bad parameters from the worker (e.g. ``detail="huge"``) become ToolArgumentError."""
-
-    async def wrapped(params: dict[str, Any]) -> Any:
-        try:
-            return await handler(params)
-        except (ValueError, TypeError) as exc:
-            raise ToolArgumentError(str(exc)) from exc
-
-    return wrapped

@@ -7,6 +7,12 @@ the three detail levels.
 
 Scoring uses ``bm25s`` (numpy only, imported on first build). Tokens are lower-cased,
 split on case and punctuation, and lightly stemmed (``files`` -> ``file``) on both sides.
+
+People ask for tools in other words than the tools' authors used ("remove" for
+``delete_*``, "folder" for "directory"), so a tool's document also carries the synonyms of
+the words of its name, from :data:`SYNONYMS`: general API vocabulary (CRUD verbs and common
+nouns), not tuned to any query set. The discovery benchmark (``codemode bench discovery``)
+measures the effect on held-out queries.
 """
 
 from __future__ import annotations
@@ -28,6 +34,27 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STOP = frozenset(
     "a an and are as at be by for from in into is it of on or that the this to with".split()  # noqa: SIM905
 )
+
+
+SYNONYMS = (
+    "get fetch retrieve read show view display",
+    "list enumerate browse",
+    "search find query lookup locate",
+    "create add new make insert generate",
+    "update edit modify change set patch",
+    "delete remove drop erase clear purge destroy",
+    "send post notify",
+    "run execute trigger start launch invoke",
+    "stop kill terminate cancel abort halt",
+    "download export save",
+    "upload import attach",
+    "directory folder",
+    "repository repo",
+    "issue ticket",
+    "comment note reply",
+    "user member people person account",
+)
+"""Groups of words that name the same thing in tool APIs (see the module docstring)."""
 
 
 def _stem(token: str) -> str:
@@ -132,14 +159,29 @@ class ToolDoc:
         return sig if isinstance(sig, str) else sig()
 
     def tokens(self) -> list[str]:
-        """The document BM25 sees: names count three times, description and params once."""
+        """The document BM25 sees: the names (tool, title, server) count twice; the
+        description, the parameter names and the synonyms of the names' words once."""
         server, _, tool = self.name.partition(".")
         original = self.original.partition(".")[2]
         names = tokenize(tool if original == tool else f"{tool} {original}")
         if self.title:
             names += tokenize(self.title)
+        names += tokenize(server)
         rest = tokenize(" ".join([server, self.description, *self.parameters]))
-        return names * 3 + rest
+        synonyms = _synonyms()
+        related = [s for t in dict.fromkeys(names) for s in synonyms.get(t, ())]
+        return names * 2 + rest + related
+
+
+@functools.cache
+def _synonyms() -> dict[str, tuple[str, ...]]:
+    """Stemmed word -> the other stemmed words of its :data:`SYNONYMS` group."""
+    out: dict[str, tuple[str, ...]] = {}
+    for group in SYNONYMS:
+        words = list(dict.fromkeys(_stem(w) for w in group.split()))
+        for w in words:
+            out[w] = tuple(dict.fromkeys([*out.get(w, ()), *(x for x in words if x != w)]))
+    return out
 
 
 def first_paragraph(text: str, limit: int = 400) -> str:

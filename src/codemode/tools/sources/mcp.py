@@ -58,6 +58,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
+from codemode.isolation.servers import Isolation, ServerLaunch, plan
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 __all__ = ["MCPSource"]
@@ -187,6 +188,7 @@ class _Connection:
         self.client: Client | None = None
         self.dead = False
         self.stderr: _StderrTail | None = None
+        self.launch: ServerLaunch | None = None
         self._ready: asyncio.Future[None] = self.loop.create_future()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -200,8 +202,12 @@ class _Connection:
     def _transport(self) -> Transport:
         cfg = self.source.config
         if isinstance(cfg, StdioServerConfig):
+            self.launch = plan(cfg, self.source.isolation)
             params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cfg.cwd
+                command=self.launch.command,
+                args=self.launch.args,
+                env=self.launch.env,
+                cwd=self.launch.cwd,
             )
             self.stderr = _StderrTail()
             self.stderr.on_eof(self._mark_dead_threadsafe)
@@ -264,6 +270,8 @@ class _Connection:
             self.client = None
             if self.stderr is not None:
                 self.stderr.release_writer()
+            if self.launch is not None:
+                self.launch.cleanup()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -417,9 +425,12 @@ class MCPSource:
         default_timeout: float = 60.0,
         connect_timeout: float = 30.0,
         protocol: str | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self._name = name
         self.config = config
+        self.isolation = isolation or Isolation()
+        self._retired: dict[_Connection, asyncio.Task[None]] = {}
         self.default_timeout = config.timeout or default_timeout
         self.connect_timeout = connect_timeout
         self.protocol = config.protocol or protocol or "auto"
@@ -571,8 +582,10 @@ class MCPSource:
             async with asyncio.timeout(limit):
                 result = await client.call_tool(tool, arguments)
         except TimeoutError:
+            self._retire(conn, limit)
             raise ToolTimeout(
-                f"no answer within {limit:g} s; the call was cancelled",
+                f"no answer within {limit:g} s; the call was cancelled and the server is "
+                "restarted for the next calls",
                 server=self._name,
                 tool=tool,
             ) from None
@@ -604,7 +617,27 @@ class MCPSource:
             _schema_warnings.reset(token)
         return _call_result(result, sink)
 
+    def _retire(self, conn: _Connection, grace: float) -> None:
+        """A call timed out: the server may be wedged (a FIFO, a hang), for every caller.
+        New calls go to a fresh process at once; the old one is stopped once the calls
+        still running on it have had ``grace`` seconds (their own timeout) to finish."""
+        if self._conn is not conn:
+            return
+        self._conn = None
+
+        async def stop_later() -> None:
+            try:
+                await asyncio.sleep(grace)
+            finally:
+                self._retired.pop(conn, None)
+                await conn.stop()
+
+        self._retired[conn] = asyncio.get_running_loop().create_task(stop_later())
+
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
+        for old, task in list(self._retired.items()):
+            task.cancel()
+            await old.stop()
         if conn is not None:
             await conn.stop()

@@ -1,0 +1,127 @@
+"""The two chains everything passes through, and the one place their order is written.
+
+Every tool call goes through ``ToolRegistry``'s chain and every run through ``Session``'s.
+A layer is ``layer(event, call_next)``: it may look at the event, change it, refuse it
+(raise, or for a run return a result without calling ``call_next``), and post-process
+what comes back. Layers are placed by *stage*, never by the order code happens to add
+them; within one stage the first added runs outermost.
+
+Tool calls, outermost first (``TOOL_STAGES``)::
+
+    observe   metrics, tracing: sees everything, including refusals below
+    audit     records what was asked and what came back (tokenized values only)
+    policy    allow/deny by tool, tenant, arguments
+    approval  asks a human before destructive calls
+    budget    counts calls, time, cost per tenant/session
+    custom    ``registry.use(layer)`` without a stage
+    privacy   restores tokens in the arguments on the way in, tokenizes the result out
+    validate  the arguments against the tool's input schema (after every rewrite)
+    -> upstream (the tool's source: MCP server, Python callable) and result conversion
+
+Runs, outermost first (``RUN_STAGES``)::
+
+    observe -> audit -> budget -> checks -> custom -> privacy -> the worker runs the code
+
+This module knows no layer by name; capabilities (``codemode.capabilities``) add theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .context import CallContext
+from .errors import ConfigError
+from .result import ExecutionResult
+
+TOOL_STAGES: tuple[str, ...] = (
+    "observe",
+    "audit",
+    "policy",
+    "approval",
+    "budget",
+    "custom",
+    "privacy",
+    "validate",
+)
+"""Stages of the tool-call chain, outermost first; the upstream call is innermost."""
+
+RUN_STAGES: tuple[str, ...] = ("observe", "audit", "budget", "checks", "custom", "privacy")
+"""Stages of the run chain, outermost first; the worker's run is innermost."""
+
+DEFAULT_STAGE = "custom"
+
+E = TypeVar("E")
+R = TypeVar("R")
+
+Next = Callable[[E], Awaitable[R]]
+Layer = Callable[[E, Next[E, R]], Awaitable[R]]
+
+
+class Chain(Generic[E, R]):
+    """Layers around a terminal call, ordered by stage; rebuilt when a layer is added."""
+
+    def __init__(self, kind: str, stages: tuple[str, ...], terminal: Next[E, R]) -> None:
+        self.kind = kind
+        self.stages = stages
+        self._rank = {s: i for i, s in enumerate(stages)}
+        self._terminal = terminal
+        self._layers: list[tuple[int, int, str, Layer[E, R]]] = []
+        self._call: Next[E, R] = terminal
+
+    def use(self, layer: Layer[E, R], stage: str = DEFAULT_STAGE) -> None:
+        """Add ``layer`` at ``stage`` (after the layers already at that stage)."""
+        rank = self._rank.get(stage)
+        if rank is None:
+            raise ConfigError(
+                f"unknown {self.kind} stage {stage!r}; stages, outermost first: "
+                + ", ".join(self.stages)
+            )
+        self._layers.append((rank, len(self._layers), stage, layer))
+        self._layers.sort(key=lambda item: (item[0], item[1]))
+        handler = self._terminal
+        for _, _, _, each in reversed(self._layers):
+            handler = _bind(each, handler)
+        self._call = handler
+
+    def layers(self) -> list[tuple[str, Layer[E, R]]]:
+        """(stage, layer), outermost first."""
+        return [(stage, layer) for _, _, stage, layer in self._layers]
+
+    async def __call__(self, event: E) -> R:
+        return await self._call(event)
+
+
+def _bind(layer: Layer[E, R], nxt: Next[E, R]) -> Next[E, R]:
+    async def handler(event: E) -> R:
+        return await layer(event, nxt)
+
+    return handler
+
+
+@dataclass(slots=True)
+class RunEvent:
+    """One run as run hooks see it; a hook may replace ``code`` or ``timeout``."""
+
+    code: str
+    timeout: float
+    context: CallContext
+
+
+NextRun = Next[RunEvent, ExecutionResult]
+RunHook = Layer[RunEvent, ExecutionResult]
+"""``hook(event, call_next) -> ExecutionResult``: around one ``Session.run``."""
+
+
+__all__ = [
+    "DEFAULT_STAGE",
+    "RUN_STAGES",
+    "TOOL_STAGES",
+    "Chain",
+    "Layer",
+    "Next",
+    "NextRun",
+    "RunEvent",
+    "RunHook",
+]

@@ -1,0 +1,159 @@
+"""The host's net around one sandboxed worker: its workspace is swept and held to a quota.
+
+After each run (and every few tenths of a second during one) the workspace the worker can
+write is swept on the host (:func:`codemode.isolation.sweep.sweep`): setuid/setgid bits
+are stripped (the seccomp filter already refuses them: this is the second net) and its
+bytes and files are counted. A run that takes the workspace over its quota is
+interrupted like a timed-out one (killed if it does not stop) and its result carries a
+``QuotaExceeded`` error naming the usage and the limits; what was written stays, so the
+code can delete files and go on.
+
+Why accounting rather than a size-limited filesystem: the sandbox uid is unprivileged
+and the workspace is an ordinary host directory that must survive the worker. Project
+quotas need a filesystem mounted with ``prjquota``; a loop-mounted image per workspace
+needs root, loop devices and a migration of existing files. A walk works for root and
+non-root hosts alike; the overshoot is bounded by the sweep interval (and each file by
+``RLIMIT_FSIZE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..isolation.sweep import Usage, sweep
+from ..result import ErrorInfo, ExecutionResult
+
+# A workspace this small is swept inline after a run (well under a millisecond): a thread
+# hop would cost more than the walk.
+INLINE_FILES = 200
+
+
+@dataclass(frozen=True)
+class WorkspaceQuota:
+    """Limits of one workspace; ``None`` switches one off."""
+
+    max_bytes: int | None = 1 << 30
+    max_files: int | None = 50_000
+
+    def problem(self, usage: Usage) -> str | None:
+        over_bytes = self.max_bytes is not None and usage.bytes > self.max_bytes
+        over_files = self.max_files is not None and (
+            usage.files > self.max_files or not usage.complete
+        )
+        if not (over_bytes or over_files):
+            return None
+        files = f"{usage.files:,}{'+' if not usage.complete else ''}"
+        return (
+            f"/workspace is over its quota: it holds {_size(usage.bytes)} in {files} files "
+            f"(limits: {_size(self.max_bytes)}, {_count(self.max_files)} files). "
+            "Delete files to go on."
+        )
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "no byte limit"
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _count(n: int | None) -> str:
+    return "no" if n is None else f"{n:,}"
+
+
+class GuardedWorker:
+    """A sandboxed worker whose workspace is swept after, and watched during, each run."""
+
+    def __init__(
+        self, inner: Any, workspace: str, quota: WorkspaceQuota, interval: float = 0.25
+    ) -> None:
+        self.inner = inner
+        self.workspace = workspace
+        self.quota = quota
+        self.interval = interval
+        self.last_usage: Usage | None = None
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.inner.alive)
+
+    @property
+    def pid(self) -> int:
+        return int(self.inner.pid)
+
+    def __getattr__(self, name: str) -> Any:  # the inner worker's other attributes
+        return getattr(self.inner, name)
+
+    def _sweep(self) -> Usage:
+        limit = self.quota.max_files
+        usage = sweep(self.workspace, max_entries=limit + 1 if limit is not None else 10**7)
+        self.last_usage = usage
+        return usage
+
+    def _grew_over(self, usage: Usage, before: Usage) -> str | None:
+        """The quota problem, if this usage is over it *and* the run added to it (a run
+        that only deletes files from a workspace over its quota is never stopped)."""
+        problem = self.quota.problem(usage)
+        if problem is None or (usage.bytes <= before.bytes and usage.files <= before.files):
+            return None
+        return problem
+
+    async def _watch(self, before: Usage, breach: list[str]) -> None:
+        """Sweep while the code runs; stop it when it takes the workspace over its quota.
+        The first sweep waits one interval: short runs never pay for one."""
+        await asyncio.sleep(self.interval)
+        while True:
+            began = time.monotonic()
+            usage = await asyncio.to_thread(self._sweep)
+            problem = self._grew_over(usage, before)
+            if problem is not None:
+                breach.append(problem)
+                self.inner.stop_run(f"the run was stopped: {problem}")
+                return
+            # a big tree costs more to walk: never spend more than ~1/5 of the time on it
+            await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
+
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        before = self.last_usage
+        if before is None:
+            before = await asyncio.to_thread(self._sweep)
+        breach: list[str] = []
+        watch = asyncio.get_running_loop().create_task(self._watch(before, breach))
+        try:
+            result: ExecutionResult = await self.inner.run(code, timeout)
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+        small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
+        usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
+        notes: list[str] = []
+        if usage.stripped:
+            shown = ", ".join(usage.stripped[:5]) + (" ..." if len(usage.stripped) > 5 else "")
+            notes.append(f"setuid/setgid bits were removed from: {shown}")
+        problem = breach[0] if breach else self._grew_over(usage, before)
+        still = self.quota.problem(usage)
+        if problem is None and still is not None:
+            notes.append(still)
+        if notes:
+            result = replace(result, warnings=(*result.warnings, *notes))
+        if problem is not None and not result.timed_out:
+            stopped = "the run was stopped: " if breach else ""
+            result = replace(result, error=ErrorInfo("QuotaExceeded", stopped + problem))
+        return result
+
+    async def reset(self) -> None:
+        await self.inner.reset()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+__all__ = ["GuardedWorker", "WorkspaceQuota"]

@@ -1,0 +1,96 @@
+"""POSIX ACLs written as the kernel's xattr, so two unprivileged uids can share a directory.
+
+A workspace's ``files/`` belongs to the sandbox's uid; an upstream server given it runs as
+another uid. A default ACL on the directory gives both read-write access to everything
+created in it from then on, whoever creates it (the umask does not apply under a default
+ACL). No ``setfacl`` binary is needed: the format is fixed (``linux/posix_acl_xattr.h``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import struct
+
+ACCESS = "system.posix_acl_access"
+DEFAULT = "system.posix_acl_default"
+_VERSION = 2
+_HEAD = struct.Struct("<I")
+_ENTRY = struct.Struct("<HHI")
+USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_NONE = 0xFFFFFFFF
+
+Entries = dict[tuple[int, int], int]
+
+
+def _decode(raw: bytes) -> Entries:
+    (version,) = _HEAD.unpack_from(raw)
+    if version != _VERSION:
+        raise ValueError(f"unknown ACL version {version}")
+    return {
+        (tag, ident): perm
+        for tag, perm, ident in (
+            _ENTRY.unpack_from(raw, off) for off in range(_HEAD.size, len(raw), _ENTRY.size)
+        )
+    }
+
+
+def _encode(entries: Entries) -> bytes:
+    body = b"".join(_ENTRY.pack(tag, perm, ident) for (tag, ident), perm in sorted(entries.items()))
+    return _HEAD.pack(_VERSION) + body
+
+
+def _from_mode(mode: int) -> Entries:
+    return {
+        (USER_OBJ, _NONE): (mode >> 6) & 7,
+        (GROUP_OBJ, _NONE): (mode >> 3) & 7,
+        (OTHER, _NONE): mode & 7,
+    }
+
+
+def _read(fd: int, name: str, mode: int) -> Entries:
+    try:
+        return _decode(os.getxattr(fd, name))
+    except OSError as exc:
+        if exc.errno != errno.ENODATA:
+            raise
+        return _from_mode(mode)
+
+
+def _with_users(entries: Entries, uids: list[int]) -> Entries:
+    out = dict(entries)
+    for uid in uids:
+        out[(USER, uid)] = 7
+    group_class = [p for (tag, _), p in out.items() if tag in (USER, GROUP_OBJ, GROUP)]
+    out[(MASK, _NONE)] = 0
+    for p in group_class:
+        out[(MASK, _NONE)] |= p
+    return out
+
+
+def grant(path: str, uids: list[int]) -> None:
+    """Give ``uids`` rwx on the directory ``path`` and on everything created in it later.
+
+    Opened with ``O_NOFOLLOW``: a symlink put in its place is refused, never followed.
+    Raises ``OSError`` (e.g. ``EOPNOTSUPP`` on a filesystem without ACLs).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids)))
+        os.setxattr(fd, DEFAULT, _encode(_with_users(_read(fd, DEFAULT, mode), uids)))
+    finally:
+        os.close(fd)
+
+
+def users(path: str, *, default: bool = False) -> list[int]:
+    """The named users of ``path``'s access (or default) ACL."""
+    try:
+        entries = _decode(os.getxattr(path, DEFAULT if default else ACCESS))
+    except OSError:
+        return []
+    return sorted(ident for tag, ident in entries if tag == USER)
+
+
+__all__ = ["grant", "users"]

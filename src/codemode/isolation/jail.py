@@ -1,0 +1,233 @@
+"""A bubblewrap jail for host-side helpers that handle what the sandbox wrote.
+
+Some work must happen outside the agent's sandbox but on its behalf: pip fetching the
+packages its code asked for, an upstream MCP server reading the files it wrote. Run as
+root on the host, either is a way out (a build backend, a symlink swapped between a check
+and a read). A jail is the same recipe as the sandbox, for one command:
+
+- a dedicated unprivileged uid (:mod:`.uids`) when the host runs as root (``setpriv``,
+  no new privileges, empty capability sets), never the sandbox's own uid;
+- a new root built from read-only pieces (``/usr``, the few files of ``/etc`` the command
+  needs) plus exactly the host paths it is given, each at the same absolute path; every
+  bind is ``nosuid,nodev`` (bubblewrap's default), ``/tmp`` a private tmpfs;
+- every namespace new, the network too unless ``network=True``; the seccomp filter of the
+  sandbox (its network variant when the network is shared).
+
+bubblewrap resolves its bind sources as the jail's uid, so a source that uid cannot reach
+(a venv under ``/root``) is first bound by root onto a reachable mount point in a private
+mount namespace that dies with the jail, then mounted at its own path inside.
+
+The seccomp program reaches bubblewrap as an fd whose number is chosen among those the
+command is not given (``keep_fds``), never a fixed one: a fixed number would overwrite
+whatever the caller passed with that number.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import SandboxUnavailable
+from ..execution import seccomp as seccomp_mod
+from ..execution.bwrap import setpriv_args, system_root_args
+from ..execution.doctor import can_private_mount, find_program, traversable
+from ..execution.spawn import above_stdio
+
+# Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest.
+BINDER = (
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
+)
+# Opens FILE read-only on fd N (chosen by the host, 3-9: what sh can name), then execs the
+# rest. For commands another library spawns (an MCP client's stdio), which take no fds.
+WITH_FD = (
+    'n="$1"; f="$2"; shift 2; case "$n" in [3-9]) ;; *) exit 124;; esac; '
+    'eval "exec \\"\\$@\\" $n<\\"\\$f\\""'
+)
+# What name resolution and TLS need when the network is shared.
+NET_ETC = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ld.so.cache",
+)
+BASE_ETC = ("/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates")
+
+_rundir: str | None = None
+_lock = threading.Lock()  # sandbox workers are started on several threads
+
+
+def rundir() -> str:
+    """A root-only directory (mode 0711) for BPF files, mount points and scratch dirs."""
+    global _rundir
+    with _lock:
+        if _rundir is None or not os.path.isdir(_rundir):
+            _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
+            os.chmod(_rundir, 0o711)
+            atexit.register(shutil.rmtree, _rundir, True)
+        return _rundir
+
+
+@functools.cache
+def bpf_path(network: bool = False) -> str:
+    return seccomp_mod.write_bpf(rundir(), network=network)
+
+
+def open_bpf(path: str) -> int:
+    """The BPF program as an fd to pass to bwrap by its number (never a fixed one)."""
+    return above_stdio(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def seccomp_fd_number(keep_fds: Sequence[int] = ()) -> int:
+    """The fd number for the BPF program: the lowest of 3-9 (what sh can name) that is
+    none of the fds the command is given."""
+    for n in range(3, 10):
+        if n not in keep_fds:
+            return n
+    raise ValueError("a jailed command given fds 3-9 leaves no number sh can open for seccomp")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path shown inside the jail at ``dst`` (default: the same path)."""
+
+    src: str
+    dst: str = ""
+    writable: bool = False
+
+    @property
+    def target(self) -> str:
+        return self.dst or self.src
+
+
+@dataclass
+class JailSpec:
+    """What one jailed command may see and do."""
+
+    mounts: Sequence[Mount] = ()
+    uid: int | None = None
+    """Switch to this uid/gid first (the host must be root); None keeps the caller's."""
+    gid: int | None = None
+    network: bool = False
+    seccomp: bool = True
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = "/"
+    empty_dirs: Sequence[str] = ()
+    """Directories created empty (and read-only, like the rest of the root)."""
+    etc: Sequence[str] = ()
+    """Extra paths of the host's /etc to show read-only."""
+    tmp_size_mb: int | None = 64
+
+
+@dataclass
+class Launch:
+    argv: list[str]
+    mount_points: str | None = None
+
+    def cleanup(self) -> None:
+        if self.mount_points:
+            shutil.rmtree(self.mount_points, ignore_errors=True)
+            self.mount_points = None
+
+
+def available() -> str | None:
+    """Why a jail cannot start here, or None."""
+    if find_program("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    if os.geteuid() == 0 and find_program("setpriv") is None:
+        return "setpriv is not installed (apt-get install util-linux)"
+    return None
+
+
+def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = ()) -> Launch:
+    """The launch line of ``command`` in the jail ``spec`` describes.
+
+    ``keep_fds``: the fds the caller passes to the command; the BPF program's fd gets a
+    number none of them has.
+    """
+    why = available()
+    if why is not None:
+        raise SandboxUnavailable(f"cannot isolate a host-side helper: {why}")
+    switch = spec.uid is not None and os.geteuid() == 0
+    uid = spec.uid if switch and spec.uid is not None else os.geteuid()
+    gid = spec.gid if switch and spec.gid is not None else os.getegid()
+    launch = Launch([])
+    private: list[tuple[str, str]] = []
+    sources: list[tuple[Mount, str]] = []
+    for m in spec.mounts:
+        src = os.path.realpath(m.src)
+        if not os.path.exists(src):
+            continue
+        if not traversable(src, uid, gid, read_last=False) and can_private_mount():
+            if launch.mount_points is None:
+                launch.mount_points = tempfile.mkdtemp(prefix="jail-", dir=rundir())
+                os.chmod(launch.mount_points, 0o711)
+            point = os.path.join(launch.mount_points, str(len(private)))
+            if os.path.isdir(src):
+                os.mkdir(point)
+            else:
+                open(point, "w").close()
+            private.append((src, point))
+            src = point
+        sources.append((m, src))
+    argv: list[str] = []
+    if private:
+        unshare = find_program("unshare") or "unshare"
+        argv = [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", BINDER]
+        argv += ["codemode-jail", *(p for pair in private for p in pair), "--"]
+    fd = None
+    if spec.seccomp and seccomp_mod.available()[0]:
+        fd = seccomp_fd_number(keep_fds)
+        argv += ["/bin/sh", "-c", WITH_FD, "codemode-jail", str(fd), bpf_path(spec.network)]
+    if switch:
+        argv += setpriv_args(find_program("setpriv") or "setpriv", uid, gid)
+    argv += _bwrap(spec, sources, fd)
+    argv += list(command)
+    launch.argv = argv
+    return launch
+
+
+def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | None) -> list[str]:
+    a = [find_program("bwrap") or "bwrap", "--unshare-all"]
+    if spec.network:
+        a.append("--share-net")
+    a += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
+    else:
+        a.append("--disable-userns")
+    etc = tuple(dict.fromkeys((*BASE_ETC, *(NET_ETC if spec.network else ()), *spec.etc)))
+    a += system_root_args(etc)
+    size = ["--size", str(spec.tmp_size_mb << 20)] if spec.tmp_size_mb else []
+    a += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    for m, src in sources:
+        a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+    for d in spec.empty_dirs:
+        a += ["--dir", d]
+    a += ["--remount-ro", "/", "--chdir", spec.cwd]
+    for key, value in spec.env.items():
+        a += ["--setenv", key, value]
+    return a
+
+
+__all__ = [
+    "BINDER",
+    "JailSpec",
+    "Launch",
+    "Mount",
+    "available",
+    "bpf_path",
+    "build",
+    "open_bpf",
+    "rundir",
+    "seccomp_fd_number",
+]

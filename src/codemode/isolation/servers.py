@@ -1,0 +1,320 @@
+"""Upstream stdio MCP servers in a jail of their own, so the sandbox cannot hand them a race.
+
+A server such as the filesystem server, given ``<workspace>/files``, checks a path and then
+opens it; between the two the sandbox can swap a file for a symlink to ``/etc/shadow``, or
+plant a FIFO that blocks its reader. codemode cannot fix third-party servers; it makes sure
+the swap leads nowhere:
+
+- **a dedicated uid** (:func:`~codemode.isolation.uids.server_uid`, never the sandbox's)
+  when codemode runs as root, with a **private HOME** (its own ``.gitconfig``, npm cache);
+- **a jail** (:mod:`.jail`) that shows the host's ``/usr`` and a few ``/etc`` files
+  read-only, the server's own runtime read-only at its own paths (its interpreter or venv,
+  its ``node_modules``, its script's directory), and the paths it was configured with at
+  the same absolute paths (directories writable, ``nosuid,nodev``); nothing else. A
+  symlink swapped in resolves *inside* that view: ``/root``, other workspaces and the
+  workspace's own configuration do not exist there;
+- **no network** for a server given a path inside the workspace, unless ``"network": true``
+  (git hooks or ``core.fsmonitor`` planted in a repository there must not reach out);
+- the workspace directory it is given gets a default ACL so the sandbox's uid and the
+  server's uid can both write what the other creates (:mod:`.acl`);
+- ``"isolation": "none"`` runs it as before, as codemode's own user: logged as a warning
+  at every start and listed by ``codemode doctor``.
+
+When codemode is not root, servers keep the user's uid; servers given a workspace path are
+still jailed (bubblewrap works unprivileged).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import StdioServerConfig
+from ..errors import ServerUnavailable
+from . import acl, jail
+from .uids import SANDBOX_UID, server_uid
+
+log = logging.getLogger(__name__)
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SERVER_ETC = ("/etc/passwd", "/etc/group", "/etc/localtime", "/etc/timezone", "/etc/mime.types")
+HOMES_ROOT = "/var/lib/codemode/server-homes"
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Where servers are isolated from: the workspace the sandbox writes into, if any."""
+
+    workspace: Path | None = None
+    """The workspace root: paths inside it (``files/`` first of all) are the sandbox's."""
+    files: Path | None = None
+    tenant: str | None = None
+    sandbox_uid: int = SANDBOX_UID
+    homes_root: str | None = None
+
+
+@dataclass
+class ServerLaunch:
+    """What to start for one server: the command line, and what to undo after it exits."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str] | None
+    cwd: str | None
+    isolated: bool
+    summary: str
+    launch: jail.Launch | None = None
+    mounts: list[jail.Mount] = field(default_factory=list)
+
+    def cleanup(self) -> None:
+        if self.launch is not None:
+            self.launch.cleanup()
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _in_system(path: str) -> bool:
+    return any(_within(path, d) for d in SYSTEM_DIRS)
+
+
+def _candidates(cfg: StdioServerConfig, cwd: str) -> Iterable[tuple[str, str]]:
+    """``(literal absolute path, real path)`` of every argument that names a host path."""
+    values = [*cfg.args, *cfg.env.values()]
+    if cfg.cwd:
+        values.append(cfg.cwd)
+    for raw in values:
+        for value in (raw, raw.split("=", 1)[1] if raw.startswith("-") and "=" in raw else ""):
+            if not value or not (value.startswith(("/", "./", "../", "~/"))):
+                continue
+            literal = os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
+            yield literal, os.path.realpath(literal)
+
+
+def _resolve_command(cfg: StdioServerConfig) -> str | None:
+    if os.sep in cfg.command:
+        return os.path.abspath(os.path.join(cfg.cwd or os.getcwd(), cfg.command))
+    path = cfg.env.get("PATH") or os.environ.get("PATH") or "/usr/bin:/bin"
+    return shutil.which(cfg.command, path=path)
+
+
+def runtime_mounts(file: str) -> list[jail.Mount]:
+    """Read-only mounts a program at ``file`` needs: its venv and base interpreter, the
+    ``node_modules`` it lives in, or its own directory; nothing under ``/usr``."""
+    literal = os.path.abspath(file)
+    out: list[jail.Mount] = []
+    real = os.path.realpath(literal)
+    for path in dict.fromkeys((literal, real)):
+        if _in_system(path):
+            continue
+        parts = Path(path).parts
+        if "node_modules" in parts:
+            top = str(Path(*parts[: parts.index("node_modules") + 1]))
+            out.append(jail.Mount(os.path.realpath(top), top))
+            continue
+        venv = _venv_root(path)
+        if venv is not None:
+            out.append(jail.Mount(os.path.realpath(venv), venv))
+            base = _venv_base(venv)
+            if base is not None and not _in_system(base):
+                out.append(jail.Mount(base))
+            continue
+        parent = os.path.dirname(path)
+        if parent not in ("/", "") and not _in_system(parent):
+            out.append(jail.Mount(os.path.realpath(parent), parent))
+    return out
+
+
+def _venv_root(path: str) -> str | None:
+    parent = Path(path).parent
+    for cand in (parent.parent, parent):
+        if (cand / "pyvenv.cfg").is_file():
+            return str(cand)
+    return None
+
+
+def _venv_base(venv: str) -> str | None:
+    try:
+        text = (Path(venv) / "pyvenv.cfg").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return os.path.realpath(os.path.dirname(value.strip()))
+    return None
+
+
+def _home(iso: Isolation, name: str, uid: int | None, *, create: bool = True) -> str:
+    key = hashlib.sha256(f"{iso.workspace}\0{name}".encode()).hexdigest()[:12]
+    root = iso.homes_root
+    if root is None:
+        root = HOMES_ROOT if os.geteuid() == 0 else os.path.expanduser("~/.cache/codemode/homes")
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
+    home = os.path.join(root, f"{safe}-{key}")
+    if not create:
+        return home
+    os.makedirs(root, mode=0o711, exist_ok=True)
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    if uid is not None and os.geteuid() == 0:
+        st = os.lstat(home)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ServerUnavailable(f"{home} is not a directory", server=name)
+        os.chown(home, uid, uid)
+        os.chmod(home, 0o700)
+    gitconfig = os.path.join(home, ".gitconfig")
+    if not os.path.exists(gitconfig):
+        # the jail shows only the paths the server was given: trusting every repository
+        # it can see is trusting those (git refuses repositories of another uid otherwise)
+        with open(gitconfig, "w") as fh:
+            fh.write("[safe]\n\tdirectory = *\n")
+        if uid is not None and os.geteuid() == 0:
+            os.chown(gitconfig, uid, uid)
+    return home
+
+
+def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> ServerLaunch:
+    """How to start ``cfg``: in its jail (the default), or as it is (``isolation: none``).
+
+    ``dry_run`` only describes it (``codemode doctor``): nothing is created or changed.
+    """
+    name = cfg.name or cfg.command
+    if cfg.isolation == "none":
+        (log.info if dry_run else log.warning)(
+            "MCP server %r runs WITHOUT isolation (isolation: none in its config): as uid %d, "
+            "with every file and network that user can reach",
+            name,
+            os.geteuid(),
+        )
+        return ServerLaunch(
+            cfg.command, list(cfg.args), dict(cfg.env) or None, cfg.cwd, False, "none"
+        )
+    workspace = str(iso.workspace.resolve()) if iso.workspace else None
+    files = str(iso.files.resolve()) if iso.files else None
+    root = os.geteuid() == 0
+    cwd = cfg.cwd or os.getcwd()
+    data: list[jail.Mount] = []
+    runtime: list[jail.Mount] = []
+    touches: list[str] = []
+    for literal, real in _candidates(cfg, cwd):
+        inside = workspace is not None and (
+            _within(real, workspace) or (files is not None and _within(files, real))
+        )
+        if inside:
+            touches.append(literal)
+        parent, literal_parent = os.path.dirname(real), os.path.dirname(literal)
+        if os.path.isdir(real):
+            data.append(jail.Mount(real, literal, writable=True))
+        elif os.path.isfile(real) and not inside and _is_program(real):
+            runtime += runtime_mounts(literal)
+        elif os.path.isdir(parent) and parent != "/" and not _in_system(parent):
+            data.append(jail.Mount(parent, literal_parent, writable=True))  # a data file
+    if not root and not touches:
+        return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cfg.cwd, False,
+                            "no jail needed: not root, no workspace path")  # fmt: skip
+    why = jail.available()
+    if why is not None:
+        raise ServerUnavailable(
+            f'cannot isolate this server: {why}. Install it, or set "isolation": "none" '
+            "for this server in mcp.json to run it with codemode's own rights",
+            server=name,
+        )
+    command = _resolve_command(cfg)
+    if command is None or not os.path.isfile(command):
+        raise ServerUnavailable(f"command not found: {cfg.command!r}", server=name)
+    if not os.access(command, os.X_OK):
+        raise ServerUnavailable(f"command not executable: {cfg.command!r}", server=name)
+    runtime += runtime_mounts(command)
+    runtime += [jail.Mount(p) for p in cfg.read_only_paths]
+    data += [jail.Mount(p, writable=True) for p in cfg.writable_paths]
+    uid = server_uid(iso.tenant) if root else None
+    home = _home(iso, name, uid, create=not dry_run)
+    if uid is not None and not dry_run:
+        _share(data, uid, iso.sandbox_uid, workspace)
+    network = cfg.network if cfg.network is not None else not touches
+    env = {
+        "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "USER": "codemode-mcp",
+        "LOGNAME": "codemode-mcp",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        **{k: v for k, v in cfg.env.items() if k != "PATH"},
+    }
+    mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
+    spec = jail.JailSpec(
+        mounts=mounts,
+        uid=uid,
+        gid=uid,
+        network=network,
+        env=env,
+        cwd=chdir,
+        etc=SERVER_ETC,
+        tmp_size_mb=256,
+    )
+    summary = (
+        f"jail as uid {uid if uid is not None else os.geteuid()}, "
+        f"{'network' if network else 'no network'}, mounts: "
+        + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
+    )
+    if dry_run:
+        return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
+    launch = jail.build(spec, [command, *cfg.args])
+    log.info("MCP server %r: %s", name, summary)
+    return ServerLaunch(
+        launch.argv[0],
+        launch.argv[1:],
+        {"PATH": "/usr/bin:/bin"},
+        "/",
+        True,
+        summary,
+        launch=launch,
+        mounts=mounts,
+    )
+
+
+def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:
+    """One mount per target (writable wins), parents before children."""
+    by_target: dict[str, jail.Mount] = {}
+    for m in mounts:
+        old = by_target.get(m.target)
+        if old is None or (m.writable and not old.writable):
+            by_target[m.target] = m
+    return sorted(by_target.values(), key=lambda m: (m.target.count("/"), m.target))
+
+
+def _share(data: list[jail.Mount], uid: int, sandbox_uid: int, workspace: str | None) -> None:
+    """Let the server's uid write the directories it was given (ACL on each directory, and
+    a default ACL for what is created in it later); in the workspace, the sandbox's uid too.
+    World-writable directories (``/tmp``) are left as they are."""
+    for m in data:
+        real = os.path.realpath(m.src)
+        try:
+            st = os.stat(real)
+        except OSError:
+            continue
+        in_ws = workspace is not None and _within(real, workspace)
+        if not in_ws and st.st_mode & stat.S_IWOTH:
+            continue
+        try:
+            acl.grant(real, [uid, sandbox_uid] if in_ws else [uid])
+        except OSError as exc:
+            log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
+
+
+def _is_program(path: str) -> bool:
+    """A file the server runs (script, module, binary) rather than data it works on."""
+    if path.endswith((".js", ".mjs", ".cjs", ".py", ".pyz", ".ts", ".sh")):
+        return True
+    return os.access(path, os.X_OK) or "node_modules" in Path(path).parts
+
+
+__all__ = ["Isolation", "ServerLaunch", "plan", "runtime_mounts"]

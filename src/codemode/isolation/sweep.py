@@ -1,0 +1,127 @@
+"""One pass over a sandbox-writable tree: strip setuid/setgid bits, count bytes and files.
+
+The sandbox's seccomp filter refuses every mode with ``S_ISUID``/``S_ISGID``; this pass is
+the second net, run on the host (often as root) after each run. Root walking a tree that
+untrusted code writes *while* it walks must never be led elsewhere by a swapped path:
+
+- every directory is opened relative to its parent's descriptor with ``O_NOFOLLOW``, and
+  listed through that descriptor, so a directory replaced by a symlink is not entered;
+- a file's bits are changed through an ``O_PATH | O_NOFOLLOW`` descriptor after ``fstat``
+  confirmed it is a regular file, so a name swapped for a symlink between the listing and
+  the change is skipped, never followed;
+- nothing is opened for reading (FIFOs and devices cannot block or act), other
+  filesystems mounted inside are not entered.
+
+The cost is bounded: at most ``max_entries`` entries are visited and ``max_depth``
+directory levels held open; a tree larger than that is reported ``complete=False`` (a
+workspace with more files than its quota is over quota anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+
+SUID_BITS = stat.S_ISUID | stat.S_ISGID
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one pass found: disk bytes and inodes used, bits stripped."""
+
+    bytes: int
+    files: int
+    stripped: tuple[str, ...] = ()
+    complete: bool = True
+
+
+def sweep(root: str, *, max_entries: int = 1_000_000, max_depth: int = 256) -> Usage:
+    """Strip setuid/setgid bits of every regular file under ``root``; count its usage.
+
+    Bytes are allocated blocks (``du``), so a sparse file costs what it occupies; files
+    count every inode once (directories included, hard links once).
+    """
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return Usage(0, 0)
+    walker = _Walker(max_entries, max_depth, os.fstat(top).st_dev)
+    try:
+        walker.walk(top, "", 0)
+    finally:
+        os.close(top)
+    return Usage(walker.bytes, walker.files, tuple(walker.stripped), walker.complete)
+
+
+class _Walker:
+    def __init__(self, max_entries: int, max_depth: int, dev: int) -> None:
+        self.left = max_entries
+        self.max_depth = max_depth
+        self.dev = dev
+        self.bytes = 0
+        self.files = 0
+        self.stripped: list[str] = []
+        self.complete = True
+        self._seen: set[int] = set()
+
+    def walk(self, dfd: int, rel: str, depth: int) -> None:
+        subdirs: list[str] = []
+        try:
+            entries = list(os.scandir(dfd))
+        except OSError:
+            return
+        for entry in entries:
+            if self.left <= 0:
+                self.complete = False
+                return
+            self.left -= 1
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone already
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                if st.st_ino in self._seen:
+                    continue
+                self._seen.add(st.st_ino)
+            self.files += 1
+            self.bytes += st.st_blocks * 512
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append(entry.name)
+            elif stat.S_ISREG(st.st_mode) and st.st_mode & SUID_BITS:
+                self._strip(dfd, entry.name, f"{rel}{entry.name}")
+        for name in subdirs:
+            if depth + 1 >= self.max_depth:
+                self.complete = False
+                continue
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError:
+                continue  # swapped for a symlink or removed: not followed
+            try:
+                if os.fstat(sub).st_dev == self.dev:
+                    self.walk(sub, f"{rel}{name}/", depth + 1)
+            finally:
+                os.close(sub)
+
+    def _strip(self, dfd: int, name: str, rel: str) -> None:
+        try:
+            fd = os.open(name, _PATH_FLAGS, dir_fd=dfd)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_mode & SUID_BITS:
+                # an O_PATH descriptor cannot be fchmod-ed; its /proc link names the very
+                # inode just checked, never a path that could be swapped
+                with contextlib.suppress(OSError):
+                    os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SUID_BITS)
+                    self.stripped.append(rel)
+        finally:
+            os.close(fd)
+
+
+__all__ = ["SUID_BITS", "Usage", "sweep"]

@@ -1,0 +1,135 @@
+"""Memory: a session's skills, artifacts, state and deps, behind one object.
+
+``Memory.install(host)`` serves the worker->host methods (``skills.*``, ``artifacts.*``,
+``state.*``, ``deps.*``: the table in ``memory.rpc``) on a ``HostAPI``; the same objects
+serve the Python SDK, the CLI and the MCP server tools.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..storage import FileStorage, Storage
+from ..storage.quota import QuotaStorage
+from .artifacts import Artifacts
+from .deps import Deps
+from .skills import Skills
+from .state import State
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..hostapi import HostAPI
+    from ..workspace import Workspace
+
+
+class Memory:
+    """Skills, artifacts and state on one ``Storage``, plus an optional deps directory."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        deps: Deps | None = None,
+        allow_runtime_deps: bool = True,
+    ) -> None:
+        self.storage = storage
+        self.skills = Skills(storage)
+        self.artifacts = Artifacts(storage)
+        self.state = State(storage)
+        self.deps = deps
+        if deps is not None and not allow_runtime_deps:
+            deps.allow_runtime_deps = False
+        self.allow_runtime_deps = allow_runtime_deps and (deps is None or deps.allow_runtime_deps)
+
+    @classmethod
+    def from_workspace(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        allow_runtime_deps: bool | None = None,
+        deps: Sequence[str] | None = None,
+        storage: Storage | None = None,
+    ) -> Memory:
+        """Records under the workspace (or Redis when its config says so), deps in ``deps/``.
+
+        Unset arguments come from the workspace settings (``storage``/``redis_url``/
+        ``redis_prefix``; the memory section's ``allow_runtime_deps``, ``deps``, ``deps_index_url``
+        and quota).
+        """
+        from ..workspace import Workspace
+
+        return cls.for_workspace(
+            Workspace.open(Path(path).expanduser().absolute()),
+            allow_runtime_deps=allow_runtime_deps,
+            deps=deps,
+            storage=storage,
+        )
+
+    @classmethod
+    def for_workspace(
+        cls,
+        workspace: Workspace,
+        *,
+        allow_runtime_deps: bool | None = None,
+        deps: Sequence[str] | None = None,
+        storage: Storage | None = None,
+    ) -> Memory:
+        """``from_workspace`` for a workspace that is already open."""
+        from .capability import MEMORY
+
+        base, config = workspace.path, workspace.section(MEMORY)
+        if storage is None:
+            storage = _storage_for(base, workspace.settings)
+            mb, records = config.quota_mb, config.quota_records
+            storage = QuotaStorage(
+                storage, max_bytes=(mb << 20) or None, max_records=records or None
+            )
+        if allow_runtime_deps is None:
+            allow_runtime_deps = config.allow_runtime_deps
+        return cls(
+            storage,
+            deps=Deps(
+                base / "deps",
+                allow_runtime_deps=allow_runtime_deps,
+                index_url=config.deps_index_url,
+                configured=config.deps if deps is None else deps,
+            ),
+            allow_runtime_deps=allow_runtime_deps,
+        )
+
+    @property
+    def deps_dir(self) -> Path | None:
+        """The directory the worker must import packages from (pass as ``deps_dir=``)."""
+        return self.deps.site if self.deps is not None else None
+
+    async def prepare(self, *, install_deps: bool = False) -> list[str]:
+        """Install configured deps that are missing (when asked); returns what was added."""
+        if install_deps and self.deps is not None:
+            return await self.deps.install_configured()
+        return []
+
+    async def aclose(self) -> None:
+        await self.storage.aclose()
+
+    # -- worker -> host ----------------------------------------------------------------
+    def install(self, host: HostAPI) -> None:
+        """Serve ``skills.*``, ``artifacts.*``, ``state.*`` and ``deps.*`` on ``host``
+        (the rows of ``codemode.memory.rpc``)."""
+        from .rpc import MEMORY_METHODS
+
+        MEMORY_METHODS.install(host, self)
+
+
+def _storage_for(base: Path, settings: Settings) -> Storage:
+    """FileStorage under the workspace, unless its settings choose Redis."""
+    if settings.storage == "redis":
+        from ..storage.redis import RedisStorage
+
+        return RedisStorage(settings.redis_url or "redis://127.0.0.1:6379/0", settings.redis_prefix)
+    return FileStorage(base)
+
+
+__all__ = ["Memory"]

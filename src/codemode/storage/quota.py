@@ -1,0 +1,155 @@
+"""``QuotaStorage``: a ``Storage`` that keeps one workspace's records within a quota.
+
+Wraps any backend (files or Redis). Before a record is written, the bytes and records
+already stored (every kind, from listings cached by ``generation``) plus the writes in
+flight are compared with the limits; a write that would go over is refused with
+:class:`~codemode.errors.QuotaExceeded` before anything is written. A value that arrives
+as a stream is counted as it comes and aborted when it crosses the limit: the backend
+then drops its temporary copy, so nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from ..errors import QuotaExceeded
+from .base import Data, Listing, RecordInfo, Storage, iter_chunks
+
+# The kinds codemode's memory writes; any other kind written through the wrapper joins.
+MEMORY_KINDS = ("artifacts", "state", "skills", "skill_versions")
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
+class QuotaStorage:
+    """``inner`` with at most ``max_bytes`` of values and ``max_records`` records."""
+
+    def __init__(self, inner: Storage, *, max_bytes: int | None, max_records: int | None) -> None:
+        self.inner = inner
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self._kinds: set[str] = set(MEMORY_KINDS)
+        self._listings: dict[str, tuple[str, dict[str, int]]] = {}
+        self._in_flight = 0
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. ``base``)
+        return getattr(self.inner, name)
+
+    async def usage(self) -> tuple[int, int]:
+        """(bytes, records) stored now."""
+        sizes = await self._sizes()
+        return sum(sum(s.values()) for s in sizes.values()), sum(len(s) for s in sizes.values())
+
+    async def _sizes(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for kind in sorted(self._kinds):
+            gen = await self.inner.generation(kind)
+            cached = self._listings.get(kind)
+            if cached is None or cached[0] != gen:
+                listing = await self.inner.list(kind)
+                cached = (gen, {r.name: r.size for r in listing.records})
+                self._listings[kind] = cached
+            out[kind] = cached[1]
+        return out
+
+    def _refuse(self, kind: str, name: str, why: str) -> QuotaExceeded:
+        return QuotaExceeded(
+            f"cannot save {kind} {name!r}: {why}. Nothing was written; delete artifacts, "
+            "skills or state you no longer need (or ask the operator to raise the quota)"
+        )
+
+    async def put(
+        self, kind: str, name: str, data: Data, meta: Mapping[str, Any] | None = None
+    ) -> RecordInfo:
+        self._kinds.add(kind)
+        sizes = await self._sizes()
+        used = sum(sum(s.values()) for s in sizes.values()) + self._in_flight
+        old = sizes.get(kind, {}).get(name)
+        count = sum(len(s) for s in sizes.values())
+        if old is None and self.max_records is not None and count + 1 > self.max_records:
+            raise self._refuse(
+                kind, name, f"the workspace already holds {count:,} records (limit "
+                f"{self.max_records:,})"
+            )  # fmt: skip
+        room = None if self.max_bytes is None else self.max_bytes - (used - (old or 0))
+        if isinstance(data, bytes | bytearray | memoryview):
+            size = memoryview(data).nbytes
+            if room is not None and size > room:
+                raise self._refuse(
+                    kind, name, f"{_mb(size)} would take the workspace's memory to "
+                    f"{_mb(used - (old or 0) + size)} (limit {_mb(self.max_bytes or 0)})"
+                )  # fmt: skip
+            self._in_flight += size
+            try:
+                return await self.inner.put(kind, name, data, meta)
+            finally:
+                self._in_flight -= size
+        if room is None:
+            return await self.inner.put(kind, name, data, meta)
+        return await self._counted_put(kind, name, data, meta, room)
+
+    async def _counted_put(
+        self, kind: str, name: str, data: Data, meta: Mapping[str, Any] | None, room: int
+    ) -> RecordInfo:
+        """A streamed value: counted chunk by chunk, aborted at the limit."""
+        taken = 0
+
+        async def counted() -> AsyncIterator[bytes]:
+            nonlocal taken
+            async for chunk in iter_chunks(data):
+                n = memoryview(chunk).nbytes
+                if taken + n > room:
+                    raise self._refuse(
+                        kind, name, f"the value grew past the {_mb(room)} left under the "
+                        f"limit of {_mb(self.max_bytes or 0)}"
+                    )  # fmt: skip
+                taken += n
+                self._in_flight += n
+                yield bytes(chunk) if isinstance(chunk, memoryview) else chunk
+
+        try:
+            return await self.inner.put(kind, name, counted(), meta)
+        finally:
+            self._in_flight -= taken
+
+    # -- everything else is the backend's ------------------------------------------------
+    async def info(self, kind: str, name: str) -> RecordInfo:
+        return await self.inner.info(kind, name)
+
+    async def read(self, kind: str, name: str) -> tuple[RecordInfo, bytes]:
+        return await self.inner.read(kind, name)
+
+    async def stream(
+        self, kind: str, name: str, chunk_size: int = 1 << 20
+    ) -> tuple[RecordInfo, AsyncIterator[bytes]]:
+        return await self.inner.stream(kind, name, chunk_size)
+
+    async def exists(self, kind: str, name: str) -> bool:
+        return await self.inner.exists(kind, name)
+
+    async def delete(self, kind: str, name: str) -> bool:
+        return await self.inner.delete(kind, name)
+
+    async def list(self, kind: str, prefix: str = "") -> Listing:
+        return await self.inner.list(kind, prefix)
+
+    async def generation(self, kind: str) -> str:
+        return await self.inner.generation(kind)
+
+    def lock(
+        self, kind: str, name: str, timeout: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        return self.inner.lock(kind, name, timeout)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+__all__ = ["MEMORY_KINDS", "QuotaStorage"]

@@ -1,0 +1,113 @@
+"""``execute_task`` on a real ``codemode serve`` process, driven by the official MCP client:
+with the client's own model through its sampling callback (both protocol generations),
+with the server's configured model, and with neither."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as t
+import pytest
+from mcp import Client, StdioServerParameters
+
+from codemode.agent.testing import Answer, Code, FakeLLMServer
+
+from .conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = ["x = 6 * 7\nprint(x)", "print(x + 1)"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI", "ANTHROPIC", "AZURE", "LLM_", "CODEMODE_LLM"))
+    }
+    return keep | extra
+
+
+class ClientModel:
+    """The client's model, as its sampling callback: runs SCRIPT, then answers."""
+
+    def __init__(self) -> None:
+        self.requests: list[t.CreateMessageRequestParams] = []
+
+    async def __call__(self, ctx: Any, params: t.CreateMessageRequestParams) -> Any:
+        self.requests.append(params)
+        n = sum(1 for m in params.messages if m.role == "assistant")
+        if n >= len(SCRIPT):
+            return t.CreateMessageResult(
+                role="assistant", content=t.TextContent(type="text", text="x is 42"), model="cm"
+            )
+        code = SCRIPT[n]
+        if params.tools:
+            use = t.ToolUseContent(id=f"u{n}", name="run_code", input={"code": code})
+            return t.CreateMessageResultWithTools(role="assistant", content=[use], model="cm")
+        text = t.TextContent(type="text", text=f"```python\n{code}\n```")
+        return t.CreateMessageResult(role="assistant", content=text, model="cm")
+
+
+@asynccontextmanager
+async def serve(
+    base: Path, env: dict[str, str], mode: Any = "auto", **client: Any
+) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "codemode", "serve", "--base", str(base), "--executor", "subprocess"],
+        env=env,
+    )
+    async with Client(params, mode=mode, read_timeout_seconds=60, **client) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("mode", "with_tools"), [("legacy", True), ("legacy", False), ("auto", True), ("auto", False)]
+)
+async def test_execute_task_uses_the_clients_model_through_sampling(
+    base: Path, mode: str, with_tools: bool
+) -> None:
+    model = ClientModel()
+    caps = t.SamplingCapability(tools=t.SamplingToolsCapability()) if with_tools else None
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append((p, total, message))
+
+    async with serve(base, _env(), mode, sampling_callback=model, sampling_capabilities=caps) as c:
+        r = await c.call_tool("execute_task", {"task": "compute x"}, progress_callback=on_progress)
+    assert not r.is_error, r.content
+    data = r.structured_content
+    assert data is not None and data["success"] and data["result"] == "x is 42"
+    assert [[run["output"] for run in s["runs"]] for s in data["steps"]] == [["42"], ["43"], []]
+    assert data["provider"] == "sampling"
+    assert len(model.requests) == 3
+    first = model.requests[0]
+    assert first.system_prompt is not None and "skills.search" in first.system_prompt
+    assert [tool.name for tool in first.tools or []] == (["run_code"] if with_tools else [])
+    assert [m for _, _, m in progress][:3] == [f"step {i}: asking the model" for i in (1, 2, 3)]
+    assert progress[-1][2] == "step 3: answered"
+
+
+async def test_execute_task_uses_the_servers_configured_model(base: Path) -> None:
+    with FakeLLMServer([Code("print(sum(range(10)))"), Answer("45")], api_key=KEY) as llm:
+        env = _env(LLM_PROVIDER="openai", OPENAI_API_KEY=KEY, OPENAI_BASE_URL=llm.openai_url)
+        async with serve(base, env, sampling_callback=ClientModel()) as c:
+            r = await c.call_tool("execute_task", {"task": "sum 0..9"})
+        assert len(llm.requests) == 2
+    assert r.structured_content is not None and r.structured_content["result"] == "45"
+    assert r.structured_content["provider"] == "openai"
+
+
+async def test_without_any_model_execute_task_fails_with_how_to_configure_one(base: Path) -> None:
+    async with serve(base, _env()) as c:
+        r = await c.call_tool("execute_task", {"task": "book a flight"})
+    assert r.is_error
+    text = r.content[0].text  # type: ignore[union-attr]
+    assert "no LLM is configured" in text and "does not offer MCP sampling" in text

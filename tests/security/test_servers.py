@@ -1,0 +1,325 @@
+"""Upstream servers on the host are not handed a race by the sandbox.
+
+The real npm filesystem server is given the workspace's ``files/`` directory. The
+attacker's sandboxed code swaps paths there for symlinks to root-only canaries in a loop
+while it asks the server to read and write through them, plants FIFOs, and the host plants
+a device node. A bystander session on the same server must keep working throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codemode import Session
+from codemode.config import parse_servers
+from codemode.execution.doctor import server_isolation_lines
+from codemode.execution.sandbox import SandboxExecutor
+from codemode.isolation import acl
+from codemode.isolation.servers import HOMES_ROOT, Isolation, plan
+from codemode.isolation.uids import SANDBOX_UID, SERVERS_UID
+from codemode.tools.sources.mcp import MCPSource
+from codemode.workspace import Workspace
+
+from .conftest import SUITE_LIMITS
+
+pytestmark = [pytest.mark.anyio, pytest.mark.security]
+
+REPO = Path(__file__).resolve().parents[2]
+FS_SERVER = REPO / ".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+GIT_PYTHON = REPO / ".ci/venvs/mcp-server-git/bin/python"
+EDGE = REPO / "tests/fixtures/servers/edge_server.py"
+ROOT = os.geteuid() == 0
+
+
+def _need(path: Path) -> None:
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run .ci/install-test-servers.sh")
+
+
+@dataclass
+class Canaries:
+    secret: str
+    file: str
+    dir: str
+
+
+@pytest.fixture
+def canaries() -> Iterator[Canaries]:
+    """A root-only file and a root-only directory (in /root when the tests run as root)."""
+    home = os.path.expanduser("~")
+    tag = uuid.uuid4().hex
+    secret = f"canary-{tag}"
+    path = os.path.join(home, f".codemode-canary-{tag}")
+    with open(path, "w") as fh:
+        fh.write(secret)
+    os.chmod(path, 0o600)
+    folder = os.path.join(home, f".codemode-canary-dir-{tag}")
+    os.mkdir(folder, 0o700)
+    yield Canaries(secret, path, folder)
+    os.unlink(path)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Arena:
+    base: Path
+    files: str
+    attacker: Session
+    bystander: Session
+
+    async def calm(self) -> None:
+        """The bystander lists the directory through the same server, and it answers."""
+        r = await self.bystander.run(f"str(tools.fs.list_directory(path={self.files!r}))", 60)
+        assert r.is_ok and "readme.txt" in str(r.value), r.to_text()
+
+
+def _workspace(root: Path, timeout: float = 60.0) -> tuple[Path, str]:
+    _need(FS_SERVER)
+    base = root / "base"
+    files = base / "files"
+    files.mkdir(parents=True)
+    (files / "readme.txt").write_text("hello")
+    server = {"command": "node", "args": [str(FS_SERVER), str(files)], "timeout": timeout}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    return base, str(files.resolve())
+
+
+@pytest.fixture
+async def arena(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Arena]:
+    root = Path(tmp_path_factory.mktemp("srv", numbered=True))
+    base, files = _workspace(root, timeout=4.0)
+    ws = Workspace.open(base)
+
+    def sandbox() -> SandboxExecutor:
+        return SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+
+    attacker = Session.from_base(base, executor=sandbox())
+    bystander = Session.from_base(base, executor=sandbox())
+    await asyncio.gather(attacker.start(), bystander.start())
+    try:
+        yield Arena(base, files, attacker, bystander)
+    finally:
+        await asyncio.gather(attacker.close(), bystander.close())
+        await ws.registry().aclose()
+
+
+# -- symlink races --------------------------------------------------------------------------
+
+TOGGLE = r"""
+import os, threading
+stop = threading.Event()
+def toggle(name, real, target):
+    while not stop.is_set():
+        try:
+            real()
+            os.symlink(target, name + '.lnk')
+            os.replace(name + '.lnk', name)
+        except OSError:
+            pass
+"""
+
+
+async def test_a_symlink_swapped_in_a_loop_never_reads_a_root_only_file(
+    arena: Arena, canaries: Canaries
+) -> None:
+    target = f"{arena.files}/x"
+    code = (
+        TOGGLE + "def real():\n"
+        "    open('x.tmp', 'w').write('decoy')\n    os.replace('x.tmp', 'x')\n"
+        f"t = threading.Thread(target=toggle, args=('x', real, {canaries.file!r}))\n"
+        "t.start()\nhits, answers = [], 0\n"
+        "for i in range(300):\n"
+        "    try:\n"
+        f"        text = str(tools.fs.read_text_file(path={target!r}))\n"
+        "        answers += 1\n"
+        f"        if {canaries.secret!r} in text:\n            hits.append(i)\n"
+        "    except Exception:\n        pass\n"
+        "stop.set(); t.join()\n[hits, answers]"
+    )
+    r = await arena.attacker.run(code, timeout=300)
+    assert r.is_ok, r.to_text()
+    hits, answers = r.value  # type: ignore[misc]
+    assert hits == [], f"the root-only canary was read {len(hits)} times"
+    assert answers > 0  # the race ran: the decoy was read between the swaps
+    await arena.calm()
+
+
+async def test_a_directory_swapped_for_a_symlink_never_leads_a_write_outside(
+    arena: Arena, canaries: Canaries
+) -> None:
+    target = f"{arena.files}/d/pwned.txt"
+    code = (
+        TOGGLE + "import shutil\n"
+        "def real():\n"
+        "    shutil.rmtree('d.tmp', ignore_errors=True)\n    os.mkdir('d.tmp')\n"
+        "    os.replace('d.tmp', 'd') if not os.path.islink('d') else (os.unlink('d'),"
+        " os.rename('d.tmp', 'd'))\n"
+        f"t = threading.Thread(target=toggle, args=('d', real, {canaries.dir!r}))\n"
+        "t.start()\n"
+        "for i in range(300):\n"
+        "    try:\n"
+        f"        tools.fs.write_file(path={target!r}, content='pwned ' + str(i))\n"
+        "    except Exception:\n        pass\n"
+        "stop.set(); t.join()\n'done'"
+    )
+    r = await arena.attacker.run(code, timeout=300)
+    assert r.is_ok, r.to_text()
+    assert os.listdir(canaries.dir) == [], "the server wrote into a root-only directory"
+    await arena.calm()
+
+
+async def test_symlinks_to_host_secrets_are_dead_ends_for_the_server(
+    arena: Arena, canaries: Canaries
+) -> None:
+    """Even without a race, a link the server follows cannot leave its jail."""
+    for name, dest in (("shadow", "/etc/shadow"), ("canary", canaries.file), ("root", "/root")):
+        os.symlink(dest, os.path.join(arena.files, name))
+    code = (
+        "out = {}\n"
+        "for name in ('shadow', 'canary', 'root/.bashrc'):\n"
+        "    try:\n"
+        f"        out[name] = str(tools.fs.read_text_file(path={arena.files!r} + '/' + name))\n"
+        "    except Exception as e:\n        out[name] = 'refused: ' + type(e).__name__\n"
+        "out"
+    )
+    r = await arena.attacker.run(code, timeout=60)
+    assert r.is_ok, r.to_text()
+    for name, outcome in r.value.items():  # type: ignore[union-attr]
+        assert outcome.startswith("refused"), f"{name}: {outcome[:200]}"
+        assert canaries.secret not in outcome
+
+
+# -- wedges -----------------------------------------------------------------------------------
+
+
+async def test_fifos_planted_by_the_sandbox_time_out_and_never_wedge_the_server(
+    arena: Arena,
+) -> None:
+    # more concurrent FIFO reads than node has threadpool threads (4)
+    code = (
+        "import os\nfor i in range(6):\n    os.mkfifo(f'pipe{i}')\n"
+        "async def one(i):\n"
+        "    try:\n"
+        f"        await tools.fs.read_text_file.aio(path={arena.files!r} + f'/pipe{{i}}')\n"
+        "        return 'read'\n"
+        "    except Exception as e:\n        return type(e).__name__\n"
+        "import asyncio\nawait asyncio.gather(*(one(i) for i in range(6)))"
+    )
+    r = await arena.attacker.run(code, timeout=120)
+    assert r.is_ok, r.to_text()
+    assert all(v != "read" for v in r.value), r.value  # type: ignore[union-attr]
+    await arena.calm()  # the next caller gets a working server at once
+    r = await arena.bystander.run(
+        f"tools.fs.read_text_file(path={arena.files!r} + '/readme.txt')", timeout=60
+    )
+    assert r.is_ok and "hello" in str(r.value), r.to_text()
+
+
+@pytest.mark.skipif(not ROOT, reason="only root can make a device node on the host")
+async def test_a_device_node_in_the_workspace_cannot_be_opened_by_the_server(
+    arena: Arena,
+) -> None:
+    os.mknod(os.path.join(arena.files, "zero"), stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    code = (
+        "try:\n"
+        f"    tools.fs.read_text_file(path={arena.files!r} + '/zero')\n    out = 'read'\n"
+        "except Exception as e:\n    out = type(e).__name__ + ': ' + str(e)\nout"
+    )
+    r = await arena.attacker.run(code, timeout=60)
+    assert r.is_ok, r.to_text()
+    assert "ToolTimeout" not in r.value and r.value != "read", r.value  # type: ignore[operator]
+    assert "EACCES" in r.value or "permission" in r.value.lower()  # type: ignore[union-attr]
+    await arena.calm()
+
+
+# -- uid, HOME, git ---------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not ROOT, reason="the uid switch happens when codemode runs as root")
+async def test_a_server_runs_as_its_own_uid_with_a_private_home(tmp_path: Path) -> None:
+    cfg = parse_servers(
+        {"mcpServers": {"edge": {"command": sys.executable, "args": [str(EDGE)]}}}, env={}
+    )["edge"]
+    src = MCPSource("edge", cfg, isolation=Isolation(workspace=tmp_path))
+    try:
+        who = (await src.call_tool("whoami", {"variable": "HOME"})).structured
+    finally:
+        await src.aclose()
+    assert who is not None
+    assert who["uid"] == SERVERS_UID != SANDBOX_UID
+    assert who["value"].startswith(HOMES_ROOT) and os.stat(who["value"]).st_uid == SERVERS_UID
+
+
+@pytest.mark.skipif(not ROOT, reason="the uid switch happens when codemode runs as root")
+async def test_files_the_server_writes_belong_to_it_and_stay_shared_with_the_sandbox(
+    arena: Arena,
+) -> None:
+    r = await arena.attacker.run(
+        f"tools.fs.write_file(path={arena.files!r} + '/by-server.txt', content='s')\n"
+        "open('by-server.txt', 'a').write('+sandbox')\nopen('by-server.txt').read()"
+    )
+    assert r.is_ok and r.value == "s+sandbox", r.to_text()
+    assert os.stat(os.path.join(arena.files, "by-server.txt")).st_uid == SERVERS_UID
+    assert {SERVERS_UID, SANDBOX_UID} <= set(acl.users(arena.files, default=True))
+
+
+@pytest.mark.skipif(not ROOT, reason="safe.directory matters once the server's uid differs")
+async def test_the_git_server_works_on_a_repository_the_sandbox_owns(tmp_path: Path) -> None:
+    _need(GIT_PYTHON)
+    base, files = _workspace(tmp_path)
+    repo = Path(files) / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for path in [repo, *repo.rglob("*")]:
+        os.lchown(path, SANDBOX_UID, SANDBOX_UID)  # as if the sandbox had made it
+    args = ["-m", "mcp_server_git", "--repository", str(repo)]
+    cfg = parse_servers(
+        {"mcpServers": {"git": {"command": str(GIT_PYTHON), "args": args}}}, env={}
+    )["git"]
+    src = MCPSource("git", cfg, isolation=Isolation(workspace=base, files=Path(files)))
+    try:
+        result = await src.call_tool("git_status", {"repo_path": str(repo)})
+    finally:
+        await src.aclose()
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert not result.is_error, text
+    assert "dubious ownership" not in text
+
+
+# -- the opt-out is loud ------------------------------------------------------------------------
+
+
+async def test_isolation_none_is_logged_as_a_warning_and_shown_by_doctor(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    raw = {"command": sys.executable, "args": [str(EDGE)], "isolation": "none"}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"bare": raw}}))
+    ws = Workspace.open(base)
+    with caplog.at_level("WARNING"):
+        launch = plan(ws.servers["bare"], Isolation(workspace=base))  # type: ignore[arg-type]
+    assert not launch.isolated
+    assert any("WITHOUT isolation" in rec.getMessage() for rec in caplog.records)
+    lines = server_isolation_lines(ws)
+    [line] = [p for p in lines if "bare" in p.name]
+    assert not line.active and "NOT isolated" in line.detail
+
+
+async def test_doctor_shows_how_each_server_is_isolated(tmp_path: Path) -> None:
+    _need(FS_SERVER)
+    base, _ = _workspace(tmp_path)
+    [line] = [p for p in server_isolation_lines(Workspace.open(base)) if "fs" in p.name]
+    assert line.active and "no network" in line.detail and "files (rw)" in line.detail

@@ -84,3 +84,26 @@ async def test_closing_a_session_mid_run_settles_the_run_with_a_clear_error(
     await s.close()  # the worker goes: whatever waited on it must hear why
     r = await asyncio.wait_for(task, 60)
     assert r.state_lost and r.error is not None and "closed" in r.error.message, r.to_text()
+
+
+async def test_a_close_cancelled_while_it_waits_for_the_worker_still_ends_the_worker(
+    tmp_path: os.PathLike[str], process_gone: Callable[[int], Awaitable[bool]]
+) -> None:
+    s = Session(SubprocessExecutor(interrupt_grace=0.5))
+    await s.start()
+    pid = (await s.run("import os; os.getpid()")).value
+    marker = os.path.join(tmp_path, "started")
+    # busy, so the shutdown waits in its pipe and close() waits for the worker to go
+    task = asyncio.create_task(s.run(f"open({marker!r}, 'w').close()\nwhile True: pass"))
+    while not os.path.exists(marker):
+        assert not task.done(), task.result().to_text()
+        await asyncio.sleep(0.02)
+    closing = asyncio.create_task(s.close())
+    await asyncio.sleep(0)  # one step: close() now waits for the worker to exit
+    assert not closing.done()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert await process_gone(pid), "the worker outlived a cancelled close()"
+    r = await asyncio.wait_for(task, 60)
+    assert r.state_lost and r.error is not None and "closed" in r.error.message, r.to_text()

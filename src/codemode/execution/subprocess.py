@@ -549,11 +549,13 @@ class SubprocessWorker:
             raise ExecutorError("the worker did not answer a reset; it was stopped") from None
 
     async def close(self) -> None:
-        if not self._dead:
-            self._send({"op": "shutdown"})
-            if self._gone is not None and self._pidfd is not None:
-                # The pidfd (or EOF) reader notices the exit as soon as it happens.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
+        try:
+            if not self._dead:
+                self._send({"op": "shutdown"})
+                if self._gone is not None and self._pidfd is not None:
+                    # The pidfd (or EOF) reader notices the exit as soon as it happens.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
+        finally:  # a close that is cancelled still ends the worker
             self._fail("the worker was closed")
         await self._reaped_wait()

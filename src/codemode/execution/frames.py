@@ -27,22 +27,18 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
-
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any
 
 from codemode_worker import protocol
 
-MAX_ID = 2**53
-_STRICT = ConfigDict(strict=True, extra="forbid")
-Id = Annotated[int, Field(ge=1, le=MAX_ID)]
-Line = Annotated[int, Field(ge=0, le=2**31)]
+if TYPE_CHECKING:
+    from .frame_schema import Frame
 
 
 class FrameError(ValueError):
@@ -86,69 +82,23 @@ class FrameLimits:
         }
 
 
-# -- shapes ---------------------------------------------------------------------------------
-
-
-@with_config(_STRICT)
-class WireError(TypedDict):
-    type: Annotated[str, Field(max_length=512)]
-    message: str
-    traceback: str
-    lineno: Line | None
-    offset: Line | None
-
-
-@with_config(_STRICT)
-class RunPayload(TypedDict):
-    stdout: str
-    stderr: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    error: WireError | None
-    duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    has_value: bool
-    value: Any
-    value_is_repr: bool
-    value_truncated: bool
-
-
-@with_config(_STRICT)
-class ReadyFrame(TypedDict):
-    op: Literal["ready"]
-    pid: Annotated[int, Field(ge=1, le=2**32)]
-    protocol: NotRequired[int | str | None]  # checked by check_protocol, which names it
-
-
-@with_config(_STRICT)
-class CallFrame(TypedDict):
-    op: Literal["call"]
-    id: Id
-    method: Annotated[str, Field(min_length=1, max_length=200)]
-    params: Any  # any JSON: the method's row validates it (codemode.rpc)
-
-
-@with_config(_STRICT)
-class DoneFrame(TypedDict):
-    op: Literal["done"]
-    id: Id
-    result: RunPayload | None
-
-
-Frame = ReadyFrame | CallFrame | DoneFrame
-_FRAME: TypeAdapter[Frame] = TypeAdapter(
-    Annotated[ReadyFrame | CallFrame | DoneFrame, Field(discriminator="op")]
-)
+# -- shapes: pydantic, loaded with the first worker (see .frame_schema) -----------------
 
 
 def validate(msg: Any) -> Frame:
     """``msg`` as a typed frame, or :class:`FrameError` saying what is wrong (never the data)."""
-    try:
-        return _FRAME.validate_python(msg)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "frame"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise FrameError(f"{where}: {first['msg']}{more}"[:300]) from None
+    from .frame_schema import validate as check
+
+    return check(msg)
+
+
+def load_schema() -> None:
+    """Import the frame schema (pydantic: blocking, ~0.1 s): run it off the event loop."""
+    from . import frame_schema  # noqa: F401
+
+
+def schema_loaded() -> bool:
+    return "codemode.execution.frame_schema" in sys.modules
 
 
 def parse(body: bytes | bytearray, op: str, limits: FrameLimits) -> Frame:
@@ -431,19 +381,15 @@ class FrameReader:
 
 __all__ = [
     "BUDGET",
-    "CallFrame",
-    "DoneFrame",
-    "Frame",
     "FrameBudget",
     "FrameError",
     "FrameLimits",
     "FrameReader",
     "LargeFrame",
-    "ReadyFrame",
-    "RunPayload",
-    "WireError",
+    "load_schema",
     "parse",
     "parse_large",
     "parser_pool",
+    "schema_loaded",
     "validate",
 ]

@@ -21,9 +21,9 @@ import os
 import select
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .frames import (
-    Frame,
     FrameError,
     FrameLimits,
     FrameReader,
@@ -31,6 +31,9 @@ from .frames import (
     parse_large,
     parser_pool,
 )
+
+if TYPE_CHECKING:
+    from .frame_schema import Frame
 
 _TAIL = 4096
 _READ = 1 << 16

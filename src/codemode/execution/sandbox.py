@@ -383,8 +383,8 @@ class SandboxExecutor(SubprocessExecutor):
         made: list[str] = []  # scratch workspace, mount points: removed with the worker
         bpf_fd = -1
 
-        def cleanup() -> None:
-            limits.cleanup()
+        def cleanup() -> None:  # on a reaper thread: it may wait for a fork bomb to die
+            limits.cleanup(timeout=30.0)
             for path in reversed(made):
                 shutil.rmtree(path, ignore_errors=True)
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import codemode_worker
 from codemode_worker import protocol
@@ -32,7 +32,7 @@ from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, check_protocol, settle
-from .frames import Frame, FrameError, FrameLimits
+from .frames import FrameError, FrameLimits, load_schema, schema_loaded
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
 from .spawn import (
@@ -44,6 +44,9 @@ from .spawn import (
     raise_open_files_limit,
     reap_later,
 )
+
+if TYPE_CHECKING:
+    from .frame_schema import Frame
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
 BOOTSTRAP = (
@@ -180,6 +183,8 @@ class SubprocessExecutor:
 
     async def start(self, handler: CallHandler) -> SubprocessWorker:
         await self.prepare()
+        if not schema_loaded():
+            await off_loop(load_schema)  # pydantic, once per process
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
         try:

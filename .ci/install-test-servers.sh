@@ -3,13 +3,16 @@
 #
 # Idempotent: a stamp file records what was installed; re-running with the same pins
 # does nothing. Everything lands next to this script:
-#   .ci/node/node_modules/...          npm servers + MCP Inspector CLI (run with `node`)
+#   .ci/node/node_modules/...          npm servers + MCP Inspector CLI 0.15 (the machine's Node 20)
+#   .ci/node22/node_modules/.bin/node  Node 22 from the npm registry's `node` package, and
+#   .ci/node22/node_modules/.bin/mcp-inspector   MCP Inspector 2.x, which needs Node >= 22.19
 #   .ci/venvs/<name>/bin/python        one venv per PyPI server (their pins clash with ours)
 # Override the interpreter for the venvs with PYTHON=/path/to/python3.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NODE_DIR="$HERE/node"
+NODE22_DIR="$HERE/node22"
 VENVS="$HERE/venvs"
 PY="${PYTHON:-python3}"
 
@@ -20,6 +23,10 @@ NPM_PINS=(
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/inspector@0.15.0"
 )
+NODE22_PINS=(
+  "node@22.23.3"
+  "@modelcontextprotocol/inspector@2.12.0"
+)
 PYPI_PINS=(
   "mcp-server-time==2026.10.19"
   "mcp-server-git==2026.10.19"
@@ -27,18 +34,28 @@ PYPI_PINS=(
 
 log() { printf '[install-test-servers] %s\n' "$*" >&2; }
 
+# install_npm DIR LABEL PIN...: npm packages into DIR. A `node@...` pin is installed first,
+# then the rest with that Node on PATH (packages that need a newer Node than the machine's).
 install_npm() {
-  local stamp="$NODE_DIR/.codemode-stamp" want="${NPM_PINS[*]}"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$NODE_DIR/node_modules" ]]; then
-    echo "npm:cached"
+  local dir="$1" label="$2"
+  shift 2
+  local stamp="$dir/.codemode-stamp" want="$*" pin node_pin=""
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$dir/node_modules" ]]; then
+    echo "$label:cached"
     return
   fi
-  mkdir -p "$NODE_DIR"
-  [[ -f "$NODE_DIR/package.json" ]] || echo '{"name": "codemode-test-servers", "private": true}' >"$NODE_DIR/package.json"
-  log "npm install ${NPM_PINS[*]}"
-  (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error --save-exact "${NPM_PINS[@]}" >&2)
+  mkdir -p "$dir"
+  [[ -f "$dir/package.json" ]] || echo "{\"name\": \"codemode-$label\", \"private\": true}" >"$dir/package.json"
+  for pin in "$@"; do [[ "$pin" == node@* ]] && node_pin="$pin"; done
+  if [[ -n "$node_pin" ]]; then
+    log "npm install $node_pin into $dir"
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --save-exact "$node_pin" >&2)
+  fi
+  log "npm install $* into $dir"
+  (cd "$dir" && PATH="$dir/node_modules/.bin:$PATH" \
+    npm install --no-audit --no-fund --loglevel=error --save-exact "$@" >&2)
   echo "$want" >"$stamp"
-  echo "npm:installed"
+  echo "$label:installed"
 }
 
 install_pypi() {
@@ -56,7 +73,8 @@ install_pypi() {
   echo "$name:installed"
 }
 
-summary=("$(install_npm)")
+summary=("$(install_npm "$NODE_DIR" npm "${NPM_PINS[@]}")")
+summary+=("$(install_npm "$NODE22_DIR" node22 "${NODE22_PINS[@]}")")
 for pin in "${PYPI_PINS[@]}"; do
   summary+=("$(install_pypi "$pin")")
 done

@@ -20,7 +20,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("codemode.server.cli:serve", "Serve code mode to MCP clients (stdio or HTTP)."),
     "doctor": ("codemode.execution.doctor:doctor", "Show which sandbox protections are active."),
     "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
+    "completion": ("codemode.cli:completion", "Print the shell completion script."),
 }
+SHELLS = ("bash", "zsh", "fish")
 
 
 def _help_lines() -> dict[str, str]:
@@ -48,11 +50,41 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(sorted(_help_lines().items()))
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # Ctrl-C where a command does not handle it itself
+            click.echo("\ncodemode: interrupted", err=True)
+            raise click.exceptions.Exit(130) from None
+
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="codemode")
 def cli() -> None:
     """codemode: agents call MCP tools by writing Python in a fast, sandboxed session."""
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(SHELLS), required=False)
+def completion(shell: str | None) -> None:
+    """Print the completion script for SHELL (default: from $SHELL).
+
+    \b
+    bash:  eval "$(codemode completion bash)"     (add it to ~/.bashrc)
+    zsh:   eval "$(codemode completion zsh)"      (add it to ~/.zshrc)
+    fish:  codemode completion fish > ~/.config/fish/completions/codemode.fish
+    """
+    import os
+
+    from click.shell_completion import get_completion_class
+
+    if shell is None:
+        shell = os.path.basename(os.environ.get("SHELL", ""))
+        if shell not in SHELLS:
+            raise click.UsageError(f"name the shell: codemode completion {'|'.join(SHELLS)}")
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, "codemode", "_CODEMODE_COMPLETE").source())
 
 
 def main(argv: list[str] | None = None) -> Any:

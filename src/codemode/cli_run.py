@@ -1,21 +1,44 @@
-"""``codemode run``: run code from the shell, as an agent would."""
+"""``codemode run``: run code from the shell, as an agent would.
+
+What it prints is what a model would be shown: the output within the workspace's
+``output_limit``, cut with a marker that states the real size; ``--full`` prints
+everything and ``--out FILE`` writes it to a file. Ctrl-C interrupts the code (its output
+so far is printed, exit status 130); a second Ctrl-C quits at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import sys
-from typing import TYPE_CHECKING, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from .errors import CodemodeError
 from .execution import EXECUTOR_NAMES
 
 if TYPE_CHECKING:
+    from .output import RunView
     from .result import ExecutionResult
+    from .session import Session
+
+EXIT_INTERRUPTED = 130
+FULL_CAPTURE = 32_000_000
+"""Characters the worker keeps per stream with ``--full``/``--out`` (instead of 1,000,000);
+escaped as JSON they stay under the worker's 256 MB frame limit."""
+CUT_HINT = "--full prints everything, --out FILE writes it to a file"
+
+
+class Interrupted(Exception):
+    """Ctrl-C arrived before the code started (while connecting or starting the worker)."""
 
 
 @click.command()
-@click.argument("file", required=False, type=click.File("r"))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-c", "--code", help="Code to run (instead of FILE; '-' as FILE reads stdin).")
 @click.option(
     "--executor",
@@ -38,25 +61,38 @@ if TYPE_CHECKING:
     help="Workspace directory (default ~/.codemode).",
 )
 @click.option("--no-tools", is_flag=True, help="Do not connect the workspace's MCP servers.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--full", is_flag=True, help="Print everything (no output limit).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write the whole output (or the --json result) to this file.",
+)
 def run(
-    file: TextIO | None,
+    file: str | None,
     code: str | None,
     executor: str | None,
     timeout: float,
     base: str | None,
     no_tools: bool,
+    as_json: bool,
+    full: bool,
+    out: Path | None,
 ) -> None:
     """Run Python CODE or FILE in a session; print its output, value and error.
 
-    Exits 1 when the code fails, 2 for bad usage.
+    Exits 1 when the code fails, 2 for bad usage, 130 when interrupted (Ctrl-C).
     """
-    if (file is None) == (code is None):
-        raise click.UsageError("give exactly one of -c CODE or FILE")
-    source = code if code is not None else file.read() if file else ""
-    from .errors import CodemodeError
-
+    source = _source(file, code)
+    everything = full or out is not None
     try:
-        result = asyncio.run(_run(source, executor, timeout, base, no_tools))
+        result, limit, interrupted = asyncio.run(
+            _run(source, executor, timeout, base, no_tools, everything)
+        )
+    except Interrupted:
+        click.echo("codemode: interrupted before the code ran", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except CodemodeError as exc:
         hint = (
             "\nTo run code without the sandbox (NOT a security boundary), choose it "
@@ -65,31 +101,169 @@ def run(
             else ""
         )
         raise click.ClickException(f"{exc}{hint}") from None
-    if result.stdout:
-        click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
-    if result.stderr:
-        click.echo(result.stderr, nl=not result.stderr.endswith("\n"), err=True)
+    if as_json:
+        _print_json(result, None if everything else limit, out)
+    else:
+        _print(result, None if full else limit, out)
+    if interrupted and result.error is not None:
+        sys.exit(EXIT_INTERRUPTED)
     if result.error is not None:
-        click.echo((result.error.traceback or str(result.error)).rstrip("\n"), err=True)
         sys.exit(1)
-    if result.has_value:
-        click.echo(result.value if result.value_is_repr else repr(result.value))
+
+
+def _source(file: str | None, code: str | None) -> str:
+    if (file is None) == (code is None):
+        raise click.UsageError("give exactly one of -c CODE or FILE")
+    if code is not None:
+        return code
+    assert file is not None
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    if not path.exists():
+        looks_like_code = any(c in file for c in "()=;\n '\"") or not path.suffix
+        hint = f"\nTo run code given on the command line, use -c: codemode run -c {_quote(file)}"
+        raise click.UsageError(
+            f"no such file: {file!r}" + (hint if looks_like_code else ""),
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.UsageError(f"cannot read {file}: {exc}") from None
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _print(result: ExecutionResult, limit: int | None, out: Path | None) -> None:
+    """Output to stdout, stderr and the error to stderr: as the model sees them, or all."""
+    from .output import view_run
+
+    shown = view_run(result, limit, hint="" if limit is None else CUT_HINT)
+    fields = shown.fields
+    if out is not None:
+        whole = view_run(result, None).fields
+        text = whole["stdout"]
+        if result.has_value and result.error is None:
+            text += _value_line(result, view_run(result, None)) + "\n"
+        _write(out, text)
+        click.echo(f"codemode: wrote {len(text):,} characters of output to {out}", err=True)
+    else:
+        if fields["stdout"]:
+            click.echo(fields["stdout"], nl=not fields["stdout"].endswith("\n"))
+        if result.has_value and result.error is None:
+            click.echo(_value_line(result, shown))
+    if fields["stderr"]:
+        click.echo(fields["stderr"], nl=not fields["stderr"].endswith("\n"), err=True)
+    if result.error is not None:
+        tb = fields["error"]["traceback"] or str(result.error)
+        click.echo(tb.rstrip("\n"), err=True)
+    for warning in fields["warnings"]:
+        click.echo(f"codemode: warning: {warning}", err=True)
+    cut = [name for name in shown.truncated if name != "warnings"]
+    if cut and (out is None or cut != ["stdout"]):
+        sizes = ", ".join(f"{name}: {shown.sizes[name]:,}" for name in cut)
+        if limit is not None:
+            message = f"output truncated to {limit:,} characters ({sizes} in all); {CUT_HINT}"
+        else:
+            message = f"the worker kept only part of the output ({sizes} characters in all)"
+        click.echo(f"codemode: {message}", err=True)
+
+
+def _value_line(result: ExecutionResult, shown: RunView) -> str:
+    """The value as Python would echo it (its repr), or as cut for the limit."""
+    if result.value_is_repr or "value" in shown.truncated:
+        return shown.parts["value"].rstrip("\n")
+    return repr(result.value)
+
+
+def _print_json(result: ExecutionResult, limit: int | None, out: Path | None) -> None:
+    from .output import run_fields, view_run
+
+    shown = view_run(result, limit, hint="" if limit is None else CUT_HINT)
+    text = json.dumps(run_fields(result, shown), ensure_ascii=False, indent=2)
+    if out is None:
+        click.echo(text)
+    else:
+        _write(out, text + "\n")
+        click.echo(f"codemode: wrote the result as JSON to {out}", err=True)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` whole or not at all (temporary file, then rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 async def _run(
-    source: str, executor: str | None, timeout: float, base: str | None, no_tools: bool
-) -> ExecutionResult:
-    from .execution import default_executor, executor_by_name
+    source: str,
+    executor: str | None,
+    timeout: float,
+    base: str | None,
+    no_tools: bool,
+    everything: bool,
+) -> tuple[ExecutionResult, int, bool]:
+    from .config import load_settings
+    from .execution import executor_by_name
     from .session import Session
 
+    options: dict[str, Any] = {"max_output": FULL_CAPTURE} if everything else {}
     if no_tools:
-        # the same default as with tools: the sandbox, never a plain subprocess on its own
-        bare = executor_by_name(executor) if executor else default_executor()
-        async with Session(bare) as s:
-            return await s.run(source, timeout=timeout)
-    from .workspace import Workspace
+        settings = load_settings()
+        limit = settings.output_limit
+        # the same default as with tools (the sandbox), never a plain subprocess on its own
+        bare = executor_by_name(executor or settings.executor, **options)
+        session = Session(bare)
+    else:
+        from .workspace import Workspace
 
-    ws = Workspace.open(base)
-    chosen = executor_by_name(executor, workspace=ws) if executor else None
-    async with Session.from_base(ws.path, executor=chosen) as s:
-        return await s.run(source, timeout=timeout)
+        ws = Workspace.open(base)
+        limit = ws.settings.output_limit
+        name = executor or ws.settings.executor
+        chosen = executor_by_name(name, workspace=ws, **options) if executor or options else None
+        session = Session.from_base(ws.path, executor=chosen)
+    with _CtrlC(session) as ctrl_c:
+        try:
+            async with session:
+                result = await session.run(source, timeout=timeout)
+                return result, limit, ctrl_c.presses > 0
+        except asyncio.CancelledError:
+            if ctrl_c.presses:
+                raise Interrupted from None
+            raise
+
+
+class _CtrlC:
+    """First Ctrl-C interrupts the run (or cancels the start-up); the second quits at once."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.presses = 0
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+
+    def __enter__(self) -> _CtrlC:
+        self.loop.add_signal_handler(signal.SIGINT, self._pressed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.remove_signal_handler(signal.SIGINT)
+
+    def _pressed(self) -> None:
+        self.presses += 1
+        if self.presses > 1:
+            click.echo("codemode: stopped", err=True)
+            self.session.interrupt(force=True)
+            sys.stdout.flush()
+            os._exit(EXIT_INTERRUPTED)
+        click.echo("codemode: interrupting the run (press Ctrl-C again to quit at once)", err=True)
+        if not self.session.interrupt(kill_stuck=False) and self.task is not None:
+            self.task.cancel()

@@ -84,30 +84,12 @@ class ExecutionResult:
         d["warnings"] = list(self.warnings)
         return d
 
-    def to_text(self, limit: int = 20_000) -> str:
-        """Compact text for a model: output, then the value or the error."""
-        parts: list[str] = []
-        if self.stdout:
-            parts.append(self.stdout.rstrip("\n"))
-        if self.stderr:
-            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
-        if self.error is not None:
-            parts.append((self.error.traceback or str(self.error)).rstrip("\n"))
-            if self.state_lost:
-                parts.append("[the session's state was lost: variables and imports are gone]")
-        elif self.has_value:
-            parts.append(str(self.value) if self.value_is_repr else _show(self.value))
-        for w in self.warnings:
-            parts.append(f"[warning] {w}")
-        text = "\n".join(parts) if parts else "[no output]"
-        if len(text) > limit:
-            cut = len(text) - limit
-            text = (
-                text[: limit // 2]
-                + f"\n[... {cut} characters truncated ...]\n"
-                + text[-limit // 2 :]
-            )
-        return text
+    def to_text(self, limit: int | None = 20_000) -> str:
+        """Compact text for a model: output, then the value or the error, within ``limit``
+        characters (``None``: everything); cuts are marked with the real original size."""
+        from .output import view_run
+
+        return view_run(self, limit).text
 
 
 def timeout_error(
@@ -131,7 +113,3 @@ def _text(value: Any) -> str:
 
 def _line(value: Any) -> int | None:
     return value if type(value) is int and 0 <= value < 2**31 else None
-
-
-def _show(value: Any) -> str:
-    return value if isinstance(value, str) else repr(value)

@@ -238,6 +238,24 @@ class Session:
                 )
             return result
 
+    def interrupt(self, *, force: bool = False, kill_stuck: bool = True) -> bool:
+        """Stop the running code as Ctrl-C would: it gets KeyboardInterrupt, its run
+        returns what it printed so far, and the session keeps its state. Code that ignores
+        the interrupt is killed after the grace period (``kill_stuck``; state is lost), or
+        left running until the next call. ``force`` kills the worker at once. Returns
+        False when no run is in progress. Safe to call from a signal handler on the
+        session's loop."""
+        worker = self._worker
+        if worker is None:
+            return False
+        if force:
+            kill = getattr(worker, "kill", None)
+            if kill is not None:
+                kill()
+                return True
+        stop = getattr(worker, "interrupt", None)
+        return bool(stop(kill_stuck=kill_stuck)) if stop is not None else False
+
     async def reset(self) -> None:
         """Forget all variables, functions and imports of the agent's code."""
         async with self._lock:

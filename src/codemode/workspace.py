@@ -54,7 +54,8 @@ EXAMPLE_MCP_JSON = """\
 // Upstream MCP servers for codemode: the "mcpServers" format of Claude Desktop, Cursor
 // and .mcp.json. Lines starting with // are comments (codemode strips them).
 // Per server, besides command/args/env/cwd (stdio) or url/headers/type (remote):
-//   "timeout": seconds per call, "enabled": false to skip it,
+//   "timeout": seconds per call, "connect_timeout": seconds to start and list its
+//   tools (default: config.json's connect_timeout), "enabled": false to skip it,
 //   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
 //   "read_only_paths"/"writable_paths": more host paths for its jail,
 //   "include"/"exclude": tool names or globs ("search_*").

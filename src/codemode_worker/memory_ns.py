@@ -232,15 +232,16 @@ class Skills:
         have = cached[0] if cached else None
         return bridge.call("skills.source", {"name": name, "have_version": have})  # type: ignore[no-any-return]
 
-    def invoke(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Run skill ``name`` here and return what its ``run`` returns."""
+    def invoke(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Run skill ``name`` here and return what its ``run`` returns (``name`` is
+        positional-only: a skill may have a parameter called ``name`` too)."""
         run = self._prepare(name, self._source(name), args, kwargs)
         result = run(*args, **kwargs)
         if hasattr(result, "__await__"):
             return _run_coroutine(result)
         return result
 
-    async def ainvoke(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    async def ainvoke(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """``invoke`` for async code: an async ``run`` is awaited on the caller's loop."""
         cached = self._cache.get(name)
         params = {"name": name, "have_version": cached[0] if cached else None}

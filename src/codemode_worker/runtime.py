@@ -21,6 +21,8 @@ from collections.abc import Callable
 from types import CodeType, TracebackType
 from typing import Any
 
+from .bounds import keep_ends, keep_head
+
 _CO_COROUTINE = 0x0080
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -55,7 +57,7 @@ class Capture:
     def text(self) -> str:
         out = "".join(self._chunks)
         if self.dropped:
-            out += f"\n[... {self.dropped} more characters truncated ...]\n"
+            out = keep_head(out, self._size, total=self._size + self.dropped)
         return out
 
 
@@ -325,7 +327,7 @@ class Runtime:
         except (ValueError, RecursionError, OverflowError):
             text = _safe_repr(value)
             if len(text) > _MAX_REPR:
-                text = text[:_MAX_REPR] + "..."
+                text = keep_head(text, _MAX_REPR, hint="the whole value is `_` in the session")
                 result["value_truncated"] = True
             result["value"] = text
             result["value_is_repr"] = True
@@ -345,14 +347,10 @@ class Runtime:
                 if frame.filename == filename:
                     lineno = frame.lineno
         try:
-            message = str(exc)
+            message = keep_head(str(exc), _MAX_REPR)
         except Exception:  # noqa: BLE001
             message = "<unprintable exception>"
-        if len(message) > _MAX_REPR:
-            message = message[:_MAX_REPR] + f"... [{len(message)} characters in all]"
-        text = "".join(te.format())
-        if len(text) > _MAX_REPR:
-            text = text[:2000] + "\n[... traceback truncated ...]\n" + text[-(_MAX_REPR - 2000) :]
+        text = keep_ends("".join(te.format()), _MAX_REPR)
         return {
             "type": _type_name(exc),
             "message": message,

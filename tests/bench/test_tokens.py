@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -144,3 +146,22 @@ def test_the_article_catalog_takes_the_smallest_real_servers_until_it_has_enough
     assert all("replay_server.py" in spec["args"][0] for spec in catalog.values())
     with pytest.raises(BenchError, match="needs 100000"):
         article_catalog(100_000, 20)
+
+
+def test_bench_tokens_offline_says_in_one_line_how_to_fix_it(tmp_path: Path) -> None:
+    empty = tmp_path / "tiktoken"
+    empty.mkdir()
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(empty)}
+    env["HTTPS_PROXY"] = env["https_proxy"] = "http://127.0.0.1:9"  # no download, anywhere
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode", "bench", "tokens", "--quick"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"Error: the o200k_base tokenizer is not in {empty} and cannot be downloaded (no "
+        "network?); set TIKTOKEN_CACHE_DIR to a folder holding "
+        "fb374d419588a4632f3f557e76b4b70aebbca790 (tiktoken saves it there on one run with "
+        "internet access)"
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from codemode_worker.bounds import keep_head
+
 from .loop import AgentEvent
 
 PREVIEW_LINES = 6
@@ -11,7 +13,7 @@ PREVIEW_CHARS = 400
 def _preview(text: str, prefix: str) -> str:
     text = text.rstrip("\n")
     if len(text) > PREVIEW_CHARS:
-        text = text[:PREVIEW_CHARS] + " ..."
+        text = keep_head(text, PREVIEW_CHARS).rstrip("\n")
     lines = text.splitlines() or [""]
     if len(lines) > PREVIEW_LINES:
         lines = [*lines[:PREVIEW_LINES], f"... ({len(lines) - PREVIEW_LINES} more lines)"]

@@ -84,7 +84,7 @@ def tokens(
     from codemode.bench import scenarios as sc
     from codemode.bench.catalogs import QUICK, Sizes
     from codemode.bench.report import iter_lines, write_plot
-    from codemode.bench.tokens import PROFILES, BenchError
+    from codemode.bench.tokens import PROFILES, BenchError, check_tokenizer
     from codemode.errors import CodemodeError
 
     if plot_path is not None:
@@ -100,6 +100,11 @@ def tokens(
         raise click.BadParameter(
             f"unknown {sorted(unknown)}; choose from {sc.NAMES}", param_hint="--scenario"
         )
+
+    try:
+        check_tokenizer()
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
 
     def progress(msg: str) -> None:
         click.echo(msg, err=True)

@@ -20,6 +20,7 @@ model. The scenarios themselves live in :mod:`codemode.bench.scenarios`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -58,6 +59,14 @@ class BenchError(CodemodeError):
 # ---------------------------------------------------------------- tokenizer
 
 
+TOKENIZER_URL = f"https://openaipublic.blob.core.windows.net/encodings/{ENCODING}.tiktoken"
+
+
+def tokenizer_cache_name() -> str:
+    """The file name tiktoken gives the cached tokenizer (the sha1 of its URL)."""
+    return hashlib.sha1(TOKENIZER_URL.encode()).hexdigest()
+
+
 @cache
 def _encoding() -> Any:
     """o200k_base, from the shared offline cache when the repo sits next to one."""
@@ -68,11 +77,18 @@ def _encoding() -> Any:
 
     try:
         return tiktoken.get_encoding(ENCODING)
-    except Exception as exc:  # tiktoken's network/cache failures vary by version
+    except Exception:  # noqa: BLE001 - tiktoken's network/cache failures vary by version
+        where = os.environ.get("TIKTOKEN_CACHE_DIR") or "tiktoken's default cache"
         raise BenchError(
-            f"cannot load the {ENCODING} tokenizer ({exc}); set TIKTOKEN_CACHE_DIR to a folder "
-            "holding tiktoken's cached BPE file, or run once with internet access"
-        ) from exc
+            f"the {ENCODING} tokenizer is not in {where} and cannot be downloaded (no "
+            f"network?); set TIKTOKEN_CACHE_DIR to a folder holding {tokenizer_cache_name()} "
+            "(tiktoken saves it there on one run with internet access)"
+        ) from None
+
+
+def check_tokenizer() -> None:
+    """Fail now, in one line, rather than after the scenarios ran."""
+    _encoding()
 
 
 def count_tokens(text: str) -> int:

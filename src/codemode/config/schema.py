@@ -70,6 +70,12 @@ class Settings(BaseModel):
     protocol: Literal["auto", "legacy", "modern"] = Field(
         "auto", description="MCP protocol negotiation for upstream servers (see MCPSource)."
     )
+    output_limit: int = Field(
+        20_000,
+        ge=1_000,
+        description="Characters of output one reply carries (text; structured content at "
+        "most twice that); more is cut with a marker saying how to get everything.",
+    )
     workspace_quota_mb: int = Field(
         1024, ge=0, description="Disk /workspace (files/) may use; 0: no limit."
     )

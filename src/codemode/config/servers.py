@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codemode.errors import ConfigError
+from codemode.redact import NOT_SECRET_VARS, remember_secret, secret_name
 
 from .files import load_json_file
 
@@ -61,6 +62,7 @@ class _ServerBase(BaseModel):
 
     name: str = ""
     timeout: float | None = Field(None, gt=0)
+    connect_timeout: float | None = Field(None, gt=0)
     enabled: bool = True
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -141,6 +143,8 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
         name, default = m.group(1), m.group(2)
         got = env.get(name)
         if got is not None and (got or default is None):
+            if name not in NOT_SECRET_VARS:
+                remember_secret(got)  # never shown back in a server's stderr or errors
             return got
         if default is not None:
             return default
@@ -169,6 +173,9 @@ def _expand_server(raw: dict[str, Any], env: Mapping[str, str], where: str) -> d
                 k: expand_vars(v, env, where=f"{where}.{key}.{k}") if isinstance(v, str) else v
                 for k, v in out[key].items()
             }
+            for k, v in out[key].items():
+                if isinstance(v, str) and secret_name(str(k)):
+                    remember_secret(v.removeprefix("Bearer ").removeprefix("Basic "))
     return out
 
 

@@ -24,7 +24,7 @@ from codemode_worker.errors import from_wire
 from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
-from ..result import ExecutionResult, timeout_error
+from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, check_protocol, settle
 
 
@@ -101,6 +101,7 @@ class InProcessWorker:
         self._loop = loop
         self._link = _LoopLink(loop, handler)
         self._closed = False
+        self._running: tuple[asyncio.Future[Any], asyncio.Future[None]] | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._start_thread()
 
@@ -143,36 +144,21 @@ class InProcessWorker:
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         start = time.perf_counter()
         fut = await self._submit("run", code)
+        stop: asyncio.Future[None] = self._loop.create_future()
+        self._running = (fut, stop)
         try:
-            payload = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return await self._wait(fut, stop, timeout, start)
         except asyncio.CancelledError:
             self._stop_cancelled(fut)
             raise
-        except TimeoutError:
-            self._interrupt()
-            try:
-                payload = await asyncio.wait_for(asyncio.shield(fut), self._ex.interrupt_grace)
-            except TimeoutError:
-                # Cannot kill a thread: abandon it and start over with fresh state.
-                self._jobs.put(None)
-                self._start_thread()
-                return ExecutionResult(
-                    error=timeout_error(timeout, state_lost=True),
-                    timed_out=True,
-                    state_lost=True,
-                    duration_ms=(time.perf_counter() - start) * 1000,
-                )
-            res = ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
-            tb = res.error.traceback if res.error else ""
-            lineno = res.error.lineno if res.error else None
-            return replace(
-                res, timed_out=True, error=timeout_error(timeout, traceback=tb, lineno=lineno)
-            )
-        return ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
+        finally:
+            self._running = None
 
     def _stop_cancelled(self, fut: asyncio.Future[Any]) -> None:
         """The caller is gone: interrupt the code; past the grace, abandon its thread (the
         worker then reports itself dead, and the session starts a fresh one)."""
+        if fut.done():
+            return
         self._interrupt()
         stopped = self._stopped = self._loop.create_future()
         fut.add_done_callback(lambda _: settle(stopped))
@@ -188,6 +174,72 @@ class InProcessWorker:
     async def idle(self) -> None:
         if self._stopped is not None:
             await asyncio.shield(self._stopped)
+
+    def interrupt(self, *, kill_stuck: bool = True) -> bool:
+        """Raise KeyboardInterrupt in the running code (as Ctrl-C would); False when
+        nothing is running. Code stuck in C cannot see it: with ``kill_stuck``, after the
+        grace period its thread is abandoned (state lost) and the run returns what it
+        printed so far."""
+        running = self._running
+        if running is None or running[0].done():
+            return False
+        if kill_stuck:
+            settle(running[1])
+        else:
+            self._interrupt()
+        return True
+
+    async def _wait(
+        self, fut: asyncio.Future[Any], stop: asyncio.Future[None], timeout: float, start: float
+    ) -> ExecutionResult:
+        await asyncio.wait({fut, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if fut.done():
+            return ExecutionResult.from_payload(fut.result(), self._ms(start))
+        timed_out = not stop.done()
+        self._interrupt()
+        try:
+            payload = await asyncio.wait_for(asyncio.shield(fut), self._ex.interrupt_grace)
+        except TimeoutError:
+            return self._abandon(timeout if timed_out else None, start)
+        res = ExecutionResult.from_payload(payload, self._ms(start))
+        if not timed_out:
+            return res
+        tb = res.error.traceback if res.error else ""
+        lineno = res.error.lineno if res.error else None
+        return replace(
+            res, timed_out=True, error=timeout_error(timeout, traceback=tb, lineno=lineno)
+        )
+
+    def _abandon(self, timeout: float | None, start: float) -> ExecutionResult:
+        """A thread cannot be killed: keep what it printed, abandon it, start over."""
+        captured = self._runtime.active()
+        out = err = ""
+        if captured is not None:
+            for capture in captured:
+                capture.state = "stopped"
+            out, err = captured[0].text(), captured[1].text()
+        self._jobs.put(None)
+        self._start_thread()
+        if timeout is not None:
+            error = timeout_error(timeout, state_lost=True)
+        else:
+            error = ErrorInfo(
+                "KeyboardInterrupt",
+                "the code did not stop when interrupted (stuck outside Python); its thread "
+                "was abandoned and the session's state was lost",
+            )
+        return ExecutionResult(
+            stdout=out,
+            stderr=err,
+            error=error,
+            timed_out=timeout is not None,
+            state_lost=True,
+            duration_ms=self._ms(start),
+        )
+
+    @staticmethod
+    def _ms(start: float) -> float:
+        return (time.perf_counter() - start) * 1000
 
     def _interrupt(self) -> None:
         tid = self._thread.ident

@@ -482,11 +482,28 @@ class SubprocessWorker:
 
     def _kill_stuck(self, run: _Run) -> None:
         if not run.fut.done():
-            if run.stopping not in ("timeout", "cancelled"):
+            if run.stopping not in ("timeout", "cancelled", "interrupted"):
                 self._fail(run.stopping)  # a host-side limit's own reason (see stop_run)
                 return
             what = " was cancelled and" if run.stopping == "cancelled" else ""
             self._fail(f"the run{what} did not stop when interrupted; the worker was killed")
+
+    def interrupt(self, *, kill_stuck: bool = True) -> bool:
+        """Stop the running code as Ctrl-C would (KeyboardInterrupt); with ``kill_stuck``,
+        the worker is killed if the code does not stop within the grace period. False when
+        nothing is running."""
+        run = self._run
+        if run is None or run.fut.done() or self._dead:
+            return False
+        if kill_stuck:
+            self._stop(run, "interrupted")
+        else:
+            self._interrupt(run.id)
+        return True
+
+    def kill(self) -> None:
+        """Stop the worker at once (its process group included)."""
+        self._fail("the worker was killed")
 
     def stop_run(self, reason: str) -> None:
         """Interrupt the running code for a host-side limit other than the timeout (a
@@ -536,8 +553,10 @@ class SubprocessWorker:
 
     def _crash_result(self, info: str, start: float) -> ExecutionResult:
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
-        if self._tail:
-            msg += f"\nthe worker's stderr ended with:\n{self._tail[-1500:]}"
+        if len(self._tail) > 1500:
+            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{self._tail[-1500:]}"
+        elif self._tail:
+            msg += f"\nthe worker's stderr ended with:\n{self._tail}"
         return ExecutionResult(
             error=ErrorInfo("WorkerCrashed", msg),
             state_lost=True,

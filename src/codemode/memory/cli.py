@@ -154,16 +154,23 @@ def skills() -> None:
     """Saved skills: reusable code the agent invokes as skills.<name>(...)."""
 
 
+def _warn_unreadable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Report unreadable entries on stderr (with their path and the fix); return the rest."""
+    for r in rows:
+        if "error" in r:
+            click.echo(f"warning: {r['error']}", err=True)
+    return [r for r in rows if "error" not in r]
+
+
 def _skill_rows(rows: Any, args: dict[str, Any], as_json: bool) -> None:
+    shown = rows if as_json else _warn_unreadable(rows)
     _listing(
-        rows,
+        shown,
         as_json,
         "(no skills)",
         lambda: [
-            [r["name"], "!", f"unreadable: {r['error']}"]
-            if "error" in r
-            else [r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))]
-            for r in rows
+            [r["name"], f"v{r.get('version', '?')}", _short(r.get("description", ""))]
+            for r in shown
         ],
     )
 
@@ -268,15 +275,14 @@ def artifacts() -> None:
 
 
 def _artifact_rows(rows: Any, args: dict[str, Any], as_json: bool) -> None:
+    shown = rows if as_json else _warn_unreadable(rows)
     _listing(
-        rows,
+        shown,
         as_json,
         "(no artifacts)",
         lambda: [
-            [r["name"], r["type"], "!", f"unreadable: {r['error']}"]
-            if "error" in r
-            else [r["name"], r["type"], str(r["size"]), r["created"], _short(r["description"], 50)]
-            for r in rows
+            [r["name"], r["type"], str(r["size"]), r["created"], _short(r["description"], 50)]
+            for r in shown
         ],
     )
 

@@ -14,18 +14,26 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from pydantic import Field
+from typing_extensions import TypeAliasType
 
 from ..errors import ValidationError
+from ..result import ExecutionResult
 from ..server.toolset import Call, Reply, ServerContext, Toolset, model_parameters, with_parameters
 from .core import Memory
 from .rpc import MEMORY_METHODS
 
 INLINE_BYTES = 256 * 1024
+
+JSONData = TypeAliasType(
+    "JSONData", "dict[str, JSONData] | list[JSONData] | str | int | float | bool | None"
+)
+"""Any JSON value, spelled out so the input schema says so (clients check for a type)."""
 
 Render = Callable[[Any, Mapping[str, Any]], Reply]
 
@@ -44,6 +52,8 @@ class MemoryTool:
     extra: tuple[str, ...] = ()
     """Arguments the tool adds to the row's fields (hand-written handlers only)."""
     read_only: bool = False
+    types: Mapping[str, Any] = field(default_factory=dict)
+    """Argument -> the type its input schema shows, where the row's type says too little."""
 
 
 def _skill_line(row: dict[str, Any]) -> str:
@@ -63,11 +73,11 @@ def _artifact_line(row: dict[str, Any]) -> str:
     return f"{row['name']} ({row['type']}, {row['size']} bytes, {row['created']}){about}"
 
 
-def _rows(key: str, line: Callable[[dict[str, Any]], str], empty: str) -> Render:
+def _rows(key: str, line: Callable[[dict[str, Any]], str], empty: str, hint: str = "") -> Render:
     def render(rows: Any, args: Mapping[str, Any]) -> Reply:
         if not rows:
             return Reply(empty.format(**args), {key: []})
-        return Reply("\n".join(line(r) for r in rows), {key: rows})
+        return Reply("\n".join(line(r) for r in rows), {key: rows}, hint=hint)
 
     return render
 
@@ -82,7 +92,8 @@ def _deleted(what: str) -> Render:
 
 
 def _skill_shown(row: Any, args: Mapping[str, Any]) -> Reply:
-    return Reply(f"{row['skill_md']}\n```python\n{row['code'].rstrip()}\n```", row)
+    hint = f"read it in parts in run_code: skills.get({args['name']!r})['code']"
+    return Reply(f"{row['skill_md']}\n```python\n{row['code'].rstrip()}\n```", row, hint=hint)
 
 
 def _skill_saved(row: Any, args: Mapping[str, Any]) -> Reply:
@@ -91,7 +102,10 @@ def _skill_saved(row: Any, args: Mapping[str, Any]) -> Reply:
 
 
 def _state_value(value: Any, args: Mapping[str, Any]) -> Reply:
-    return Reply(json.dumps(value, ensure_ascii=False), {"key": args.get("key"), "value": value})
+    hint = "read one key with get_state(key=...), or state.get(key) in run_code"
+    return Reply(
+        json.dumps(value, ensure_ascii=False), {"key": args.get("key"), "value": value}, hint=hint
+    )
 
 
 def _dep_line(row: dict[str, Any]) -> str:
@@ -113,7 +127,7 @@ T = MemoryTool
 SKILL_TOOLS = (
     T("list_skills", "skills.list", "List saved skills (reusable code): name, signature, "
       "version, description.", _rows("skills", _skill_line, "No skills saved yet. Save one "
-      "with create_skill."), read_only=True),
+      "with create_skill.", "narrow it down with search_skills"), read_only=True),
     T("search_skills", "skills.search", "Find saved skills relevant to a task (ranked by "
       "name, description, parameters and code). Invoke one in run_code with "
       "skills.<name>(...).", _rows("skills", _skill_line, "No skills match {query!r}."),
@@ -132,13 +146,13 @@ SKILL_TOOLS = (
 ARTIFACT_AND_STATE_TOOLS = (
     T("list_artifacts", "artifacts.list", "List saved artifacts (name, type, size, created, "
       "description) without loading their data.", _rows("artifacts", _artifact_line,
-      "No artifacts saved yet."), read_only=True),
+      "No artifacts saved yet.", "list them in run_code: artifacts.list()"), read_only=True),
     T("load_artifact", "artifacts.load", "Load an artifact: JSON and text come back as they "
       "were saved; bytes as base64 (large binary artifacts: use artifacts.load in "
       "run_code).", read_only=True),
     T("save_artifact", "artifacts.save", "Save data as a named artifact that survives "
       "sessions (JSON value or text; set is_base64=true to store bytes given as base64).",
-      extra=("is_base64",)),
+      extra=("is_base64",), types={"data": JSONData}),
     T("delete_artifact", "artifacts.delete", "Delete a saved artifact.", _deleted("artifact")),
     T("get_state", "state.get", "Read the workspace state (a small JSON object shared with "
       "run_code's state), or one key of it.", _state_value, fields=("key",), read_only=True),
@@ -182,7 +196,12 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
 
 def _add(toolset: Toolset, tool: MemoryTool) -> None:
     method = MEMORY_METHODS[tool.method]
-    params = model_parameters(method.params, tool.fields, tool.rename)
+    params = [
+        p.replace(annotation=Annotated[(tool.types[p.name], *p.annotation.__metadata__)])
+        if p.name in tool.types
+        else p
+        for p in model_parameters(method.params, tool.fields, tool.rename)
+    ]
     if tool.render is None:
         custom = HANDWRITTEN[tool.name]
         own = list(inspect.signature(custom).parameters.values())[1 + len(params) :]
@@ -214,7 +233,7 @@ async def invoke_skill(
         float | None, Field(description="Seconds before the run is interrupted.", gt=0)
     ] = None,
 ) -> Reply:
-    from ..server.app import EPHEMERAL_NOTICE, render_run
+    from ..server.app import EPHEMERAL_NOTICE, output_artifacts, render_run
     from .skills import check_skill_name
 
     check_skill_name(name)
@@ -224,7 +243,28 @@ async def invoke_skill(
     async with ctx.sessions.lease(call.session_key) as lease:
         result = await lease.session.run(code, timeout=timeout)
     notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
-    return render_run(result, limit=ctx.output_limit, notice=notice, ephemeral=lease.ephemeral)
+    return await render_run(
+        _without_generated_frame(result),
+        limit=ctx.output_limit,
+        notice=notice,
+        ephemeral=lease.ephemeral,
+        artifacts=output_artifacts(call),
+    )
+
+
+_CELL_FRAME = re.compile(r'  File "<cell \d+>", line \d+, in <module>\n(?:    .*\n)*')
+
+
+def _without_generated_frame(result: ExecutionResult) -> ExecutionResult:
+    """The traceback of a failed skill starts at the skill's own code: the one-line cell
+    invoke_skill generated to call it is not the model's code and is left out."""
+    err = result.error
+    if err is None or not err.traceback:
+        return result
+    tb = _CELL_FRAME.sub("", err.traceback, count=1)
+    if '  File "' not in tb:
+        tb = tb.replace("Traceback (most recent call last):\n", "", 1)
+    return replace(result, error=replace(err, traceback=tb, lineno=None, offset=None))
 
 
 async def load_artifact(call: Call, name: str) -> Reply:
@@ -241,7 +281,8 @@ async def load_artifact(call: Call, name: str) -> Reply:
         b64 = base64.b64encode(value).decode("ascii")
         return Reply(f"{name}: {info['size']} bytes, base64:\n{b64}", {"info": info, "base64": b64})
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-    return Reply(text, {"info": info, "value": value})
+    hint = f"read it in parts in run_code: artifacts.load({name!r})"
+    return Reply(text, {"info": info, "value": value}, hint=hint)
 
 
 async def save_artifact(

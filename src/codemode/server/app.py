@@ -23,6 +23,7 @@ id: code mode is stateful by nature.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -34,7 +35,8 @@ from typing_extensions import TypedDict
 
 from codemode import assembly
 from codemode.capability import Capability
-from codemode.errors import ToolNotFound
+from codemode.errors import CodemodeError, ToolNotFound
+from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 
 from .toolset import Call, Reply, ServerContext, Toolset, load_text
@@ -48,6 +50,8 @@ EPHEMERAL_NOTICE = (
     "This call could not be tied to a client session (no Mcp-Session-Id or Codemode-Session "
     "header), so it ran in a fresh session that is now closed: nothing persists."
 )
+
+logger = logging.getLogger(__name__)
 
 MINIMAL_TOOLS = ("run_code", "search_tools")
 """What ``serve --tools minimal`` lists: discovery beyond search happens inside the code."""
@@ -88,7 +92,8 @@ class ErrorOut(TypedDict):
 
 
 class RunCodeOutput(TypedDict):
-    """Structured content of ``run_code``: the fields of the compact text, separately."""
+    """Structured content of ``run_code``: the fields of the compact text, separately,
+    cut to the same limit as the text."""
 
     ok: bool
     stdout: str
@@ -101,53 +106,48 @@ class RunCodeOutput(TypedDict):
     timed_out: bool
     state_lost: bool
     truncated: list[str]
+    sizes: dict[str, int]
+    full_output: str | None
     warnings: list[str]
     session: Literal["persistent", "ephemeral"]
     notice: str | None
 
 
-def render_run(
-    result: ExecutionResult, *, limit: int, notice: str | None, ephemeral: bool
+async def render_run(
+    result: ExecutionResult,
+    *,
+    limit: int,
+    notice: str | None,
+    ephemeral: bool,
+    artifacts: Any = None,
 ) -> Reply:
-    """Compact text (notice, stdout, stderr, then the value or the error) plus the fields."""
-    text = result.to_text(limit)
-    if notice:
-        text = f"[{notice}]\n{text}"
-    err = result.error
-    truncated = [
-        name
-        for name, flag in (
-            ("stdout", result.stdout_truncated),
-            ("stderr", result.stderr_truncated),
-            ("value", result.value_truncated),
-        )
-        if flag
-    ]
-    data: RunCodeOutput = {
-        "ok": result.is_ok,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-        "value": result.value if result.has_value else None,
-        "has_value": result.has_value,
-        "value_is_repr": result.value_is_repr,
-        "error": None
-        if err is None
-        else {
-            "type": err.type,
-            "message": err.message,
-            "traceback": err.traceback,
-            "lineno": err.lineno,
-            "offset": err.offset,
-        },
-        "duration_ms": round(result.duration_ms, 3),
-        "timed_out": result.timed_out,
-        "state_lost": result.state_lost,
-        "truncated": truncated,
-        "warnings": list(result.warnings),
+    """Compact text (notice, stdout, stderr, then the value or the error) plus the fields,
+    both within ``limit``; when something was cut, the full output is saved in
+    ``artifacts`` (when given) and the markers name it."""
+    room = limit - (len(notice) + 3 if notice else 0)
+    view = view_run(result, room)
+    saved: str | None = None
+    if view.truncated and artifacts is not None:
+        try:
+            saved = await save_full_output(artifacts, full_text(result))
+        except CodemodeError as exc:
+            logger.warning("could not save a run's full output: %s", exc)
+        else:
+            hint = f"full output: artifacts.load({saved!r}) in run_code"
+            view = view_run(result, room, hint=hint)
+    text = f"[{notice}]\n{view.text}" if notice else view.text
+    data = {
+        **run_fields(result, view),
+        "full_output": saved,
         "session": "ephemeral" if ephemeral else "persistent",
         "notice": notice,
     }
     return Reply(text, dict(data), is_error=not result.is_ok)
+
+
+def output_artifacts(call: Call) -> Any:
+    memory = call.server.memory
+    return getattr(memory, "artifacts", None)
 
 
 # --------------------------------------------------------------------------- tools
@@ -174,8 +174,13 @@ def core_toolset() -> Toolset:
         async with call.lease() as lease:
             result = await lease.session.run(code, timeout=timeout)
         notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
-        limit = call.server.output_limit
-        return render_run(result, limit=limit, notice=notice, ephemeral=lease.ephemeral)
+        return await render_run(
+            result,
+            limit=call.server.output_limit,
+            notice=notice,
+            ephemeral=lease.ephemeral,
+            artifacts=output_artifacts(call),
+        )
 
     @ts.tool(description_file="reset_session.md")
     async def reset_session(call: Call) -> Reply:
@@ -226,14 +231,32 @@ def core_toolset() -> Toolset:
 # --------------------------------------------------------------------------- discovery
 
 
+def _problems(registry: Any) -> list[str]:
+    problems = getattr(registry, "problems", None)
+    return list(problems()) if problems is not None else []
+
+
+def _with_problems(reply: Reply, registry: Any) -> Reply:
+    """Say which servers are missing from a result, first (a cut keeps the head)."""
+    problems = _problems(registry)
+    if not problems:
+        return reply
+    head = "\n".join(f"[warning] {p}" for p in problems)
+    data = {**(reply.data or {}), "warnings": problems}
+    return Reply(f"{head}\n{reply.text}", data, reply.is_error, reply.hint)
+
+
 async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply:
     rows = await registry.search(query, detail, limit) if registry is not None else []
     if not rows:
-        return Reply(
+        reply = Reply(
             f"No tools match {query!r}. Try other words, or list_servers() and list_tools().",
             {"tools": []},
         )
-    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
+    else:
+        hint = "ask for fewer (limit) or less (detail_level), or use tools.search() in run_code"
+        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+    return _with_problems(reply, registry)
 
 
 async def _d_servers(registry: Any) -> Reply:
@@ -248,7 +271,8 @@ async def _d_servers(registry: Any) -> Reply:
         original = f" (original name: {r['original']})" if r.get("original") else ""
         count = "?" if r.get("tools") is None else r["tools"]
         about = f" - {r['description']}" if r.get("description") else ""
-        lines.append(f"{r['name']}{original}: {count} tools, {r.get('status', 'ok')}{about}")
+        status = r.get("problem") or r.get("status", "ok")
+        lines.append(f"{r['name']}{original}: {count} tools, {status}{about}")
     return Reply("\n".join(lines), {"servers": rows})
 
 
@@ -257,8 +281,11 @@ async def _d_list_tools(registry: Any, server: str | None) -> Reply:
         return Reply("No MCP servers are configured.", {"tools": []})
     rows = await registry.list(server, "description")
     if not rows:
-        return Reply("No tools.", {"tools": []})
-    return Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows})
+        reply = Reply("No tools.", {"tools": []})
+    else:
+        hint = "list one server at a time (server=...), or use tools.list() in run_code"
+        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+    return _with_problems(reply, registry) if server is None else reply
 
 
 async def _d_describe(registry: Any, name: str) -> Reply:
@@ -280,7 +307,8 @@ async def _d_describe(registry: Any, name: str) -> Reply:
     parts.append("Input schema: " + json.dumps(info.get("input_schema"), ensure_ascii=False))
     if info.get("output_schema") is not None:
         parts.append("Output schema: " + json.dumps(info["output_schema"], ensure_ascii=False))
-    return Reply("\n\n".join(parts), info)
+    hint = f"read it in parts in run_code: tools.describe({name!r})"
+    return Reply("\n\n".join(parts), info, hint=hint)
 
 
 def _sig_tail(row: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
+from codemode.output import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
     from codemode.config import Settings
@@ -260,6 +262,7 @@ async def run_server(opts: ServeOptions) -> None:
         memory=memory,
         settings=settings,
         run_timeout=run_timeout,
+        output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
     server = build_server(
         context,
@@ -281,20 +284,41 @@ async def run_server(opts: ServeOptions) -> None:
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http
 
-        sock = bind_socket(opts.host, opts.port)
+        try:
+            sock = bind_socket(opts.host, opts.port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise ConfigError(
+                f"port {opts.port} on {opts.host} is already in use; choose another with "
+                "--port N, or --port 0 to pick a free one"
+            ) from None
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         url = f"http://{shown}:{bound[1]}/mcp"
+        auth = "none, loopback only" if opts.token is None else "Authorization: Bearer <token>"
         app = build_http_app(
             server,
             context,
             host=opts.host,
             token=opts.token,
             on_shutdown=close_upstream,
-            on_ready=lambda: _say(f"serving MCP on {url} (executor: {opts.executor})"),
+            on_ready=lambda: _say(
+                f"serving MCP on {url} (streamable HTTP; auth: {auth}; executor: {opts.executor})"
+            ),
         )
-        await serve_http(app, sock, log_level=opts.log_level.lower())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_connect_upstream, registry)
+            await serve_http(app, sock, log_level=opts.log_level.lower())
+            tg.cancel_scope.cancel()
         return
+
+    if sys.stdin.isatty():
+        _say(
+            "serving MCP over stdio: an MCP client starts this command and talks to it on "
+            "stdin/stdout (e.g. claude mcp add codemode -- codemode serve); for clients that "
+            "connect over the network: codemode serve --transport http. Ctrl-C stops it."
+        )
 
     closed = False
 
@@ -309,11 +333,21 @@ async def run_server(opts: ServeOptions) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sessions.run_reaper)
             tg.start_soon(_exit_on_signal, close_all)
+            tg.start_soon(_connect_upstream, registry)
             await server.run_stdio_async()  # returns when the client closes stdin
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
+
+
+async def _connect_upstream(registry: Any) -> None:
+    """Connect every upstream server at start, concurrently, each within its own deadline,
+    so the first search does not wait for them; problems are logged and reported to the
+    model in discovery results."""
+    connect = getattr(registry, "connect_all", None)
+    if connect is not None:
+        await connect()
 
 
 async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:

@@ -46,6 +46,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import BaseModel, Field
 
 from codemode.errors import CodemodeError
+from codemode.output import DEFAULT_LIMIT, bound_json, bound_text
 
 from .sessions import Lease, SessionManager
 
@@ -75,11 +76,16 @@ def load_text(name: str, package: str = INSTRUCTIONS_PACKAGE) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """What a tool answers: text for the model, and the same facts as structured data."""
+    """What a tool answers: text for the model, and the same facts as structured data.
+
+    Both are bounded by the server's ``output_limit`` when sent (see :func:`to_result`);
+    ``hint`` tells the model how to get what a cut left out.
+    """
 
     text: str
     data: dict[str, Any] | None = None
     is_error: bool = False
+    hint: str = ""
 
 
 @dataclass
@@ -99,7 +105,7 @@ class ServerContext:
     memory: Memory | None = None
     settings: Settings | None = None
     run_timeout: float = 60.0
-    output_limit: int = 20_000
+    output_limit: int = DEFAULT_LIMIT
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -308,8 +314,8 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
         try:
             out = await fn(call, **kwargs)
         except CodemodeError as exc:
-            return to_result(Reply(f"{type(exc).__name__}: {exc}", None, is_error=True))
-        return to_result(out)
+            out = Reply(f"{type(exc).__name__}: {exc}", None, is_error=True)
+        return to_result(out, context.output_limit)
 
     wrapper.__name__ = td.name
     wrapper.__qualname__ = td.name
@@ -319,18 +325,29 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     return wrapper
 
 
-def to_result(out: Any) -> CallToolResult | InputRequiredResult:
-    """Turn a handler's answer into the MCP result (a multi-round request passes through)."""
+def to_result(out: Any, limit: int | None = None) -> CallToolResult | InputRequiredResult:
+    """Turn a handler's answer into the MCP result (a multi-round request passes through),
+    bounded by ``limit`` characters of text (and twice that of structured content, as
+    JSON): the same net for every tool."""
     if isinstance(out, CallToolResult | InputRequiredResult):
         return out
-    if isinstance(out, Reply):
-        return CallToolResult(
-            content=[TextContent(type="text", text=out.text)],
-            structured_content=out.data,
-            is_error=out.is_error,
-        )
-    if isinstance(out, str):
-        return CallToolResult(content=[TextContent(type="text", text=out)])
-    data = out if isinstance(out, dict) else {"result": out}
-    text = json.dumps(out, ensure_ascii=False, default=str)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    if not isinstance(out, Reply):
+        if isinstance(out, str):
+            out = Reply(out)
+        else:
+            data = out if isinstance(out, dict) else {"result": out}
+            out = Reply(json.dumps(out, ensure_ascii=False, default=str), data)
+    text, data = out.text, out.data
+    if limit is not None:
+        text = bound_text(text, limit, hint=out.hint)
+        if data is not None:
+            bounded = bound_json(data, 2 * limit)
+            if bounded is not data:
+                data = dict(bounded) if isinstance(bounded, dict) else {"truncated": bounded}
+                if out.hint:
+                    data["how_to_get_everything"] = out.hint
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=data,
+        is_error=out.is_error,
+    )

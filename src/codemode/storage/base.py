@@ -136,6 +136,50 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
+def name_problem(name: str) -> str | None:
+    """Why a name found in storage (a file, a Redis field) cannot name a record, or None.
+
+    Names come from outside codemode too (a file copied into ``artifacts/``, a field
+    written by another tool): a listing reports such an entry instead of failing.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not valid UTF-8"
+    if not _NAME.match(name) or ".." in name:
+        return (
+            f"{name!r} is not a valid record name (1-200 letters, digits, '_', '-', '.', "
+            "'@', '=' or '+', not starting with '.' or '-')"
+        )
+    return None
+
+
+def shown(raw: str | bytes) -> str:
+    """A name or path as text that can always be printed and sent as JSON: bytes that are
+    not UTF-8 appear as ``\\xNN``."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+    return data.decode("utf-8", "backslashreplace")
+
+
+def shell_word(raw: str | bytes) -> str:
+    """``raw`` quoted for a POSIX shell, with ``$'\\xNN'`` for bytes that are not UTF-8."""
+    import shlex
+
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        out = []
+        for byte in data:
+            ch = chr(byte)
+            if byte < 0x80 and ch.isprintable() and ch not in "'\\":
+                out.append(ch)
+            else:
+                out.append(f"\\x{byte:02x}")
+        return "$'" + "".join(out) + "'"
+    return shlex.quote(text)
+
+
 def to_bytes(data: bytes | bytearray | memoryview) -> bytes | memoryview:
     return data if isinstance(data, bytes) else memoryview(data).cast("B")
 

@@ -38,6 +38,9 @@ from .base import (
     check_name,
     encode_meta,
     iter_chunks,
+    name_problem,
+    shell_word,
+    shown,
 )
 from .locks import file_lock
 
@@ -137,6 +140,18 @@ def _read_header(f: BinaryIO, path: Path) -> tuple[int, int, dict[str, Any]]:
             f"{path}: expected {size} bytes of data, found {actual - HEAD - meta_len}"
         )
     return size, crc, meta
+
+
+def _bad_file(path: str, name: str, problem: str) -> BadRecord:
+    """A file in a record directory that no record can be named after, and the fix."""
+    where = shown(path)
+    fixed = os.path.join(os.path.dirname(path), f"renamed{SUFFIX}")
+    return BadRecord(
+        shown(name),
+        where,
+        f"{where}: {problem}; skipped. Rename it (e.g. mv {shell_word(path)} "
+        f"{shell_word(fixed)}) or delete it",
+    )
 
 
 class FileStorage:
@@ -335,6 +350,10 @@ class FileStorage:
                 continue
             name = fname[: -len(SUFFIX)]
             if not name.startswith(prefix):
+                continue
+            problem = name_problem(name)
+            if problem is not None:
+                out.bad.append(_bad_file(entry.path, name, problem))
                 continue
             try:
                 st = entry.stat()

@@ -38,6 +38,9 @@ from .base import (
     check_name,
     encode_meta,
     iter_chunks,
+    name_problem,
+    shell_word,
+    shown,
 )
 
 try:
@@ -299,8 +302,20 @@ class RedisStorage:
             entries = cast(dict[bytes, bytes], await self._r().hgetall(key))
         out = Listing()
         for raw_name in sorted(entries):
-            name = raw_name.decode(errors="replace")
+            name = raw_name.decode(errors="surrogateescape")
             if not name.startswith(prefix):
+                continue
+            problem = name_problem(name)
+            if problem is not None:
+                field = shown(raw_name)
+                out.bad.append(
+                    BadRecord(
+                        field,
+                        f"{key}[{field}]",
+                        f"{key}[{field}]: {problem}; skipped. Remove it with: redis-cli HDEL "
+                        f"{shell_word(key)} {shell_word(raw_name)}",
+                    )
+                )
                 continue
             try:
                 out.records.append(self._entry(kind, name, entries[raw_name], key)[0])

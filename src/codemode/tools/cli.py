@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from codemode.tools.registry import ToolRegistry
 
 T = TypeVar("T")
+CLEAR_LINE = "\r\033[K"
 
 _base_option = click.option(
     "--base",
@@ -47,9 +49,15 @@ def _run(base: Path | None, action: Callable[[ToolRegistry], Awaitable[T]]) -> T
 
     async def main() -> T:
         registry = Workspace.open(base).registry()
+        progress = _Progress() if sys.stderr.isatty() else None
         try:
+            if progress is not None:
+                registry.progress = progress.event
+                async with progress:
+                    return await action(registry)
             return await action(registry)
         finally:
+            registry.progress = None
             await registry.aclose()
 
     try:
@@ -59,11 +67,63 @@ def _run(base: Path | None, action: Callable[[ToolRegistry], Awaitable[T]]) -> T
         raise click.ClickException(str(exc)) from exc
 
 
+class _Progress:
+    """One status line on a terminal while servers connect: each server's state and how
+    long it has been waiting, redrawn in place, erased when done."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.started: dict[str, float] = {}
+        self.done: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._shown = False
+
+    def event(self, server: str, what: str) -> None:
+        now = time.monotonic()
+        if what == "connecting":
+            self.started[server] = now
+            self.done.pop(server, None)
+        else:
+            took = now - self.started.get(server, now)
+            self.done[server] = f"{server} {'ok' if what == 'ok' else 'failed'} ({took:.1f} s)"
+
+    def line(self) -> str:
+        now = time.monotonic()
+        parts = [
+            self.done.get(name) or f"{name} waiting {now - since:.0f} s"
+            for name, since in self.started.items()
+        ]
+        return "connecting: " + ", ".join(parts)
+
+    async def _draw(self) -> None:
+        last = ""
+        while True:
+            await asyncio.sleep(self.interval)
+            if self.started and len(self.done) < len(self.started):
+                line = self.line()[:200]
+                if line != last:
+                    click.echo(CLEAR_LINE + line, nl=False, err=True)
+                    self._shown, last = True, line
+
+    async def __aenter__(self) -> _Progress:
+        self._task = asyncio.get_running_loop().create_task(self._draw())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._shown:
+            click.echo(CLEAR_LINE, nl=False, err=True)
+
+
 class _StderrWarnings(logging.Handler):
     """Writes to whatever stderr click sees at the time (works under CliRunner too)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"warning: {record.getMessage()}", err=True)
+        clear = CLEAR_LINE if sys.stderr.isatty() else ""  # over a progress line, if any
+        click.echo(f"{clear}warning: {record.getMessage()}", err=True)
 
 
 @contextlib.contextmanager
@@ -174,13 +234,15 @@ def servers(base: Path | None, as_json: bool) -> None:
     rows = _run(base, lambda reg: reg.servers())
     if as_json:
         _dump(rows)
-        return
-    if not rows:
+    elif not rows:
         click.echo("no servers configured (edit mcp.json in the workspace)", err=True)
-    for row in rows:
+    for row in [] if as_json else rows:
         original = f" [{row['original']}]" if "original" in row else ""
         count = "?" if row.get("tools") is None else row["tools"]
-        click.echo(f"{row['name']}{original}: {count} tools, {row.get('status', '')}")
+        status = "failed" if row.get("problem") else row.get("status", "")
+        click.echo(f"{row['name']}{original}: {count} tools, {status}")
+    if rows and all(row.get("tools") is None for row in rows):
+        raise click.ClickException("no server could be listed")
 
 
 @tools.command()

@@ -15,6 +15,7 @@ from typing import Any
 
 from codemode.errors import ToolError
 from codemode.tools.spec import BlobContent, Content, JSONSchema, TextContent, ToolCallResult
+from codemode_worker.bounds import keep_ends, keep_head
 from codemode_worker.protocol import Blob
 
 _JSON_START = frozenset('{["-0123456789tfn')
@@ -59,12 +60,16 @@ def content_value(item: Content) -> Any:
     raise TypeError(f"unknown content type {type(item).__name__}")
 
 
+MAX_ERROR_MESSAGE = 20_000
+"""Characters of a tool's error message kept in the ToolError (cut with an honest marker)."""
+
+
 def error_message(result: ToolCallResult) -> str:
     texts = [c.text for c in result.content if isinstance(c, TextContent)]
     if texts:
-        return "\n".join(texts)
+        return keep_ends("\n".join(texts), MAX_ERROR_MESSAGE)
     if result.structured is not None:
-        return json.dumps(result.structured, default=str)[:2000]
+        return keep_head(json.dumps(result.structured, default=str), MAX_ERROR_MESSAGE)
     return "the tool reported an error without a message"
 
 

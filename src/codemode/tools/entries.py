@@ -104,6 +104,8 @@ class ServerEntry:
     tools: dict[str, ToolEntry] | None = None  # by Python name; None until listed
     by_original: dict[str, ToolEntry] = field(default_factory=dict)
     error: str | None = None
+    problem: str | None = None  # the sentence results and warnings show for ``error``
+    failed_at: float = 0.0
     version: Any = None
     listed_at: float = 0.0
     locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(

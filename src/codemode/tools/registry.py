@@ -55,6 +55,13 @@ log = logging.getLogger(__name__)
 RESERVED_SERVER_NAMES = frozenset({"search", "list", "describe", "servers", "refresh"})
 MAX_WARNINGS = 500
 _RELIST_AFTER_MISS = 2.0
+RETRY_FAILED_AFTER = 30.0
+"""Discovery (search, list, servers) retries a server that failed this long ago, not before:
+one dead server must not cost every search its full connect timeout. Calls to its tools
+always try again."""
+
+Progress = Callable[[str, str], None]
+"""``progress(server, event)``: ``"connecting"``, ``"ok"`` or ``"failed"``."""
 
 
 @dataclass(slots=True)
@@ -88,6 +95,7 @@ class ToolRegistry:
         self._index: ToolIndex | None = None
         self._warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
         self._logged: set[str] = set()
+        self.progress: Progress | None = None
         for s in sources:
             self.add_source(s)
 
@@ -213,22 +221,52 @@ class ToolRegistry:
             return tools
 
     async def _all(self) -> list[ServerEntry]:
-        """Every server, listed; a server that fails is recorded and skipped."""
-        pending = [s for s in self._servers.values() if not self._fresh(s)]
+        """Every server, listed concurrently (each within its own deadline); a server that
+        fails is recorded, reported to the caller, and skipped."""
+        now = anyio.current_time()
+        pending = [
+            s
+            for s in self._servers.values()
+            if not self._fresh(s)
+            and not (s.problem is not None and now - s.failed_at < RETRY_FAILED_AFTER)
+        ]
 
         async def one(s: ServerEntry) -> None:
-            before = s.error
+            before = s.problem
+            self._progress(s.py_name, "connecting")
             try:
                 await self._ensure(s)
             except CodemodeError as exc:
-                if s.error != before:
-                    self.warn(f"server {s.name!r} could not be listed: {exc}")
+                s.problem = _problem(s.py_name, exc)
+                s.failed_at = anyio.current_time()
+                self._progress(s.py_name, "failed")
+                if s.problem != before:
+                    self.warn(s.problem)
+            else:
+                s.problem = None
+                self._progress(s.py_name, "ok")
 
         if pending:
             async with anyio.create_task_group() as tg:
                 for s in pending:
                     tg.start_soon(one, s)
+        for p in self.problems():
+            warn_caller(p)  # every run that looked gets told, not only the first
         return [s for s in self._servers.values() if s.tools is not None]
+
+    def _progress(self, server: str, event: str) -> None:
+        if self.progress is not None:
+            self.progress(server, event)
+
+    def problems(self) -> builtins.list[str]:
+        """One sentence per server that failed its last listing (for results and warnings),
+        e.g. ``server 'slow' did not answer within 30 s (last stderr: ...)``."""
+        return [s.problem for s in self._servers.values() if s.problem is not None]
+
+    async def connect_all(self) -> builtins.list[str]:
+        """Connect and list every server now, concurrently; returns the problems."""
+        await self._all()
+        return self.problems()
 
     async def resolve(self, server: str, tool: str) -> ToolEntry:
         s = self._server(server)
@@ -437,6 +475,8 @@ class ToolRegistry:
             row["tools"] = len(s.tools) if s.tools is not None else None
             if s.error is not None:
                 row["status"] = f"error: {s.error}"
+                if s.problem is not None:
+                    row["problem"] = s.problem
             else:
                 row["status"] = "ok" if s.tools is not None else "not listed"
             desc = getattr(s.source, "description", None)
@@ -497,3 +537,10 @@ class ToolRegistry:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _problem(server: str, exc: CodemodeError) -> str:
+    message = exc.message if isinstance(exc, ToolError) else str(exc)
+    if message.startswith("did not answer"):
+        return f"server {server!r} {message}"
+    return f"server {server!r} could not be listed: {message}"

@@ -47,7 +47,7 @@ def _type_name(value: Any) -> str:
 
 def _short(value: Any, limit: int = 40) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 class ArgumentValidator:

@@ -266,7 +266,9 @@ class Skills:
                     current = await self.storage.info(KIND, name)
                     raise ValidationError(
                         f"a skill named {name!r} already exists (version "
-                        f"{current.meta.get('version')}); update it or choose another name"
+                        f"{current.meta.get('version')}); to save this as its next version "
+                        "pass replace=True (codemode skills add --replace), or choose "
+                        "another name"
                     )
                 return await self._replace(skill)
             skill.created = skill.updated = now_iso()

@@ -59,13 +59,17 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
+from codemode.redact import redact_text
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
+from codemode_worker.bounds import keep_head
 
 __all__ = ["MCPSource"]
 
 log = logging.getLogger(__name__)
 
 STDERR_TAIL_BYTES = 8192
+TAIL_LINES = 5
+TAIL_CHARS = 1_000
 _STDERR_DRAIN_WAIT = 1.0
 _STOP_WAIT = 10.0
 _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -89,6 +93,7 @@ class _StderrTail:
     def __init__(self, limit: int = STDERR_TAIL_BYTES) -> None:
         self._limit = limit
         self._buf = bytearray()
+        self.lines = 0  # newlines the child wrote in all (the buffer keeps only the tail)
         self._lock = threading.Lock()
         read_fd, write_fd = os.pipe()
         self._read_fd = read_fd
@@ -115,6 +120,7 @@ class _StderrTail:
             while chunk := os.read(self._read_fd, 65536):
                 with self._lock:
                     self._buf += chunk
+                    self.lines += chunk.count(b"\n")
                     if len(self._buf) > 2 * self._limit:
                         del self._buf[: len(self._buf) - self._limit]
         except OSError:
@@ -133,17 +139,39 @@ class _StderrTail:
             await asyncio.sleep(0.01)
         return self.text()
 
-    def text(self) -> str:
+    def text(self) -> Tail:
         with self._lock:
             data = bytes(self._buf[-self._limit :])
-        return data.decode("utf-8", errors="replace").strip()
+            lines = self.lines
+        return Tail(data.decode("utf-8", errors="replace").strip(), lines)
 
 
-def _with_tail(message: str, tail: str, lines: int = 20) -> str:
-    if not tail:
+class Tail(str):
+    """The end of a server's stderr, knowing how many lines the whole stderr had."""
+
+    total_lines: int
+
+    def __new__(cls, text: str, total_lines: int = 0) -> Tail:
+        self = super().__new__(cls, text)
+        self.total_lines = total_lines
+        return self
+
+
+def _with_tail(message: str, tail: str, lines: int = TAIL_LINES) -> str:
+    """``message (last stderr: ...)``: the last non-empty lines; credentials are removed
+    from both (an upstream's words may carry them, e.g. a URL with a token).
+
+    When lines were left out, the note says how many of how many are shown.
+    """
+    message = redact_text(message)
+    kept = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not kept:
         return message
-    last = "\n".join(tail.splitlines()[-lines:])
-    return f"{message}\n--- last lines of its stderr ---\n{last}"
+    total = max(getattr(tail, "total_lines", 0), len(kept))
+    shown = kept[-lines:]
+    text = keep_head(redact_text(" | ".join(shown)), TAIL_CHARS)
+    label = "last stderr" if len(shown) == total else f"last {len(shown)} of {total} stderr lines"
+    return f"{message} ({label}: {text})"
 
 
 def _leaf_errors(exc: BaseException) -> list[BaseException]:
@@ -227,7 +255,7 @@ class _Connection:
             await self.stop()
             raise ServerUnavailable(
                 _with_tail(
-                    f"no answer to the MCP handshake within {self.source.connect_timeout:g} s",
+                    f"did not answer within {self.source.connect_timeout:g} s",
                     self.stderr_text(),
                 ),
                 server=self.source.name,
@@ -432,7 +460,7 @@ class MCPSource:
         self.isolation = isolation or Isolation()
         self._retired: dict[_Connection, asyncio.Task[None]] = {}
         self.default_timeout = config.timeout or default_timeout
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = config.connect_timeout or connect_timeout
         self.protocol = config.protocol or protocol or "auto"
         if self.protocol not in ("auto", "legacy", "modern"):
             raise ValueError(f"protocol must be auto, legacy or modern, not {self.protocol!r}")
@@ -543,7 +571,11 @@ class MCPSource:
             except TimeoutError:
                 await self._drop(conn)
                 raise ToolTimeout(
-                    f"tools/list got no answer within {self.connect_timeout:g} s", server=self._name
+                    _with_tail(
+                        f"did not answer tools/list within {self.connect_timeout:g} s",
+                        conn.stderr_text(),
+                    ),
+                    server=self._name,
                 ) from None
             except (OSError, httpx2.HTTPError, pydantic.ValidationError) as exc:
                 await self._drop(conn)

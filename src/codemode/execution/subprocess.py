@@ -502,8 +502,11 @@ class SubprocessWorker:
         return True
 
     def kill(self) -> None:
-        """Stop the worker at once (its process group included)."""
+        """Stop the worker at once (its process group included), and wait (briefly) until
+        it is gone: the caller may exit right after, before a reaper thread runs."""
         self._fail("the worker was killed")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._p.proc.wait(timeout=2)
 
     def stop_run(self, reason: str) -> None:
         """Interrupt the running code for a host-side limit other than the timeout (a

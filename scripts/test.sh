@@ -13,3 +13,7 @@ echo "== mypy --strict"
 .venv/bin/mypy
 echo "== pytest"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
+if [ $# -eq 0 ]; then  # the whole run: also check the package as users install it
+  echo "== packaging: wheel in clean venvs (minimal and each extra), smoke session, import time, size"
+  .venv/bin/python benchmarks/bench_packaging.py --quick
+fi

@@ -30,7 +30,6 @@ from .config.schema import Section
 if TYPE_CHECKING:
     import click
 
-    from .server.toolset import ServerContext, Toolset
     from .tools.registry import Middleware
 
 
@@ -62,7 +61,9 @@ class Capability(Generic[C]):
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
     """Imports and returns the CLI group named ``name`` (one of ``commands``)."""
-    server_tools: Callable[[Toolset, ServerContext], None] | None = None
+    server_tools: Callable[[Any, Any], None] | None = None
+    """``(toolset, ctx)``: a ``codemode.server.toolset.Toolset`` and its ``ServerContext``
+    (typed loosely here so that declaring a capability never reaches the server layer)."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():

@@ -8,19 +8,54 @@ their groups (``skills``, ``artifacts``, ``state``, ``deps``...) through
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-# name -> ("module:attribute", one-line help shown by --help without importing the module)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("codemode.cli_run:run", "Run Python code in a session and print what it printed."),
-    "tools": ("codemode.tools.cli:tools", "List, search, describe and generate stubs for tools."),
-    "serve": ("codemode.server.cli:serve", "Serve code mode to MCP clients (stdio or HTTP)."),
-    "doctor": ("codemode.execution.doctor:doctor", "Show which sandbox protections are active."),
-    "bench": ("codemode.bench.cli:bench", "Run codemode's benchmarks."),
-    "completion": ("codemode.cli:completion", "Print the shell completion script."),
+
+def _run() -> click.Command:
+    from .cli_run import run
+
+    return run
+
+
+def _tools() -> click.Command:
+    from .tools.cli import tools
+
+    return tools
+
+
+def _serve() -> click.Command:
+    from .server.cli import serve
+
+    return serve
+
+
+def _doctor() -> click.Command:
+    from .execution.doctor import doctor
+
+    return doctor
+
+
+def _bench() -> click.Command:
+    from .bench.cli import bench
+
+    return bench
+
+
+def _completion() -> click.Command:
+    return completion
+
+
+# name -> (its loader, one-line help shown by --help without importing the command)
+SUBCOMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
+    "run": (_run, "Run Python code in a session and print what it printed."),
+    "tools": (_tools, "List, search, describe and generate stubs for tools."),
+    "serve": (_serve, "Serve code mode to MCP clients (stdio or HTTP)."),
+    "doctor": (_doctor, "Show which sandbox protections are active."),
+    "bench": (_bench, "Run codemode's benchmarks."),
+    "completion": (_completion, "Print the shell completion script."),
 }
 SHELLS = ("bash", "zsh", "fish")
 
@@ -41,10 +76,7 @@ class LazyGroup(click.Group):
             from . import assembly
 
             return assembly.command(cmd_name)
-        module, _, attr = target[0].partition(":")
-        command = getattr(importlib.import_module(module), attr)
-        assert isinstance(command, click.Command)
-        return command
+        return target[0]()
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):

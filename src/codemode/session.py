@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .memory.core import Memory
     from .storage.base import Storage
     from .tools.registry import ToolRegistry
+    from .tools.spec import ToolSpec
     from .workspace import Workspace
 
 
@@ -151,7 +152,7 @@ class Session:
         server: str = "local",
         name: str | None = None,
         description: str | None = None,
-    ) -> Any:
+    ) -> ToolSpec:
         """Expose a Python callable to the session's code as ``tools.<server>.<name>``."""
         return self.tools.register(fn, server=server, name=name, description=description)
 

@@ -73,8 +73,12 @@ def _encoding() -> Any:
     shared = REPO_ROOT.parent / "shared" / "tiktoken"
     if "TIKTOKEN_CACHE_DIR" not in os.environ and shared.is_dir():
         os.environ["TIKTOKEN_CACHE_DIR"] = str(shared)
-    import tiktoken
-
+    try:
+        import tiktoken
+    except ImportError:  # the optional 'bench' extra
+        raise BenchError(
+            "the token benchmark needs tiktoken: pip install 'codemode[bench]'"
+        ) from None
     try:
         return tiktoken.get_encoding(ENCODING)
     except Exception:  # noqa: BLE001 - tiktoken's network/cache failures vary by version

@@ -11,8 +11,6 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
-from .frames import FrameError
-
 MAX_ID = 2**53
 _STRICT = ConfigDict(strict=True, extra="forbid")
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
@@ -75,6 +73,8 @@ def validate(msg: Any) -> Frame:
     try:
         return _FRAME.validate_python(msg)
     except ValidationError as exc:
+        from .frames import FrameError  # frames loads this module: no import circle
+
         first = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "frame"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""

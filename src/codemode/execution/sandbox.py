@@ -65,7 +65,8 @@ from .bwrap import (
     bwrap_args,
     setpriv_args,
 )
-from .doctor import (
+from .guard import GuardedWorker, WorkspaceQuota
+from .hostchecks import (
     Check,
     can_private_mount,
     find_program,
@@ -74,7 +75,6 @@ from .doctor import (
     userns_check,
     writable_by,
 )
-from .guard import GuardedWorker, WorkspaceQuota
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
 from .spawn import LaunchSpec, describe_exit, off_loop
 from .subprocess import BOOTSTRAP, WORKER_ROOT, SubprocessExecutor

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from ..errors import SandboxUnavailable
 from ..execution import seccomp as seccomp_mod
 from ..execution.bwrap import setpriv_args, system_root_args
-from ..execution.doctor import can_private_mount, find_program, traversable
+from ..execution.hostchecks import can_private_mount, find_program, traversable
 from ..execution.spawn import above_stdio
 
 # Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest.

@@ -38,6 +38,7 @@ from codemode.capability import Capability
 from codemode.errors import CodemodeError, ToolNotFound
 from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
+from codemode.tools.registry import ToolRegistry
 
 from .toolset import Call, Reply, ServerContext, Toolset, load_text
 
@@ -231,12 +232,12 @@ def core_toolset() -> Toolset:
 # --------------------------------------------------------------------------- discovery
 
 
-def _problems(registry: Any) -> list[str]:
+def _problems(registry: ToolRegistry | None) -> list[str]:
     problems = getattr(registry, "problems", None)
     return list(problems()) if problems is not None else []
 
 
-def _with_problems(reply: Reply, registry: Any) -> Reply:
+def _with_problems(reply: Reply, registry: ToolRegistry | None) -> Reply:
     """Say which servers are missing from a result, first (a cut keeps the head)."""
     problems = _problems(registry)
     if not problems:
@@ -246,7 +247,7 @@ def _with_problems(reply: Reply, registry: Any) -> Reply:
     return Reply(f"{head}\n{reply.text}", data, reply.is_error, reply.hint)
 
 
-async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply:
+async def _d_search(registry: ToolRegistry | None, query: str, detail: str, limit: int) -> Reply:
     rows = await registry.search(query, detail, limit) if registry is not None else []
     if not rows:
         reply = Reply(
@@ -259,7 +260,7 @@ async def _d_search(registry: Any, query: str, detail: str, limit: int) -> Reply
     return _with_problems(reply, registry)
 
 
-async def _d_servers(registry: Any) -> Reply:
+async def _d_servers(registry: ToolRegistry | None) -> Reply:
     rows = await registry.servers() if registry is not None else []
     if not rows:
         return Reply(
@@ -276,7 +277,7 @@ async def _d_servers(registry: Any) -> Reply:
     return Reply("\n".join(lines), {"servers": rows})
 
 
-async def _d_list_tools(registry: Any, server: str | None) -> Reply:
+async def _d_list_tools(registry: ToolRegistry | None, server: str | None) -> Reply:
     if registry is None:
         return Reply("No MCP servers are configured.", {"tools": []})
     rows = await registry.list(server, "description")
@@ -288,7 +289,7 @@ async def _d_list_tools(registry: Any, server: str | None) -> Reply:
     return _with_problems(reply, registry) if server is None else reply
 
 
-async def _d_describe(registry: Any, name: str) -> Reply:
+async def _d_describe(registry: ToolRegistry | None, name: str) -> Reply:
     if registry is None:
         raise ToolNotFound(f"no tool named {name!r}: no MCP servers are configured", tool=name)
     try:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -19,6 +19,7 @@ from codemode.output import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
     from codemode.config import Settings
+    from codemode.execution.base import Executor
     from codemode.memory import Memory
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
@@ -42,13 +43,14 @@ def choose_executor(name: str | None) -> str | None:
     return name
 
 
-async def start_executor(name: str | None, workspace: Any, *, chosen: bool) -> tuple[str, Any]:
+async def start_executor(
+    name: str | None, workspace: Workspace, *, chosen: bool
+) -> tuple[str, Executor]:
     """Build and warm the executor (``name``, or the workspace's setting: the sandbox by
     default). A sandbox that cannot start refuses with the reason and the fix; codemode
     never falls back to running agents' code unsandboxed on its own."""
     if name is None:
-        settings = getattr(workspace, "settings", None)
-        name = str(getattr(settings, "executor", "sandbox"))
+        name = workspace.settings.executor
     try:
         executor = make_executor(name, workspace)
         warm = getattr(executor, "warm", None)
@@ -64,7 +66,7 @@ async def start_executor(name: str | None, workspace: Any, *, chosen: bool) -> t
     return name, executor
 
 
-def make_executor(name: str, workspace: Any) -> Any:
+def make_executor(name: str, workspace: Workspace) -> Executor:
     from codemode.execution import executor_by_name
 
     return executor_by_name(name, workspace=workspace)
@@ -341,13 +343,12 @@ async def run_server(opts: ServeOptions) -> None:
             await close_all()
 
 
-async def _connect_upstream(registry: Any) -> None:
+async def _connect_upstream(registry: ToolRegistry | None) -> None:
     """Connect every upstream server at start, concurrently, each within its own deadline,
     so the first search does not wait for them; problems are logged and reported to the
     model in discovery results."""
-    connect = getattr(registry, "connect_all", None)
-    if connect is not None:
-        await connect()
+    if registry is not None:
+        await registry.connect_all()
 
 
 async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:

@@ -25,11 +25,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from codemode.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ class ServerSession(Protocol):
     async def close(self) -> None: ...
 
 
-SessionFactory = Callable[[str | None], Awaitable[Any]]
+SessionFactory = Callable[[str | None], Awaitable["Session"]]
 """Returns a started session for a key. Called once per new key (and with ``None`` per
 ephemeral call)."""
 
@@ -61,7 +64,7 @@ class _Entry:
     key: str
     created: float
     last_used: float
-    session: Any = None
+    session: Session | None = None
     error: BaseException | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -72,7 +75,7 @@ class _Entry:
 class Lease:
     """A session borrowed for one call."""
 
-    session: Any
+    session: Session
     key: str | None
     new: bool
     """True when this call started the session."""
@@ -134,16 +137,18 @@ class SessionManager:
             return
         entry, new, notice = await self._acquire(key)
         try:
+            session = entry.session
+            assert session is not None  # _acquire returns only started entries
             if exclusive:
                 async with entry.lock:
-                    yield Lease(entry.session, key, new, notice)
+                    yield Lease(session, key, new, notice)
             else:
-                yield Lease(entry.session, key, new, notice)
+                yield Lease(session, key, new, notice)
         finally:
             entry.busy -= 1
             entry.last_used = self._clock()
 
-    async def get(self, key: str) -> Any:
+    async def get(self, key: str) -> Session:
         """The session for ``key`` without holding it (for calls that only read from it)."""
         async with self.lease(key, exclusive=False) as lease:
             return lease.session
@@ -284,7 +289,7 @@ async def _close_entry(entry: _Entry) -> None:
     await _close_quietly(entry.session)
 
 
-async def _close_quietly(session: Any) -> None:
+async def _close_quietly(session: ServerSession | None) -> None:
     if session is None:
         return
     try:

@@ -53,6 +53,7 @@ from .sessions import Lease, SessionManager
 if TYPE_CHECKING:
     from codemode.config import Settings
     from codemode.memory import Memory
+    from codemode.session import Session
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
 
@@ -127,7 +128,7 @@ class Call:
         """
         return self.server.sessions.lease(self.session_key)
 
-    async def session(self) -> Any:
+    async def session(self) -> Session:
         """The caller's persistent ``codemode.session.Session`` (started on demand).
 
         Raises ``CodemodeError`` for a caller without a session id (stateless HTTP
@@ -157,8 +158,8 @@ class ToolDef:
 class Toolset:
     """An ordered set of tool definitions, applied to an ``MCPServer`` in one go."""
 
-    def __init__(self) -> None:
-        self._tools: dict[str, ToolDef] = {}
+    def __init__(self, tools: typing.Iterable[ToolDef] = ()) -> None:
+        self._tools: dict[str, ToolDef] = {td.name: td for td in tools}
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -172,9 +173,7 @@ class Toolset:
     def only(self, names: typing.Iterable[str]) -> Toolset:
         """A toolset with just these tools (in this toolset's order)."""
         keep = set(names)
-        out = Toolset()
-        out._tools = {n: td for n, td in self._tools.items() if n in keep}
-        return out
+        return Toolset(td for td in self._tools.values() if td.name in keep)
 
     def tool(
         self,

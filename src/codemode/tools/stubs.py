@@ -24,13 +24,10 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from codemode.tools.convert import wrapped_result_key
 from codemode.tools.spec import ToolSpec, py_identifier
-
-if TYPE_CHECKING:
-    from codemode.tools.registry import ToolRegistry
 
 MAX_DEPTH = 6
 _NO_DEFAULT: Any = object()
@@ -449,7 +446,13 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-async def generate_tree(registry: ToolRegistry, out_dir: str | os.PathLike[str]) -> list[Path]:
+class StubSource(Protocol):
+    """What ``generate_tree`` needs (a ``ToolRegistry``): every server's tools, listed."""
+
+    async def stub_items(self) -> list[tuple[str, str, list[tuple[ToolSpec, str]]]]: ...
+
+
+async def generate_tree(registry: StubSource, out_dir: str | os.PathLike[str]) -> list[Path]:
     """Write ``servers/`` (package, one package per server, one module per tool) under ``out_dir``.
 
     Returns the files written. Modules of servers that disappeared are left alone.

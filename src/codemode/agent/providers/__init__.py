@@ -8,7 +8,6 @@ what is left once they give up becomes an ``LLMError`` here, in one place.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from codemode.errors import ConfigError, LLMAuthError, LLMError
@@ -29,7 +28,13 @@ __all__ = ["OFFICIAL_URLS", "make_model", "translate_error"]
 
 def _sdk(package: str) -> Any:
     try:
-        return importlib.import_module(package)
+        if package == "openai":
+            import openai
+
+            return openai
+        import anthropic
+
+        return anthropic
     except ModuleNotFoundError as exc:
         if exc.name != package:
             raise

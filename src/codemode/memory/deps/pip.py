@@ -183,7 +183,7 @@ def _pip_package() -> str:
 
 
 def _interpreter(python: str) -> tuple[str, str]:
-    from ...execution.doctor import _python_prefix
+    from ...execution.hostchecks import _python_prefix
 
     exe = os.path.realpath(python)
     return exe, _python_prefix(exe)

@@ -1,0 +1,105 @@
+"""What codemode relies on in the MCP SDK beyond its public API: one test per hook.
+
+An SDK upgrade that moves any of these fails here, loudly, instead of degrading codemode
+quietly. The SDK is pinned to the minor version these tests pass with (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import mcp_types as mt
+import pytest
+from mcp import Client
+from mcp.client import ClientSession
+from mcp.server import MCPServer
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from packaging.requirements import Requirement
+
+from codemode.server.app import _advertise_handshake_only
+
+REPO = Path(__file__).resolve().parents[1]
+SDK_MODULES = [
+    REPO / "src/codemode/tools/sources/mcp.py",
+    *(REPO / "src/codemode/server").glob("*.py"),
+]
+
+PRIVATE_HOOKS = {"server._lowlevel_server"}
+"""Private attributes of SDK objects that codemode touches (each has a test below)."""
+
+
+def test_the_installed_sdk_is_the_pinned_minor_version() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pin = next(Requirement(d) for d in project["dependencies"] if Requirement(d).name == "mcp")
+    assert str(pin.specifier).startswith("~="), "pin the SDK to a minor version (~=X.Y.Z)"
+    assert version("mcp") in pin.specifier
+
+
+def test_only_the_known_private_attributes_of_sdk_objects_are_used() -> None:
+    used = set()
+    for path in SDK_MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (
+                    isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os")
+                )
+            ):
+                used.add(ast.unparse(node))
+    assert used == PRIVATE_HOOKS
+
+
+@pytest.mark.anyio
+async def test_lowlevel_server_takes_a_replacement_discover_handler() -> None:
+    server: MCPServer[Any] = MCPServer("contract", instructions="read me")
+    low = server._lowlevel_server
+    params = inspect.signature(low.get_capabilities).parameters
+    assert params["protocol_version"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(low.add_request_handler).parameters) == [
+        "method",
+        "params_type",
+        "handler",
+    ]
+    _advertise_handshake_only(server)
+    entry = low.get_request_handler("server/discover")
+    assert entry is not None and entry.params_type is mt.RequestParams
+    ctx = SimpleNamespace(protocol_version=HANDSHAKE_PROTOCOL_VERSIONS[-1])
+    result = await entry.handler(ctx, None)  # type: ignore[arg-type]
+    assert isinstance(result, mt.DiscoverResult)
+    assert result.supported_versions == list(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert result.instructions == "read me"
+
+
+@pytest.mark.anyio
+async def test_call_tool_validates_results_through_the_sessions_attribute() -> None:
+    """codemode replaces ``validate_tool_result`` on one session to keep schema-breaking data."""
+    assert inspect.iscoroutinefunction(ClientSession.validate_tool_result)
+    assert list(inspect.signature(ClientSession.validate_tool_result).parameters)[1:] == [
+        "name",
+        "result",
+    ]
+    server: MCPServer[Any] = MCPServer("contract")
+
+    @server.tool()
+    def count() -> dict[str, int]:
+        return {"n": 1}
+
+    seen: list[str] = []
+    async with Client(server) as client:
+        original = client.session.validate_tool_result
+
+        async def recorder(name: str, result: mt.CallToolResult) -> None:
+            seen.append(name)
+            await original(name, result)
+
+        setattr(client.session, "validate_tool_result", recorder)  # noqa: B010
+        await client.call_tool("count", {})
+    assert seen == ["count"]

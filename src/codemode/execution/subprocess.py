@@ -54,6 +54,9 @@ BOOTSTRAP = (
     "from codemode_worker.main import main;main(c)"
 )
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+# How long close() waits for the host calls it cancelled to finish their cleanup (an MCP
+# server mid-handshake takes the SDK's stdin grace plus its SIGTERM grace to stop).
+CALLS_STOP_WAIT = 15.0
 
 
 class SubprocessExecutor:
@@ -585,4 +588,8 @@ class SubprocessWorker:
                         await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
         finally:  # a close that is cancelled still ends the worker
             self._fail("the worker was closed")
+        if self._calls:
+            # Its calls were cancelled: let them clean up (a server being started is
+            # stopped) while the loop runs; a program's exit would cut that short.
+            await asyncio.wait(set(self._calls), timeout=CALLS_STOP_WAIT)
         await self._reaped_wait()

@@ -6,7 +6,7 @@ For the working tree (and, for comparison, a baseline release built the same way
    install) and run a smoke session there: ``from codemode import ...``, a run on the
    subprocess executor with a Python tool and file storage, then the sandbox when this
    machine has one; check that ``RedisStorage()`` names the extra it needs;
-2. install each extra (``redis``, ``bench``, ``plot``) and check what it brings works;
+2. install each extra (``redis``, ``bench``, ``plot``, ``otel``) and check what it brings works;
 3. print ``import codemode`` time (median and p95 of N fresh interpreters, minus an empty
    interpreter's start) and the installed size (site-packages beyond an empty venv's),
    for the baseline and the working tree.
@@ -35,7 +35,7 @@ from _stats import median, pct, table
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "c4be338"  # main before the layout work (codemode 0.1.0 as first released)
-EXTRAS = ("redis", "bench", "plot")
+EXTRAS = ("redis", "bench", "plot", "otel")
 
 SMOKE = r"""
 import asyncio, sys, tempfile
@@ -86,6 +86,8 @@ EXTRA_CHECKS = {
     "redis": "from codemode import RedisStorage; RedisStorage(url='redis://x:1/0', prefix='p')",
     "bench": "import tiktoken; from codemode.bench import tokens",
     "plot": "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot",
+    "otel": "from codemode.observability.tracing import Tracing, exporting_provider; "
+    "Tracing(exporting_provider('otlp', 'codemode', 'http://127.0.0.1:9/v1/traces'))",
 }
 
 

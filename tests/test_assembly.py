@@ -109,7 +109,7 @@ async def test_a_capability_without_a_section_gets_its_defaults(tmp_path: Path) 
 
 def test_a_bad_section_names_the_file_and_the_field(tmp_path: Path) -> None:
     with pytest.raises(
-        ConfigError, match=r"config\.json:1:\d+: stamp\.label: Input should be a valid"
+        ConfigError, match=r"config\.json:1:\d+: stamp\.label: expected a string, got the number 5"
     ):
         workspace(tmp_path, {"stamp": {"label": 5}})
 

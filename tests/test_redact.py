@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from codemode.config import parse_servers
-from codemode.redact import forget_secrets, redact_text
+from codemode.redact import forget_secrets, redact_text, remember_environment
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +36,11 @@ def test_secret_looking_env_and_header_values_are_redacted_without_var_syntax() 
     assert redact_text("sent literal0value9 and k-1234567") == "sent [redacted] and [redacted]"
 
 
+def test_host_environment_variables_whose_names_look_secret_are_redacted() -> None:
+    remember_environment({"GITHUB_TOKEN": "plainvalue123", "EDITOR": "vim-editor"})
+    assert redact_text("sent plainvalue123 with vim-editor") == ("sent [redacted] with vim-editor")
+
+
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
@@ -49,6 +54,10 @@ def test_secret_looking_env_and_header_values_are_redacted_without_var_syntax() 
         ("aws AKIAABCDEFGHIJKLMNOP here", "aws [redacted] here"),
         ("jwt eyJhbGciOiJI.eyJzdWIiOiIx.c2lnbmF0dXJl", "jwt [redacted]"),
         ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[redacted]"),
+        ('"client_secret": "x9y8z7w6v5u4t3"', '"client_secret": "[redacted]"'),
+        ("Authorization: Token 9944b09199c62bcf9418", "Authorization: Token [redacted]"),
+        ("sk_live_0123456789abcdefghij", "[redacted]"),
+        ("slack xoxb-1234567890-abcdef", "slack [redacted]"),
     ],
 )
 def test_credential_shapes_are_redacted(text: str, shown: str) -> None:
@@ -62,6 +71,8 @@ def test_credential_shapes_are_redacted(text: str, shown: str) -> None:
         "listening on 127.0.0.1:8080",
         "Traceback (most recent call last):",
         "secret sauce is love",
+        "the token count is 42 and the password field is empty",
+        "token validation failed for token 42; token abcdefghijklmnopqrstuvwxyz",
     ],
 )
 def test_ordinary_words_are_left_alone(text: str) -> None:

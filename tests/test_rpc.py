@@ -11,8 +11,9 @@ import click
 import pytest
 from mcp import Client
 
-from codemode import FileStorage, Session, SubprocessExecutor, ToolRegistry
+from codemode import FileStorage, InProcessExecutor, Session, SubprocessExecutor, ToolRegistry
 from codemode.hostapi import HostAPI
+from codemode.live_rpc import OUTPUT_METHODS
 from codemode.memory import Memory
 from codemode.memory import cli as memory_cli
 from codemode.memory.deps import Deps
@@ -94,6 +95,7 @@ def test_the_host_serves_exactly_the_table(memory: Memory) -> None:
     host = HostAPI()
     ToolRegistry().install(host)
     memory.install(host)
+    OUTPUT_METHODS.install(host, Session(InProcessExecutor()))
     assert host.methods() == sorted(TABLE)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    BudgetExceeded,
     CodemodeError,
     ConfigError,
     CorruptRecord,
@@ -32,6 +33,7 @@ from .errors import (
     StorageError,
     StorageUnavailable,
     ToolArgumentError,
+    ToolDenied,
     ToolError,
     ToolNotFound,
     ToolTimeout,
@@ -65,6 +67,7 @@ __all__ = [
     "RUN_STAGES",
     "TOOL_STAGES",
     "Agent",
+    "BudgetExceeded",
     "CallContext",
     "Capability",
     "CodemodeError",
@@ -103,6 +106,7 @@ __all__ = [
     "TaskResult",
     "ToolArgumentError",
     "ToolCall",
+    "ToolDenied",
     "ToolError",
     "ToolNotFound",
     "ToolRegistry",

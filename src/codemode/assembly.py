@@ -6,13 +6,17 @@ section, its tool layers and run hooks at their stages, its CLI groups, its serv
 is wired here:
 
 - ``configure_registry``: a workspace's tool registry gets every capability's tool layers
-  (``Workspace.registry`` calls it once per registry: one registry may serve many sessions,
-  so tool layers tell sessions apart by ``ToolCall.context``);
+  and discovery filters (``Workspace.registry`` calls it once per registry: one registry may
+  serve many sessions, so tool layers tell sessions apart by ``ToolCall.context``);
+- ``configure_memory``: a workspace's memory tells every capability's watchers its writes;
 - ``configure_session``: a session opened on a workspace gets every run hook;
 - ``commands`` / ``command``: the ``codemode`` CLI's capability groups;
-- ``add_server_tools``: the tools capabilities add to ``codemode serve``.
+- ``add_server_tools``: the tools capabilities add to ``codemode serve``;
+- ``configure_toolset``: the layers over every ``codemode serve`` reply.
+- ``http_endpoints``: the routes they add to ``codemode serve --transport http``.
 
-A plugin system (Python entry points) would extend ``installed()``; nothing else changes.
+Plugins (``codemode.plugins``: Python entry points) extend ``installed()``; nothing else
+changes.
 """
 
 from __future__ import annotations
@@ -23,12 +27,23 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .agent.capability import AGENT
-from .capability import Capability
+from .approval.capability import APPROVAL
+from .audit.capability import AUDIT
+from .budget.capability import BUDGET
+from .capability import Capability, HttpEndpoint
+from .checks.capability import CODE_CHECKS
 from .memory.capability import MEMORY
+from .observability.capability import OBSERVABILITY
+from .plugins.capability import PLUGINS
+from .policy.capability import POLICY
+from .privacy.capability import PRIVACY
+from .seeds.capability import SEEDS
+from .workflows.capability import WORKFLOWS
 
 if TYPE_CHECKING:
     import click
 
+    from .memory import Memory
     from .server.toolset import ServerContext, Toolset
     from .session import Session
     from .tools.registry import ToolRegistry
@@ -37,14 +52,27 @@ Capabilities = Sequence[Capability[Any]]
 Sections = Mapping[str, BaseModel]
 
 BUILTIN: tuple[Capability[Any], ...] = (
+    OBSERVABILITY,  # codemode_* metrics (codemode.observability): first, so outermost
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
+    AUDIT,  # every run, tool call and memory write, HMAC-chained (codemode.audit)
+    POLICY,  # allow/deny/ask by tool name and trusted annotations (codemode.policy)
+    APPROVAL,  # a person's yes before "ask" calls (codemode.approval)
+    BUDGET,  # limits per run and per session (codemode.budget)
+    CODE_CHECKS,  # an AST pass over each cell before it runs (codemode.checks)
+    PRIVACY,  # tokenization of personal data, the credentials net (codemode.privacy)
+    PLUGINS,  # codemode plugins (codemode.plugins)
+    SEEDS,  # the seed systems' server tool names (codemode.seeds)
+    WORKFLOWS,  # codemode workflow, run_workflow (codemode.workflows)
 )
 
 
 def installed() -> tuple[Capability[Any], ...]:
-    """The capabilities of this process, in the order their layers are added."""
-    return BUILTIN
+    """The capabilities of this process, in the order their layers are added: the
+    built-in ones, then those of plugins that loaded (``codemode.plugins``)."""
+    from .plugins import capabilities
+
+    return (*BUILTIN, *capabilities())
 
 
 def check(capabilities: Capabilities) -> None:
@@ -66,10 +94,22 @@ def section(capability: Capability[Any], sections: Sections) -> BaseModel:
 def configure_registry(
     registry: ToolRegistry, capabilities: Capabilities, sections: Sections
 ) -> None:
-    """Add every capability's tool layers to ``registry`` at their stages."""
+    """Add every capability's tool layers to ``registry`` at their stages, and its filter of
+    the tools discovery hides."""
     for cap in capabilities:
-        for stage, layer in cap.layers_for(section(cap, sections)):
+        config = section(cap, sections)
+        for stage, layer in cap.layers_for(config):
             registry.use(layer, stage)
+        hidden = cap.hidden_for(config)
+        if hidden is not None:
+            registry.hide(hidden)
+
+
+def configure_memory(memory: Memory, capabilities: Capabilities, sections: Sections) -> None:
+    """Let every capability watch the writes of ``memory``."""
+    for cap in capabilities:
+        for watcher in cap.watchers_for(section(cap, sections)):
+            memory.watch(watcher)
 
 
 def configure_session(session: Session, capabilities: Capabilities, sections: Sections) -> None:
@@ -103,14 +143,39 @@ def add_server_tools(toolset: Toolset, ctx: ServerContext, capabilities: Capabil
             cap.server_tools(toolset, ctx)
 
 
+def configure_toolset(toolset: Toolset, capabilities: Capabilities, sections: Sections) -> None:
+    """Add every capability's reply layers to ``toolset`` (all tools, even ``--tools core``)."""
+    for cap in capabilities:
+        for layer in cap.replies_for(section(cap, sections)):
+            toolset.use(layer)
+
+
+def http_endpoints(
+    ctx: ServerContext, capabilities: Capabilities, sections: Sections
+) -> list[HttpEndpoint]:
+    """Every capability's HTTP routes (paths must be unique)."""
+    out: list[HttpEndpoint] = []
+    for cap in capabilities:
+        if cap.http_endpoints is not None:
+            out.extend(cap.http_endpoints(section(cap, sections), ctx))
+    paths = [e.path for e in out]
+    for p in paths:
+        if paths.count(p) > 1:
+            raise ValueError(f"HTTP path {p} is declared twice")
+    return out
+
+
 __all__ = [
     "BUILTIN",
     "add_server_tools",
     "check",
     "command",
     "commands",
+    "configure_memory",
     "configure_registry",
     "configure_session",
+    "configure_toolset",
+    "http_endpoints",
     "installed",
     "section",
 ]

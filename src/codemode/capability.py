@@ -9,8 +9,13 @@ are all optional:
   and ``key_aliases``: see ``codemode.config.schema``);
 - ``tool_layers(config)``: ``(stage, middleware)`` pairs for the tool-call chain;
 - ``run_hooks(config)``: ``(stage, hook)`` pairs for the run chain;
+- ``hidden_tools(config)``: a ``hidden(spec) -> bool`` that hides tools from discovery;
+- ``memory_watchers(config)``: functions told about every memory write;
 - ``commands`` / ``command(name)``: its ``codemode <name>`` CLI groups (help line, loader);
-- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``.
+- ``server_tools(toolset, ctx)``: its tools on ``codemode serve``;
+- ``reply_layers(config)``: layers over every ``codemode serve`` tool's reply (its own
+  tools, the core ones and other capabilities' alike), ``layer(call, tool, reply)``.
+- ``http_endpoints(config, ctx)``: its ``HttpEndpoint``s on ``serve --transport http``.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -18,7 +23,7 @@ turns them into chains, commands and server tools. The stages are ``codemode.cha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -30,7 +35,8 @@ from .config.schema import Section
 if TYPE_CHECKING:
     import click
 
-    from .tools.registry import Middleware
+    from .memory.events import MemoryWatcher
+    from .tools.registry import Middleware, ToolFilter
 
 
 class NoConfig(BaseModel):
@@ -41,8 +47,27 @@ class NoConfig(BaseModel):
 
 C = TypeVar("C", bound=BaseModel)
 
+
+@dataclass(frozen=True, slots=True)
+class HttpEndpoint:
+    """A ``GET`` route a capability adds to ``codemode serve --transport http``.
+
+    ``own_auth``: the handler decides who may read it (e.g. /metrics with a token of its
+    own); otherwise the server's bearer token guards it like ``/mcp``.
+    """
+
+    path: str
+    handler: Callable[[Any], Awaitable[Any]]
+    """``async handler(request) -> response`` (Starlette's)."""
+    own_auth: bool = False
+
+
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
+HiddenTools = Callable[[C], "ToolFilter | None"]
+MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
+ReplyLayers = Callable[[C], Iterable[Any]]
+HttpEndpoints = Callable[[C, Any], Iterable[HttpEndpoint]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +80,13 @@ class Capability(Generic[C]):
     """field -> more environment variable names for it (``CODEMODE_<NAME>_<FIELD>`` first)."""
     key_aliases: Mapping[str, str] = field(default_factory=dict)
     """top-level config key -> field of this section (names kept from older layouts)."""
+    strict_keys: bool = False
+    """Unknown keys in its section are errors (a guard whose setting is misspelt must not
+    silently stay off), not warnings."""
     tool_layers: ToolLayers[C] | None = None
     run_hooks: RunHooks[C] | None = None
+    hidden_tools: HiddenTools[C] | None = None
+    memory_watchers: MemoryWatchers[C] | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
     """CLI group name -> one-line help (shown without importing the group)."""
     command: Callable[[str], click.Command] | None = None
@@ -64,6 +94,11 @@ class Capability(Generic[C]):
     server_tools: Callable[[Any, Any], None] | None = None
     """``(toolset, ctx)``: a ``codemode.server.toolset.Toolset`` and its ``ServerContext``
     (typed loosely here so that declaring a capability never reaches the server layer)."""
+    reply_layers: ReplyLayers[C] | None = None
+    """Layers over every ``codemode serve`` reply: each a ``codemode.server.toolset.ReplyLayer``
+    (typed loosely for the same reason)."""
+    http_endpoints: HttpEndpoints[C] | None = None
+    """``(config, ctx)`` -> its ``HttpEndpoint``s; ``ctx`` is the ``ServerContext``."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -74,7 +109,7 @@ class Capability(Generic[C]):
     @property
     def section(self) -> Section:
         """Its part of the config schema."""
-        return Section(self.name, self.config, self.env_aliases, self.key_aliases)
+        return Section(self.name, self.config, self.env_aliases, self.key_aliases, self.strict_keys)
 
     def layers_for(self, config: Any) -> list[tuple[str, Middleware]]:
         return list(self.tool_layers(config)) if self.tool_layers is not None else []
@@ -82,5 +117,14 @@ class Capability(Generic[C]):
     def hooks_for(self, config: Any) -> list[tuple[str, RunHook]]:
         return list(self.run_hooks(config)) if self.run_hooks is not None else []
 
+    def hidden_for(self, config: Any) -> ToolFilter | None:
+        return self.hidden_tools(config) if self.hidden_tools is not None else None
 
-__all__ = ["Capability", "NoConfig"]
+    def watchers_for(self, config: Any) -> list[MemoryWatcher]:
+        return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
+
+    def replies_for(self, config: Any) -> list[Any]:
+        return list(self.reply_layers(config)) if self.reply_layers is not None else []
+
+
+__all__ = ["Capability", "HttpEndpoint", "NoConfig"]

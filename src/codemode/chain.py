@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .context import CallContext
 from .errors import ConfigError
@@ -102,11 +102,14 @@ def _bind(layer: Layer[E, R], nxt: Next[E, R]) -> Next[E, R]:
 
 @dataclass(slots=True)
 class RunEvent:
-    """One run as run hooks see it; a hook may replace ``code`` or ``timeout``."""
+    """One run as run hooks see it; a hook may replace ``code`` or ``timeout``, or wrap
+    ``on_output`` (e.g. to filter what is streamed)."""
 
     code: str
     timeout: float
     context: CallContext
+    on_output: Callable[[str, str], Any] | None = None
+    """Called with ``(stream, text)`` as the run prints (``codemode.live``)."""
 
 
 NextRun = Next[RunEvent, ExecutionResult]

@@ -4,14 +4,26 @@ Subcommands live beside the code they drive and are imported only when invoked, 
 ``codemode run`` never pays for the MCP SDK or the storage backends. Capabilities add
 their groups (``skills``, ``artifacts``, ``state``, ``deps``...) through
 ``codemode.assembly``.
+
+Errors and warnings take one path for every command (``LazyGroup.invoke``): a
+``ConfigError`` is one ``Error: <file>:<line>:<column>: <field>: ...`` message and exit
+status 2, any other ``CodemodeError`` the same with status 1, never a traceback; what
+codemode logs as a warning (unknown config keys, unreachable servers) is one
+``warning: ...`` line on stderr. ``codemode --strict`` makes unknown config keys errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
+
+from .errors import CodemodeError, ConfigError
 
 
 def _run() -> click.Command:
@@ -83,16 +95,83 @@ class LazyGroup(click.Group):
             formatter.write_dl(sorted(_help_lines().items()))
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:  # Ctrl-C where a command does not handle it itself
-            click.echo("\ncodemode: interrupted", err=True)
-            raise click.exceptions.Exit(130) from None
+        with _strict(bool(ctx.params.get("strict"))), _warnings_on_stderr():
+            try:
+                return super().invoke(ctx)
+            except ConfigError as exc:
+                raise ConfigProblem(str(exc)) from None
+            except CodemodeError as exc:
+                raise click.ClickException(str(exc)) from None
+            except KeyboardInterrupt:  # Ctrl-C where a command does not handle it itself
+                click.echo("\ncodemode: interrupted", err=True)
+                raise click.exceptions.Exit(130) from None
+
+
+class ConfigProblem(click.ClickException):
+    """A configuration mistake: the message names file, place, field and what is allowed."""
+
+    exit_code = 2
+
+
+@contextlib.contextmanager
+def _strict(strict: bool) -> Iterator[None]:
+    """``--strict`` is ``CODEMODE_STRICT=1`` for this command (and the processes it starts)."""
+    from .config.schema import STRICT_ENV
+
+    saved = os.environ.get(STRICT_ENV)
+    if strict:
+        os.environ[STRICT_ENV] = "1"
+    try:
+        yield
+    finally:
+        if strict and saved is None:
+            del os.environ[STRICT_ENV]
+        elif strict and saved is not None:
+            os.environ[STRICT_ENV] = saved
+
+
+class _Warnings(logging.Handler):
+    """codemode's warnings as ``warning: ...`` on stderr, each once, until the command
+    sets up logging of its own (``serve`` does): then its handlers show them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.before = set(logging.getLogger().handlers)
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if any(h not in self.before for h in logging.getLogger().handlers):
+            return
+        message = record.getMessage()
+        if message not in self.seen:
+            self.seen.add(message)
+            clear = "\r\033[K" if sys.stderr.isatty() else ""  # over a progress line, if any
+            click.echo(f"{clear}warning: {message}", err=True)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    logger = logging.getLogger("codemode")
+    handler = _Warnings()
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="codemode")
-def cli() -> None:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Unknown keys in the configuration are errors, not warnings (also CODEMODE_STRICT=1).",
+)
+def cli(strict: bool) -> None:
     """codemode: agents call MCP tools by writing Python in a fast, sandboxed session."""
 
 

@@ -2,8 +2,10 @@
 
 What it prints is what a model would be shown: the output within the workspace's
 ``output_limit``, cut with a marker that states the real size; ``--full`` prints
-everything and ``--out FILE`` writes it to a file. Ctrl-C interrupts the code (its output
-so far is printed, exit status 130); a second Ctrl-C quits at once.
+everything and ``--out FILE`` writes it to a file. ``--live`` (the default on a terminal)
+prints the output as the code prints it, all of it, then the value or error. Ctrl-C
+interrupts the code (its output so far is printed, exit status 130); a second Ctrl-C
+quits at once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import CodemodeError
+from .errors import CodemodeError, ConfigError
 from .execution import EXECUTOR_NAMES
 
 if TYPE_CHECKING:
@@ -69,6 +71,12 @@ class Interrupted(Exception):
     default=None,
     help="Write the whole output (or the --json result) to this file.",
 )
+@click.option(
+    "--live/--no-live",
+    default=None,
+    help="Print the output as the code prints it, all of it (default: on a terminal, "
+    "without --json or --out).",
+)
 def run(
     file: str | None,
     code: str | None,
@@ -79,6 +87,7 @@ def run(
     as_json: bool,
     full: bool,
     out: Path | None,
+    live: bool | None,
 ) -> None:
     """Run Python CODE or FILE in a session; print its output, value and error.
 
@@ -86,13 +95,20 @@ def run(
     """
     source = _source(file, code)
     everything = full or out is not None
+    if live and (as_json or out is not None):
+        raise click.UsageError("--live prints to the terminal: it does not go with --json or --out")
+    if live is None:
+        live = sys.stdout.isatty() and not as_json and out is None
+    streamed = _Streamed() if live else None
     try:
         result, limit, interrupted = asyncio.run(
-            _run(source, executor, timeout, base, no_tools, everything)
+            _run(source, executor, timeout, base, no_tools, everything, streamed)
         )
     except Interrupted:
         click.echo("codemode: interrupted before the code ran", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except ConfigError:
+        raise  # one path for every command (codemode.cli): exit status 2
     except CodemodeError as exc:
         hint = (
             "\nTo run code without the sandbox (NOT a security boundary), choose it "
@@ -104,7 +120,7 @@ def run(
     if as_json:
         _print_json(result, None if everything else limit, out)
     else:
-        _print(result, None if full else limit, out)
+        _print(result, None if full or live else limit, out, streamed)
     if interrupted and result.error is not None:
         sys.exit(EXIT_INTERRUPTED)
     if result.error is not None:
@@ -138,12 +154,44 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-def _print(result: ExecutionResult, limit: int | None, out: Path | None) -> None:
-    """Output to stdout, stderr and the error to stderr: as the model sees them, or all."""
+class _Streamed:
+    """``on_output`` for ``--live``: prints each chunk at once and remembers what it printed."""
+
+    def __init__(self) -> None:
+        self.text = {"stdout": "", "stderr": ""}
+
+    def __call__(self, stream: str, text: str) -> None:
+        name = "stderr" if stream == "stderr" else "stdout"
+        self.text[name] += text
+        sink = sys.stderr if name == "stderr" else sys.stdout
+        sink.write(text)
+        sink.flush()
+
+    def rest(self, name: str, whole: str) -> str:
+        """What of ``whole`` was not printed live (a cut marker, child processes' output);
+        a line left open is closed."""
+        shown = self.text[name]
+        rest = whole[len(shown) :] if whole.startswith(shown) else whole
+        if (shown or rest) and not (shown + rest).endswith("\n"):
+            rest += "\n"
+        return rest
+
+
+def _print(
+    result: ExecutionResult,
+    limit: int | None,
+    out: Path | None,
+    streamed: _Streamed | None = None,
+) -> None:
+    """Output to stdout, stderr and the error to stderr: as the model sees them, or all
+    (what ``--live`` printed already is not printed again)."""
     from .output import view_run
 
     shown = view_run(result, limit, hint="" if limit is None else CUT_HINT)
-    fields = shown.fields
+    fields = dict(shown.fields)
+    if streamed is not None:
+        for name in ("stdout", "stderr"):
+            fields[name] = streamed.rest(name, fields[name])
     if out is not None:
         whole = view_run(result, None).fields
         text = whole["stdout"]
@@ -210,6 +258,7 @@ async def _run(
     base: str | None,
     no_tools: bool,
     everything: bool,
+    streamed: _Streamed | None = None,
 ) -> tuple[ExecutionResult, int, bool]:
     from .config import load_settings
     from .execution import executor_by_name
@@ -223,17 +272,20 @@ async def _run(
         bare = executor_by_name(executor or settings.executor, **options)
         session = Session(bare)
     else:
+        from .approval.terminal import terminal_approver
         from .workspace import Workspace
 
         ws = Workspace.open(base)
         limit = ws.settings.output_limit
         name = executor or ws.settings.executor
         chosen = executor_by_name(name, workspace=ws, **options) if executor or options else None
-        session = Session.from_base(ws.path, executor=chosen)
+        # Calls the policy marks "ask" go to the person at this terminal (refused without one).
+        # Opened once: warned once.
+        session = Session.for_workspace(ws, executor=chosen, approve=terminal_approver())
     with _CtrlC(session) as ctrl_c:
         try:
             async with session:
-                result = await session.run(source, timeout=timeout)
+                result = await session.run(source, timeout=timeout, on_output=streamed)
                 return result, limit, ctrl_c.presses > 0
         except asyncio.CancelledError:
             if ctrl_c.presses:

@@ -11,7 +11,11 @@ Errors are grouped by who must react::
     │   ├── ToolNotFound         no such server or tool (carries close matches)
     │   ├── ToolArgumentError    arguments do not match the tool's input schema
     │   ├── ToolTimeout          the call exceeded its timeout and was cancelled
-    │   └── ServerUnavailable    the upstream server cannot be started or reached
+    │   ├── ServerUnavailable    the upstream server cannot be started or reached
+    │   ├── ToolDenied           refused before it reached the tool (policy, approval)
+    │   │   └── BudgetExceeded   a budget of the run or session is spent (names it)
+    │   └── PrivacyBlocked       personal data was withheld (privacy ``action: block``,
+    │                            a result too large or too binary to scan)
     ├── StorageError             skills, artifacts, state
     │   ├── NotFound             no record of that name
     │   ├── CorruptRecord        a stored record cannot be read (names the file/key)
@@ -90,6 +94,43 @@ class ServerUnavailable(ToolError):
     """The upstream MCP server could not be started or reached."""
 
 
+class ToolDenied(ToolError):
+    """The call was refused before anything reached the tool.
+
+    ``reason`` says by what (``policy``, ``approval``, ``budget``); the message says why
+    and what would change the answer.
+    """
+
+    def __init__(self, message: str, *, server: str = "", tool: str = "", reason: str = "") -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.reason = reason
+
+
+class BudgetExceeded(ToolDenied):
+    """A budget is spent; ``budget`` names it (e.g. ``run.tool_calls``) and the message
+    says how to raise it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str = "",
+        tool: str = "",
+        budget: str = "",
+        limit: float | None = None,
+        used: float | None = None,
+    ) -> None:
+        super().__init__(message, server=server, tool=tool, reason="budget")
+        self.budget = budget
+        self.limit = limit
+        self.used = used
+
+
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld: found where ``privacy.action`` is ``block``, or in a
+    result that cannot be scanned (too large, binary with ``privacy.binary: block``)."""
+
+
 class StorageError(CodemodeError):
     """Base for storage failures."""
 
@@ -138,6 +179,7 @@ class LLMAuthError(LLMError):
 
 
 __all__ = [
+    "BudgetExceeded",
     "CodemodeError",
     "ConfigError",
     "CorruptRecord",
@@ -146,6 +188,7 @@ __all__ = [
     "LLMAuthError",
     "LLMError",
     "NotFound",
+    "PrivacyBlocked",
     "QuotaExceeded",
     "SandboxUnavailable",
     "ServerUnavailable",
@@ -153,6 +196,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailable",
     "ToolArgumentError",
+    "ToolDenied",
     "ToolError",
     "ToolNotFound",
     "ToolTimeout",

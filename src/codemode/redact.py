@@ -1,108 +1,176 @@
-"""Remove credentials from text before a person or a model sees it.
+"""The credentials net: secrets never leave the host in text meant for a model or a person.
 
-One function, :func:`redact_text`, for every text that comes from outside codemode's own
-words and may carry a secret: an upstream server's stderr, its error messages. It removes
+One implementation for every caller: :func:`redact_text` for text from outside codemode's
+own words (an upstream server's stderr tail or error message, a log line), and the privacy
+scanner's ``SECRET`` detector (``codemode.privacy.secrets``), which uses
+:func:`find_secrets` and redacts what it finds, never tokenizes it (a credential has no
+business in a sink's arguments either). It finds
 
-- the values that ``${VAR}`` expansions put into ``mcp.json`` / ``config.json`` (the
-  config loader calls :func:`remember_secret` for each; well-known non-secret variables
-  such as ``HOME`` and ``PATH`` are left alone), and configured header values and ``env``
-  values whose names look secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``...);
-- bearer and basic credentials, ``key=value`` pairs whose key looks secret, passwords in
-  URLs;
-- common API-key shapes (OpenAI/Anthropic ``sk-``, GitHub, GitLab, Slack, AWS, Google,
-  JWTs, PEM private keys).
+- values codemode knows are secret: those ``${VAR}`` expansions put into ``mcp.json`` /
+  ``config.json`` (the config loader calls :func:`remember_secret`), and host environment
+  variables whose names look secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``...,
+  read by :func:`remember_environment`);
+- credential shapes: ``Bearer``/``Basic`` credentials, ``key=value`` pairs whose key looks
+  secret, passwords in URLs, PEM private-key blocks, and API keys of common vendors
+  (OpenAI/Anthropic ``sk-``, GitHub, GitLab, Slack, AWS, Google, Stripe, JWTs).
 
-It is a net, not a guarantee: the privacy layer extends it (more detectors, per-tenant
-secrets) behind this same function, so callers never change.
+It is a net, not a guarantee. Standard library only, cheap to import: ``codemode.config``
+imports it, and it works whether privacy is on or off.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+from collections.abc import Iterator, Mapping
 
-__all__ = ["REDACTED", "forget_secrets", "redact_text", "remember_secret", "secret_name"]
+__all__ = [
+    "NOT_SECRET_VARS",
+    "REDACTED",
+    "find_secrets",
+    "forget_secrets",
+    "redact_text",
+    "remember_environment",
+    "remember_secret",
+    "secret_name",
+]
 
 REDACTED = "[redacted]"
 MIN_SECRET = 6
-"""Shorter values are not remembered: redacting every ``1`` or ``on`` would garble text."""
+"""Shorter remembered values are ignored: redacting every ``on`` or ``1`` garbles text."""
 
 NOT_SECRET_VARS = frozenset(
     {"HOME", "USER", "LOGNAME", "PATH", "PWD", "SHELL", "TERM", "TMPDIR", "LANG", "LC_ALL"}
 )
 
-_SECRET_NAME = re.compile(
-    r"(?i)(api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|auth|credential|private[_-]?key"
-    r"|access[_-]?key|session[_-]?key|cookie)"
+_SECRET_WORDS = (
+    r"api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credential|private[_-]?key"
+    r"|access[_-]?key|session[_-]?key|auth|cookie"
 )
+_SECRET_NAME = re.compile(rf"(?i)({_SECRET_WORDS})")
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    # PEM private keys, whole block.
+# (pattern, group holding the secret (0: the whole match), anchors): a pattern runs only
+# when one of its anchors occurs in the text (``str.__contains__`` is a fast memory scan,
+# a regex starting with ``\b`` tries every position of a 10 MB result).
+_SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...]], ...] = (
     (
         re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
             re.S,
         ),
-        REDACTED,
+        0,
+        ("-----BEGIN",),
     ),
-    # Authorization schemes: keep the scheme word.
-    (re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1\2{REDACTED}"),
-    # user:password@ in URLs.
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), rf"\1{REDACTED}@"),
-    # key=value / key: value / "key": "value" where the key looks secret.
+    (
+        re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
+        1,
+        ("bearer", "basic"),
+    ),
+    # ``Token <key>`` (an HTTP scheme too): only with a digit, "token validation" is prose.
+    (re.compile(r"(?i)\btoken\s+((?=[A-Za-z._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,})"), 1, ("token",)),
+    (re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\[\]]+:([^/\s@\[\]]+)@"), 1, ("://",)),
     (
         re.compile(
             r"""(?ix)
-            (\b[\w.-]*(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credential
-                |private[_-]?key|access[_-]?key|authorization)[\w.-]*["']?\s*[:=]\s*["']?)
-            (?!\[redacted\])(?:bearer\s+|basic\s+)?
-            (?:(?=[^\s"',;&]*\d)[^\s"',;&]{6,}|[^\s"',;&]{12,})  # a digit, or long: not a word
+            \b[\w.-]*(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credential
+                |private[_-]?key|access[_-]?key|authorization)[\w.-]*["']?\s*[:=]\s*["']?
+            (?:bearer\s+|basic\s+)?
+            ((?!\[)(?=[^\s"',;&]*\d)[^\s"',;&]{6,}|(?!\[)[^\s"',;&]{12,})
             """
         ),
-        rf"\1{REDACTED}",
+        1,
+        ("key", "token", "secret", "passw", "pwd", "credential", "authorization"),
     ),
-    # Key shapes.
-    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), REDACTED),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), REDACTED),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), REDACTED),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
-]
+    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), 0, ("sk-",)),
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), 0, ("gh",)),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), 0, ("github_pat_",)),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",)),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",)),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), 0, ("AKIA", "ASIA")),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), 0, ("AIza",)),
+    (re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0, ("_live_", "_test_")),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        0,
+        ("eyJ",),
+    ),
+)
 
-_secrets: set[str] = set()
+_known: set[str] = set()
 _lock = threading.Lock()
 
 
 def secret_name(name: str) -> bool:
-    """Whether a variable, header or field named ``name`` probably holds a credential."""
+    """Whether a variable, header or field called ``name`` probably holds a credential."""
     return bool(_SECRET_NAME.search(name))
 
 
 def remember_secret(value: str) -> None:
-    """Redact ``value`` wherever it appears from now on (process-wide)."""
-    if isinstance(value, str) and len(value.strip()) >= MIN_SECRET:
+    """Treat ``value`` as a secret wherever it appears from now on (process-wide)."""
+    if not isinstance(value, str):
+        return
+    value = value.strip()
+    if len(value) >= MIN_SECRET:
         with _lock:
-            _secrets.add(value.strip())
+            _known.add(value)
+
+
+def remember_environment(env: Mapping[str, str] | None = None) -> None:
+    """Remember the values of environment variables whose names look secret."""
+    env = os.environ if env is None else env
+    for name, value in env.items():
+        if name not in NOT_SECRET_VARS and secret_name(name):
+            remember_secret(value)
 
 
 def forget_secrets() -> None:
-    """Drop every remembered value (tests)."""
+    """Forget every remembered value (tests)."""
     with _lock:
-        _secrets.clear()
+        _known.clear()
+
+
+def find_secrets(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of ``text`` that hold a secret (may overlap; callers merge them)."""
+    with _lock:
+        known = list(_known)
+    for value in known:
+        start = text.find(value)
+        while start != -1:
+            yield start, start + len(value)
+            start = text.find(value, start + len(value))
+    # Anchors are looked up with ``in`` (a memory scan, in the lower-cased text for
+    # case-insensitive shapes): one alternation regex over them costs more than every
+    # other detector together on a large result.
+    lower: str | None = None
+    for pattern, group, anchors in _SHAPES:
+        if pattern.flags & re.IGNORECASE:
+            if lower is None:
+                lower = text.lower()
+            hit = any(a.lower() in lower for a in anchors)
+        else:
+            hit = any(a in text for a in anchors)
+        if hit:
+            for m in pattern.finditer(text):
+                yield m.start(group), m.end(group)
 
 
 def redact_text(text: str) -> str:
-    """``text`` with known secret values and credential-shaped strings replaced."""
+    """``text`` with every secret :func:`find_secrets` finds replaced by ``[redacted]``."""
     if not text:
         return text
-    with _lock:
-        known = sorted(_secrets, key=len, reverse=True)
-    for value in known:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    spans = sorted(find_secrets(text))
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end in spans:
+        if end <= pos:
+            continue
+        if start < pos:
+            start = pos
+        out.append(text[pos:start])
+        out.append(REDACTED)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -56,11 +56,18 @@ class ExecutionResult:
     timed_out: bool = False
     state_lost: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    cpu_seconds: float | None = None
+    """CPU time the worker spent on this run (all its threads), when the executor knows."""
+    peak_memory_bytes: int | None = None
+    """The worker process's peak resident memory so far, when the executor knows."""
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], duration_ms: float) -> ExecutionResult:
         """Build a result from the worker's answer (plain JSON; never unpickled)."""
         err = payload.get("error")
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        cpu, peak = usage.get("cpu_s"), usage.get("peak_rss_bytes")
         return cls(
             value=payload.get("value"),
             value_is_repr=bool(payload.get("value_is_repr")),
@@ -72,6 +79,8 @@ class ExecutionResult:
             stderr_truncated=bool(payload.get("stderr_truncated")),
             error=ErrorInfo.from_dict(err) if err else None,
             duration_ms=duration_ms,
+            cpu_seconds=float(cpu) if isinstance(cpu, int | float) and cpu >= 0 else None,
+            peak_memory_bytes=int(peak) if isinstance(peak, int | float) and peak > 0 else None,
         )
 
     @property

@@ -13,7 +13,8 @@ data from the worker is untrusted. A malformed call becomes the method's ``error
 agent's code receives as an exception; it never reaches the host as an unhandled error.
 
 The rows live beside their handlers: ``codemode.tools.rpc`` (``tools.*``) and
-``codemode.memory.rpc`` (``skills.*``, ``artifacts.*``, ``state.*``, ``deps.*``);
+``codemode.memory.rpc`` (``skills.*``, ``artifacts.*``, ``state.*``, ``deps.*``),
+``codemode.live_rpc`` (``output.write``);
 ``methods()`` is the whole table.
 """
 
@@ -114,10 +115,12 @@ def _bound(method: Method[T], target: T) -> Callable[[dict[str, Any]], Awaitable
 
 def methods() -> dict[str, Method[Any]]:
     """The whole table: every method the worker may call, by name."""
+    from .live_rpc import OUTPUT_METHODS
     from .memory.rpc import MEMORY_METHODS
     from .tools.rpc import TOOL_METHODS
 
-    return {m.name: m for table in (TOOL_METHODS, MEMORY_METHODS) for m in table}
+    tables = (TOOL_METHODS, MEMORY_METHODS, OUTPUT_METHODS)
+    return {m.name: m for table in tables for m in table}
 
 
 __all__ = ["Method", "Params", "Table", "describe", "methods"]

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
 from .errors import ConfigError, SessionClosed
-from .execution.base import Executor, Worker
+from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
+from .live import METHOD as OUTPUT_METHOD
+from .live import Listener, OnOutput, OutputChunk
+from .live import handler as output_handler
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
@@ -34,6 +38,10 @@ def _default_executor(workspace: Workspace | None = None) -> Executor:
     from .execution import default_executor
 
     return default_executor(workspace=workspace)
+
+
+DEFAULT_OUTPUT_LIMIT = 1_000_000
+"""Characters per stream streamed to a listener when the executor does not say its own."""
 
 
 class Session:
@@ -60,6 +68,7 @@ class Session:
         storage: Storage | None = None,
         default_timeout: float = 60.0,
         context: CallContext | None = None,
+        approve: Approver | None = None,
     ) -> None:
         if storage is not None and memory is not None:
             raise ConfigError(
@@ -77,6 +86,12 @@ class Session:
         self.context = (context or CallContext()).for_session()
         """Whose session this is; each run gets a copy with its own ``run_id``."""
         self._run_context = self.context
+        self.approve = approve
+        """Who says yes or no to calls the policy marks ``ask`` (``codemode.approval``):
+        ``approve(ApprovalRequest) -> Approval | bool``; None refuses them. An approver set
+        in ``current_approver`` by whoever calls ``run`` (``codemode serve``: the client's
+        person, through elicitation) takes precedence for that run."""
+        self._run_approver = approve
         self._runs: Chain[RunEvent, ExecutionResult] = Chain("run", RUN_STAGES, self._run)
         self._tools = tools
         self.memory = memory
@@ -84,6 +99,9 @@ class Session:
             tools.install(self.host)
         if memory is not None:
             memory.install(self.host)
+        self.host.register(OUTPUT_METHOD, output_handler(self))
+        self.output_listener: Listener | None = None
+        """The running run's ``on_output`` (``codemode.live`` routes chunks to it)."""
         self._worker: Worker | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -152,9 +170,13 @@ class Session:
         server: str = "local",
         name: str | None = None,
         description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> ToolSpec:
-        """Expose a Python callable to the session's code as ``tools.<server>.<name>``."""
-        return self.tools.register(fn, server=server, name=name, description=description)
+        """Expose a Python callable to the session's code as ``tools.<server>.<name>``
+        (``annotations``: MCP tool annotations, e.g. ``{"readOnlyHint": True}``)."""
+        return self.tools.register(
+            fn, server=server, name=name, description=description, annotations=annotations
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -198,6 +220,9 @@ class Session:
         # Each call runs in a task of its own: these context variables are the call's alone.
         call_warnings.set(self._run_warnings)
         current_context.set(self._run_context)
+        current_approver.set(self._run_approver)
+        worker = self._worker
+        run_timeout_hold.set(worker.hold_timeout if worker is not None else None)
         return await self.host.dispatch(method, params)
 
     # -- running ---------------------------------------------------------------------
@@ -206,12 +231,46 @@ class Session:
         of ``codemode.chain.RUN_STAGES``; within a stage the first added runs outermost."""
         self._runs.use(hook, stage)
 
-    async def run(self, code: str, timeout: float | None = None) -> ExecutionResult:
-        """Run ``code``; errors of the code come back in the result, never raised."""
+    async def run(
+        self, code: str, timeout: float | None = None, *, on_output: OnOutput | None = None
+    ) -> ExecutionResult:
+        """Run ``code``; errors of the code come back in the result, never raised.
+
+        ``on_output(stream, text)`` (plain or async) gets what the code prints while it
+        runs, each chunk before the result; the result still holds all of it.
+        """
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
-        event = RunEvent(code, timeout or self.default_timeout, self.context.for_run())
+        event = RunEvent(code, timeout or self.default_timeout, self.context.for_run(), on_output)
         return await self._runs(event)
+
+    async def stream(
+        self, code: str, timeout: float | None = None
+    ) -> AsyncIterator[OutputChunk | ExecutionResult]:
+        """Run ``code``, yielding each ``OutputChunk`` as it is printed, then the result."""
+        queue: asyncio.Queue[OutputChunk | ExecutionResult | BaseException] = asyncio.Queue()
+
+        def put(stream: str, text: str) -> None:
+            queue.put_nowait(OutputChunk("stderr" if stream == "stderr" else "stdout", text))
+
+        async def runner() -> None:
+            try:
+                queue.put_nowait(await self.run(code, timeout, on_output=put))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                queue.put_nowait(exc)
+
+        task = asyncio.create_task(runner())
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, ExecutionResult):
+                    return
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def _run(self, event: RunEvent) -> ExecutionResult:
         """The innermost step of the run chain: the worker runs the code."""
@@ -223,10 +282,16 @@ class Session:
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
+            self._run_approver = current_approver.get() or self.approve
+            if event.on_output is not None:
+                limit = getattr(self.executor, "max_output", DEFAULT_OUTPUT_LIMIT)
+                self.output_listener = Listener(event.on_output, int(limit))
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:
                 self._run_context = self.context
+                self._run_approver = self.approve
+                self.output_listener = None
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
             if result.state_lost and not self._closed:

@@ -36,7 +36,6 @@ from codemode.config import (
     Settings,
     find_config_file,
     load_config,
-    load_servers,
 )
 from codemode.errors import ConfigError
 
@@ -58,7 +57,8 @@ EXAMPLE_MCP_JSON = """\
 //   tools (default: config.json's connect_timeout), "enabled": false to skip it,
 //   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
 //   "read_only_paths"/"writable_paths": more host paths for its jail,
-//   "include"/"exclude": tool names or globs ("search_*").
+//   "include"/"exclude": tool names or globs ("search_*"),
+//   "trusted": true to let the policy believe its tool annotations (readOnlyHint...).
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.
 {
   "mcpServers": {
@@ -118,7 +118,7 @@ class Workspace:
         *,
         env: Mapping[str, str] | None = None,
         capabilities: Sequence[Capability[Any]] | None = None,
-        strict: bool = False,
+        strict: bool | None = None,
         **settings: Any,
     ) -> Workspace:
         """Open (creating on first use) the workspace at ``base``.
@@ -127,7 +127,8 @@ class Workspace:
         a capability's section is passed as a mapping (``memory={"deps": [...]}``).
         ``capabilities`` default to ``codemode.assembly.installed()``. Raises
         ``ConfigError`` naming the source and field of any invalid configuration; unknown
-        keys in the config file are warnings (``Workspace.warnings``), errors if ``strict``.
+        keys in the config file and in server entries are warnings (``Workspace.warnings``,
+        logged on ``codemode.config``), errors if ``strict`` (default: ``CODEMODE_STRICT``).
         """
         from codemode import assembly
 
@@ -143,11 +144,9 @@ class Workspace:
             sections=[c.section for c in caps],
             overrides=settings,
             strict=strict,
+            servers_file=path / SERVERS_FILE,
         )
-        servers = load_servers(
-            *([config_file] if config_file else []), path / SERVERS_FILE, env=env
-        )
-        return cls.from_config(path, config, servers, caps)
+        return cls.from_config(path, config, config.servers, caps)
 
     @classmethod
     def from_config(
@@ -218,6 +217,7 @@ class Workspace:
             "settings": self.settings.model_dump(mode="json"),
             "sections": {n: c.model_dump(mode="json") for n, c in self.sections.items()},
             "capabilities": [id(c) for c in self.capabilities],
+            "declared_tools": _files_stamp(self.path / "tools"),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -237,13 +237,18 @@ class Workspace:
     def _build_registry(self) -> ToolRegistry:
         from codemode.assembly import configure_registry
         from codemode.isolation.servers import Isolation
+        from codemode.plugins import tool_sources as plugin_tool_sources
+        from codemode.tools.declared import workspace_sources
         from codemode.tools.registry import ToolRegistry
         from codemode.tools.sources.mcp import MCPSource
 
         # No registry-wide timeout: each MCPSource applies its server's ``timeout`` or
         # ``settings.tool_timeout``; a registry default would override the per-server one.
         reg = ToolRegistry()
-        isolation = Isolation(workspace=self.path, files=self.files_dir)
+        reg.workspace = str(self.path)
+        # A named tenant's servers run as that tenant's own uid (isolation.uids.server_uid).
+        tenant = self.settings.tenant if self.settings.tenant != "default" else None
+        isolation = Isolation(workspace=self.path, files=self.files_dir, tenant=tenant)
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(
@@ -255,8 +260,27 @@ class Workspace:
                     isolation=isolation,
                 )
             )
+        for source in [*workspace_sources(self), *plugin_tool_sources(self)]:
+            reg.add_source(source)  # tools/*.yaml of the workspace, then plugins' sources
         configure_registry(reg, self.capabilities, self.sections)
         return reg
+
+
+def _files_stamp(folder: Path) -> list[tuple[str, int, int]]:
+    """Names, sizes and mtimes of a folder's files: edited tool definitions mean a new
+    registry (cheap: no file is read)."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    out = []
+    for p in entries:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append((p.name, st.st_size, st.st_mtime_ns))
+    return out
 
 
 def _create(path: Path) -> None:

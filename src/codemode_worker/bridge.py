@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import select
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from . import protocol
@@ -35,6 +35,19 @@ def _active() -> HostLink:
     if _link is None:
         raise CodemodeError("this worker is not connected to a host")
     return _link
+
+
+def share_link() -> Callable[[], None] | None:
+    """None without a host; else a function that, run in another thread, lets that thread
+    call the host the way this one does (links routed per thread need it)."""
+    link = _link
+    if link is None:
+        return None
+    here = getattr(link, "here", None)
+    if here is None:
+        return lambda: None
+    mine = here()
+    return lambda: link.adopt(mine)  # type: ignore[attr-defined]
 
 
 def call(method: str, params: dict[str, Any] | None = None) -> Any:

@@ -42,6 +42,24 @@ class ServerUnavailable(ToolError):
     pass
 
 
+class ToolDenied(ToolError, PermissionError):
+    """Refused before it reached the tool (policy, approval); ``reason`` says by what."""
+
+    reason: str = ""
+
+
+class BudgetExceeded(ToolDenied):
+    """A budget is spent: ``budget`` names it, ``limit`` and ``used`` say how far."""
+
+    budget: str = ""
+    limit: float | None = None
+    used: float | None = None
+
+
+class PrivacyBlocked(ToolError):
+    """Personal data was withheld (the workspace's privacy action is "block")."""
+
+
 class StorageError(CodemodeError):
     pass
 
@@ -88,6 +106,9 @@ _BY_NAME: dict[str, type[CodemodeError]] = {
         ToolArgumentError,
         ToolTimeout,
         ServerUnavailable,
+        ToolDenied,
+        BudgetExceeded,
+        PrivacyBlocked,
         StorageError,
         NotFound,
         CorruptRecord,

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from types import CodeType, TracebackType
 from typing import Any
 
+from . import bridge
 from .bounds import keep_ends, keep_head
+from .live import LiveOutput
 
 _CO_COROUTINE = 0x0080
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -32,27 +34,35 @@ _NO_VALUE = object()
 
 
 class Capture:
-    """Output of one run for one stream: head kept up to ``limit``, the rest counted."""
+    """Output of one run for one stream: head kept up to ``limit``, the rest counted.
 
-    __slots__ = ("_chunks", "_size", "dropped", "limit", "state")
+    What is kept is also handed to ``live`` (sent to the host as it is printed)."""
 
-    def __init__(self, limit: int) -> None:
+    __slots__ = ("_chunks", "_index", "_live", "_size", "dropped", "limit", "state")
+
+    def __init__(self, limit: int, live: LiveOutput | None = None, index: int = 0) -> None:
         self._chunks: list[str] = []
         self._size = 0
         self.limit = limit
         self.dropped = 0
         self.state = "open"  # open | done | stopped
+        self._live = live
+        self._index = index
 
     def write(self, s: str) -> None:
         room = self.limit - self._size
         if room >= len(s):
             self._chunks.append(s)
             self._size += len(s)
+            kept = s
         else:
+            kept = s[:room] if room > 0 else ""
             if room > 0:
-                self._chunks.append(s[:room])
+                self._chunks.append(kept)
                 self._size += room
             self.dropped += len(s) - max(room, 0)
+        if self._live is not None and kept:
+            self._live.write(self._index, kept)
 
     def text(self) -> str:
         out = "".join(self._chunks)
@@ -129,6 +139,26 @@ class Router(io.TextIOBase):
     def flush(self) -> None:
         if self._fallback is not None and _current.get() is None:
             self._fallback.flush()
+
+
+def _cpu_seconds() -> float:
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return 0.0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _usage(cpu_before: float) -> dict[str, float]:
+    """CPU seconds of the run (all threads of the worker) and the worker's peak RSS."""
+    try:
+        import resource
+    except ImportError:
+        return {}
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {"cpu_s": ru.ru_utime + ru.ru_stime - cpu_before, "peak_rss_bytes": ru.ru_maxrss * scale}
 
 
 def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
@@ -210,6 +240,7 @@ class Runtime:
         self._cell = 0
         self._loop: Any = None
         self._active: tuple[Capture, Capture] | None = None
+        self._live = LiveOutput()
         self.globals: dict[str, Any] = {}
         self.reset()
 
@@ -246,8 +277,13 @@ class Runtime:
     def run(self, code: str) -> dict[str, Any]:
         self._cell += 1
         filename = f"<cell {self._cell}>"
-        out, err = Capture(self.max_output), Capture(self.max_output)
+        adopt = bridge.share_link()
+        live = self._live if adopt is not None else None
+        if live is not None and adopt is not None:
+            live.begin(adopt)
+        out, err = Capture(self.max_output, live, 0), Capture(self.max_output, live, 1)
         pair = (out, err)
+        cpu_before = _cpu_seconds()
         token = _current.set(pair)
         self._active = pair
         start = time.perf_counter()
@@ -267,6 +303,8 @@ class Runtime:
             _current.reset(token)
             self._active = None
             out.state = err.state = "stopped" if stopped else "done"
+            if live is not None:
+                live.end()
         result: dict[str, Any] = {
             "stdout": out.text(),
             "stderr": err.text(),
@@ -274,6 +312,7 @@ class Runtime:
             "stderr_truncated": err.dropped > 0,
             "error": error,
             "duration_ms": duration,
+            "usage": _usage(cpu_before),
             "has_value": False,
             "value": None,
             "value_is_repr": False,

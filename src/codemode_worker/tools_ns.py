@@ -15,6 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import json
 import sys
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import bridge
-from .errors import CodemodeError, ToolArgumentError, ToolError
+from .errors import BudgetExceeded, CodemodeError, ToolArgumentError, ToolDenied, ToolError
 
 _List = list  # ``Tools.list`` shadows the builtin inside the class
 
@@ -154,8 +155,10 @@ class Server:
             if name.endswith("_async") and name[:-6] in names:
                 return self._get(name[:-6]).aio
         # An original name (``getattr(server, "get-weather")``) resolves on the host; for an
-        # unknown one the host raises ToolNotFound with close names.
-        bridge.call("tools.describe", {"name": f"{self._name}.{name}"})
+        # unknown one the host raises ToolNotFound with close names. A tool the policy hides
+        # is still handed out: calling it is refused (and recorded) by the host's chain.
+        with contextlib.suppress(ToolDenied):
+            bridge.call("tools.describe", {"name": f"{self._name}.{name}"})
         return Tool(self._name, name)
 
     def __getattr__(self, name: str) -> Any:
@@ -320,7 +323,9 @@ def _purge_modules() -> None:
 def install(g: dict[str, Any]) -> None:
     """Put ``tools`` in the namespace; install the ``servers`` import hook once."""
     g["tools"] = Tools()
-    g.setdefault("ToolError", ToolError)  # so agents can write ``except ToolError``
+    # So agents can write ``except ToolError`` / ``except ToolDenied`` without an import.
+    for cls in (ToolError, ToolDenied, BudgetExceeded):
+        g.setdefault(cls.__name__, cls)
     if not any(f is _finder for f in sys.meta_path):
         sys.meta_path.insert(0, _finder)
     _purge_modules()  # a reset session re-imports fresh stubs

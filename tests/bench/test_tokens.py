@@ -62,13 +62,21 @@ def test_quick_meeting_scenario_reports_each_serve_profile_and_counts_instructio
     assert "code mode minimal" in result.output
 
 
-@pytest.mark.timeout(300)
-def test_privacy_counts_every_customer_pii_value_in_direct_context_and_none_in_code_mode() -> None:
+@pytest.mark.timeout(600)
+def test_with_privacy_on_no_pii_reaches_the_model_even_when_the_agent_prints_every_customer() -> (
+    None
+):
     sizes = Sizes(customers=10, real_servers=False)
-    (privacy,) = anyio.run(lambda: run_benchmark(["privacy"], sizes, profiles=("minimal",)))
-    assert privacy.extra["pii_values_total"] == 20
-    assert privacy.extra["pii_direct"] == 20
-    assert privacy.extra["pii_codemode"] == 0
+    privacy, careless = anyio.run(
+        lambda: run_benchmark(["privacy", "privacy-careless"], sizes, profiles=("minimal",))
+    )
+    for result in (privacy, careless):
+        assert result.extra["pii_values_total"] == 20
+        assert result.extra["pii_direct"] == 20
+        assert result.extra["pii_codemode"] == 0
+        assert result.extra["pii_in_crm"] == 20  # the CRM, a sink, got every real value
+    # The careless agent printed the list: the model read 10 customers' tokens instead.
+    assert careless.tokens_codemode > privacy.tokens_codemode
 
 
 def test_unknown_scenario_is_refused_before_anything_starts() -> None:

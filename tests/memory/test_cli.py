@@ -112,9 +112,9 @@ def test_state_set_get_list_and_rm_share_the_sessions_state(tmp_path: Path) -> N
     assert code == 1 and "no key 'cursor'" in out
 
 
-def test_state_set_refuses_a_value_that_is_not_json(tmp_path: Path) -> None:
+def test_state_set_refuses_a_value_that_is_not_json_as_a_usage_error(tmp_path: Path) -> None:
     code, out = invoke("state", "set", "k", "not json", "--base", str(tmp_path / "ws"))
-    assert code == 1 and "--string" in out
+    assert code == 2 and "--string" in out
 
 
 async def _state_of(base: Path) -> object:

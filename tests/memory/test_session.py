@@ -313,7 +313,12 @@ async def test_the_server_saves_loads_and_lists_artifacts_and_state(tmp_path: Pa
         r = await client.call_tool("run_code", {"code": "state.get()"})
         assert r.structured_content["value"] == {"step": 1, "more": True}  # type: ignore[index]
         r = await client.call_tool("get_state", {"key": "step"})
-        assert r.structured_content == {"key": "step", "value": 1}
+        assert r.structured_content == {
+            "key": "step",
+            "value": 1,
+            "exists": True,  # the seeds' shape, beside codemode's
+            "data": {"step": 1, "more": True},
+        }
         r = await client.call_tool("delete_artifact", {"name": "doc"})
         assert r.structured_content == {"deleted": True}
 

@@ -31,11 +31,23 @@ NODE_DIR = REPO / ".ci" / "node"
 FS_SERVER = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
 INSTALL_HINT = "run .ci/install-test-servers.sh to install the real test servers"
 TOKEN = "test-token-0123456789"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+"""A raw MCP ``initialize`` request, for tests that speak HTTP without a client."""
 NOTES = {f"note{i}.txt": f"note number {i}\n" for i in range(6)} | {"todo.md": "- write tests\n"}
 
 
-def serve_argv(base: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "codemode", "serve", "--base", str(base), *extra]
+def serve_argv(base: Path | None, *extra: str) -> list[str]:
+    where = ("--base", str(base)) if base is not None else ()
+    return [sys.executable, "-m", "codemode", "serve", *where, *extra]
 
 
 def make_workspace(root: Path) -> tuple[Path, Path]:
@@ -112,6 +124,11 @@ class HttpServer:
         data: dict[str, Any] = response.json()
         return data
 
+    def ready(self) -> tuple[int, str]:
+        """``/readyz``: its HTTP status and its ``status`` field."""
+        response = httpx2.get(self.url.removesuffix("/mcp") + "/readyz", timeout=10)
+        return response.status_code, str(response.json()["status"])
+
     def wait_health(self, key: str, value: Any, timeout: float = 15.0) -> None:
         """Poll /healthz until ``key`` has ``value`` (bounded)."""
         deadline = time.monotonic() + timeout
@@ -121,7 +138,9 @@ class HttpServer:
             time.sleep(0.05)
         raise AssertionError(f"/healthz {key} never became {value!r}: {self.health()}")
 
-    def stop(self, timeout: float = 20.0) -> int:
+    def stop(self, timeout: float = 60.0) -> int:
+        # Generous: a graceful stop waits for running calls (up to the grace period) and
+        # drains answers; on a loaded machine that alone can pass 20 s.
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
@@ -136,9 +155,13 @@ class HttpServer:
 
 
 def start_http_server(
-    base: Path, *extra: str, token: str | None = TOKEN, executor: str | None = "subprocess"
+    base: Path | None,
+    *extra: str,
+    token: str | None = TOKEN,
+    executor: str | None = "subprocess",
+    env: dict[str, str] | None = None,
 ) -> HttpServer:
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env.pop("CODEMODE_TOKEN", None)
     if token is not None:
         env["CODEMODE_TOKEN"] = token
@@ -182,3 +205,79 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
         yield server
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- leftovers
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a live process, from /proc (a zombie is not live)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def descendants(root: int) -> dict[int, int]:
+    """Every live process below ``root``: pid -> start time (to tell a reused pid apart)."""
+    parents: dict[int, tuple[int, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (info := _stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = info
+    found: dict[int, int] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, start) in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = start
+                frontier.append(pid)
+    return found
+
+
+def still_alive(processes: dict[int, int]) -> list[int]:
+    return [pid for pid, start in processes.items() if (s := _stat(pid)) and s[1] == start]
+
+
+CGROUP_PARENTS = [Path("/sys/fs/cgroup", c, "codemode") for c in ("memory", "pids", "cpu")]
+
+
+def worker_cgroups(processes: dict[int, int]) -> set[Path]:
+    """The per-worker cgroup directories holding any of ``processes``."""
+    found: set[Path] = set()
+    for parent in CGROUP_PARENTS:
+        for group in parent.glob("w-*") if parent.is_dir() else ():
+            try:
+                pids = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            except OSError:
+                continue
+            if pids & processes.keys():
+                found.add(group)
+    return found
+
+
+def sandbox_root() -> Iterator[Path]:
+    """A temporary directory the sandbox's unprivileged uid can traverse (pytest's are
+    private to their owner). Skips when the sandbox cannot start on this machine."""
+    import shutil
+    import tempfile
+
+    from codemode.execution.sandbox import SandboxExecutor
+
+    failed = [c for c in SandboxExecutor(pool_size=0).checks() if not c.ok and c.required]
+    if failed:
+        pytest.skip("; ".join(f"{c.name}: {c.detail}" for c in failed))
+    root = Path(tempfile.mkdtemp(prefix="codemode-serve-"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def open_root() -> Iterator[Path]:
+    yield from sandbox_root()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -11,7 +11,12 @@ import pytest
 from codemode.context import CallContext
 from codemode.errors import ExecutorError
 from codemode.execution import InProcessExecutor
-from codemode.server.sessions import SessionLimitReached, SessionManager
+from codemode.server.sessions import (
+    ServerBusy,
+    SessionLimitReached,
+    SessionManager,
+    ShuttingDown,
+)
 from codemode.session import Session
 
 pytestmark = pytest.mark.anyio
@@ -111,7 +116,7 @@ async def test_a_session_in_use_never_expires(started: list[Session]) -> None:
 
 
 async def test_the_cap_refuses_a_new_client_with_a_clear_error(started: list[Session]) -> None:
-    manager = make_manager(started, max_sessions=2)
+    manager = make_manager(started, max_sessions=2, queue_size=0)
     try:
         for key in ("a", "b"):
             async with manager.lease(key):
@@ -193,3 +198,253 @@ async def test_a_session_that_cannot_start_fails_every_waiter_and_leaves_no_entr
         for _ in range(3):
             tg.start_soon(use)
     assert calls == 1 and len(errors) == 3 and "k" not in manager
+
+
+# --------------------------------------------------------------------------- admission
+
+
+async def _hold(manager: SessionManager, key: str, release: anyio.Event) -> None:
+    async with manager.lease(key):
+        await release.wait()
+
+
+async def test_beyond_the_cap_a_client_waits_and_gets_the_first_freed_slot(
+    started: list[Session],
+) -> None:
+    manager = make_manager(started, max_sessions=1, queue_timeout=30)
+    got: list[str] = []
+
+    async def want(key: str) -> None:
+        async with manager.lease(key) as lease:
+            got.append(lease.key or "")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            async with manager.lease("first"):
+                tg.start_soon(want, "second")
+                await wait_until(lambda: manager.queued == 1)
+                assert got == []
+            await manager.drop("first")  # its client ended its session: a slot frees
+        assert got == ["second"] and manager.keys() == ["second"]
+    finally:
+        await manager.aclose()
+
+
+async def test_a_client_that_waits_too_long_is_told_to_retry_after_some_seconds(
+    started: list[Session],
+) -> None:
+    clock = Clock()
+    manager = make_manager(started, max_sessions=1, queue_timeout=0.05, clock=clock)
+    try:
+        async with manager.lease("a"):
+            pass
+        clock.now += 20  # "a" is idle: it expires 1780 s from now
+        with pytest.raises(ServerBusy, match=r"no session slot freed up within 0.05 s") as busy:
+            async with manager.lease("b"):
+                pass
+    finally:
+        await manager.aclose()
+    assert busy.value.retry_after == 60  # bounded: a guess that far out helps nobody
+    assert f"Retry after {busy.value.retry_after} s" in str(busy.value)
+    assert manager.queued == 0
+
+
+async def test_freed_slots_go_to_waiting_clients_in_turn(started: list[Session]) -> None:
+    manager = make_manager(started, max_sessions=2, queue_timeout=30)
+    order: list[str] = []
+
+    async def want(client: str, key: str) -> None:
+        async with manager.lease(key, client=client):
+            order.append(client)
+
+    release = [anyio.Event(), anyio.Event()]
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, event in enumerate(release):
+                tg.start_soon(_hold, manager, f"held{i}", event)
+            await wait_until(lambda: len(manager) == 2)
+            for i in range(3):  # a burst from one client first...
+                tg.start_soon(want, "burst", f"b{i}")
+                await wait_until(lambda i=i: manager.queued == i + 1)
+            tg.start_soon(want, "other", "o")  # ...then one request from another
+            await wait_until(lambda: manager.queued == 4)
+            for event in release:
+                event.set()
+                await manager.drop(f"held{release.index(event)}")
+            await wait_until(lambda: len(order) == 2)
+            tg.cancel_scope.cancel()
+    finally:
+        await manager.aclose()
+    assert sorted(order[:2]) == ["burst", "other"]  # the other client did not wait behind it
+
+
+async def test_a_burst_that_fills_the_queue_cannot_keep_another_client_out(
+    started: list[Session],
+) -> None:
+    manager = make_manager(started, max_sessions=1, queue_size=2, queue_timeout=30)
+    refused: list[str] = []
+
+    async def want(client: str, key: str) -> None:
+        try:
+            async with manager.lease(key, client=client):
+                pass
+        except ServerBusy as exc:
+            refused.append(f"{client}: {exc}")
+
+    release = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hold, manager, "held", release)
+            await wait_until(lambda: len(manager) == 1)
+            for i in range(2):
+                tg.start_soon(want, "burst", f"b{i}")
+            await wait_until(lambda: manager.queued == 2)
+            tg.start_soon(want, "other", "o")
+            await wait_until(lambda: len(refused) == 1)
+            assert manager.queued == 2
+            tg.start_soon(want, "burst", "b-late")  # the burst's next one is refused itself
+            await wait_until(lambda: len(refused) == 2)
+            release.set()
+            tg.cancel_scope.cancel()
+    finally:
+        await manager.aclose()
+    assert refused[0].startswith("burst: ") and "given to another client" in refused[0]
+    assert refused[1].startswith("burst: ") and "already waiting" in refused[1]
+
+
+async def test_stopping_refuses_new_calls_and_everyone_waiting(started: list[Session]) -> None:
+    manager = make_manager(started, max_sessions=1, queue_timeout=30)
+    errors: list[BaseException] = []
+
+    async def want(key: str) -> None:
+        try:
+            async with manager.lease(key):
+                pass
+        except ShuttingDown as exc:
+            errors.append(exc)
+
+    release = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hold, manager, "held", release)
+            await wait_until(lambda: len(manager) == 1)
+            tg.start_soon(want, "waiting")
+            await wait_until(lambda: manager.queued == 1)
+            manager.stop_admitting()
+            await wait_until(lambda: len(errors) == 1)
+            await want("held")  # even a known client's new call
+            release.set()
+    finally:
+        await manager.aclose()
+    assert len(errors) == 2 and all("shutting down" in str(e) for e in errors)
+
+
+# --------------------------------------------------------------------------- reclaim
+
+
+async def test_a_session_whose_client_is_gone_is_reclaimed_after_the_grace(
+    started: list[Session],
+) -> None:
+    clock = Clock()
+    manager = make_manager(started, reclaim_after=120, clock=clock)
+    try:
+        manager.attach("mcp:x")  # its event stream
+        async with manager.lease("mcp:x") as lease:
+            await lease.session.run("v = 1")
+        clock.now += 600
+        assert await manager.sweep() == 0  # still connected
+        manager.detach("mcp:x")  # the stream closed
+        clock.now += 119
+        assert await manager.sweep() == 0
+        clock.now += 2
+        assert await manager.sweep() == 1
+        async with manager.lease("mcp:x") as again:
+            pass
+    finally:
+        await manager.aclose()
+    assert started[0].closed
+    assert again.new and again.notice is not None and "connection was gone" in again.notice
+
+
+async def test_a_request_within_the_grace_keeps_the_session(started: list[Session]) -> None:
+    clock = Clock()
+    manager = make_manager(started, reclaim_after=120, clock=clock)
+    try:
+        manager.attach("mcp:x")
+        manager.detach("mcp:x")
+        clock.now += 100
+        manager.attach("mcp:x")  # a request came
+        async with manager.lease("mcp:x"):
+            pass
+        manager.detach("mcp:x")
+        clock.now += 100
+        assert await manager.sweep() == 0
+    finally:
+        await manager.aclose()
+
+
+async def test_a_session_with_a_call_in_progress_is_never_reclaimed(
+    started: list[Session],
+) -> None:
+    clock = Clock()
+    manager = make_manager(started, reclaim_after=1, clock=clock)
+    try:
+        manager.attach("mcp:x")
+        manager.detach("mcp:x")
+        async with manager.lease("mcp:x"):
+            clock.now += 600
+            assert await manager.sweep() == 0
+    finally:
+        await manager.aclose()
+
+
+async def test_sessions_named_by_their_client_only_expire_when_idle(
+    started: list[Session],
+) -> None:
+    clock = Clock()
+    manager = make_manager(started, reclaim_after=1, idle_timeout=600, clock=clock)
+    try:
+        async with manager.lease("client:agent-7"):
+            pass
+        clock.now += 300  # no connection all that time: a Codemode-Session client
+        assert await manager.sweep() == 0
+        clock.now += 301
+        assert await manager.sweep() == 1
+    finally:
+        await manager.aclose()
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    with anyio.fail_after(10):
+        while not predicate():
+            await anyio.sleep(0.001)
+
+
+async def test_no_more_sessions_start_at_once_than_allowed() -> None:
+    executor = InProcessExecutor()
+    starting = peak = 0
+
+    async def factory(key: str | None) -> Session:
+        nonlocal starting, peak
+        starting += 1
+        peak = max(peak, starting)
+        await anyio.sleep(0.01)  # a worker booting
+        session = Session(executor)
+        await session.start()
+        starting -= 1
+        return session
+
+    manager = SessionManager(factory, start_concurrency=3)
+
+    async def use(key: str) -> None:
+        async with manager.lease(key):
+            pass
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(use, f"k{i}")
+        opened = len(manager)
+    finally:
+        await manager.aclose()
+    assert peak == 3 and opened == 12

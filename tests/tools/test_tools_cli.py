@@ -82,4 +82,4 @@ def test_generate_writes_an_importable_stub_tree(base: Path, tmp_path: Path) -> 
 def test_invalid_workspace_config_is_a_clean_error(tmp_path: Path) -> None:
     (tmp_path / "mcp.json").write_text('{"mcpServers": {"x": {"args": []}}}')
     code, _, err = _run("list", "--base", str(tmp_path))
-    assert code == 1 and "mcpServers.x" in err and "Traceback" not in err
+    assert code == 2 and "mcpServers.x" in err and "Traceback" not in err

@@ -1,11 +1,15 @@
 """CRM MCP server: records, notes and attachments, and a contact import (the article's Salesforce).
 
 Every tool declares its result's shape (an output schema). Run: ``python crm_server.py``
-(stdio). State lives in memory for the life of the process.
+(stdio). State lives in memory for the life of the process; with ``CRM_RECEIVED=<file>``
+every imported contact is also appended to that file (the privacy scenarios check what a
+sink really received).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
@@ -52,6 +56,10 @@ class ImportResult(TypedDict):
     imported: int
     skipped: int
     total_contacts: int
+
+
+def contacts_as_dicts(contacts: list[Contact]) -> list[dict[str, Any]]:
+    return [c.model_dump() for c in contacts]
 
 
 def build() -> MCPServer:
@@ -120,6 +128,9 @@ def build() -> MCPServer:
         seen = {c["email"] for c in store}
         new = [c.model_dump() for c in contacts if c.email not in seen]
         store.extend(new)
+        if os.environ.get("CRM_RECEIVED"):  # the token benchmark checks what arrived
+            with open(os.environ["CRM_RECEIVED"], "a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(c) + "\n" for c in contacts_as_dicts(contacts))
         return ImportResult(
             imported=len(new), skipped=len(contacts) - len(new), total_contacts=len(store)
         )

@@ -14,8 +14,6 @@ from typing import Any
 
 import click
 
-from codemode.errors import CodemodeError, ConfigError
-
 from .display import render_event
 from .loop import AgentEvent
 
@@ -94,19 +92,14 @@ def task(
         "llm_max_steps": max_steps,
         "llm_mode": mode,
     }
-    try:
-        agent = create_agent(**{k: v for k, v in settings.items() if v is not None})
-        with agent:
-            if not quiet:
-                where = agent.model.model if agent.model is not None else "no model: skills only"
-                click.echo(
-                    click.style(f"codemode task ({agent.provider}: {where})", bold=True), err=True
-                )
-            result = agent.execute_task(task, on_event=None if quiet else _show)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except CodemodeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    agent = create_agent(**{k: v for k, v in settings.items() if v is not None})
+    with agent:
+        if not quiet:
+            where = agent.model.model if agent.model is not None else "no model: skills only"
+            click.echo(
+                click.style(f"codemode task ({agent.provider}: {where})", bold=True), err=True
+            )
+        result = agent.execute_task(task, on_event=None if quiet else _show)
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
     elif result.success:

@@ -10,7 +10,6 @@ a missing required one is a clear error listing them. Anything else is
 from __future__ import annotations
 
 import ast
-import json
 import re
 import time
 from typing import Any
@@ -90,8 +89,9 @@ async def rule_based(task: str, session: Any, *, reason: str = NO_LLM) -> TaskRe
                 f"the task as name=value (e.g. {missing[0]['name']}=...), or configure an LLM."
             ),
         )
-    payload = json.dumps(args, ensure_ascii=False)
-    code = f"skills.invoke({name!r}, **__import__('json').loads({payload!r}))"
+    from ..memory.skills.model import invoke_code
+
+    code = invoke_code(name, args)
     result = await session.run(code)
     text = result.to_text()
     step = Step(1, "code", f"skill {name}", runs=[CodeRun(code, text, result.is_ok, 0.0)])

@@ -40,7 +40,7 @@ def bench() -> None:
     "scenarios",
     multiple=True,
     help="Run only this scenario (repeatable): meeting-notes-to-crm, large-table-filter, "
-    "multi-step-loop, wide-catalog, privacy, article-scale.",
+    "multi-step-loop, wide-catalog, privacy, privacy-careless, article-scale.",
 )
 @click.option(
     "--transcripts",

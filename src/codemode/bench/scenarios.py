@@ -66,6 +66,8 @@ class Scenario:
     codemode: CodeScript
     catalog: str = "realistic"  # realistic | wide | article
     target_pct: float | None = None
+    privacy: bool = False
+    """Code mode runs with ``"privacy": true``; the CRM records what it received."""
 
 
 Need = tuple[tuple[str, ...], list[str]]
@@ -308,15 +310,37 @@ print("imported", res["imported"], "skipped", res["skipped"])
 """
 
 
-async def privacy_codemode(agent: Agent, profile: str) -> Transcript:
+# The careless agent prints the whole customer list before importing it.
+CODE_5_CARELESS = """\
+people = tools.customers.list_customers()["customers"]
+print(people)
+contacts = [
+    {"name": p["name"], "email": p["email"], "phone": p["phone"], "company": p["company"]}
+    for p in people
+]
+res = tools.crm.import_contacts(contacts=contacts)
+print("imported", res["imported"], "skipped", res["skipped"])
+"""
+
+
+async def _import_contacts(agent: Agent, profile: str, code: str) -> Transcript:
     await discover(
         agent,
         profile,
         (("customers in the customer database",), ["customers.list_customers"]),
         (("import contacts into the CRM",), ["crm.import_contacts"]),
     )
-    printed = await run_code(agent, CODE_5)
-    return agent.answer(f"Imported {printed.split()[1]} contacts into the CRM.")
+    printed = await run_code(agent, code)
+    imported = printed.strip().splitlines()[-1].split()[1]
+    return agent.answer(f"Imported {imported} contacts into the CRM.")
+
+
+async def privacy_codemode(agent: Agent, profile: str) -> Transcript:
+    return await _import_contacts(agent, profile, CODE_5)
+
+
+async def careless_codemode(agent: Agent, profile: str) -> Transcript:
+    return await _import_contacts(agent, profile, CODE_5_CARELESS)
 
 
 def pii_in(transcript: Transcript, values: set[str]) -> tuple[int, int]:
@@ -362,6 +386,15 @@ SCENARIOS = [
         TASK_5,
         privacy_direct,
         privacy_codemode,
+        privacy=True,
+    ),
+    Scenario(
+        "privacy-careless",
+        "The same import by a careless agent that prints the whole customer list",
+        TASK_5,
+        privacy_direct,
+        careless_codemode,
+        privacy=True,
     ),
     Scenario(
         "article-scale",
@@ -402,7 +435,8 @@ async def run_codemode(
 ) -> Transcript:
     """The code-mode transcript of one scenario through ``codemode serve --tools profile``."""
     base = Path(tempfile.mkdtemp(prefix=f"ws-{profile}-", dir=scratch))
-    async with codemode_client(catalog, base, executor, profile) as (client, cm_defs):
+    client_of = codemode_client(catalog, base, executor, profile, privacy=scenario.privacy)
+    async with client_of as (client, cm_defs):
         agent = Agent(
             f"code mode ({profile})",
             cm_defs,
@@ -456,7 +490,9 @@ async def run_scenario(
         small = (small_direct, small_catalog)
     results = []
     for profile in profiles:
-        code = await run_codemode(scenario, catalog, scratch, executor, profile)
+        received = scratch / f"crm-received-{profile}.jsonl"
+        run_catalog = _recording_crm(catalog, received) if scenario.privacy else catalog
+        code = await run_codemode(scenario, run_catalog, scratch, executor, profile)
         _dump(transcripts, f"{scenario.name}.codemode-{profile}", code)
         extra: dict[str, Any] = {
             "catalog": f"{len(catalog)} servers / {n_tools} tools",
@@ -473,8 +509,8 @@ async def run_scenario(
                 "tokens_codemode_small_catalog": code_s.tokens,
                 "codemode_catalog_size_delta_pct": round(delta, 2),
             }
-        if scenario.catalog == "realistic" and scenario.name == "privacy":
-            extra |= _privacy(direct, code)
+        if scenario.privacy:
+            extra |= _privacy(direct, code, received)
         if scenario.target_pct is not None:
             extra |= _target(scenario.target_pct, direct, code)
         results.append(
@@ -485,17 +521,31 @@ async def run_scenario(
     return results
 
 
-def _privacy(direct: Transcript, code: Transcript) -> dict[str, Any]:
+def _privacy(direct: Transcript, code: Transcript, received: Path) -> dict[str, Any]:
+    """PII values in each context, and how many real values the CRM (a sink) received
+    from code mode, where privacy was on."""
     values = _pii_values(direct)
     d_distinct, d_count = pii_in(direct, values)
     c_distinct, c_count = pii_in(code, values)
+    got = received.read_text(encoding="utf-8") if received.exists() else ""
+    in_crm = sum(1 for v in values if v in got)
     return {
         "pii_values_total": len(values),
         "pii_in_context_direct": f"{d_distinct} distinct, {d_count} occurrences",
-        "pii_in_context_codemode": f"{c_distinct} distinct, {c_count} occurrences",
+        "pii_in_context_codemode": f"{c_distinct} distinct, {c_count} occurrences "
+        "(privacy on: tokens only)",
         "pii_direct": d_distinct,
         "pii_codemode": c_distinct,
+        "crm_received_real_values": f"{in_crm} of {len(values)}",
+        "pii_in_crm": in_crm,
     }
+
+
+def _recording_crm(catalog: dict[str, dict[str, Any]], path: Path) -> dict[str, dict[str, Any]]:
+    """``catalog`` whose CRM server appends every contact it imports to ``path``."""
+    crm = dict(catalog["crm"])
+    crm["env"] = {**crm.get("env", {}), "CRM_RECEIVED": str(path)}
+    return {**catalog, "crm": crm}
 
 
 def _target(pct: float, direct: Transcript, code: Transcript) -> dict[str, Any]:

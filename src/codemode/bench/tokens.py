@@ -387,15 +387,21 @@ async def codemode_client(
     base: Path,
     executor: str = "sandbox",
     tools: str = "all",
+    *,
+    privacy: bool = False,
 ) -> Any:
     """A client of ``codemode serve`` whose workspace connects ``catalog``; yields
     ``(client, definitions)``. Upstream servers are warmed up before the block (a search
-    outside any transcript) so wall times compare work, not process start-up."""
+    outside any transcript) so wall times compare work, not process start-up. ``privacy``
+    turns the workspace's personal-data tokenization on."""
     base.mkdir(parents=True, exist_ok=True)
     (base / "mcp.json").write_text(json.dumps({"mcpServers": catalog}, indent=2))
     # The same start-up allowance as the direct side: 50 servers starting at once on a
     # loaded 2-core machine can take longer than codemode's default 30 s handshake wait.
-    (base / "config.json").write_text(json.dumps({"connect_timeout": CONNECT_TIMEOUT}))
+    config: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT}
+    if privacy:
+        config["privacy"] = True
+    (base / "config.json").write_text(json.dumps(config))
     log = base / "codemode-serve.stderr"
     with log.open("w") as errlog:
         command = serve_command(base, executor, tools)

@@ -14,9 +14,16 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from codemode.errors import ConfigError
+
+from .messages import excerpt
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -143,9 +150,13 @@ def load_document(path: Path) -> Document:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
             problem = getattr(exc, "problem", None) or exc
-            raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+            if mark is None:
+                raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+            line, col = mark.line + 1, mark.column + 1
+            raise ConfigError(
+                f"{path}:{line}:{col}: invalid YAML: {problem}{excerpt(text, line, col)}"
+            ) from None
         if data is None:
             data = {}
         kind = "a YAML mapping"
@@ -154,11 +165,50 @@ def load_document(path: Path) -> Document:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+            raise ConfigError(
+                f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{_json_hint(exc)}"
+                + excerpt(raw, exc.lineno, exc.colno)
+            ) from None
         kind = "a JSON object"
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected {kind} at the top level")
     return Document(path, _drop_comment_keys(data), text)
+
+
+def validate_document(doc: Document, model: type[M], *, under: Sequence[Key] = ()) -> M:
+    """``model`` from the document's data (at ``under``); every problem is one line of a
+    ConfigError naming the file, line, column and field (``tools.yaml:7:12: tools[0].name:
+    Field required``)."""
+    from pydantic import ValidationError
+
+    data: Any = doc.data
+    for k in under:
+        data = data[k]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = [*under, *err.get("loc", ())]
+            keys = [k for k in loc if isinstance(k, str | int)]
+            found = list(keys)
+            while found and doc.position(found) is None:
+                found.pop()  # a missing field: point at its parent
+            field_name = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+            lines.append(f"{doc.where(found)}: {field_name.lstrip('.') or '(top)'}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _json_hint(exc: json.JSONDecodeError) -> str:
+    """The usual cause of JSON's terse messages, when it can be seen."""
+    before = exc.doc[: exc.pos].rstrip()
+    if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in ("}", "]"):
+        return " (a comma before a closing bracket: JSON allows no trailing comma)"
+    if exc.msg.startswith("Expecting property name") and exc.doc[exc.pos : exc.pos + 1] == "'":
+        return " (JSON strings and keys take double quotes)"
+    if exc.msg.startswith("Expecting ',' delimiter"):
+        return " (a comma missing before this?)"
+    return ""
 
 
 def load_json_file(path: Path) -> dict[str, Any]:
@@ -166,4 +216,10 @@ def load_json_file(path: Path) -> dict[str, Any]:
     return load_document(path).data
 
 
-__all__ = ["Document", "load_document", "load_json_file", "strip_json_comments"]
+__all__ = [
+    "Document",
+    "load_document",
+    "load_json_file",
+    "strip_json_comments",
+    "validate_document",
+]

@@ -20,7 +20,9 @@ A stdio server gets a minimal environment (``PATH``, ``HOME``, ``USER``, ``SHELL
 ``LOGNAME``, as the MCP SDK and Claude Desktop do) plus its ``env``: host secrets reach a
 server only when its entry names them.
 
-Unknown keys in a server entry are ignored (clients add their own, e.g. ``autoApprove``).
+A key codemode does not read in a server entry is a warning with a did-you-mean
+(``"timout"``, ``"enable"``), except the keys other clients add for themselves
+(``FOREIGN_SERVER_KEYS``: ``autoApprove``, ``disabled``, ``type``...).
 
 This module knows nothing about the MCP SDK: it only describes what to connect to.
 """
@@ -39,12 +41,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from codemode.errors import ConfigError
 from codemode.redact import NOT_SECRET_VARS, remember_secret, secret_name
 
-from .files import load_json_file
+from .files import Document, load_document
+from .messages import did_you_mean, explain, kind_of, shown
 
 SERVERS_FILE = "mcp.json"
 
 __all__ = [
+    "FOREIGN_SERVER_KEYS",
     "SERVERS_FILE",
+    "SERVER_BLOCKS",
     "RemoteServerConfig",
     "ServerConfig",
     "StdioServerConfig",
@@ -67,6 +72,9 @@ class _ServerBase(BaseModel):
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
     protocol: Literal["auto", "legacy", "modern"] | None = None
+    trusted: bool = False
+    """Believe the tool annotations this server declares (``readOnlyHint``...); otherwise
+    policies apply the MCP defaults (destructive, open-world)."""
 
     def allows(self, tool: str) -> bool:
         """Whether ``include``/``exclude`` (glob patterns) let ``tool`` through."""
@@ -144,7 +152,7 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
         got = env.get(name)
         if got is not None and (got or default is None):
             if name not in NOT_SECRET_VARS:
-                remember_secret(got)  # never shown back in a server's stderr or errors
+                remember_secret(got)  # never shown to a model, a log, a console or in errors
             return got
         if default is not None:
             return default
@@ -156,21 +164,21 @@ def expand_vars(value: str, env: Mapping[str, str], *, where: str = "") -> str:
     return _VAR.sub(sub, value)
 
 
-def _expand_server(raw: dict[str, Any], env: Mapping[str, str], where: str) -> dict[str, Any]:
+def _expand_server(raw: dict[str, Any], env: Mapping[str, str], entry: _Entry) -> dict[str, Any]:
     out = dict(raw)
     for key in ("command", "cwd", "url"):
         if isinstance(out.get(key), str):
-            out[key] = expand_vars(out[key], env, where=f"{where}.{key}")
+            out[key] = expand_vars(out[key], env, where=entry.at(key))
     for key in ("args", "read_only_paths", "writable_paths"):
         if isinstance(out.get(key), list):
             out[key] = [
-                expand_vars(a, env, where=f"{where}.{key}[{i}]") if isinstance(a, str) else a
+                expand_vars(a, env, where=entry.at(key, i)) if isinstance(a, str) else a
                 for i, a in enumerate(out[key])
             ]
     for key in ("env", "headers"):
         if isinstance(out.get(key), dict):
             out[key] = {
-                k: expand_vars(v, env, where=f"{where}.{key}.{k}") if isinstance(v, str) else v
+                k: expand_vars(v, env, where=entry.at(key, k)) if isinstance(v, str) else v
                 for k, v in out[key].items()
             }
             for k, v in out[key].items():
@@ -181,78 +189,182 @@ def _expand_server(raw: dict[str, Any], env: Mapping[str, str], where: str) -> d
 
 # --------------------------------------------------------------------------- parsing
 
+SERVER_BLOCKS = ("mcpServers", "servers")
+"""The keys that hold server entries (``servers``: VS Code's spelling)."""
 
-def _field_path(err: Mapping[str, Any]) -> str:
-    return ".".join(str(p) for p in err.get("loc", ()))
+FOREIGN_SERVER_KEYS: dict[str, tuple[str, str]] = {
+    "autoApprove": ("Cline", ""),
+    "alwaysAllow": ("Roo Code, Kilo Code", ""),
+    "trust": ("Gemini CLI", ""),
+    "description": ("Gemini CLI", ""),
+    "watchPaths": ("Roo Code", ""),
+    "dev": ("VS Code", ""),
+    "gallery": ("VS Code", ""),
+    "version": ("VS Code", ""),
+    "disabledTools": ("Roo Code, Windsurf", 'list those tools in "exclude"'),
+    "excludeTools": ("Gemini CLI", 'write "exclude"'),
+    "includeTools": ("Gemini CLI", 'write "include"'),
+    "envFile": ("VS Code, Cursor", 'put its variables in "env"'),
+    "httpUrl": ("Gemini CLI", 'write "url"'),
+    "serverUrl": ("Windsurf", 'write "url"'),
+    "oauth": ("Gemini CLI, Claude Code", 'send a token in "headers"'),
+}
+"""Keys other MCP clients write in a server entry: key -> (clients, what to write instead).
+
+They stay in a file those clients share with codemode. With no advice they only concern
+the other client (approvals, UI) and pass silently; with advice their intent would be lost
+here, so each is a warning saying what codemode reads instead. docs/configuration.md lists
+them (a test checks it)."""
+
+_TYPE_KEYS = ("transportType", "type", "transport")  # Cline's, most clients', codemode's
+_STDIO_KEYS = frozenset(StdioServerConfig.model_fields) - {"transport"}
+_REMOTE_KEYS = frozenset(RemoteServerConfig.model_fields) - {"transport"}
+_KNOWN_KEYS = _STDIO_KEYS | _REMOTE_KEYS | {*_TYPE_KEYS, "disabled"}
 
 
-def _server_from_raw(name: str, raw: Any, env: Mapping[str, str], source: str) -> ServerConfig:
-    where = f"{source}: mcpServers.{name}"
+class _Entry:
+    """One server entry: where its parts are written, for messages."""
+
+    def __init__(self, block: str, name: str, source: str, doc: Document | None) -> None:
+        self.block, self.name, self.source, self.doc = block, name, source, doc
+
+    def at(self, *keys: str | int) -> str:
+        """``file:line:column: mcpServers.<name>.<keys>``, placed at the value."""
+        where = self.source
+        if self.doc is not None:
+            where = self.doc.where([self.block, self.name, *keys])
+        path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+        return f"{where}: {self.block}.{self.name}{path}"
+
+    def key_at(self, key: str) -> str:
+        """``file:line:column: mcpServers.<name>``, placed at ``key`` in the entry."""
+        where = self.doc.where([self.block, self.name, key], key=True) if self.doc else self.source
+        return f"{where}: {self.block}.{self.name}"
+
+
+def _check_keys(entry: _Entry, data: Mapping[str, Any], stdio: bool) -> list[str]:
+    """A message per key codemode does not read (foreign keys without advice pass)."""
+    own, other = (_STDIO_KEYS, _REMOTE_KEYS) if stdio else (_REMOTE_KEYS, _STDIO_KEYS)
+    out = []
+    for key in data:
+        if key in own or key in _TYPE_KEYS or key == "disabled":
+            continue
+        where = entry.key_at(key)
+        if key in FOREIGN_SERVER_KEYS:
+            clients, advice = FOREIGN_SERVER_KEYS[key]
+            if advice:
+                out.append(f"{where}: {key!r} ({clients}) is not read by codemode: {advice}")
+        elif key in other:
+            kind, needs = ("a stdio server", "url") if stdio else ("a remote server", "command")
+            out.append(f"{where}: {key!r} does not apply to {kind} (it goes with {needs!r})")
+        else:
+            hint = did_you_mean(key, sorted(_KNOWN_KEYS - {"name"}))
+            out.append(f"{where}: unknown key {key!r}{hint}")
+    return out
+
+
+def _server_from_raw(
+    entry: _Entry, raw: Any, env: Mapping[str, str], warnings: list[str] | None
+) -> ServerConfig:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected an object, got {type(raw).__name__}")
+        raise ConfigError(f"{entry.at()}: expected an object, got {kind_of(raw)}")
     data = dict(raw)
     if "disabled" in data:  # Cline / Cursor spelling
         disabled = data.pop("disabled")
         if not isinstance(disabled, bool):
-            raise ConfigError(f"{where}.disabled: expected true or false")
+            raise ConfigError(
+                f"{entry.at('disabled')}: expected true or false, got {kind_of(disabled)}"
+            )
         data.setdefault("enabled", not disabled)
-    kind = data.pop("type", None)
-    kind = data.pop("transport", kind)
+    kind: Any = None
+    for key in _TYPE_KEYS:
+        if key in data:
+            kind, kind_key = data.pop(key), key
     if kind is not None:
         norm = _TRANSPORT_ALIASES.get(str(kind).lower())
         if norm is None:
+            hint = did_you_mean(str(kind).lower(), _TRANSPORT_ALIASES, value=True)
             raise ConfigError(
-                f"{where}.type: unknown transport {kind!r}"
+                f"{entry.at(kind_key)}: unknown transport {shown(kind)}{hint}"
                 " (use stdio, http, streamable-http or sse)"
             )
         kind = norm
     for key in ("include", "exclude"):
         if isinstance(data.get(key), str):
             data[key] = [data[key]]
-    data["name"] = name
-    # A disabled server is not expanded: it must not fail for a variable it would need.
-    disabled = data.get("enabled", True) is False
-    expanded = data if disabled else _expand_server(data, env, where)
-
     if kind is None:
         if "command" in data and "url" in data:
-            raise ConfigError(f"{where}: give either 'command' (stdio) or 'url' (remote), not both")
+            raise ConfigError(
+                f"{entry.at()}: give either 'command' (stdio) or 'url' (remote), not both"
+            )
         kind = "stdio" if "command" in data else "streamable-http" if "url" in data else None
     if kind is None:
-        raise ConfigError(f"{where}: needs 'command' (stdio server) or 'url' (remote server)")
+        advice = [f"; {k!r} is a {FOREIGN_SERVER_KEYS[k][0]} key: {FOREIGN_SERVER_KEYS[k][1]}"
+                  for k in ("httpUrl", "serverUrl") if k in data]  # fmt: skip
+        raise ConfigError(
+            f"{entry.at()}: needs 'command' (stdio server) or 'url' (remote server)"
+            + "".join(advice)
+        )
+    if warnings is not None:
+        warnings.extend(_check_keys(entry, raw, kind == "stdio"))
+    data["name"] = entry.name
+    # A disabled server is not expanded: it must not fail for a variable it would need.
+    disabled = data.get("enabled", True) is False
+    expanded = data if disabled else _expand_server(data, env, entry)
     model: type[StdioServerConfig] | type[RemoteServerConfig]
     model = StdioServerConfig if kind == "stdio" else RemoteServerConfig
     expanded["transport"] = kind
     try:
         return model.model_validate(expanded)
     except ValidationError as exc:
-        problems = "; ".join(f"{_field_path(e)}: {e['msg']}" for e in exc.errors())
-        first = _field_path(exc.errors()[0]) if exc.errors() else ""
-        raise ConfigError(f"{where}.{first}: {problems}") from None
+        problems = [f"{entry.at(*e['loc'])}: {explain(e, model)}" for e in exc.errors()]
+        raise ConfigError("\n".join(problems)) from None
 
 
 def parse_servers(
-    data: Mapping[str, Any], *, source: str = "<config>", env: Mapping[str, str] | None = None
+    data: Mapping[str, Any],
+    *,
+    source: str = "<config>",
+    env: Mapping[str, str] | None = None,
+    doc: Document | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, ServerConfig]:
-    """Parse the ``mcpServers`` (or ``servers``) object of a loaded config document."""
+    """Parse the ``mcpServers`` (or ``servers``) object of a loaded config document.
+
+    ``doc`` (the document ``data`` came from) puts lines and columns in messages; keys that
+    codemode does not read are appended to ``warnings`` when it is given.
+    """
     env = os.environ if env is None else env
-    block = data.get("mcpServers", data.get("servers"))
-    if block is None:
+    present = [b for b in SERVER_BLOCKS if b in data]
+    if not present:
         return {}
-    if not isinstance(block, dict):
-        raise ConfigError(f"{source}: mcpServers: expected an object mapping names to servers")
+    block = present[0]
+    at = doc.where([block]) if doc is not None else source
+    if len(present) > 1 and warnings is not None:
+        second = doc.where([present[1]], key=True) if doc is not None else source
+        warnings.append(f"{second}: a second server list {present[1]!r} beside {block!r}")
+    entries = data[block]
+    if not isinstance(entries, dict):
+        raise ConfigError(
+            f"{at}: {block}: expected an object mapping names to servers, got {kind_of(entries)}"
+        )
     servers: dict[str, ServerConfig] = {}
-    for name, raw in block.items():
+    for name, raw in entries.items():
         if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"{source}: mcpServers: server names must be non-empty strings")
-        servers[name] = _server_from_raw(name, raw, env, source)
+            raise ConfigError(f"{at}: {block}: server names must be non-empty strings")
+        servers[name] = _server_from_raw(_Entry(block, name, source, doc), raw, env, warnings)
     return servers
 
 
-def load_servers(*paths: Path, env: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+def load_servers(
+    *paths: Path, env: Mapping[str, str] | None = None, warnings: list[str] | None = None
+) -> dict[str, ServerConfig]:
     """Servers from each existing file in order; a later file wins for the same name."""
     servers: dict[str, ServerConfig] = {}
     for path in paths:
         if path.exists():
-            servers.update(parse_servers(load_json_file(path), source=str(path), env=env))
+            doc = load_document(path)
+            servers.update(
+                parse_servers(doc.data, source=str(path), env=env, doc=doc, warnings=warnings)
+            )
     return servers

@@ -31,8 +31,15 @@ def executor_by_name(name: str, *, workspace: Workspace | None = None, **options
 
         return SandboxExecutor.for_workspace(workspace, **options)
     from ..errors import ConfigError
+    from ..plugins import executor_factory, names
 
-    raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTOR_NAMES)}")
+    factory = executor_factory(name)
+    if factory is not None:
+        if options:
+            raise ConfigError(f"executor {name!r} comes from a plugin and takes no options here")
+        return factory(workspace)
+    known = ", ".join([*EXECUTOR_NAMES, *names("executors")])
+    raise ConfigError(f"unknown executor {name!r}; choose one of {known}")
 
 
 def default_executor(*, workspace: Workspace | None = None) -> Executor:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ExecutorError
@@ -59,9 +61,74 @@ class Worker(Protocol):
 
     async def close(self) -> None: ...
 
+    def hold_timeout(self) -> AbstractContextManager[None]:
+        """While held, the running code's timeout does not run (the host is waiting for a
+        person); a no-op when nothing runs."""
+        ...
+
 
 @runtime_checkable
 class Executor(Protocol):
     """Starts workers. Implementations: in-process, subprocess, sandbox."""
 
     async def start(self, handler: CallHandler) -> Worker: ...
+
+
+class RunTimer:
+    """The timeout of one run: fires ``callback`` after ``timeout`` seconds of running,
+    not counting the time it was held (``hold``). Quacks like a ``TimerHandle``."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, timeout: float, callback: Callable[[], None]
+    ) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._remaining = timeout
+        self._holds = 0
+        self._cancelled = False
+        self._deadline = loop.time() + timeout
+        self._handle: asyncio.TimerHandle | None = loop.call_later(timeout, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        if not self._cancelled:
+            self._cancelled = True
+            self._callback()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        if self._holds == 0 and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+            self._remaining = max(self._deadline - self._loop.time(), 0.0)
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            if self._holds == 0 and not self._cancelled and self._handle is None:
+                self._deadline = self._loop.time() + self._remaining
+                self._handle = self._loop.call_later(self._remaining, self._fire)
+
+
+def held(timer: RunTimer | None) -> AbstractContextManager[None]:
+    """``timer.hold()``, or nothing when there is no run."""
+    return timer.hold() if timer is not None else nullcontext()
+
+
+run_timeout_hold: ContextVar[Callable[[], AbstractContextManager[None]] | None] = ContextVar(
+    "codemode_run_timeout_hold", default=None
+)
+"""How to hold the timeout of the run that made the current call (set by ``Session``)."""
+
+
+def waiting_for_person() -> AbstractContextManager[None]:
+    """Hold the calling run's timeout while the host waits for a person (approvals)."""
+    hold = run_timeout_hold.get()
+    return hold() if hold is not None else nullcontext()

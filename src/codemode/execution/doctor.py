@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import resource
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import CodemodeError
+from ..errors import CodemodeError, ConfigError
 
 if TYPE_CHECKING:
     from .sandbox import SandboxExecutor
@@ -210,28 +212,54 @@ def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
     return lines
 
 
+def _config_line(base: Path | None) -> tuple[dict[str, Any], ConfigError | None, Any]:
+    """The workspace's configuration: where, how many servers, its warnings or its error;
+    and the open workspace (None when there is none or it is invalid)."""
+    from ..workspace import Workspace, default_base
+
+    path = (base or default_base()).expanduser()
+    line: dict[str, Any] = {"name": "config", "active": True, "detail": "", "warnings": []}
+    if not path.is_dir():
+        line["detail"] = f"{path}: no workspace yet (created on first use)"
+        return line, None, None
+    logger = logging.getLogger("codemode.config")
+    logger.disabled = True  # the report shows the warnings: not also on stderr
+    try:
+        ws = Workspace.open(path)
+    except ConfigError as exc:
+        line.update(active=False, detail=f"{path}: invalid (the error is below)")
+        return line, exc, None
+    finally:
+        logger.disabled = False
+    line["detail"] = f"{ws.path}: {len(ws.enabled_servers)} of {len(ws.servers)} servers enabled"
+    line["warnings"] = list(ws.warnings)
+    return line, None, ws
+
+
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--bwrap", default="bwrap", show_default=True, help="bubblewrap binary to check.")
 @click.option(
     "--base",
-    type=click.Path(file_okay=False),
+    type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Workspace whose upstream servers to check (default ~/.codemode).",
+    help="Workspace to check (default $CODEMODE_BASE or ~/.codemode).",
 )
-def doctor(as_json: bool, bwrap: str, base: str | None) -> None:
-    """Show which sandbox protections are active on this machine, and how each upstream
-    server of the workspace is isolated."""
-    from ..workspace import Workspace
+def doctor(as_json: bool, bwrap: str, base: Path | None) -> None:
+    """Show which sandbox protections are active on this machine, how each upstream
+    server of the workspace is isolated, and whether its configuration loads (with its
+    warnings).
+
+    Exits 1 when a protection is missing, 2 when the configuration is invalid.
+    """
     from .sandbox import SandboxExecutor
 
     report = diagnose(SandboxExecutor(pool_size=0, bwrap=bwrap))
-    try:
-        report += server_isolation_lines(Workspace.open(base))
-    except CodemodeError as exc:
-        report.append(Protection("servers", False, f"cannot read the workspace: {exc}"))
+    config, problem, ws = _config_line(base)
+    if ws is not None:
+        report += server_isolation_lines(ws)
     if as_json:
-        click.echo(json.dumps([asdict(p) for p in report], indent=2))
+        click.echo(json.dumps([*(asdict(p) for p in report), config], indent=2))
     else:
         width = max(len(p.name) for p in report)
         for p in report:
@@ -239,6 +267,12 @@ def doctor(as_json: bool, bwrap: str, base: str | None) -> None:
             click.echo(f"{mark:8}{p.name:<{width}}  {p.detail}")
             if not p.active and p.fix:
                 click.echo(f"{'':8}{'':<{width}}  fix: {p.fix}")
+        mark = "INVALID" if problem else "WARNING" if config["warnings"] else "ok"
+        click.echo(f"{mark:8}{'config':<{width}}  {config['detail']}")
+        for warning in config["warnings"]:
+            click.echo(f"{'':8}warning: {warning}")
+    if problem is not None:
+        raise problem  # the one error path of the CLI (codemode.cli): exit status 2
     core = [p for p in report if not p.name.startswith("limit:")]
     if not all(p.active for p in core):
         raise SystemExit(1)

@@ -27,6 +27,12 @@ class WireError(TypedDict):
 
 
 @with_config(_STRICT)
+class RunUsage(TypedDict):
+    cpu_s: NotRequired[Annotated[float, Field(ge=0, allow_inf_nan=False)]]
+    peak_rss_bytes: NotRequired[Annotated[int, Field(ge=0, le=2**63)]]
+
+
+@with_config(_STRICT)
 class RunPayload(TypedDict):
     stdout: str
     stderr: str
@@ -38,6 +44,7 @@ class RunPayload(TypedDict):
     value: Any
     value_is_repr: bool
     value_truncated: bool
+    usage: NotRequired[RunUsage]  # the worker's resource use (codemode.result reads it)
 
 
 @with_config(_STRICT)

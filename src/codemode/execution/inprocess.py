@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +26,7 @@ from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, check_protocol, settle
+from .base import CallHandler, RunTimer, check_protocol, held, settle
 
 
 class _LoopLink:
@@ -69,6 +70,14 @@ class _RoutingLink:
     def call(self, method: str, params: dict[str, Any]) -> Any:
         return self._link().call(method, params)
 
+    def here(self) -> _LoopLink | None:
+        """The calling thread's own link (for helpers that call from other threads)."""
+        return getattr(self.local, "link", None)
+
+    def adopt(self, link: _LoopLink | None) -> None:
+        """Let the calling thread use ``link`` (one taken with ``here`` in another)."""
+        self.local.link = link
+
     def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
         return self._link().call_async(method, params)
 
@@ -103,6 +112,7 @@ class InProcessWorker:
         self._closed = False
         self._running: tuple[asyncio.Future[Any], asyncio.Future[None]] | None = None
         self._stopped: asyncio.Future[None] | None = None
+        self._timer: RunTimer | None = None
         self._start_thread()
 
     def _start_thread(self) -> None:
@@ -129,6 +139,7 @@ class InProcessWorker:
             try:
                 if op == "run":
                     result = runtime.run(code)
+                    result.pop("usage", None)  # the host process's, not the run's
                 else:
                     runtime.reset()
             except BaseException as exc:  # noqa: BLE001 - a late async interrupt
@@ -192,7 +203,14 @@ class InProcessWorker:
     async def _wait(
         self, fut: asyncio.Future[Any], stop: asyncio.Future[None], timeout: float, start: float
     ) -> ExecutionResult:
-        await asyncio.wait({fut, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        # The timeout runs only while it is not held (a person is asked: hold_timeout).
+        expired: asyncio.Future[None] = self._loop.create_future()
+        timer = self._timer = RunTimer(self._loop, timeout, lambda: settle(expired))
+        try:
+            await asyncio.wait({fut, stop, expired}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            self._timer = None
         if fut.done():
             return ExecutionResult.from_payload(fut.result(), self._ms(start))
         timed_out = not stop.done()
@@ -240,6 +258,9 @@ class InProcessWorker:
     @staticmethod
     def _ms(start: float) -> float:
         return (time.perf_counter() - start) * 1000
+
+    def hold_timeout(self) -> AbstractContextManager[None]:
+        return held(self._timer)
 
     def _interrupt(self) -> None:
         tid = self._thread.ident

@@ -138,3 +138,10 @@ def close_pools() -> None:
 
 
 atexit.register(close_pools)
+
+
+def pool_stats() -> tuple[int, int]:
+    """(workers ready now, workers the pools aim to keep) over every pool of the process."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    return sum(len(p) for p in pools), sum(p.size for p in pools)

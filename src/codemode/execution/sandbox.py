@@ -47,11 +47,11 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
-from ..isolation.jail import BINDER, bpf_path, open_bpf, rundir
+from ..isolation.jail import BINDER, WITH_FD, bpf_path, open_bpf, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
@@ -90,6 +90,17 @@ _RLIMITS_BOOT = (
 
 class WeakerSandboxWarning(RuntimeWarning):
     """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
+
+
+@dataclasses.dataclass
+class _Launched:
+    """A sandboxed launch line, the cleanup to run once its process has exited, the host
+    directory at /workspace and the BPF program's fd to pass (None when the line opens it)."""
+
+    argv: list[str]
+    cleanup: Callable[[], None]
+    workspace: str
+    bpf_fd: int | None = None
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -378,57 +389,98 @@ class SandboxExecutor(SubprocessExecutor):
         prep = self._prepare()
         if prep["weak"]:
             return super().launch_spec(config)
-        limits = WorkerLimits(self.limits, self._cgroups())
-        self.cgroup_dirs.extend(limits.groups.values())
-        made: list[str] = []  # scratch workspace, mount points: removed with the worker
-        bpf_fd = -1
+        site = None
+        if self.site_packages:
+            import sysconfig
 
-        def cleanup() -> None:  # on a reaper thread: it may wait for a fork bomb to die
-            limits.cleanup(timeout=30.0)
+            site = sysconfig.get_paths()["purelib"]
+
+        def boot_line(limits: WorkerLimits) -> list[str]:
+            self.cgroup_dirs += limits.groups.values()
+            boot = {**config, "rlimits": limits.rlimits()}
+            return [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP, json.dumps(boot)]
+
+        launched = self._launch(prep, boot_line, worker=True, deps=self.deps_dir, site=site)
+        fds = (launched.bpf_fd,) if launched.bpf_fd is not None else ()
+        return LaunchSpec(
+            argv=launched.argv,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+            pass_fds=fds,
+            close_after_spawn=fds,
+            cleanup=launched.cleanup,
+            workspace=launched.workspace,
+        )
+
+    def command_line(
+        self, argv: list[str], env: Mapping[str, str] | None = None
+    ) -> tuple[list[str], Callable[[], None]]:
+        """``argv`` as a one-shot process in this executor's sandbox, without a worker.
+
+        The same launch line as a worker (cgroups, private binds, setpriv, bwrap, seccomp);
+        ``prlimit`` applies the rlimits before ``argv`` runs. Used by command-line tools
+        defined in the workspace (``codemode.tools.declared``). Returns the command and a
+        ``cleanup()`` to call once it has exited. Refuses when the sandbox is unavailable.
+        The command is given no fds but stdio, so its launch line opens the seccomp program
+        itself, on fd 3 (``WITH_FD``).
+        """
+        prep = self._prepare()
+        if prep["weak"]:
+            raise SandboxUnavailable("the sandbox is unavailable here: the command was not run")
+
+        def command(limits: WorkerLimits) -> list[str]:
+            rl = [f"--{n.removeprefix('RLIMIT_').lower()}={v}" for n, v in limits.rlimits()]
+            return ["/usr/bin/prlimit", *rl, "--", *argv]
+
+        launched = self._launch(prep, command, extra_env=env)
+        return launched.argv, launched.cleanup
+
+    def _launch(
+        self,
+        prep: dict[str, Any],
+        tail: Callable[[WorkerLimits], list[str]],
+        *,
+        worker: bool = False,
+        **options: Any,
+    ) -> _Launched:
+        """The full launch line (``tail`` appended) and the cleanup to run after it exits.
+
+        A worker gets the seccomp program as an fd the host opened (its number is whatever
+        it got, passed to the worker with its pipes); a one-shot command, which gets no fds,
+        has it opened on fd 3 by its launch line.
+        """
+        limits = WorkerLimits(self.limits, self._cgroups())
+        made: list[str] = []  # scratch workspace, mount points: removed after the process
+        bpf_fd: int | None = None
+        # A worker's cleanup runs on a reaper thread: it may wait for a fork bomb to die.
+        wait = 30.0 if worker else 2.0
+
+        def cleanup() -> None:
+            limits.cleanup(timeout=wait)
             for path in reversed(made):
                 shutil.rmtree(path, ignore_errors=True)
 
         try:
             if prep["seccomp"]:
-                bpf_fd = open_bpf(prep["bpf"])
+                if worker:
+                    bpf_fd = open_bpf(prep["bpf"])
+                    options["seccomp_fd"] = bpf_fd
+                else:
+                    options["seccomp_file"] = prep["bpf"]
             workspace = self.workspace
             if workspace is None:
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
-            config = {**config, "rlimits": limits.rlimits()}
-            site = None
-            if self.site_packages:
-                import sysconfig
-
-                site = sysconfig.get_paths()["purelib"]
-            argv, points = self._command(
-                prep,
-                limits.procs_files(),
-                workspace=workspace,
-                deps=self.deps_dir,
-                site=site,
-                seccomp_fd=bpf_fd if bpf_fd >= 0 else None,
-            )
+            line, points = self._command(prep, limits.procs_files(), workspace=workspace, **options)
             if points:
                 made.append(points)
-            argv += [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP]
-            argv.append(json.dumps(config))
+            return _Launched([*line, *tail(limits)], cleanup, workspace, bpf_fd)
         except BaseException:
-            if bpf_fd >= 0:
+            if bpf_fd is not None:
                 os.close(bpf_fd)
             cleanup()
             raise
-        fds = (bpf_fd,) if bpf_fd >= 0 else ()
-        return LaunchSpec(
-            argv=argv,
-            env={"PATH": "/usr/bin:/bin"},
-            cwd="/",
-            pass_fds=fds,
-            close_after_spawn=fds,
-            cleanup=cleanup,
-            workspace=workspace,
-        )
 
     def _command(
         self,
@@ -440,10 +492,13 @@ class SandboxExecutor(SubprocessExecutor):
         site: str | None = None,
         tmp_size_mb: int | None = None,
         seccomp_fd: int | None = None,
+        seccomp_file: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], str | None]:
         """The launch line up to the interpreter: sh (cgroups), [binds], setpriv, bwrap.
 
-        ``seccomp_fd``: the number of the BPF program's fd, passed to the child as is.
+        ``seccomp_fd``: the number of the BPF program's fd, passed to the child as is; or
+        ``seccomp_file``: the BPF program, opened on fd 3 by the launch line (``WITH_FD``).
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
@@ -464,6 +519,9 @@ class SandboxExecutor(SubprocessExecutor):
                     binds.append((str(paths[key]), dst))
                     paths[key] = dst
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
+        if seccomp_file is not None:
+            seccomp_fd = 3
+            argv += ["/bin/sh", "-c", WITH_FD, "codemode-sandbox", str(seccomp_fd), seccomp_file]
         if binds:
             argv += [find_program("unshare") or "unshare", "--mount", "--propagation",
                      "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
@@ -477,7 +535,7 @@ class SandboxExecutor(SubprocessExecutor):
             worker_pkg=str(paths["worker"]),
             deps_dir=paths["deps"],
             site_dir=paths["site"],
-            env={**SANDBOX_ENV, **self.env},
+            env={**SANDBOX_ENV, **self.env, **(extra_env or {})},
             tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
             seccomp_fd=seccomp_fd,
         )

@@ -21,6 +21,7 @@ import sys
 import sysconfig
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, check_protocol, settle
+from .base import CallHandler, RunTimer, check_protocol, held, settle
 from .frames import FrameError, FrameLimits, load_schema, schema_loaded
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
@@ -222,7 +223,7 @@ class _Run:
 
     id: int
     fut: asyncio.Future[Any]
-    timer: asyncio.TimerHandle | None = None
+    timer: RunTimer | asyncio.TimerHandle | None = None  # the timeout, then the grace
     stopping: str = ""  # "timeout", "cancelled" or a host limit's reason once interrupted
     output: tuple[bytearray, bytearray] | None = None
 
@@ -412,8 +413,10 @@ class SubprocessWorker:
             return
         try:
             self._send({"op": "reply", "id": cid, "ok": True, "value": value})
-        except (TypeError, ValueError) as exc:
-            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {exc}"}
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Not JSON (TypeError), not UTF-8 (a lone surrogate), nested beyond the encoder.
+            what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            err = {"type": "HostError", "message": f"the host's answer cannot be sent: {what}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
 
     def _request(self, msg: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
@@ -442,7 +445,8 @@ class SubprocessWorker:
             return self._crash_result(exc.info, start)
         run = self._run = _Run(rid, fut)
         self._raw.begin_run()
-        run.timer = self._loop.call_later(timeout, self._stop, run, "timeout")
+        # The timeout runs only while it is not held (a person is asked: hold_timeout).
+        run.timer = RunTimer(self._loop, timeout, lambda: self._stop(run, "timeout"))
         try:
             payload = await fut
         except asyncio.CancelledError:
@@ -459,6 +463,10 @@ class SubprocessWorker:
                 return self._timeout_result(timeout, start, state_lost=True)
             return self._crash_result(exc.info, start)
         return self._result(payload, run, timeout, start)
+
+    def hold_timeout(self) -> AbstractContextManager[None]:
+        run = self._run
+        return held(run.timer if run is not None and isinstance(run.timer, RunTimer) else None)
 
     async def _reaped_wait(self) -> None:
         """A dead worker's processes and cgroups are gone before anyone hears of its death."""
@@ -559,10 +567,15 @@ class SubprocessWorker:
 
     def _crash_result(self, info: str, start: float) -> ExecutionResult:
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
-        if len(self._tail) > 1500:
-            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{self._tail[-1500:]}"
-        elif self._tail:
-            msg += f"\nthe worker's stderr ended with:\n{self._tail}"
+        tail = self._tail
+        if len(tail) > 1500:
+            # The interpreter's own verdict ("Fatal Python error: ...") heads its dump: keep it.
+            fatal = next((ln for ln in tail.splitlines() if ln.startswith("Fatal Python")), "")
+            if fatal and fatal not in tail[-1500:]:
+                msg += f"\n{fatal}"
+            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{tail[-1500:]}"
+        elif tail:
+            msg += f"\nthe worker's stderr ended with:\n{tail}"
         return ExecutionResult(
             error=ErrorInfo("WorkerCrashed", msg),
             state_lost=True,

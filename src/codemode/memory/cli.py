@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..errors import CodemodeError, ValidationError
+from ..errors import ValidationError
 from .rpc import MEMORY_METHODS
 
 if TYPE_CHECKING:
@@ -34,21 +34,32 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 def _run(base: Path | None, fn: Callable[[Memory], Awaitable[T]]) -> T:
-    """Open the workspace's memory, run ``fn(memory)``, close it; errors become messages."""
+    """Open the workspace's memory, run ``fn(memory)``, close it."""
     from ..workspace import Workspace
     from .core import Memory
 
     async def main() -> T:
-        memory = Memory.from_workspace(Workspace.open(base).path)
+        memory = Memory.for_workspace(Workspace.open(base))
         try:
             return await fn(memory)
         finally:
             await memory.aclose()
 
-    try:
-        return asyncio.run(main())
-    except CodemodeError as exc:
-        raise click.ClickException(str(exc)) from None
+    return asyncio.run(main())  # errors: one path for every command (codemode.cli)
+
+
+_SAME_COMMAND = {"rm": "delete", "delete": "rm"}
+
+
+class MemoryGroup(click.Group):
+    """A memory group: ``rm`` and ``delete`` name the same command in each (state's is
+    ``delete``, as in get/set/list/delete; skills', artifacts' and deps' is ``rm``)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in _SAME_COMMAND:
+            found = super().get_command(ctx, _SAME_COMMAND[cmd_name])
+        return found
 
 
 def _echo_json(value: Any) -> None:
@@ -149,7 +160,7 @@ def _deleted(what: str) -> Callable[[Any, dict[str, Any], bool], None]:
 
 
 # -- skills ------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=MemoryGroup)
 def skills() -> None:
     """Saved skills: reusable code the agent invokes as skills.<name>(...)."""
 
@@ -209,7 +220,7 @@ method_command(
     "skills.delete",
     _deleted("skill"),
     arguments=("name",),
-    help_="Delete a skill and its kept versions.",
+    help_="Delete a skill and its kept versions (also: delete).",
 )
 
 
@@ -269,7 +280,7 @@ def skills_add(
 
 
 # -- artifacts ---------------------------------------------------------------------------
-@click.group()
+@click.group(cls=MemoryGroup)
 def artifacts() -> None:
     """Saved artifacts: named data kept across sessions."""
 
@@ -300,7 +311,7 @@ method_command(
     "artifacts.delete",
     _deleted("artifact"),
     arguments=("name",),
-    help_="Delete an artifact.",
+    help_="Delete an artifact (also: delete).",
 )
 
 
@@ -335,9 +346,17 @@ def artifacts_show(name: str, out: Path | None, base: Path | None) -> None:
 
 
 # -- state ------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=MemoryGroup)
 def state() -> None:
-    """The workspace's state: one small JSON object shared with the code's ``state``."""
+    """The workspace's state: one small JSON object, the same the code reads as state.
+
+    \b
+    codemode state set cursor 42            (VALUE is JSON: 42, '"text"', '{"a": [1]}')
+    codemode state set note "hi" --string   (VALUE as text; '-' reads VALUE from stdin)
+    codemode state get cursor               (prints JSON; no KEY: the whole state)
+    codemode state list [--json]
+    codemode state delete cursor            (also: rm)
+    """
 
 
 def _state_rows(doc: Any, args: dict[str, Any], as_json: bool) -> None:
@@ -349,9 +368,21 @@ def _state_rows(doc: Any, args: dict[str, Any], as_json: bool) -> None:
     )
 
 
-def _state_deleted(deleted: Any, args: dict[str, Any], as_json: bool) -> None:
-    if not deleted:
-        raise click.ClickException(f"the state has no key {args['key']!r}")
+def _no_key(key: str, doc: dict[str, Any]) -> click.ClickException:
+    """ "no key" with the closest key, else the keys there are."""
+    from ..config.messages import did_you_mean
+
+    hint = did_you_mean(key, doc)
+    if not hint:
+        keys = sorted(doc)
+        more = ", ..." if len(keys) > 10 else ""
+        hint = f" (its keys: {', '.join(keys[:10])}{more})" if keys else " (the state is empty)"
+    return click.ClickException(f"the state has no key {key!r}{hint}")
+
+
+def _state_deleted(left: Any, args: dict[str, Any], as_json: bool) -> None:
+    if left is not None:
+        raise _no_key(args["key"], left)
     click.echo(f"deleted {args['key']}")
 
 
@@ -363,26 +394,37 @@ method_command(
     options=(),
     help_="List the state's keys with a short view of each value.",
 )
-method_command(
-    state, "rm", "state.delete", _state_deleted, arguments=("key",), help_="Delete one key."
-)
+
+
+@uses(state, "delete", "state.delete")
+@state.command("delete")
+@click.argument("key")
+@base_option
+def state_delete(key: str, base: Path | None) -> None:
+    """Delete one key (also: rm)."""
+
+    async def delete(m: Memory) -> dict[str, Any] | None:
+        if await m.state.delete(key):
+            return None
+        left: dict[str, Any] = await m.state.get()
+        return left
+
+    _state_deleted(_run(base, delete), {"key": key}, False)
 
 
 @uses(state, "get", "state.get")
 @state.command("get")
-@click.argument("key")
+@click.argument("key", required=False)
 @base_option
-def state_get(key: str, base: Path | None) -> None:
-    """Print one key's value as JSON."""
-    missing = object()
-
-    async def get(m: Memory) -> Any:
-        return await m.state.get(key, missing)
-
-    value = _run(base, get)
-    if value is missing:
-        raise click.ClickException(f"the state has no key {key!r}")
-    _echo_json(value)
+def state_get(key: str | None, base: Path | None) -> None:
+    """Print KEY's value as JSON (no KEY: the whole state)."""
+    doc: dict[str, Any] = _run(base, lambda m: m.state.get())
+    if key is None:
+        _echo_json(doc)
+    elif key not in doc:
+        raise _no_key(key, doc)
+    else:
+        _echo_json(doc[key])
 
 
 @uses(state, "set", "state.set")
@@ -392,21 +434,26 @@ def state_get(key: str, base: Path | None) -> None:
 @click.option("--string", "as_string", is_flag=True, help="Store VALUE as text, not JSON.")
 @base_option
 def state_set(key: str, value: str, as_string: bool, base: Path | None) -> None:
-    """Set KEY to VALUE, read as JSON (``42``, ``'"text"'``, ``'{"a": 1}'``)."""
-    data: Any = value
+    """Set KEY to VALUE, read as JSON (42, '"text"', '{"a": 1}'); '-' reads stdin."""
+    text = sys.stdin.read() if value == "-" else value
+    data: Any = text
     if not as_string:
         try:
-            data = json.loads(value)
-        except ValueError as exc:
-            raise click.ClickException(
-                f"VALUE is not JSON ({exc}); quote a string as '\"text\"' or pass --string"
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            looks_json = text.lstrip()[:1] in ("[", "{", '"')
+            why = f" ({exc.msg} at column {exc.colno})" if looks_json else ""
+            quote = "" if looks_json else f"; a JSON string is quoted: '\"{_short(text, 20)}\"'"
+            raise click.BadParameter(
+                f"{_short(text, 40)!r} is not JSON{why}. To store it as text, add --string{quote}",
+                param_hint="VALUE",
             ) from None
     _run(base, lambda m: m.state.set(key, data))
     click.echo(f"set {key}")
 
 
 # -- deps --------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=MemoryGroup)
 def deps() -> None:
     """Packages installed for the agent's code (in <base>/deps, not codemode's env)."""
 
@@ -465,7 +512,7 @@ def deps_add(specs: tuple[str, ...], base: Path | None) -> None:
 @click.argument("names", nargs=-1, required=True)
 @base_option
 def deps_rm(names: tuple[str, ...], base: Path | None) -> None:
-    """Uninstall packages (what they pulled in goes at the next sync)."""
+    """Uninstall packages (what they pulled in goes at the next sync; also: delete)."""
 
     async def rm(m: Memory) -> list[bool]:
         return [await _need_deps(m).remove(name, runtime=False) for name in names]

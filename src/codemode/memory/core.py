@@ -16,11 +16,11 @@ from ..storage import FileStorage, Storage
 from ..storage.quota import QuotaStorage
 from .artifacts import Artifacts
 from .deps import Deps
+from .events import MemoryWatcher, WatchedStorage, Watchers
 from .skills import Skills
 from .state import State
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..hostapi import HostAPI
     from ..workspace import Workspace
 
@@ -34,12 +34,17 @@ class Memory:
         *,
         deps: Deps | None = None,
         allow_runtime_deps: bool = True,
+        workspace: str | None = None,
     ) -> None:
         self.storage = storage
-        self.skills = Skills(storage)
-        self.artifacts = Artifacts(storage)
-        self.state = State(storage)
+        self._watchers = Watchers(workspace)
+        watched = WatchedStorage(storage, self._watchers)
+        self.skills = Skills(watched)
+        self.artifacts = Artifacts(watched)
+        self.state = State(watched)
         self.deps = deps
+        if deps is not None:
+            deps.on_change = self._deps_changed
         if deps is not None and not allow_runtime_deps:
             deps.allow_runtime_deps = False
         self.allow_runtime_deps = allow_runtime_deps and (deps is None or deps.allow_runtime_deps)
@@ -82,14 +87,16 @@ class Memory:
 
         base, config = workspace.path, workspace.section(MEMORY)
         if storage is None:
-            storage = _storage_for(base, workspace.settings)
+            storage = _storage_for(workspace)
             mb, records = config.quota_mb, config.quota_records
             storage = QuotaStorage(
                 storage, max_bytes=(mb << 20) or None, max_records=records or None
             )
         if allow_runtime_deps is None:
             allow_runtime_deps = config.allow_runtime_deps
-        return cls(
+        from ..assembly import configure_memory
+
+        memory = cls(
             storage,
             deps=Deps(
                 base / "deps",
@@ -98,7 +105,18 @@ class Memory:
                 configured=config.deps if deps is None else deps,
             ),
             allow_runtime_deps=allow_runtime_deps,
+            workspace=str(base),
         )
+        configure_memory(memory, workspace.capabilities, workspace.sections)
+        return memory
+
+    def watch(self, watcher: MemoryWatcher) -> None:
+        """Call ``watcher(MemoryWrite)`` after every write (skills, artifacts, state, deps),
+        whoever asked for it."""
+        self._watchers.add(watcher)
+
+    def _deps_changed(self, op: str, name: str) -> None:
+        self._watchers.tell(op, "deps", name)
 
     @property
     def deps_dir(self) -> Path | None:
@@ -123,13 +141,28 @@ class Memory:
         MEMORY_METHODS.install(host, self)
 
 
-def _storage_for(base: Path, settings: Settings) -> Storage:
-    """FileStorage under the workspace, unless its settings choose Redis."""
+def _storage_for(workspace: Workspace) -> Storage:
+    """FileStorage under the workspace, unless its settings choose Redis or a plugin's."""
+    base, settings = workspace.path, workspace.settings
     if settings.storage == "redis":
         from ..storage.redis import RedisStorage
 
         return RedisStorage(settings.redis_url or "redis://127.0.0.1:6379/0", settings.redis_prefix)
+    if settings.storage != "file":
+        return _plugin_storage(workspace, settings.storage)
     return FileStorage(base)
+
+
+def _plugin_storage(workspace: Workspace, name: str) -> Storage:
+    """A storage backend a plugin registered under ``name`` (``codemode.plugins``)."""
+    from ..errors import ConfigError
+    from ..plugins import names, storage_factory
+
+    factory = storage_factory(name)
+    if factory is None:
+        known = ", ".join(["file", "redis", *names("storages")])
+        raise ConfigError(f"unknown storage {name!r}; choose one of {known}")
+    return factory(workspace)
 
 
 __all__ = ["Memory"]

@@ -27,6 +27,7 @@ from ..result import ExecutionResult
 from ..server.toolset import Call, Reply, ServerContext, Toolset, model_parameters, with_parameters
 from .core import Memory
 from .rpc import MEMORY_METHODS
+from .state import NAME, State
 
 INLINE_BYTES = 256 * 1024
 
@@ -101,13 +102,6 @@ def _skill_saved(row: Any, args: Mapping[str, Any]) -> Reply:
     return Reply(f"Saved skill {row['name']} v{row['version']}: skills.{row['name']}{sig}", row)
 
 
-def _state_value(value: Any, args: Mapping[str, Any]) -> Reply:
-    hint = "read one key with get_state(key=...), or state.get(key) in run_code"
-    return Reply(
-        json.dumps(value, ensure_ascii=False), {"key": args.get("key"), "value": value}, hint=hint
-    )
-
-
 def _dep_line(row: dict[str, Any]) -> str:
     return f"{row['spec']} ({row['version'] or 'not installed'})"
 
@@ -155,10 +149,11 @@ ARTIFACT_AND_STATE_TOOLS = (
       extra=("is_base64",), types={"data": JSONData}),
     T("delete_artifact", "artifacts.delete", "Delete a saved artifact.", _deleted("artifact")),
     T("get_state", "state.get", "Read the workspace state (a small JSON object shared with "
-      "run_code's state), or one key of it.", _state_value, fields=("key",), read_only=True),
+      "run_code's state), or one key of it; state_file names another state document.",
+      fields=("key",), extra=("state_file",), read_only=True),
     T("save_state", "state.replace", "Save the workspace state (a JSON object): replaces it, "
-      "or merges the given keys with merge=true.", rename={"data": "state_data"},
-      extra=("merge",)),
+      "or merges the given keys with merge=true; state_file names another state document.",
+      rename={"data": "state_data"}, extra=("merge", "state_file")),
 )  # fmt: skip
 DEPS_TOOLS = (
     T("list_deps", "deps.list", "List the Python packages installed for run_code.",
@@ -234,11 +229,10 @@ async def invoke_skill(
     ] = None,
 ) -> Reply:
     from ..server.app import EPHEMERAL_NOTICE, output_artifacts, render_run
-    from .skills import check_skill_name
+    from .skills.model import check_skill_name, invoke_code
 
     check_skill_name(name)
-    args = json.dumps(arguments or {}, ensure_ascii=False)
-    code = f"skills.invoke({name!r}, **__import__('json').loads({args!r}))"
+    code = invoke_code(name, arguments or {})
     ctx = call.server
     async with ctx.sessions.lease(call.session_key) as lease:
         result = await lease.session.run(code, timeout=timeout)
@@ -305,23 +299,54 @@ async def save_artifact(
     return Reply(f"Saved artifact {_artifact_line(info)}", info)
 
 
+StateFile = Annotated[
+    str | None,
+    Field(description='A named state document, e.g. "progress.json" (default: the workspace\'s).'),
+]
+
+
+async def get_state(call: Call, key: str | None = None, state_file: StateFile = None) -> Reply:
+    state, _ = _state(call, state_file)
+    exists = await state.exists()
+    doc = await state.get()
+    value = doc if key is None else doc.get(key)
+    data = {"key": key, "value": value, "exists": exists, "data": doc}
+    hint = "read one key with get_state(key=...), or state.get(key) in run_code"
+    return Reply(json.dumps(value, ensure_ascii=False), data, hint=hint)
+
+
 async def save_state(
     call: Call,
     state_data: dict[str, Any],
     merge: Annotated[bool, Field(description="Merge keys instead of replacing.")] = False,
+    state_file: StateFile = None,
 ) -> Reply:
-    memory, args = _memory(call), {"data": state_data}
+    state, name = _state(call, state_file)
     if merge:
-        doc = await MEMORY_METHODS["state.update"].call(memory, args)
+        doc = await state.update(state_data)
     else:
-        await MEMORY_METHODS["state.replace"].call(memory, args)
+        await state.replace(state_data)
         doc = state_data
-    return Reply(f"State saved ({len(doc)} keys).", {"state": doc})
+    data = {"state": doc, "success": True, "file": name}
+    return Reply(f"State saved ({len(doc)} keys) in {name}.", data)
+
+
+def _state(call: Call, state_file: str | None) -> tuple[State, str]:
+    """The state document ``state_file`` names (``x.json`` and ``x`` are the same one;
+    ``state.json``, the seeds' default, is the workspace's own state)."""
+    memory = _memory(call)
+    if state_file is None:
+        return memory.state, f"{NAME}.json"
+    name = state_file.removesuffix(".json")
+    if name == NAME:
+        return memory.state, state_file
+    return State(memory.storage, name), state_file
 
 
 HANDWRITTEN: dict[str, Callable[..., Any]] = {
     "invoke_skill": invoke_skill,
     "load_artifact": load_artifact,
     "save_artifact": save_artifact,
+    "get_state": get_state,
     "save_state": save_state,
 }

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import CorruptRecord, NotFound, ValidationError
-from ..storage.base import Storage
+from ..storage.base import Storage, check_name
 from . import formats
 from .artifacts import check_json_like
 
@@ -25,7 +25,7 @@ class State:
 
     def __init__(self, storage: Storage, name: str = NAME) -> None:
         self.storage = storage
-        self.name = name
+        self.name = check_name(name, "state document name")
 
     async def _load(self) -> dict[str, Any]:
         try:
@@ -49,6 +49,10 @@ class State:
                 "and save big data as an artifact"
             )
         await self.storage.put(KIND, self.name, raw, formats.stamp(KIND, {"keys": len(doc)}))
+
+    async def exists(self) -> bool:
+        """Whether the document was ever saved (a missing one reads as ``{}``)."""
+        return await self.storage.exists(KIND, self.name)
 
     async def get(self, key: str | None = None, default: Any = None) -> Any:
         doc = await self._load()

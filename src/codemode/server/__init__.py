@@ -1,12 +1,24 @@
 """codemode as an MCP server (``codemode serve``).
 
 ``app`` builds the ``MCPServer`` from a ``Toolset`` (``toolset``), ``sessions`` gives each
-client its own codemode session, ``http`` adds auth and health checks for streamable
-HTTP, ``cli`` is the ``serve`` command. This package and ``tools/sources/mcp.py`` are the
+client its own codemode session (admission queue, expiry, reclaim), ``calls`` tracks
+running calls so they can be cancelled, ``lifecycle`` is the graceful stop, ``http`` and
+``stdio`` are the transports (auth, health, client tracking), ``cli`` is the ``serve``
+command. This package and ``tools/sources/mcp.py`` are the
 only places that import the MCP SDK.
 """
 
+from .custom import CodemodeServer, create_server
 from .sessions import SessionLimitReached, SessionManager
 from .toolset import Call, Reply, ServerContext, Toolset
 
-__all__ = ["Call", "Reply", "ServerContext", "SessionLimitReached", "SessionManager", "Toolset"]
+__all__ = [
+    "Call",
+    "CodemodeServer",
+    "Reply",
+    "ServerContext",
+    "SessionLimitReached",
+    "SessionManager",
+    "Toolset",
+    "create_server",
+]

@@ -49,11 +49,9 @@ from codemode.agent.messages import (
 from codemode.agent.result import TaskResult
 from codemode.errors import ConfigError, LLMError
 
-from .toolset import Call, Reply, ServerContext, Toolset
+from .toolset import Call, Reply, ServerContext, Toolset, is_modern
 
 logger = logging.getLogger(__name__)
-
-MODERN = "2026-07-28"
 
 NO_MODEL_HERE = NO_LLM.replace(
     "Inside `codemode serve`, a client that supports MCP sampling lends its own model.",
@@ -181,11 +179,6 @@ def _client_sampling(mcp_ctx: Any) -> tuple[bool, bool]:
     return sampling is not None, getattr(sampling, "tools", None) is not None
 
 
-def _is_modern(mcp_ctx: Any) -> bool:
-    version = getattr(mcp_ctx, "protocol_version", None)
-    return bool(version) and str(version) >= MODERN
-
-
 def render(result: TaskResult) -> Reply:
     parts = []
     if result.success:
@@ -258,7 +251,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         wants_sampling = cfg.effective_provider in ("none", "sampling") and cfg.enabled
         if model is None and wants_sampling and sampling:
             mode = "fenced" if cfg.mode == "fenced" or not with_tools else "tools"
-            if _is_modern(mcp_ctx):
+            if is_modern(mcp_ctx):
                 return await _round(call, task, lim, mode, progress)
             model = SamplingModel(mcp_ctx, tools=mode == "tools")
         async with call.lease() as lease:

@@ -17,7 +17,8 @@ How a call finds its session (see docs/server.md, "Sessions"):
 
 Over HTTP the server answers ``server/discover`` with the handshake-era protocol
 versions only, so ``mode="auto"`` clients fall back to the handshake and get a session
-id: code mode is stateful by nature.
+id: code mode is stateful by nature. A client that sends ``Codemode-Session`` keeps its
+state that way, so it is offered the stateless protocol too.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import DiscoverResult, RequestParams
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import DiscoverResult, InputRequiredResult, RequestParams
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -40,7 +41,10 @@ from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 from codemode.tools.registry import ToolRegistry
 
-from .toolset import Call, Reply, ServerContext, Toolset, load_text
+from ..observability.tracing import remote_parent
+from .approve import PausedRuns, no_elicitation
+from .live import mcp_listener, request_meta
+from .toolset import Call, Reply, ServerContext, Toolset, is_modern, load_text
 
 SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
@@ -171,17 +175,15 @@ def core_toolset() -> Toolset:
             float | None,
             Field(description="Seconds before the run is interrupted (default: server's).", gt=0),
         ] = None,
-    ) -> Reply:
-        async with call.lease() as lease:
-            result = await lease.session.run(code, timeout=timeout)
-        notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
-        return await render_run(
-            result,
-            limit=call.server.output_limit,
-            notice=notice,
-            ephemeral=lease.ephemeral,
-            artifacts=output_artifacts(call),
-        )
+    ) -> Reply | InputRequiredResult:
+        mcp = call.mcp
+        if mcp is not None and is_modern(mcp) and no_elicitation(mcp) is None:
+            # No back-channel on 2026-07-28: a question pauses the run (see approve.py).
+            paused: PausedRuns = call.server.extras.setdefault("paused_runs", PausedRuns())
+            if mcp.request_state is not None:
+                return await paused.resume(call, mcp.request_state, dict(mcp.input_responses or {}))
+            return await paused.start(call, lambda _: _run_code(call, code, timeout))
+        return await _run_code(call, code, timeout)
 
     @ts.tool(description_file="reset_session.md")
     async def reset_session(call: Call) -> Reply:
@@ -203,12 +205,14 @@ def core_toolset() -> Toolset:
             Detail, Field(description='"name", "description" or "full".')
         ] = "name",
         limit: Annotated[int, Field(description="Maximum number of results.", ge=1, le=100)] = 10,
+        max_results: Annotated[int, Field(description="Alias of limit.", ge=0, le=100)] = 0,
     ) -> Reply:
-        return await _d_search(call.server.tools, query, detail_level, limit)
+        return await _d_search(call.server.tools, query, detail_level, max_results or limit)
 
     @ts.tool(description_file="list_servers.md", read_only=True)
     async def list_servers(call: Call) -> Reply:
-        return await _d_servers(call.server.tools)
+        workspace = call.server.workspace
+        return await _d_servers(call.server.tools, workspace.warnings if workspace else [])
 
     @ts.tool(description_file="list_tools.md", read_only=True)
     async def list_tools(
@@ -227,6 +231,24 @@ def core_toolset() -> Toolset:
         return await _d_describe(call.server.tools, name)
 
     return ts
+
+
+async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
+    async with call.lease() as lease:
+        with remote_parent(request_meta(call.mcp)):
+            result = await lease.session.run(
+                code,
+                timeout=timeout,
+                on_output=mcp_listener(call.mcp, call.server.output_limit),
+            )
+    notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
+    return await render_run(
+        result,
+        limit=call.server.output_limit,
+        notice=notice,
+        ephemeral=lease.ephemeral,
+        artifacts=output_artifacts(call),
+    )
 
 
 # --------------------------------------------------------------------------- discovery
@@ -255,18 +277,23 @@ async def _d_search(registry: ToolRegistry | None, query: str, detail: str, limi
             {"tools": []},
         )
     else:
+        grouped: dict[str, Any] = {}  # the seeds' shape: {server: [names] | {name: {...}}}
+        for r in rows:
+            server, _, tool = str(r["name"]).partition(".")
+            if detail == "name":
+                grouped.setdefault(server, []).append(tool)
+            else:
+                grouped.setdefault(server, {})[tool] = {k: v for k, v in r.items() if k != "name"}
         hint = "ask for fewer (limit) or less (detail_level), or use tools.search() in run_code"
-        reply = Reply("\n".join(_tool_line(r) for r in rows), {"tools": rows}, hint=hint)
+        data = {"tools": rows, "by_server": grouped}
+        reply = Reply("\n".join(_tool_line(r) for r in rows), data, hint=hint)
     return _with_problems(reply, registry)
 
 
-async def _d_servers(registry: ToolRegistry | None) -> Reply:
+async def _d_servers(registry: ToolRegistry | None, config_warnings: Sequence[str] = ()) -> Reply:
+    """Each server and its state, then what the configuration had that was ignored (a
+    misspelt key may be why a server is missing or still enabled)."""
     rows = await registry.servers() if registry is not None else []
-    if not rows:
-        return Reply(
-            "No MCP servers are configured: add them to mcp.json in the workspace.",
-            {"servers": []},
-        )
     lines = []
     for r in rows:
         original = f" (original name: {r['original']})" if r.get("original") else ""
@@ -274,7 +301,15 @@ async def _d_servers(registry: ToolRegistry | None) -> Reply:
         about = f" - {r['description']}" if r.get("description") else ""
         status = r.get("problem") or r.get("status", "ok")
         lines.append(f"{r['name']}{original}: {count} tools, {status}{about}")
-    return Reply("\n".join(lines), {"servers": rows})
+    if not rows:
+        lines.append("No MCP servers are configured: add them to mcp.json in the workspace.")
+    if config_warnings:
+        lines.append("Configuration warnings (the user can fix these in the workspace files):")
+        lines += [f"- {w}" for w in config_warnings]
+    data: dict[str, Any] = {"servers": rows}
+    if config_warnings:
+        data["config_warnings"] = list(config_warnings)
+    return Reply("\n".join(lines), data)
 
 
 async def _d_list_tools(registry: ToolRegistry | None, server: str | None) -> Reply:
@@ -367,15 +402,16 @@ def build_server(
         version=server_version,
         log_level=log_level,
     )
+    ws = context.workspace
+    if capabilities is None:
+        capabilities = ws.capabilities if ws is not None else assembly.installed()
     if toolset is None:
         toolset = core_toolset()
         if minimal:
             toolset = toolset.only(MINIMAL_TOOLS)
         elif capability_tools:
-            if capabilities is None:
-                ws = context.workspace
-                capabilities = ws.capabilities if ws is not None else assembly.installed()
             assembly.add_server_tools(toolset, context, capabilities)
+    assembly.configure_toolset(toolset, capabilities, ws.sections if ws is not None else {})
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)
@@ -383,17 +419,23 @@ def build_server(
 
 
 def _advertise_handshake_only(server: MCPServer[Any]) -> None:
-    """Answer ``server/discover`` with handshake-era versions only.
+    """Answer ``server/discover`` with the eras a client can keep a session in.
 
+    Without a ``Codemode-Session`` header only handshake-era versions are offered:
     ``mode="auto"`` clients then use the initialize handshake, which gives each client
-    an ``Mcp-Session-Id`` and so a persistent session. Clients that pin the stateless
-    protocol are still served (see ``session_key``).
+    an ``Mcp-Session-Id`` and so a persistent session. A client that sends the header
+    has said how it keeps state, so the stateless 2026-07-28 protocol is offered too
+    (and preferred by negotiating clients). Clients pinned to the stateless protocol are
+    served either way (see ``session_key``).
     """
     low = server._lowlevel_server  # the SDK documents replacing this handler here
 
     async def discover(ctx: Any, params: RequestParams | None) -> DiscoverResult:
+        headers = getattr(getattr(ctx, "request", None), "headers", None)
+        stateful = headers is not None and bool(headers.get(SESSION_HEADER))
+        versions = [*HANDSHAKE_PROTOCOL_VERSIONS, *(MODERN_PROTOCOL_VERSIONS if stateful else ())]
         return DiscoverResult(
-            supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+            supported_versions=versions,
             capabilities=low.get_capabilities(protocol_version=ctx.protocol_version),
             instructions=low.instructions,
         )

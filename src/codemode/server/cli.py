@@ -7,22 +7,34 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
-from codemode.output import DEFAULT_LIMIT
+
+from .sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_QUEUE_SIZE,
+    DEFAULT_QUEUE_TIMEOUT,
+    DEFAULT_RECLAIM_AFTER,
+    DEFAULT_SHUTDOWN_GRACE,
+)
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
     from codemode.config import Settings
     from codemode.execution.base import Executor
     from codemode.memory import Memory
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
+
+    from .toolset import ServerContext
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
@@ -44,15 +56,16 @@ def choose_executor(name: str | None) -> str | None:
 
 
 async def start_executor(
-    name: str | None, workspace: Workspace, *, chosen: bool
+    name: str | None, workspace: Workspace, *, chosen: bool, pool_size: int | None = None
 ) -> tuple[str, Executor]:
     """Build and warm the executor (``name``, or the workspace's setting: the sandbox by
     default). A sandbox that cannot start refuses with the reason and the fix; codemode
-    never falls back to running agents' code unsandboxed on its own."""
+    never falls back to running agents' code unsandboxed on its own. ``pool_size`` is
+    how many workers are kept pre-started (the executor's default when None)."""
     if name is None:
         name = workspace.settings.executor
     try:
-        executor = make_executor(name, workspace)
+        executor = make_executor(name, workspace, pool_size=pool_size)
         warm = getattr(executor, "warm", None)
         if warm is not None:
             await warm()
@@ -66,10 +79,11 @@ async def start_executor(
     return name, executor
 
 
-def make_executor(name: str, workspace: Workspace) -> Executor:
+def make_executor(name: str, workspace: Workspace, *, pool_size: int | None = None) -> Executor:
     from codemode.execution import executor_by_name
 
-    return executor_by_name(name, workspace=workspace)
+    options = {} if pool_size is None or name == "inprocess" else {"pool_size": pool_size}
+    return executor_by_name(name, workspace=workspace, **options)
 
 
 @dataclass
@@ -86,6 +100,14 @@ class ServeOptions:
     timeout: float | None
     log_level: LogLevel
     tools: Literal["all", "core", "minimal"] = "all"
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    reclaim_after: float | None = DEFAULT_RECLAIM_AFTER
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
+    pool_size: int | None = None
+    tenants: Path | None = None
+    """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
+    privacy: bool = False
 
 
 @click.command("serve")
@@ -123,17 +145,52 @@ class ServeOptions:
 )
 @click.option(
     "--idle-timeout",
-    type=float,
-    default=1800.0,
+    type=click.FloatRange(min=0),
+    default=DEFAULT_IDLE_TIMEOUT,
     show_default=True,
     help="Close a client's session after this many idle seconds (0: never).",
 )
 @click.option(
+    "--reclaim-after",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_RECLAIM_AFTER,
+    show_default=True,
+    help="HTTP: close an Mcp-Session-Id session this many seconds after its client's last "
+    "connection or event stream closed (0: never; the idle timeout still applies).",
+)
+@click.option(
     "--max-sessions",
     type=click.IntRange(min=1),
-    default=32,
+    default=DEFAULT_MAX_SESSIONS,
     show_default=True,
-    help="Most sessions (workers) open at once; more clients get a clear error.",
+    help="Most sessions (workers) open at once; more clients wait in the queue.",
+)
+@click.option(
+    "--queue-size",
+    type=click.IntRange(min=0),
+    default=DEFAULT_QUEUE_SIZE,
+    show_default=True,
+    help="Clients that may wait for a session slot; beyond it: 'busy, retry after N s'.",
+)
+@click.option(
+    "--queue-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_QUEUE_TIMEOUT,
+    show_default=True,
+    help="Seconds a client waits for a session slot before it is told to retry later.",
+)
+@click.option(
+    "--pool-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Workers kept pre-started so new sessions start at once (default: the executor's, 2).",
+)
+@click.option(
+    "--shutdown-grace",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SHUTDOWN_GRACE,
+    show_default=True,
+    help="On SIGTERM/SIGINT, seconds running calls may take to finish before they are cancelled.",
 )
 @click.option(
     "--timeout",
@@ -152,6 +209,20 @@ class ServeOptions:
     "search_tools, everything else from the code (smallest context).",
 )
 @click.option(
+    "--tenants",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="HTTP: a tenants file (docs/tenants.md): one workspace per token or OAuth tenant; "
+    "replaces --base and CODEMODE_TOKEN.",
+)
+@click.option(
+    "--privacy",
+    is_flag=True,
+    default=False,
+    help="Tokenize personal data before it reaches the model (the workspace's 'privacy' "
+    "settings, turned on). See docs/privacy.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -165,9 +236,16 @@ def serve(
     executor: str | None,
     no_auth: bool,
     idle_timeout: float,
+    reclaim_after: float,
     max_sessions: int,
+    queue_size: int,
+    queue_timeout: float,
+    pool_size: int | None,
+    shutdown_grace: float,
     timeout: float | None,
     tool_profile: Literal["all", "core", "minimal"],
+    tenants: Path | None,
+    privacy: bool,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -179,7 +257,13 @@ def serve(
     from .http import is_loopback
 
     token: str | None = None
-    if transport == "http":
+    if tenants is not None:
+        if transport != "http" or no_auth or base is not None:
+            raise click.UsageError(
+                "--tenants needs --transport http, and takes the place of --base and "
+                "--no-auth (each tenant's workspace and token are in the file)"
+            )
+    elif transport == "http":
         if no_auth and not is_loopback(host):
             raise click.UsageError(
                 f"--no-auth is only allowed on a loopback address, not {host!r}: "
@@ -205,6 +289,13 @@ def serve(
         timeout=timeout,
         log_level=log_level,
         tools=tool_profile,
+        shutdown_grace=shutdown_grace,
+        reclaim_after=reclaim_after if reclaim_after > 0 else None,
+        queue_size=queue_size,
+        queue_timeout=queue_timeout,
+        pool_size=pool_size,
+        tenants=tenants,
+        privacy=privacy,
     )
     import anyio
 
@@ -212,59 +303,58 @@ def serve(
         anyio.run(run_server, opts)
     except KeyboardInterrupt:
         pass
-    except (CodemodeError, OSError) as exc:
+    except OSError as exc:  # codemode's own errors: one path for every command (codemode.cli)
         raise click.ClickException(str(exc)) from exc
 
 
-async def run_server(opts: ServeOptions) -> None:
-    """Open the workspace, build the server, serve until the client leaves or a signal."""
+@dataclass
+class Served:
+    """One workspace made servable: its MCP server, context and how to close upstream."""
+
+    server: MCPServer[Any]
+    context: ServerContext
+    close_upstream: Callable[[], Awaitable[None]]
+
+
+async def open_served(
+    opts: ServeOptions,
+    base: Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+) -> Served:
+    """Open the workspace at ``base`` (as ``tenant``, its ``${VAR}`` from ``env``), start
+    its executor and build its MCP server: one per tenant when serving several."""
     import anyio
 
-    from codemode.assembly import configure_session
-    from codemode.context import CallContext
+    from codemode.execution import close_pools
     from codemode.memory.capability import MEMORY
-    from codemode.session import Session
 
     from .app import build_server
-    from .sessions import SessionManager
-    from .toolset import ServerContext
+    from .custom import server_context
 
-    workspace, registry, memory, settings = _open_workspace(opts.base)
+    workspace, registry, memory, settings = _open_workspace(
+        base, env=env, tenant=tenant, privacy=opts.privacy
+    )
     if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
         if added:
             _say(f"installed the workspace's deps: {', '.join(added)}")
     run_timeout = opts.timeout or settings.run_timeout
     opts.executor, executor = await start_executor(
-        opts.executor, workspace, chosen=opts.executor_chosen
+        opts.executor, workspace, chosen=opts.executor_chosen, pool_size=opts.pool_size
     )
 
-    base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
-
-    async def new_session(key: str | None) -> Session:
-        session = Session(
-            executor,
-            tools=registry,
-            memory=memory,
-            default_timeout=run_timeout,
-            context=replace(base_context, client=key or "ephemeral"),
-        )
-        configure_session(session, workspace.capabilities, workspace.sections)
-        await session.start()
-        return session
-
-    sessions = SessionManager(
-        new_session, idle_timeout=opts.idle_timeout, max_sessions=opts.max_sessions
-    )
-    context = ServerContext(
-        sessions,
-        base=workspace.path,
-        tools=registry,
-        workspace=workspace,
+    context = server_context(
+        workspace,
+        executor,
         memory=memory,
-        settings=settings,
         run_timeout=run_timeout,
-        output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
+        idle_timeout=opts.idle_timeout,
+        max_sessions=opts.max_sessions,
+        reclaim_after=opts.reclaim_after,
+        queue_size=opts.queue_size,
+        queue_timeout=opts.queue_timeout,
     )
     server = build_server(
         context,
@@ -273,15 +363,39 @@ async def run_server(opts: ServeOptions) -> None:
         capability_tools=opts.tools == "all",
         minimal=opts.tools == "minimal",
     )
+
+    async def close_rest() -> None:
+        """After the sessions: upstream servers, then the pre-started workers (and their
+        cgroups), which interpreter-exit hooks would not reach after a forced exit."""
+        try:
+            aclose = getattr(registry, "aclose", None)
+            if aclose is not None:
+                with anyio.move_on_after(10):
+                    await aclose()
+        finally:
+            close_pools()
+
+    return Served(server, context, close_rest)
+
+
+async def run_server(opts: ServeOptions) -> None:
+    """Open the workspace, build the server, serve until the client leaves or a signal."""
+    import anyio
+
+    if opts.tenants is not None:
+        from codemode.tenants.serve import serve_tenants
+
+        await serve_tenants(opts)
+        return
+    from .lifecycle import GracefulStop
+
+    served = await open_served(opts, opts.base)
+    server, context, close_rest = served.server, served.context, served.close_upstream
+    sessions, registry = context.sessions, context.tools
     # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
     for handler in logging.getLogger().handlers:
         handler.setLevel(opts.log_level)
-
-    async def close_upstream() -> None:
-        aclose = getattr(registry, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(10):
-                await aclose()
+    stop = GracefulStop(opts.shutdown_grace)
 
     if opts.transport == "http":
         from .http import bind_socket, build_http_app, serve_http
@@ -291,7 +405,7 @@ async def run_server(opts: ServeOptions) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            raise ConfigError(
+            raise CodemodeError(  # not a config mistake: exit status 1
                 f"port {opts.port} on {opts.host} is already in use; choose another with "
                 "--port N, or --port 0 to pick a free one"
             ) from None
@@ -304,23 +418,20 @@ async def run_server(opts: ServeOptions) -> None:
             context,
             host=opts.host,
             token=opts.token,
-            on_shutdown=close_upstream,
+            on_shutdown=close_rest,
             on_ready=lambda: _say(
                 f"serving MCP on {url} (streamable HTTP; auth: {auth}; executor: {opts.executor})"
             ),
+            stop=stop,
         )
+        _freeze_startup_heap()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
             await serve_http(app, sock, log_level=opts.log_level.lower())
             tg.cancel_scope.cancel()
         return
 
-    if sys.stdin.isatty():
-        _say(
-            "serving MCP over stdio: an MCP client starts this command and talks to it on "
-            "stdin/stdout (e.g. claude mcp add codemode -- codemode serve); for clients that "
-            "connect over the network: codemode serve --transport http. Ctrl-C stops it."
-        )
+    from .stdio import serve_stdio
 
     closed = False
 
@@ -328,19 +439,30 @@ async def run_server(opts: ServeOptions) -> None:
         nonlocal closed
         if not closed:
             closed = True
-            await sessions.aclose()
-            await close_upstream()
+            try:
+                await sessions.aclose()
+            finally:
+                await close_rest()
 
+    _freeze_startup_heap()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(sessions.run_reaper)
-            tg.start_soon(_exit_on_signal, close_all)
             tg.start_soon(_connect_upstream, registry)
-            await server.run_stdio_async()  # returns when the client closes stdin
+            # returns when stdin closes
+            await serve_stdio(server, context, stop, close_all, on_ready=_hint_on_a_terminal)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
+
+
+def _hint_on_a_terminal() -> None:
+    if sys.stdin.isatty():
+        _say(
+            "serving MCP over stdio: an MCP client starts this command and talks to it on "
+            "stdin/stdout (e.g. claude mcp add codemode -- codemode serve); for clients that "
+            "connect over the network: codemode serve --transport http. Ctrl-C stops it."
+        )
 
 
 async def _connect_upstream(registry: ToolRegistry | None) -> None:
@@ -351,30 +473,29 @@ async def _connect_upstream(registry: ToolRegistry | None) -> None:
         await registry.connect_all()
 
 
-async def _exit_on_signal(close_all: Callable[[], Awaitable[None]]) -> None:
-    """On SIGTERM/SIGINT/SIGHUP: close sessions and upstream servers, then exit.
+def _freeze_startup_heap() -> None:
+    """Move everything built at start (modules, the SDK's models, the tool registry...)
+    out of the garbage collector's reach: it lives as long as the server, and each full
+    collection would otherwise scan all of it, stalling every client for tens of ms."""
+    import gc
 
-    Exiting is forced because the SDK reads stdin in a thread that cannot be cancelled:
-    waiting for it would keep the process alive until the client writes or closes stdin.
-    """
-    import signal
-
-    import anyio
-
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
-            with anyio.move_on_after(15), anyio.CancelScope(shield=True):
-                await close_all()
-            sys.stderr.flush()
-            os._exit(0)
+    gc.collect()
+    gc.freeze()
 
 
-def _open_workspace(base: Path | None) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
+def _open_workspace(
+    base: Path | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+    privacy: bool = False,
+) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
     and its settings."""
     from codemode.memory import Memory
     from codemode.workspace import Workspace
 
-    workspace = Workspace.open(base)
+    privacy_on = {"enabled": True} if privacy else None
+    workspace = Workspace.open(base, env=env, tenant=tenant, privacy=privacy_on)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

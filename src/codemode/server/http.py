@@ -1,15 +1,25 @@
-"""Streamable HTTP for ``codemode serve``: bearer-token auth, ``/healthz``, clean shutdown.
+"""Streamable HTTP for ``codemode serve``: auth, health, client tracking, graceful stop.
 
 Rules (docs/server.md, "HTTP"):
 
-- Every request except ``GET /healthz`` needs ``Authorization: Bearer <token>``. The
-  only way to turn that off is ``--no-auth`` on a loopback address; ``serve`` refuses
-  ``--no-auth`` on any other address.
+- Every request except ``GET /healthz`` and ``GET /readyz`` needs ``Authorization:
+  Bearer <token>``. The only way to turn that off is ``--no-auth`` on a loopback
+  address; ``serve`` refuses ``--no-auth`` on any other address.
 - No CORS headers are sent, so browsers on other origins cannot call the server. On
   loopback the SDK also checks ``Host``/``Origin`` against DNS rebinding.
-- A client that ends its MCP session (``DELETE /mcp``) has its codemode session closed
-  at once; others are closed when idle for too long, and all at shutdown, before the
-  upstream servers are disconnected.
+- ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
+  behind a lock, the session manager or the SDK.
+- Every ``/mcp`` request carries a :class:`~codemode.server.calls.ClientLink`: when its
+  client disconnects before the answer was sent, the call it carries is cancelled.
+  Requests and event streams naming an ``Mcp-Session-Id`` tell the session manager
+  whether that client is still connected (``reclaim_after``). A client that ends its
+  MCP session (``DELETE /mcp``) has its codemode session closed at once.
+- On SIGTERM/SIGINT the server stops taking new clients (``503``) and new calls (a
+  "shutting down" tool error), lets running calls finish (up to the grace period),
+  cancels the rest with a clear error, and keeps answering the clients' other requests
+  meanwhile, so every answer reaches its client. Then it closes the listening socket,
+  ends the event streams, and closes every session before the upstream servers are
+  disconnected. Exit status 0.
 """
 
 from __future__ import annotations
@@ -20,24 +30,42 @@ import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .toolset import ServerContext
+from codemode.capability import HttpEndpoint
+
+from .calls import CallTracker, ClientLink
+from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
+from .sessions import SessionManager
+from .toolset import LINK_SCOPE_KEY, ServerContext
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 SDK_IDLE_TIMEOUT = 24 * 3600.0
 """The SDK forgets an MCP session id after this long; ours expire first (clearer error)."""
+LISTEN_BACKLOG = 2048
 
-__all__ = ["HEALTH_PATH", "MCP_PATH", "BearerAuth", "bind_socket", "build_http_app", "is_loopback"]
+__all__ = [
+    "HEALTH_PATH",
+    "MCP_PATH",
+    "READY_PATH",
+    "BearerAuth",
+    "ClientWatch",
+    "HealthCheck",
+    "Traffic",
+    "bind_socket",
+    "build_http_app",
+    "is_loopback",
+    "serve_http",
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -50,13 +78,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+async def _send_json(
+    send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]]
+) -> None:
+    body = json.dumps(data).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerAuth:
     """ASGI middleware: refuse HTTP requests without the right bearer token.
 
     ``token=None`` lets everything through (``--no-auth`` on loopback only).
     """
 
-    def __init__(self, app: ASGIApp, token: str | None, *, open_paths: frozenset[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, *, open_paths: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode() if token is not None else None
         self._open = open_paths
@@ -73,53 +122,146 @@ class BearerAuth:
         if hmac.compare_digest(given, self._expected):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            {
-                "error": "unauthorized",
-                "error_description": "codemode serve needs 'Authorization: Bearer <token>' "
-                "(the token is CODEMODE_TOKEN, or the one printed at start).",
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="codemode"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        error = {
+            "error": "invalid_token",
+            "error_description": "codemode serve needs 'Authorization: Bearer <token>' "
+            "(the token is CODEMODE_TOKEN, or the one printed at start).",
+        }
+        # error="invalid_token" and no resource_metadata: a client must not start an OAuth
+        # login this server cannot complete (RFC 6750, RFC 9728).
+        challenge = b'Bearer realm="codemode", error="invalid_token"'
+        await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
 
 
-class SessionEndWatcher:
-    """ASGI middleware: when a client deletes its MCP session, close its codemode session."""
+class HealthCheck:
+    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
 
-    def __init__(self, app: ASGIApp, on_end: Callable[[str], Awaitable[Any]], path: str) -> None:
+    Both are answered from counters before auth and before anything that can wait.
+    ``/readyz`` is 503 while the server stops or when a new client could neither get a
+    session nor a place in the queue, so a load balancer sends it elsewhere.
+    """
+
+    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
         self.app = app
-        self._on_end = on_end
+        self._sessions = sessions
+        self._calls = calls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path not in (HEALTH_PATH, READY_PATH) or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        s = self._sessions
+        data: dict[str, Any] = {
+            "status": "ok",
+            "sessions": len(s),
+            "max_sessions": s.max_sessions,
+            "queued": s.queued,
+            "calls": len(self._calls),
+            "stopping": s.draining,
+        }
+        status = 200
+        if path == READY_PATH:
+            ready = s.accepting
+            data["status"] = "ready" if ready else ("stopping" if s.draining else "busy")
+            status = 200 if ready else 503
+        await _send_json(send, status, data, [])
+
+
+class Traffic:
+    """How many ``/mcp`` requests (not event streams) are in flight."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._quiet: anyio.Event | None = None
+
+    def begin(self) -> None:
+        self.requests += 1
+
+    def end(self) -> None:
+        self.requests -= 1
+        if self.requests == 0 and self._quiet is not None:
+            self._quiet.set()
+            self._quiet = None
+
+    async def wait_quiet(self) -> None:
+        """Return once no request is in flight (every answer has been sent)."""
+        while self.requests:
+            if self._quiet is None:
+                self._quiet = anyio.Event()
+            await self._quiet.wait()
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class ClientWatch:
+    """ASGI middleware on ``/mcp``: links each request to its client (see module doc)."""
+
+    def __init__(
+        self, app: ASGIApp, sessions: SessionManager, traffic: Traffic, path: str = MCP_PATH
+    ) -> None:
+        self.app = app
+        self._sessions = sessions
+        self._traffic = traffic
         self._path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "DELETE" or scope["path"] != self._path:
+        if scope["type"] != "http" or scope["path"] != self._path:
             await self.app(scope, receive, send)
             return
-        sid = next(
-            (v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-session-id"), None
-        )
+        sessions = self._sessions
+        method = scope["method"]
+        sid = _header(scope["headers"], b"mcp-session-id")
+        keys = [f"mcp:{sid}"] if sid else []
+        peer = scope.get("client")
+        link = ClientLink(str(peer[0]) if peer else None)
+        scope[LINK_SCOPE_KEY] = link
+        answered = False
         status = 0
 
-        async def watch(message: Message) -> None:
-            nonlocal status
+        async def watch_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not answered:
+                link.lost()
+            return message
+
+        async def watch_send(message: Message) -> None:
+            nonlocal answered, status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                new = None if sid else _header(message.get("headers", []), b"mcp-session-id")
+                if new:  # the answer to initialize: the client is here from now on
+                    keys.append(f"mcp:{new}")
+                    sessions.attach(keys[-1])
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = True
             await send(message)
 
-        await self.app(scope, receive, watch)
-        if sid and 200 <= status < 300:
-            await self._on_end(f"mcp:{sid}")
+        if sid is None and method == "POST" and sessions.draining:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": (
+                "the codemode server is shutting down and takes no new clients; retry in a "
+                "moment (or on another server)")}}  # fmt: skip
+            await _send_json(send, 503, error, [(b"retry-after", b"5")])
+            return
+        stream = method == "GET"
+        if keys:
+            sessions.attach(keys[0])
+        if not stream:
+            self._traffic.begin()
+        try:
+            await self.app(scope, watch_receive, watch_send)
+        finally:
+            if not stream:
+                self._traffic.end()
+            for key in keys:  # an unknown session id (404) leaves no trace
+                sessions.detach(key, known=status < 400)
+        if method == "DELETE" and sid and 200 <= status < 300:
+            await sessions.drop(f"mcp:{sid}")
 
 
 def build_http_app(
@@ -130,30 +272,43 @@ def build_http_app(
     token: str | None,
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
     on_ready: Callable[[], None] | None = None,
+    stop: GracefulStop | None = None,
 ) -> Starlette:
-    """The ASGI app: ``/mcp`` (streamable HTTP), ``/healthz``; auth around both but health.
+    """The ASGI app: ``/mcp`` (streamable HTTP), ``/healthz``, ``/readyz``.
 
-    The app's lifespan runs the SDK's session manager and the idle-session reaper; on
-    shutdown it closes every codemode session, then calls ``on_shutdown`` (which closes
-    the upstream servers).
+    The app's lifespan runs the SDK's session manager, the session reaper and the
+    graceful stop (``stop``, requested by :func:`serve_http` on a signal); at the end it
+    closes every codemode session, then calls ``on_shutdown`` (upstream servers...).
     """
+    from sse_starlette.sse import AppStatus
+
+    # Event streams must outlive the signal: they carry the answers of running calls.
+    # ``drain`` ends them (AppStatus.should_exit) once those answers are out.
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
     sdk_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
         session_idle_timeout=SDK_IDLE_TIMEOUT,
     )
     sessions = context.sessions
+    traffic = Traffic()
+    stop = stop if stop is not None else GracefulStop()
 
-    async def healthz(request: Request) -> Response:
-        return JSONResponse(
-            {"status": "ok", "sessions": len(sessions), "max_sessions": sessions.max_sessions}
-        )
+    async def graceful() -> None:
+        await stop.wait()
+        try:
+            await drain(context, stop, traffic.wait_quiet)
+        finally:
+            AppStatus.should_exit = True  # ends the remaining event streams (GET)
+            stop.drained()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop.bind()
         try:
             async with server.session_manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(sessions.run_reaper)
+                tg.start_soon(graceful)
                 if on_ready is not None:
                     on_ready()
                 try:
@@ -161,16 +316,34 @@ def build_http_app(
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            await sessions.aclose()
-            if on_shutdown is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                await sessions.aclose()
+                if on_shutdown is not None:
                     await on_shutdown()
+            AppStatus.should_exit = False
 
-    routes: list[BaseRoute] = [Route(HEALTH_PATH, healthz, methods=["GET"]), *sdk_app.routes]
+    routes: list[BaseRoute] = [*sdk_app.routes]
+    open_paths: set[str] = set()
+    for ep in capability_endpoints(context):
+        routes.append(Route(ep.path, ep.handler, methods=["GET"]))
+        if ep.own_auth:
+            open_paths.add(ep.path)
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(SessionEndWatcher, on_end=sessions.drop, path=MCP_PATH)
-    app.add_middleware(BearerAuth, token=token, open_paths=frozenset({HEALTH_PATH}))
+    app.state.graceful_stop = stop
+    app.add_middleware(ClientWatch, sessions=sessions, traffic=traffic, path=MCP_PATH)
+    app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
+    app.add_middleware(HealthCheck, sessions=sessions, calls=context.calls)
     return app
+
+
+def capability_endpoints(context: ServerContext) -> list[HttpEndpoint]:
+    """The routes the workspace's capabilities add (``/metrics``...)."""
+    from codemode.assembly import http_endpoints, installed
+
+    ws = context.workspace
+    if ws is None:
+        return http_endpoints(context, installed(), {})
+    return http_endpoints(context, ws.capabilities, ws.sections)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -181,7 +354,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(addr)
-        sock.listen(256)
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise
@@ -190,10 +363,40 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 async def serve_http(app: Starlette, sock: socket.socket, *, log_level: str = "warning") -> None:
-    """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM."""
+    """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
+
+    A signal starts the app's graceful stop (see the module doc); once it is over,
+    uvicorn closes the listening socket and the connections, and runs the app's
+    shutdown. The signal is not re-raised afterwards: a graceful stop exits with 0.
+    """
     import uvicorn
 
     config = uvicorn.Config(
-        app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=10, access_log=False
+        app,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+        backlog=LISTEN_BACKLOG,
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    # An app without a graceful stop (the tenants' router in front of several apps)
+    # stops as uvicorn does.
+    stop: GracefulStop | None = getattr(getattr(app, "state", None), "graceful_stop", None)
+    if stop is None:
+        await uvicorn.Server(config).serve(sockets=[sock])
+        return
+    graceful = stop  # bound for the class below (narrowed: not None)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.should_exit = True
+            graceful.request()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if graceful.requests == 0:
+                graceful.request()
+            with anyio.move_on_after(graceful.grace + ANSWER_FLUSH + 5):
+                await graceful.wait_drained()
+            await super().shutdown(sockets)
+
+    await Server(config).serve(sockets=[sock])

@@ -7,21 +7,31 @@ ephemeral session that is closed when the call ends.
 
 Lifecycle of a keyed session::
 
-    absent --lease(key)--> starting --factory() ok--> open --idle > idle_timeout--> expired
-                                      \\--fails--> absent (error raised to every waiter)
-    open --drop(key) / aclose()--> closed
+    absent --lease(key)--> [queued] --slot--> starting --factory() ok--> open
+                              \\--full / timeout: ServerBusy        \\--fails: absent
+    open --idle > idle_timeout------------------------------------> expired
+    open --client detached (no stream, no request) > reclaim_after--> reclaimed
+    open --drop(key) / aclose()-----------------------------------> closed
 
-A session is never expired while a call holds it. Calls on one session run one at a
-time (``lease`` holds the session's lock), so two ``run_code`` calls from one client
-cannot interleave inside one worker.
+A session is never expired or reclaimed while a call holds it. Calls on one session
+run one at a time (``lease`` holds the session's lock), so two ``run_code`` calls from
+one client cannot interleave inside one worker.
+
+Admission: at most ``max_sessions`` slots are held at once (open and starting sessions,
+ephemeral calls). A caller that needs a new slot beyond that waits in a bounded queue
+for up to ``queue_timeout`` seconds, then gets ``ServerBusy`` ("retry after N s").
+Freed slots go to waiting clients in turn (round robin by client), and when the queue
+is full a newcomer pushes out the newest waiter of the client holding the most places,
+so one client's burst cannot starve the others.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,7 +48,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT = 1800.0
 DEFAULT_MAX_SESSIONS = 32
+DEFAULT_RECLAIM_AFTER = 120.0
+DEFAULT_QUEUE_SIZE = 64
+DEFAULT_QUEUE_TIMEOUT = 15.0
+DEFAULT_START_CONCURRENCY = max(4, 2 * (os.cpu_count() or 1))
+"""Sessions started at once: more would boot their workers side by side, each slower,
+until all of them miss their start timeout; the rest wait their turn instead."""
+DEFAULT_SHUTDOWN_GRACE = 10.0
+"""Seconds running calls may take to finish once the server is asked to stop."""
 _REMEMBER_EXPIRED = 4096
+_MAX_RETRY_AFTER = 60
 
 
 class SessionLimitReached(CodemodeError):
@@ -46,6 +65,18 @@ class SessionLimitReached(CodemodeError):
 
     Local subclass of the base error: it is a server policy, raised only here.
     """
+
+
+class ServerBusy(SessionLimitReached):
+    """No session slot freed up in time (or the queue is full): retry after ``retry_after`` s."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ShuttingDown(CodemodeError):
+    """The server is stopping and takes no new calls."""
 
 
 class ServerSession(Protocol):
@@ -69,6 +100,24 @@ class _Entry:
     ready: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     busy: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    """A caller queued for a session slot."""
+
+    client: str
+    event: anyio.Event = field(default_factory=anyio.Event)
+    granted: bool = False
+    refusal: CodemodeError | None = None
+
+
+@dataclass(slots=True)
+class _Link:
+    """How many streams or requests of a client are open, and since when none is."""
+
+    open: int = 0
+    since: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,25 +145,45 @@ class SessionManager:
         *,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        reclaim_after: float | None = DEFAULT_RECLAIM_AFTER,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
+        start_concurrency: int = DEFAULT_START_CONCURRENCY,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if idle_timeout is not None and not (math.isfinite(idle_timeout) and idle_timeout > 0):
-            raise ValueError("idle_timeout must be a positive number of seconds or None")
+        for name, value in (("idle_timeout", idle_timeout), ("reclaim_after", reclaim_after)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds or None")
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
+        if queue_size < 0 or not (math.isfinite(queue_timeout) and queue_timeout >= 0):
+            raise ValueError("queue_size and queue_timeout must not be negative")
+        if start_concurrency < 1:
+            raise ValueError("start_concurrency must be at least 1")
         self._factory = factory
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
+        self.reclaim_after = reclaim_after
+        self.queue_size = queue_size
+        self.queue_timeout = queue_timeout
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
-        self._ephemeral = 0
-        self._expired: OrderedDict[str, float] = OrderedDict()
+        self._used = 0
+        """Slots held: open and starting sessions, ephemeral calls, grants in transit."""
+        self._queue: dict[str, deque[_Waiter]] = {}
+        self._turns: deque[str] = deque()
+        """Clients with waiters, in the order they are served."""
+        self._queued = 0
+        self._links: dict[str, _Link] = {}
+        self._expired: OrderedDict[str, str] = OrderedDict()
+        self._starts = anyio.Semaphore(start_concurrency)
+        self._draining = False
         self._closed = False
 
     # -- queries -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._entries) + self._ephemeral
+        return self._used
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
@@ -122,20 +191,39 @@ class SessionManager:
     def keys(self) -> list[str]:
         return list(self._entries)
 
+    @property
+    def queued(self) -> int:
+        """Callers waiting for a session slot."""
+        return self._queued
+
+    @property
+    def accepting(self) -> bool:
+        """Whether a new client would get a session now or a place in the queue."""
+        if self._draining or self._closed:
+            return False
+        return self._used < self.max_sessions or self._queued < self.queue_size
+
+    @property
+    def draining(self) -> bool:
+        return self._draining or self._closed
+
     # -- borrowing -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def lease(self, key: str | None, *, exclusive: bool = True) -> AsyncIterator[Lease]:
+    async def lease(
+        self, key: str | None, *, exclusive: bool = True, client: str | None = None
+    ) -> AsyncIterator[Lease]:
         """Borrow the session named ``key`` (started on first use) for one call.
 
-        Raises ``SessionLimitReached`` when a new session would exceed the cap, and
-        whatever the factory raises when the session cannot be started.
+        ``client`` names who is asking (e.g. the remote address), for fair queueing.
+        Raises ``ServerBusy`` when no slot frees up in time, ``ShuttingDown`` while the
+        server stops, and whatever the factory raises when the session cannot start.
         """
         if key is None:
-            async with self._ephemeral_lease() as lease:
+            async with self._ephemeral_lease(client or "") as lease:
                 yield lease
             return
-        entry, new, notice = await self._acquire(key)
+        entry, new, notice = await self._acquire(key, client or "")
         try:
             session = entry.session
             assert session is not None  # _acquire returns only started entries
@@ -153,12 +241,18 @@ class SessionManager:
         async with self.lease(key, exclusive=False) as lease:
             return lease.session
 
-    async def _acquire(self, key: str) -> tuple[_Entry, bool, str | None]:
+    def _check_open(self) -> None:
+        if self._draining or self._closed:
+            raise ShuttingDown(
+                "the codemode server is shutting down and takes no new calls; "
+                "retry in a moment (or on another server)"
+            )
+
+    async def _acquire(self, key: str, client: str) -> tuple[_Entry, bool, str | None]:
         while True:
-            if self._closed:
-                raise CodemodeError("the server is shutting down")
+            self._check_open()
             entry = self._entries.get(key)
-            if entry is not None and self._is_idle_expired(entry):
+            if entry is not None and self._reason_to_end(entry) is not None:
                 await self._expire(entry)
                 continue
             if entry is not None:
@@ -168,113 +262,265 @@ class SessionManager:
                     entry.busy -= 1
                     raise entry.error
                 return entry, False, None
-            await self._reserve_slot()
-            if key in self._entries:  # someone else started it while we swept
+            await self._reserve_slot(client)
+            if key in self._entries or self._draining or self._closed:
+                self._free_slot()  # someone else started it while we waited
                 continue
             break
         now = self._clock()
         entry = _Entry(key=key, created=now, last_used=now, busy=1)
         self._entries[key] = entry
-        notice = self._expiry_notice(key)
+        notice = self._expired.pop(key, None)
         try:
-            entry.session = await self._factory(key)
+            entry.session = await self._start(key)
         except BaseException as exc:
             entry.error = exc
-            self._entries.pop(key, None)
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+                self._free_slot()
             raise
         finally:
             entry.ready.set()
         return entry, True, notice
 
     @asynccontextmanager
-    async def _ephemeral_lease(self) -> AsyncIterator[Lease]:
-        if self._closed:
-            raise CodemodeError("the server is shutting down")
-        await self._reserve_slot()
-        self._ephemeral += 1
+    async def _ephemeral_lease(self, client: str) -> AsyncIterator[Lease]:
+        self._check_open()
+        await self._reserve_slot(client)
         try:
-            session = await self._factory(None)
+            session = await self._start(None)
             try:
                 yield Lease(session, None, True, None)
             finally:
                 with anyio.CancelScope(shield=True):
                     await _close_quietly(session)
         finally:
-            self._ephemeral -= 1
+            self._free_slot()
 
-    async def _reserve_slot(self) -> None:
-        if len(self) >= self.max_sessions:
-            await self.sweep()  # expired-but-not-yet-swept sessions do not count
-        if len(self) >= self.max_sessions:
-            idle = (
-                f"; idle sessions expire after {self.idle_timeout:g} s"
-                if self.idle_timeout is not None
-                else ""
-            )
-            raise SessionLimitReached(
-                f"codemode server is at its limit of {self.max_sessions} concurrent sessions "
-                f"(--max-sessions){idle}. Close another client's session or retry later."
-            )
+    async def _start(self, key: str | None) -> Session:
+        async with self._starts:
+            return await self._factory(key)
+
+    # -- admission -------------------------------------------------------------------
+
+    async def _reserve_slot(self, client: str) -> None:
+        if self._used < self.max_sessions and not self._queued:
+            self._used += 1
+            return
+        await self.sweep()  # expired-but-not-yet-swept sessions do not count
+        if self._used < self.max_sessions and not self._queued:
+            self._used += 1
+            return
+        waiter = self._enqueue(client)
+        try:
+            with anyio.move_on_after(self.queue_timeout):
+                await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self._free_slot()  # cancelled right after a slot was handed over
+            else:
+                self._unqueue(waiter)
+            raise
+        if waiter.granted:
+            return  # the slot was handed over by _free_slot: _used already counts it
+        self._unqueue(waiter)
+        raise waiter.refusal or self._busy(
+            f"no session slot freed up within {self.queue_timeout:g} s"
+        )
+
+    def _enqueue(self, client: str) -> _Waiter:
+        if self._queued >= self.queue_size:
+            self._push_out(client)
+        waiter = _Waiter(client)
+        line = self._queue.get(client)
+        if line is None:
+            line = self._queue[client] = deque()
+            self._turns.append(client)
+        line.append(waiter)
+        self._queued += 1
+        return waiter
+
+    def _push_out(self, client: str) -> None:
+        """Make room for ``client`` by refusing the newest waiter of the biggest client."""
+        mine = len(self._queue.get(client, ()))
+        biggest = max(self._queue, key=lambda c: len(self._queue[c]), default=None)
+        if biggest is None or len(self._queue[biggest]) <= mine + 1:
+            raise self._busy(f"{self._queued} clients are already waiting (--queue-size)")
+        victim = self._queue[biggest].pop()
+        self._queued -= 1
+        victim.refusal = self._busy("a waiting place was given to another client (fair share)")
+        victim.event.set()
+
+    def _unqueue(self, waiter: _Waiter) -> None:
+        line = self._queue.get(waiter.client)
+        if line is None or waiter not in line:
+            return
+        line.remove(waiter)
+        self._queued -= 1
+        if not line:
+            del self._queue[waiter.client]
+            self._turns.remove(waiter.client)
+
+    def _free_slot(self) -> None:
+        """Give a freed slot to the next waiting client in turn, or release it."""
+        while self._turns:
+            client = self._turns.popleft()
+            line = self._queue[client]
+            waiter = line.popleft()
+            self._queued -= 1
+            if line:
+                self._turns.append(client)
+            else:
+                del self._queue[client]
+            waiter.granted = True
+            waiter.event.set()
+            return
+        self._used -= 1
+
+    def _busy(self, why: str) -> ServerBusy:
+        wait = self._retry_after()
+        return ServerBusy(
+            f"codemode server is busy: it is at its limit of {self.max_sessions} concurrent "
+            f"sessions (--max-sessions) and {why}. Retry after {wait} s, or close another "
+            "client's session.",
+            retry_after=wait,
+        )
+
+    def _retry_after(self) -> int:
+        """Seconds until a slot is likely to free up (an idle session's expiry), bounded."""
+        now, soonest = self._clock(), math.inf
+        for entry in self._entries.values():
+            if entry.busy or not entry.ready.is_set():
+                continue
+            if self.idle_timeout is not None:
+                soonest = min(soonest, entry.last_used + self.idle_timeout - now)
+            link = self._links.get(entry.key)
+            if self.reclaim_after is not None and link is not None and link.open == 0:
+                soonest = min(soonest, link.since + self.reclaim_after - now)
+        guess = soonest if math.isfinite(soonest) else max(self.queue_timeout, 1.0)
+        return int(min(max(math.ceil(guess), 1), _MAX_RETRY_AFTER))
+
+    # -- client presence -------------------------------------------------------------
+
+    def attach(self, key: str) -> None:
+        """A stream or request of the client owning ``key`` opened."""
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = _Link()
+        link.open += 1
+
+    def detach(self, key: str, *, known: bool = True) -> None:
+        """One of its streams or requests closed (see ``reclaim_after``).
+
+        ``known=False``: the transport did not know ``key`` (a made-up session id); it is
+        forgotten unless something else holds it, so such requests cost no memory.
+        """
+        link = self._links.get(key)
+        if link is not None and link.open > 0:
+            link.open -= 1
+            if link.open == 0:
+                link.since = self._clock()
+                if not known and key not in self._entries:
+                    del self._links[key]
 
     # -- expiry and closing --------------------------------------------------------
 
-    def _is_idle_expired(self, entry: _Entry) -> bool:
-        if self.idle_timeout is None or entry.busy > 0 or not entry.ready.is_set():
-            return False
-        return self._clock() - entry.last_used > self.idle_timeout
-
-    def _expiry_notice(self, key: str) -> str | None:
-        if self._expired.pop(key, None) is None:
+    def _reason_to_end(self, entry: _Entry) -> str | None:
+        """Why ``entry`` should be closed now (idle or client gone), or None."""
+        if entry.busy > 0 or not entry.ready.is_set():
             return None
-        return (
-            f"Your previous session expired after more than {self.idle_timeout:g} s without use; "
-            "its variables and imports are gone. This is a new session."
-        )
+        now = self._clock()
+        if self.idle_timeout is not None and now - entry.last_used > self.idle_timeout:
+            return (
+                f"Your previous session expired after more than {self.idle_timeout:g} s "
+                "without use; its variables and imports are gone. This is a new session."
+            )
+        link = self._links.get(entry.key)
+        if (
+            self.reclaim_after is not None
+            and link is not None
+            and link.open == 0
+            and now - max(link.since, entry.last_used) > self.reclaim_after
+        ):
+            return (
+                f"Your previous session was closed: its client's connection was gone for more "
+                f"than {self.reclaim_after:g} s; its variables and imports are gone. "
+                "This is a new session."
+            )
+        return None
 
-    def _forget(self, entry: _Entry, *, expired: bool) -> None:
+    def _forget(self, entry: _Entry, *, notice: str | None) -> None:
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
-        if expired:
-            self._expired[entry.key] = self._clock()
+            self._free_slot()
+        if notice is not None:
+            self._expired[entry.key] = notice
             while len(self._expired) > _REMEMBER_EXPIRED:
                 self._expired.popitem(last=False)
 
-    async def _expire(self, entry: _Entry) -> None:
-        self._forget(entry, expired=True)
-        logger.info("session %s expired after %.0f s idle", entry.key[:24], self.idle_timeout)
+    async def _expire(self, entry: _Entry, notice: str | None = None) -> None:
+        notice = notice or self._reason_to_end(entry) or "Your previous session was closed."
+        self._forget(entry, notice=notice)
+        logger.info("session %s closed: %s", entry.key[:24], notice.split(":")[0])
         with anyio.CancelScope(shield=True):
             await _close_quietly(entry.session)
 
     async def sweep(self) -> int:
-        """Close every session idle for longer than ``idle_timeout``; returns how many."""
-        expired = [e for e in list(self._entries.values()) if self._is_idle_expired(e)]
-        for entry in expired:
-            await self._expire(entry)
-        return len(expired)
+        """Close every session idle too long or whose client is gone; returns how many."""
+        ending = [(e, r) for e in list(self._entries.values()) if (r := self._reason_to_end(e))]
+        for entry, notice in ending:
+            await self._expire(entry, notice)
+        self._prune_links()
+        return len(ending)
+
+    def _prune_links(self) -> None:
+        """Forget presence of clients that have no session and left long ago."""
+        horizon = 2 * max(self.reclaim_after or 0.0, self.idle_timeout or 0.0, 60.0)
+        now = self._clock()
+        stale = [
+            key
+            for key, link in self._links.items()
+            if link.open == 0 and key not in self._entries and now - link.since > horizon
+        ]
+        for key in stale:
+            del self._links[key]
 
     async def run_reaper(self, interval: float | None = None) -> None:
         """Sweep forever (run it in a task group; cancel it to stop)."""
-        if self.idle_timeout is None:
+        periods = [t / 4 for t in (self.idle_timeout, self.reclaim_after) if t is not None]
+        if not periods:
             await anyio.sleep_forever()
-        assert self.idle_timeout is not None
-        period = interval if interval is not None else min(max(self.idle_timeout / 4, 0.05), 30.0)
+        period = interval if interval is not None else min(max(min(periods), 0.05), 30.0)
         while True:
             await anyio.sleep(period)
             await self.sweep()
 
     async def drop(self, key: str) -> bool:
-        """Close the session named ``key`` now (its client went away). False if none."""
+        """Close the session named ``key`` now (its client ended it). False if none."""
+        self._links.pop(key, None)
         entry = self._entries.get(key)
         if entry is None:
             return False
-        self._forget(entry, expired=False)
+        self._forget(entry, notice=None)
         await entry.ready.wait()
         with anyio.CancelScope(shield=True):
             await _close_quietly(entry.session)
         return True
 
+    def stop_admitting(self) -> None:
+        """Shutdown has begun: refuse new calls and everyone still waiting for a slot."""
+        self._draining = True
+        for line in self._queue.values():
+            for waiter in line:
+                waiter.refusal = ShuttingDown("the codemode server is shutting down")
+                waiter.event.set()
+        self._queue.clear()
+        self._turns.clear()
+        self._queued = 0
+
     async def aclose(self) -> None:
         """Close every session; later leases fail. Safe to call twice."""
+        self.stop_admitting()
         self._closed = True
         entries = list(self._entries.values())
         self._entries.clear()

@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field
 from codemode.errors import CodemodeError
 from codemode.output import DEFAULT_LIMIT, bound_json, bound_text
 
+from .calls import CallTracker, ClientLink
 from .sessions import Lease, SessionManager
 
 if TYPE_CHECKING:
@@ -61,13 +62,30 @@ INSTRUCTIONS_PACKAGE = "codemode.server.instructions"
 
 __all__ = [
     "INSTRUCTIONS_PACKAGE",
+    "LINK_SCOPE_KEY",
+    "MODERN",
     "Call",
     "Reply",
+    "ReplyLayer",
     "ServerContext",
     "ToolDef",
     "Toolset",
+    "error_reply",
+    "is_modern",
+    "link_of",
     "load_text",
 ]
+
+
+MODERN = "2026-07-28"
+"""The first protocol without a back-channel: server-to-client requests ride
+``InputRequiredResult`` rounds instead of being sent mid-call."""
+
+
+def is_modern(mcp_ctx: Any) -> bool:
+    """Whether the request came over a 2026-07-28 (or later) connection."""
+    version = getattr(mcp_ctx, "protocol_version", None)
+    return bool(version) and str(version) >= MODERN
 
 
 def load_text(name: str, package: str = INSTRUCTIONS_PACKAGE) -> str:
@@ -107,6 +125,8 @@ class ServerContext:
     settings: Settings | None = None
     run_timeout: float = 60.0
     output_limit: int = DEFAULT_LIMIT
+    calls: CallTracker = field(default_factory=CallTracker)
+    """Every call in progress: cancelled when its client goes away, or at shutdown."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,6 +139,8 @@ class Call:
     """Which client session this call belongs to (``None``: not recognisable again)."""
     mcp: Context | None = None
     """The SDK's request context, for the rare tool that needs it (progress...)."""
+    client: str | None = None
+    """Who sent the call (the remote address over HTTP), for fair queueing."""
 
     def lease(self) -> AbstractAsyncContextManager[Lease]:
         """Borrow the caller's session for one use (``async with call.lease() as l:``).
@@ -126,7 +148,7 @@ class Call:
         Works for every caller, including one that cannot be recognised again (it gets
         a session that is closed when the block ends). Runs on one session are serialised.
         """
-        return self.server.sessions.lease(self.session_key)
+        return self.server.sessions.lease(self.session_key, client=self.client)
 
     async def session(self) -> Session:
         """The caller's persistent ``codemode.session.Session`` (started on demand).
@@ -143,6 +165,8 @@ class Call:
 
 Handler = Callable[..., Awaitable[Any]]
 KeyFn = Callable[[Context], str | None]
+ReplyLayer = Callable[[Call, str, Any], Awaitable[Any]]
+"""``layer(call, tool_name, reply) -> reply``: sees (and may rewrite) every tool's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +182,11 @@ class ToolDef:
 class Toolset:
     """An ordered set of tool definitions, applied to an ``MCPServer`` in one go."""
 
-    def __init__(self, tools: typing.Iterable[ToolDef] = ()) -> None:
+    def __init__(
+        self, tools: typing.Iterable[ToolDef] = (), layers: typing.Iterable[ReplyLayer] = ()
+    ) -> None:
         self._tools: dict[str, ToolDef] = {td.name: td for td in tools}
+        self._layers: list[ReplyLayer] = list(layers)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -170,10 +197,15 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def use(self, layer: ReplyLayer) -> None:
+        """Pass every tool's reply (an error reply included) through ``layer``, in the
+        order added (privacy's net over everything ``codemode serve`` answers)."""
+        self._layers.append(layer)
+
     def only(self, names: typing.Iterable[str]) -> Toolset:
-        """A toolset with just these tools (in this toolset's order)."""
+        """A toolset with just these tools (in this toolset's order; its layers too)."""
         keep = set(names)
-        return Toolset(td for td in self._tools.values() if td.name in keep)
+        return Toolset((td for td in self._tools.values() if td.name in keep), self._layers)
 
     def tool(
         self,
@@ -239,7 +271,7 @@ class Toolset:
         """Register every tool on ``server``; ``key_of`` names the caller's session."""
         for td in self._tools.values():
             server.add_tool(
-                _adapt(td, context, key_of),
+                _adapt(td, context, key_of, self._layers),
                 name=td.name,
                 title=td.title,
                 description=td.description,
@@ -287,7 +319,9 @@ def with_parameters(fn: Handler, params: Sequence[inspect.Parameter], name: str)
     return fn
 
 
-def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
+def _adapt(
+    td: ToolDef, context: ServerContext, key_of: KeyFn, layers: list[ReplyLayer] | None = None
+) -> Handler:
     """Wrap ``fn(call, **args)`` as the SDK expects: ``fn(**args, ctx: Context)``.
 
     The wrapper's signature is the handler's, minus ``call``, plus a keyword-only
@@ -307,13 +341,32 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     )
     returns: Any = Annotated[CallToolResult, td.output] if td.output is not None else CallToolResult
 
+    from codemode.approval.types import current_approver
+
+    from .approve import client_approver
+
     async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
-        call = Call(context, key_of(mcp_ctx), mcp_ctx)
+        link = link_of(mcp_ctx)
+        call = Call(context, key_of(mcp_ctx), mcp_ctx, link.client if link else None)
+        out: Any = None
+        # Calls that need a person's yes during this request ask this client's person.
+        asking = current_approver.set(client_approver(mcp_ctx))
         try:
-            out = await fn(call, **kwargs)
-        except CodemodeError as exc:
-            out = Reply(f"{type(exc).__name__}: {exc}", None, is_error=True)
+            with context.calls.track(link) as running:
+                try:
+                    out = await fn(call, **kwargs)
+                except CodemodeError as exc:
+                    out = error_reply(exc)
+        finally:
+            current_approver.reset(asking)
+        if running.reason is not None:
+            out = Reply(f"Cancelled: {running.reason}", None, is_error=True)
+        try:
+            for layer in layers or ():
+                out = await layer(call, td.name, out)
+        except CodemodeError as exc:  # a layer withheld the reply (privacy: block)
+            out = error_reply(exc)
         return to_result(out, context.output_limit)
 
     wrapper.__name__ = td.name
@@ -322,6 +375,25 @@ def _adapt(td: ToolDef, context: ServerContext, key_of: KeyFn) -> Handler:
     wrapper.__signature__ = inspect.Signature(new_params, return_annotation=returns)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in new_params} | {"return": returns}
     return wrapper
+
+
+LINK_SCOPE_KEY = "codemode.link"
+"""Where the HTTP transport puts a request's :class:`ClientLink` in the ASGI scope."""
+
+
+def link_of(ctx: Context) -> ClientLink | None:
+    """The link of the HTTP request behind a call (None over stdio)."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    link = scope.get(LINK_SCOPE_KEY) if isinstance(scope, dict) else None
+    return link if isinstance(link, ClientLink) else None
+
+
+def error_reply(exc: CodemodeError) -> Reply:
+    """A failure the model should see, as a tool error (with ``retry_after`` when busy)."""
+    retry = getattr(exc, "retry_after", None)
+    data = None if retry is None else {"error": type(exc).__name__, "retry_after": retry}
+    return Reply(f"{type(exc).__name__}: {exc}", data, is_error=True)
 
 
 def to_result(out: Any, limit: int | None = None) -> CallToolResult | InputRequiredResult:

@@ -2,7 +2,8 @@
 
 Every command opens the workspace (``--base``, else ``$CODEMODE_BASE``, else
 ``~/.codemode``), connects the servers it needs, prints, and closes them. ``--json``
-prints machine-readable output; errors go to stderr with exit status 1.
+prints machine-readable output; errors and warnings go to stderr (``codemode.cli``: exit
+status 2 for a configuration mistake, 1 for anything else).
 """
 
 from __future__ import annotations
@@ -10,16 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-
-from codemode.errors import CodemodeError
 
 if TYPE_CHECKING:
     from codemode.tools.registry import ToolRegistry
@@ -60,11 +58,7 @@ def _run(base: Path | None, action: Callable[[ToolRegistry], Awaitable[T]]) -> T
             registry.progress = None
             await registry.aclose()
 
-    try:
-        with _show_codemode_warnings():
-            return asyncio.run(main())
-    except CodemodeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    return asyncio.run(main())  # errors and warnings: one path for every command (codemode.cli)
 
 
 class _Progress:
@@ -116,32 +110,6 @@ class _Progress:
                 await self._task
         if self._shown:
             click.echo(CLEAR_LINE, nl=False, err=True)
-
-
-class _StderrWarnings(logging.Handler):
-    """Writes to whatever stderr click sees at the time (works under CliRunner too)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        clear = CLEAR_LINE if sys.stderr.isatty() else ""  # over a progress line, if any
-        click.echo(f"{clear}warning: {record.getMessage()}", err=True)
-
-
-@contextlib.contextmanager
-def _show_codemode_warnings() -> Iterator[None]:
-    """The registry reports unreachable servers as logged warnings: show them once, plainly."""
-    logger = logging.getLogger("codemode")
-    handler = _StderrWarnings(logging.WARNING)
-    saved = logger.propagate, logger.level
-    logger.addHandler(handler)
-    logger.propagate = False
-    if logger.getEffectiveLevel() > logging.WARNING:
-        logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = saved[0]
-        logger.setLevel(saved[1])
 
 
 def _dump(data: Any) -> None:

@@ -90,3 +90,14 @@ def to_value(
     if len(content) == 1:
         return content_value(content[0])
     return [content_value(c) for c in content]
+
+
+def size_of(result: ToolCallResult) -> int:
+    """Bytes the tool returned (UTF-8 text and binary content; the structured content's
+    JSON when there is no other), for budgets and the audit log."""
+    size = 0
+    for c in result.content:
+        size += len(c.text.encode()) if isinstance(c, TextContent) else len(c.data)
+    if not result.content and result.structured is not None:
+        size = len(json.dumps(result.structured, default=str, ensure_ascii=False).encode())
+    return size

@@ -18,10 +18,11 @@ it, the others follow sorted), and discovery shows the original names.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import difflib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from codemode.errors import (
     CodemodeError,
     ConfigError,
     ToolArgumentError,
+    ToolDenied,
     ToolError,
     ToolNotFound,
     ToolTimeout,
@@ -75,6 +77,18 @@ class ToolCall:
     timeout: float | None = None
     context: CallContext = field(default_factory=CallContext)
     """Whose call it is (tenant, workspace, session, run, client)."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What layers decided or measured about this call, for the layers outside them (audit
+    records them): ``policy``, ``approval``, ``budget``, and ``bytes`` (the size of what the
+    tool returned, set by the registry)."""
+
+
+APPROVAL_PENDING = "pending"
+"""``notes["approval"]`` while a call waits for a person's yes: such a call never reaches
+its tool, even when no approval layer is installed (fail closed)."""
+
+ToolFilter = Callable[[ToolSpec], str | None]
+"""``hidden(spec) -> why | None``: a reason hides the tool from discovery (not from calls)."""
 
 
 NextCall = Next[ToolCall, Any]
@@ -93,6 +107,9 @@ class ToolRegistry:
         self._chain: Chain[ToolCall, Any] = Chain("tool-call", TOOL_STAGES, self._invoke)
         self._chain.use(self._validate, stage="validate")
         self._index: ToolIndex | None = None
+        self._hidden: list[ToolFilter] = []
+        self.workspace: str | None = None
+        """The workspace this registry belongs to: calls whose context names none carry it."""
         self._warnings: deque[str] = deque(maxlen=MAX_WARNINGS)
         self._logged: set[str] = set()
         self.progress: Progress | None = None
@@ -123,15 +140,17 @@ class ToolRegistry:
         server: str = "local",
         name: str | None = None,
         description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> ToolSpec:
-        """Expose a Python callable (sync or async) as ``server.name``."""
+        """Expose a Python callable (sync or async) as ``server.name``; ``annotations`` are
+        MCP tool annotations (``{"readOnlyHint": True}``) that policies believe."""
         entry = self._servers.get(server)
         if entry is None:
             self.add_source(PythonSource(server))
             entry = self._servers[server]
         if not isinstance(entry.source, PythonSource):
             raise ConfigError(f"server {server!r} is not a Python tool server; pick another name")
-        spec = entry.source.add(fn, name=name, description=description)
+        spec = entry.source.add(fn, name=name, description=description, annotations=annotations)
         self.invalidate(server)
         return spec
 
@@ -156,6 +175,25 @@ class ToolRegistry:
         """Add ``middleware(call, call_next)`` at ``stage`` of ``codemode.chain.TOOL_STAGES``;
         within a stage the first added runs outermost."""
         self._chain.use(middleware, stage)
+
+    def hide(self, hidden: ToolFilter) -> None:
+        """Hide the tools for which ``hidden(spec)`` gives a reason from discovery (search,
+        lists, stubs); naming one exactly (``describe``, a call) says why it is refused."""
+        self._hidden.append(hidden)
+        self.invalidate()
+
+    def _shown(self, t: ToolEntry) -> bool:
+        return not any(h(t.spec) for h in self._hidden)
+
+    def _why_hidden(self, t: ToolEntry) -> str | None:
+        return next((why for h in self._hidden if (why := h(t.spec))), None)
+
+    def _visible(self, tools: dict[str, ToolEntry] | None) -> builtins.list[ToolEntry]:
+        if not tools:
+            return []
+        if not self._hidden:
+            return builtins.list(tools.values())
+        return [t for t in tools.values() if self._shown(t)]
 
     def layers(self) -> builtins.list[tuple[str, Middleware]]:
         """The chain's (stage, layer), outermost first (argument validation included)."""
@@ -318,13 +356,16 @@ class ToolRegistry:
                 server=t.server.py_name,
                 tool=t.py_name,
             )
+        ctx = context if context is not None else current_context.get()
+        if ctx.workspace is None and self.workspace is not None:
+            ctx = dataclasses.replace(ctx, workspace=self.workspace)
         call = ToolCall(
             t.spec.server,
             t.spec.name,
             t.validator.normalize(args),  # Python spellings -> the schema's names
             t.spec,
             timeout if timeout is not None else self.default_timeout,
-            context if context is not None else current_context.get(),
+            ctx,
         )
         return await self._chain(call)
 
@@ -332,6 +373,13 @@ class ToolRegistry:
         """The ``validate`` stage: the arguments as they reach the tool, against its schema."""
         s = self._servers.get(call.server)
         t = s.by_original.get(call.tool) if s is not None else None
+        if call.notes.get("approval") == APPROVAL_PENDING:
+            raise ToolDenied(
+                "this call needs a person's approval, but no approval layer answered",
+                server=s.py_name if s is not None else call.server,
+                tool=t.py_name if t is not None else call.tool,
+                reason="approval",
+            )
         if t is not None:
             problems = t.validator.problems(call.args)
             if problems:
@@ -361,6 +409,7 @@ class ToolRegistry:
             ) from exc
         except Exception as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}", server=py_server, tool=py_tool) from exc
+        call.notes["bytes"] = convert.size_of(result)
         for w in result.warnings:
             self.warn(f"{py_server}.{py_tool}: {w}")
         if (
@@ -385,7 +434,7 @@ class ToolRegistry:
     async def _tool_index(self) -> ToolIndex:
         servers = await self._all()
         if self._index is None:
-            docs = [t.doc() for s in servers for t in (s.tools or {}).values()]
+            docs = [t.doc() for s in servers for t in self._visible(s.tools)]
             self._index = ToolIndex(docs)
         return self._index
 
@@ -406,7 +455,7 @@ class ToolRegistry:
         out: builtins.list[dict[str, Any]] = []
         for s in servers:
             tools = await self._ensure(s) if server is not None else (s.tools or {})
-            out += [render(t.doc(), level) for t in tools.values()]
+            out += [render(t.doc(), level) for t in self._visible(tools)]
         return out
 
     async def describe(self, name: str) -> dict[str, Any]:
@@ -432,12 +481,20 @@ class ToolRegistry:
         return out
 
     async def _find(self, name: str) -> ToolEntry:
+        """A tool discovery may show (a hidden one raises ``ToolDenied`` saying why)."""
+        t = await self._find_any(name)
+        why = self._why_hidden(t) if self._hidden else None
+        if why is not None:
+            raise ToolDenied(why, server=t.server.py_name, tool=t.py_name, reason="policy")
+        return t
+
+    async def _find_any(self, name: str) -> ToolEntry:
         name = str(name).strip()
         if "." not in name:
             hits = [
                 t
                 for s in await self._all()
-                for t in (s.tools or {}).values()
+                for t in self._visible(s.tools)
                 if name in (t.py_name, t.spec.name)
             ]
             if len(hits) == 1:
@@ -472,7 +529,7 @@ class ToolRegistry:
             row: dict[str, Any] = {"name": s.py_name}
             if s.py_name != s.name:
                 row["original"] = s.name
-            row["tools"] = len(s.tools) if s.tools is not None else None
+            row["tools"] = len(self._visible(s.tools)) if s.tools is not None else None
             if s.error is not None:
                 row["status"] = f"error: {s.error}"
                 if s.problem is not None:
@@ -491,7 +548,7 @@ class ToolRegistry:
     ) -> builtins.list[tuple[str, str, builtins.list[tuple[ToolSpec, str]]]]:
         """(python server name, original name, [(spec, python tool name)]) for every server."""
         return [
-            (s.py_name, s.name, [(t.spec, t.py_name) for t in (s.tools or {}).values()])
+            (s.py_name, s.name, [(t.spec, t.py_name) for t in self._visible(s.tools)])
             for s in await self._all()
         ]
 
@@ -506,15 +563,16 @@ class ToolRegistry:
         if s is None:
             return None
         tools = await self._ensure(s)
+        shown = self._visible(tools)
         if len(parts) == 2:
             if s.stub is None:
-                items = stubs.stub_tools([(t.spec, t.py_name) for t in tools.values()])
+                items = stubs.stub_tools([(t.spec, t.py_name) for t in shown])
                 s.stub = stubs.server_module_source(s.name, items)
             return s.stub
         t = tools.get(parts[2])
-        if t is None:
+        if t is None or not self._shown(t):
             return None
-        item = stubs.stub_tools([(x.spec, x.py_name) for x in tools.values()])
+        item = stubs.stub_tools([(x.spec, x.py_name) for x in shown])
         return stubs.tool_module_source(next(i for i in item if i.py_name == t.py_name))
 
     # -- the worker's side -------------------------------------------------------------

@@ -42,7 +42,12 @@ class ToolSpec:
     input_schema: JSONSchema = field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: JSONSchema | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    """MCP tool annotations as the source declares them (``readOnlyHint``...)."""
     title: str | None = None
+    trusted: bool = False
+    """Whether ``annotations`` are believed: the server is marked ``"trusted"`` in mcp.json,
+    or the tool is a Python callable the host registered. Otherwise the MCP defaults
+    apply (``codemode.policy.hints``)."""
 
     @property
     def py_server(self) -> str:

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,8 @@ class Deps:
         self.timeout = timeout
         self.index_url = index_url
         self._pip: JailedPip | None = None
+        self.on_change: Callable[[str, str], None] | None = None
+        """Called with (``deps.add``/``deps.remove``/``deps.sync``, spec) after a change."""
         # The worker's import system caches a missing path entry for good: create it now.
         self.site.mkdir(parents=True, exist_ok=True)
 
@@ -163,6 +165,7 @@ class Deps:
             ]
             self._write_manifest([*specs, str(req)])
             dist = self._installed().get(canonicalize_name(req.name))
+        self._changed("deps.add", str(req))
         return {
             "name": req.name,
             "spec": str(req),
@@ -181,7 +184,10 @@ class Deps:
             kept = [s for s in specs if canonicalize_name(Requirement(s).name) != key]
             self._write_manifest(kept)
             removed = await asyncio.to_thread(self._uninstall, req.name)
-        return removed or len(kept) != len(specs)
+        changed = removed or len(kept) != len(specs)
+        if changed:
+            self._changed("deps.remove", req.name)
+        return changed
 
     async def list(self) -> list[dict[str, Any]]:
         """The specs asked for, with the version installed (None if missing)."""
@@ -211,7 +217,12 @@ class Deps:
                 await asyncio.to_thread(shutil.rmtree, fresh, True)
             if extra:
                 self._write_manifest(specs)
+        self._changed("deps.sync", ", ".join(specs))
         return {"installed": specs, "site": str(self.site)}
+
+    def _changed(self, op: str, name: str) -> None:
+        if self.on_change is not None:
+            self.on_change(op, name)
 
     def _merge_in(self, fresh: Path) -> None:
         """Move what pip installed in ``fresh`` into ``site``, replacing older versions."""

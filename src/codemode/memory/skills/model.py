@@ -9,6 +9,7 @@ the session's worker does.
 from __future__ import annotations
 
 import ast
+import json
 import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -275,3 +276,20 @@ def parse_skill_md(text: str) -> tuple[dict[str, Any], str]:
         raise ValidationError("SKILL.md front matter must be a YAML mapping")
     body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
     return front, body.strip()
+
+
+def invoke_code(name: str, arguments: dict[str, Any]) -> str:
+    """The cell that calls skill ``name`` with ``arguments`` (JSON values) as keywords.
+
+    The arguments are written as a Python literal: the cell needs no import (code checks
+    flag ``__import__``) and runs the same whatever the agent named its variables.
+    """
+    literal = repr(dict(arguments))
+    try:
+        same = ast.literal_eval(literal) == arguments
+    except (ValueError, SyntaxError, RecursionError):
+        same = False
+    if not same:  # a value with no literal (nan...): decode it in the cell
+        payload = json.dumps(arguments, ensure_ascii=False)
+        return f"import json as _json\nskills.invoke({name!r}, **_json.loads({payload!r}))"
+    return f"skills.invoke({name!r}, **{literal})"

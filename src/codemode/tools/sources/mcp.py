@@ -378,7 +378,7 @@ def _install_lenient_validation(session: ClientSession) -> None:
 # --------------------------------------------------------------------------- conversion
 
 
-def _tool_spec(server: str, tool: mt.Tool) -> ToolSpec:
+def _tool_spec(server: str, tool: mt.Tool, *, trusted: bool = False) -> ToolSpec:
     annotations: dict[str, Any] = {}
     if tool.annotations is not None:
         annotations = tool.annotations.model_dump(exclude_none=True, by_alias=True)
@@ -391,6 +391,7 @@ def _tool_spec(server: str, tool: mt.Tool) -> ToolSpec:
         output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
         annotations=annotations,
         title=title,
+        trusted=trusted,
     )
 
 
@@ -591,7 +592,7 @@ class MCPSource:
         cursor: str | None = None
         for _ in range(1000):  # a paginator that never ends cannot hang us
             page = await client.list_tools(cursor=cursor)
-            specs.extend(_tool_spec(self._name, t) for t in page.tools)
+            specs.extend(_tool_spec(self._name, t, trusted=self.config.trusted) for t in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break

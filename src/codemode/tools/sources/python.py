@@ -13,8 +13,8 @@ import inspect
 import logging
 import re
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -205,6 +205,9 @@ def _to_result(value: Any) -> ToolCallResult:
 class PythonSource:
     """A server of Python callables (``local`` by default)."""
 
+    trusted_annotations = True
+    """Registered by the developer in-process: their annotations can be relied on."""
+
     def __init__(self, name: str = "local") -> None:
         self._name = name
         self._tools: dict[str, _PyTool] = {}
@@ -214,10 +217,20 @@ class PythonSource:
         return self._name
 
     def add(
-        self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> ToolSpec:
-        """Register ``fn``; a later tool of the same name replaces it."""
+        """Register ``fn``; a later tool of the same name replaces it.
+
+        ``annotations`` are MCP tool annotations (``{"readOnlyHint": True}``); the host
+        declares them, so they are trusted.
+        """
         tool = _build(self._name, fn, name, description)
+        tool.spec = replace(tool.spec, annotations=dict(annotations or {}), trusted=True)
         self._tools[tool.spec.name] = tool
         return tool.spec
 

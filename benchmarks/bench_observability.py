@@ -1,0 +1,215 @@
+"""Issue 18 figures: overhead of metrics + tracing on a run with 5 tool calls, and the
+latency of live output from ``print`` in the worker to the listener / MCP client.
+
+Overhead: three sessions on real subprocess workers (layers off; metrics; metrics and
+tracing with a batch processor and a discarding exporter) run the same cell in turn, in
+the same process, so drift of the machine hits all alike. The tool is an in-process
+Python function returning a small record: the cheapest tool there is, so the relative
+overhead shown is an upper bound.
+
+Streaming: a cell prints a line every 100 ms carrying ``time.monotonic()`` (one clock for
+all processes on Linux); the receiver subtracts it from its own. Measured for an SDK
+``on_output`` listener and for the official MCP client's progress callback over stdio.
+
+python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _stats import median, pct, table
+from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode.observability import Metrics
+from codemode.observability.tracing import Tracing
+
+CELL = "\n".join(f"r{i} = tools.crm.lookup(customer_id={i})" for i in range(5)) + "\nr4['tier']"
+
+
+def lookup(customer_id: int) -> dict[str, Any]:
+    """One customer's record."""
+    return {"id": customer_id, "name": f"customer {customer_id}", "tier": "gold"}
+
+
+def tracer() -> Tracing:
+    """Tracing with the SDK's batch processor and an exporter that drops the spans."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return Tracing(provider)
+
+
+async def open_session(layers: Sequence[Any]) -> Session:
+    reg = ToolRegistry()
+    reg.register(lookup, server="crm")
+    session = Session(SubprocessExecutor(), tools=reg)
+    for layer in layers:
+        reg.use(layer.tool_layer, "observe")
+        session.use(layer.run_hook, "observe")
+    await session.start()
+    return session
+
+
+async def overhead(n: int) -> None:
+    sessions = {
+        "off": await open_session([]),
+        "metrics": await open_session([Metrics()]),
+        "metrics+tracing": await open_session([Metrics(), tracer()]),
+    }
+    times: dict[str, list[float]] = {k: [] for k in sessions}
+    try:
+        for s in sessions.values():  # warm up both (imports, first calls)
+            for _ in range(20):
+                assert (await s.run(CELL)).value == "gold"
+        for i in range(n):
+            order = list(sessions.items())
+            order = order[i % 3 :] + order[: i % 3]  # each goes first, second, last in turn
+            for name, s in order:
+                t = time.perf_counter()
+                r = await s.run(CELL)
+                times[name].append(time.perf_counter() - t)
+                assert r.value == "gold", r
+    finally:
+        for s in sessions.values():
+            await s.close()
+    base = median(times["off"])
+    rows = [
+        [
+            name,
+            len(ts),
+            median(ts) * 1e3,
+            pct(ts, 95) * 1e3,
+            f"{(median(ts) / base - 1) * 100:+.2f}%",
+        ]
+        for name, ts in times.items()
+    ]
+    print(
+        table(
+            "run_code with 5 tool calls (ms; overhead = median vs off, same run)",
+            ["layers", "runs", "median", "p95", "overhead"],
+            rows,
+        )
+    )
+    # The layers' own cost, without the worker round trip around it.
+    reg = ToolRegistry()
+    reg.register(lookup, server="crm")
+    bare = ToolRegistry()
+    bare.register(lookup, server="crm")
+    reg.use(Metrics(process=False).tool_layer, "observe")
+    both = ToolRegistry()
+    both.register(lookup, server="crm")
+    both.use(Metrics(process=False).tool_layer, "observe")
+    both.use(tracer().tool_layer, "observe")
+    calls = 200 if n < 100 else 5000
+    per: dict[str, float] = {}
+    for name, r in (("off", bare), ("metrics", reg), ("metrics+tracing", both)):
+        t = time.perf_counter()
+        for i in range(calls):
+            await r.call("crm", "lookup", {"customer_id": i})
+        per[name] = (time.perf_counter() - t) / calls * 1e6
+    print(
+        table(
+            "one direct tool call through the chain (µs)",
+            ["layers", "calls", "mean µs", "added µs"],
+            [[k, calls, v, v - per["off"]] for k, v in per.items()],
+        )
+    )
+
+
+def stamped_cell(lines: int) -> str:
+    return (
+        "import time\n"
+        f"for i in range({lines}):\n"
+        "    time.sleep(0.1)\n"
+        "    print(f'{time.monotonic():.6f}', flush=True)\n"
+    )
+
+
+def lags(texts: list[tuple[float, str]]) -> list[float]:
+    """Receive time minus print time of each stamped line, in ms."""
+    out = []
+    for at, text in texts:
+        for line in text.splitlines():
+            out.append((at - float(line)) * 1e3)
+    return out
+
+
+async def sdk_latency(lines: int) -> list[float]:
+    got: list[tuple[float, str]] = []
+    async with Session(SubprocessExecutor()) as s:
+        await s.run(
+            stamped_cell(lines),
+            timeout=600,
+            on_output=lambda _s, t: got.append((time.monotonic(), t)),
+        )
+    return lags(got)
+
+
+async def mcp_latency(lines: int) -> list[float]:
+    from mcp import Client, StdioServerParameters
+
+    got: list[tuple[float, str]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        got.append((time.monotonic(), message or ""))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "mcp.json").write_text(json.dumps({"mcpServers": {}}))
+        argv = ["-m", "codemode", "serve", "--base", tmp, "--executor", "subprocess"]
+        params = StdioServerParameters(command=sys.executable, args=argv, env=dict(os.environ))
+        async with Client(params, read_timeout_seconds=600) as client:
+            await client.call_tool(
+                "run_code",
+                {"code": stamped_cell(lines), "timeout": 600},
+                progress_callback=on_progress,
+            )
+    return lags(got)
+
+
+async def streaming(lines: int) -> None:
+    rows = []
+    for name, fn in (("SDK on_output", sdk_latency), ("MCP client (stdio)", mcp_latency)):
+        ms = await fn(lines)
+        rows.append([name, len(ms), median(ms), pct(ms, 95), max(ms)])
+    print(
+        table(
+            "live output: print in the worker -> listener (ms; a line every 100 ms)",
+            ["receiver", "lines", "p50", "p95", "max"],
+            rows,
+        )
+    )
+
+
+async def main(n: int, lines: int) -> None:
+    await overhead(n)
+    await streaming(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=400, help="runs per configuration")
+    ap.add_argument("--lines", type=int, default=100, help="stamped lines per receiver")
+    ap.add_argument("--quick", action="store_true", help="a few runs (CI)")
+    args = ap.parse_args()
+    quick = args.quick
+    asyncio.run(main(10 if quick else args.n, 5 if quick else args.lines))

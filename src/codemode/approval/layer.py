@@ -1,0 +1,143 @@
+"""The ``approval`` stage: a call the policy marked ``ask`` waits for a person's answer.
+
+Who is asked is the approver of the session that made the call (``current_approver``): an
+SDK callback, the terminal of ``codemode run``, or the MCP client of ``codemode serve``
+through elicitation. While the person thinks, the run's timeout is held
+(``waiting_for_person``); the wait has its own limit, ``approval.timeout``. Answers a person
+asked to remember hold for that tool for the rest of the session (kept per tenant and
+session id, so one registry can serve many sessions and tenants). Questions of one session
+are asked one at a time, so a terminal never shows two prompts at once, and a remembered
+answer settles the questions queued behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..errors import ToolDenied
+from ..execution.base import waiting_for_person
+from ..tools.registry import APPROVAL_PENDING, Middleware, NextCall, ToolCall
+from .config import ApprovalConfig
+from .types import Approval, ApprovalRequest, Approver, current_approver
+
+log = logging.getLogger(__name__)
+
+MAX_SESSIONS = 10_000
+
+NO_APPROVER = (
+    "no one can approve calls in this session (it has no approver): pass "
+    "Session(..., approve=callback), run `codemode run` on a terminal, or use a client of "
+    "`codemode serve` that supports MCP elicitation; or change the workspace's policy"
+)
+
+
+SessionKey = tuple[str, str | None]
+
+
+class Approvals:
+    """Remembered answers and the question lock, per (tenant, session)."""
+
+    def __init__(self, config: ApprovalConfig) -> None:
+        self.config = config
+        self._sessions: OrderedDict[SessionKey, tuple[asyncio.Lock, dict[str, Approval]]] = (
+            OrderedDict()
+        )
+
+    def _of(self, key: SessionKey) -> tuple[asyncio.Lock, dict[str, Approval]]:
+        got = self._sessions.get(key)
+        if got is None:
+            got = self._sessions[key] = (asyncio.Lock(), {})
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(key)
+        return got
+
+    async def decide(self, call: ToolCall) -> tuple[Approval, str]:
+        """The answer for ``call`` and how it was had (asked, remembered, timeout...)."""
+        ctx = call.context
+        lock, remembered = self._of((ctx.tenant, ctx.session_id))
+        tool = f"{call.server}\x00{call.tool}"
+        async with lock:
+            known = remembered.get(tool) if ctx.session_id else None
+            if known is not None:
+                return known, "remembered"
+            request = ApprovalRequest(
+                call.spec.py_server,
+                call.spec.py_name,
+                dict(call.args),
+                str(call.notes.get("policy_reason", "")),
+                ctx,
+            )
+            answer, how = await self._ask(current_approver.get(), request)
+            if answer.remember and self.config.remember and ctx.session_id:
+                remembered[tool] = answer
+            return answer, how
+
+    async def _ask(
+        self, approver: Approver | None, request: ApprovalRequest
+    ) -> tuple[Approval, str]:
+        if approver is None:
+            return Approval(False, reason=NO_APPROVER), "no approver"
+        timeout = self.config.timeout
+        with waiting_for_person():
+            try:
+                with anyio.fail_after(timeout):
+                    got = await _call(approver, request)
+            except TimeoutError:
+                reason = f"no answer within {timeout:g} s (the workspace's approval.timeout)"
+                return Approval(False, reason=reason), "timeout"
+            except Exception as exc:
+                log.exception("the approver failed")
+                return Approval(False, reason=f"the approver failed: {exc}"), "error"
+        if isinstance(got, bool):
+            got = Approval(got)
+        if not isinstance(got, Approval):
+            reason = f"the approver returned {type(got).__name__}, not an Approval or a bool"
+            return Approval(False, reason=reason), "error"
+        return got, "approved" if got.approved else "denied"
+
+
+async def _call(approver: Approver, request: ApprovalRequest) -> Any:
+    if inspect.iscoroutinefunction(approver) or inspect.iscoroutinefunction(
+        getattr(approver, "__call__", None)  # noqa: B004 - async callable objects
+    ):
+        return await approver(request)  # type: ignore[misc]
+    got = await anyio.to_thread.run_sync(approver, request, abandon_on_cancel=True)
+    return await got if inspect.isawaitable(got) else got
+
+
+def approval_layer(approvals: Approvals) -> Middleware:
+    async def layer(call: ToolCall, call_next: NextCall) -> Any:
+        if call.notes.get("approval") != APPROVAL_PENDING:
+            return await call_next(call)
+        started = time.monotonic()
+        answer, how = await approvals.decide(call)
+        call.notes["approval_wait"] = time.monotonic() - started  # not running time (budgets)
+        if how == "remembered":
+            call.notes["approval"] = "remembered-" + ("yes" if answer.approved else "no")
+        else:
+            call.notes["approval"] = how
+        if not answer.approved:
+            why = answer.reason or "a person declined it"
+            raise ToolDenied(
+                f"not approved: {why} (the workspace's policy asks before this call: "
+                f"{call.notes.get('policy_reason', '')})",
+                server=call.spec.py_server,
+                tool=call.spec.py_name,
+                reason="approval",
+            )
+        return await call_next(call)
+
+    return layer
+
+
+__all__ = ["NO_APPROVER", "ApprovalConfig", "Approvals", "approval_layer"]

@@ -1,0 +1,116 @@
+"""The audit key: where it comes from, and the two keys derived from it.
+
+The key never lives in the workspace (whose files an operator may hand out, and part of
+which the sandbox sees): it comes from the host's environment or from a file outside the
+workspace. The sandbox gets a cleared environment and sees only ``<workspace>/files``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .config import AuditConfig
+
+MIN_KEY = 16
+
+
+def config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "codemode"
+
+
+def state_home() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "codemode"
+
+
+def default_key_file() -> Path:
+    return config_home() / "audit.key"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """``chain`` signs each line; ``args`` hashes tool arguments; ``source`` says where the
+    key came from (for messages; never the key)."""
+
+    chain: bytes
+    args: bytes
+    source: str
+
+    @classmethod
+    def derive(cls, master: bytes, source: str) -> Keys:
+        def sub(label: bytes) -> bytes:
+            return hmac.digest(master, b"codemode-audit-" + label, hashlib.sha256)
+
+        return cls(sub(b"chain"), sub(b"args"), source)
+
+
+def load_keys(config: AuditConfig, env: dict[str, str] | None = None) -> Keys:
+    """The configured key (environment, ``key_file``, then the default key file)."""
+    env = dict(os.environ) if env is None else env
+    raw = env.get(config.key_env)
+    if raw:
+        return Keys.derive(_checked(raw.strip(), f"${config.key_env}"), f"${config.key_env}")
+    path = Path(config.key_file).expanduser() if config.key_file else default_key_file()
+    if config.key_file or path.exists():
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"audit: cannot read the key file {path}: {exc.strerror or exc}"
+            ) from None
+        return Keys.derive(_checked(text, str(path)), str(path))
+    raise ConfigError(
+        f"audit is enabled but has no key: set {config.key_env}, or run "
+        f"`codemode audit keygen` (writes {path}), or give audit.key_file; the key must "
+        "stay outside the workspace"
+    )
+
+
+def _checked(text: str, where: str) -> bytes:
+    if len(text) < MIN_KEY:
+        raise ConfigError(f"audit: the key in {where} is too short (at least {MIN_KEY} characters)")
+    return text.encode()
+
+
+def check_outside(path: Path, workspace: Path, what: str) -> None:
+    """Refuse ``path`` inside the workspace: the key and the head must be kept apart."""
+    try:
+        path.resolve().relative_to(workspace.resolve())
+    except ValueError:
+        return
+    raise ConfigError(
+        f"audit: the {what} {path} is inside the workspace {workspace}; keep it outside "
+        "(whoever can change the workspace could then rewrite the log undetected)"
+    )
+
+
+def keygen(path: Path, *, force: bool = False) -> Path:
+    """Write a fresh random key to ``path`` (mode 0600, atomically)."""
+    path = path.expanduser()
+    if path.exists() and not force:
+        raise ConfigError(f"{path} exists: pass --force to replace it (old logs then fail verify)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = [
+    "Keys",
+    "check_outside",
+    "config_home",
+    "default_key_file",
+    "keygen",
+    "load_keys",
+    "state_home",
+]

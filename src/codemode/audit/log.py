@@ -1,0 +1,258 @@
+"""The audit log: append-only JSONL, each line chained to the one before by an HMAC.
+
+A line is a JSON object with sorted keys, written as one ``write`` on a file opened with
+``O_APPEND``::
+
+    {"kind":"tool",...,"prev":"<mac of the line before>","seq":41,"time":"..."} + mac
+
+The ``mac`` field is appended last: it is the HMAC-SHA256 (chain key) of the line's bytes
+without it, so a verifier recomputes it from the raw line, with no re-serialisation.
+``prev`` is ``""`` for the first line ever written. ``seq`` counts lines from 1.
+
+After each line, the head (``seq``, ``mac``, file) is written over the head file, outside
+the workspace: the chain alone cannot show that its last lines were cut off, the head can.
+Every process appending to one log takes a lock file and reads the head first, so several
+processes (``codemode serve``, the CLI) extend one chain. Past ``max_bytes`` the active
+file is renamed ``<stem>.<last seq>.jsonl`` and a new one starts; the chain continues
+across files (and ``keep`` bounds how many rotated files remain).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .keys import Keys
+
+log = logging.getLogger(__name__)
+
+HEAD_SIZE = 256
+MAC_HEX = 64
+_MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}$')
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    ).encode()
+
+
+def sign(keys: Keys, body: bytes) -> str:
+    return hmac.digest(keys.chain, body, hashlib.sha256).hex()
+
+
+def split_line(raw: bytes) -> tuple[bytes, str] | None:
+    """(the signed bytes, the mac) of one line without its newline; None if it has no mac."""
+    m = _MAC_TAIL.search(raw)
+    if m is None:
+        return None
+    return raw[: m.start()] + b"}", m.group(1).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The last line's ``seq`` and ``mac``, and the active file's inode and size (so
+    writers notice another process's appends and rotations without a ``stat``)."""
+
+    seq: int = 0
+    mac: str = ""
+    ino: int = 0
+    size: int = 0
+
+    def encode(self) -> bytes:
+        return (
+            f"{self.seq} {self.mac or '-'} {self.ino} {self.size}".encode().ljust(HEAD_SIZE - 1)
+            + b"\n"
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Head | None:
+        parts = data.split()
+        if not parts:
+            return cls()
+        try:
+            seq, mac, ino, size = parts
+            text = mac.decode()
+            return cls(int(seq), "" if text == "-" else text, int(ino), int(size))
+        except ValueError:
+            return None
+
+
+def read_head(path: Path) -> Head | None:
+    """The head in ``path``; an empty head when there is none; None when it is unreadable."""
+    try:
+        return Head.decode(path.read_bytes())
+    except FileNotFoundError:
+        return Head()
+
+
+def log_files(path: Path) -> list[Path]:
+    """The rotated files (oldest first), then the active one (if it exists)."""
+    numbered = [(_rotated_seq(p, path), p) for p in path.parent.glob(f"{path.stem}.*{path.suffix}")]
+    rotated = [p for seq, p in sorted(numbered) if seq >= 0]
+    return [*rotated, *([path] if path.exists() else [])]
+
+
+def _rotated_seq(p: Path, active: Path) -> int:
+    """The last seq in a rotated file's name (``audit.000000001234.jsonl``), else -1."""
+    start, end = len(active.stem) + 1, len(p.name) - len(active.suffix)
+    middle = p.name[start:end] if end > start else ""
+    return int(middle) if middle.isdigit() else -1
+
+
+def iter_lines(path: Path) -> Iterator[tuple[Path, int, bytes, bool]]:
+    """(file, line number, raw line without newline, whether it ended with one)."""
+    for file in log_files(path):
+        with file.open("rb") as f:
+            for n, raw in enumerate(f, 1):
+                ended = raw.endswith(b"\n")
+                yield file, n, raw.rstrip(b"\n") if ended else raw, ended
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every readable record, oldest first (for tail and search; ``verify`` checks them)."""
+    for _, _, raw, _ in iter_lines(path):
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield doc
+
+
+class AuditLog:
+    """One log file (and its head), appended to by this process."""
+
+    def __init__(
+        self,
+        path: Path,
+        keys: Keys,
+        *,
+        head: Path,
+        max_bytes: int,
+        keep: int | None = None,
+        sinks: tuple[str, ...] = (),
+    ) -> None:
+        self.path = path
+        self.keys = keys
+        self.head_path = head
+        self.max_bytes = max_bytes
+        self.keep = keep
+        self._sinks = _open_sinks(sinks)
+        self._mutex = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            head.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(
+                path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600
+            )
+            self._head_fd = os.open(head, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(
+                f"audit: cannot open {path} or {head}: {exc.strerror or exc}"
+            ) from None
+        self._fd = -1
+        self._ino = -1
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write ``record`` as the next line of the chain (one write, then the head)."""
+        with self._mutex:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                self._write(record)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        head = Head.decode(os.pread(self._head_fd, HEAD_SIZE, 0)) or Head()
+        if head.ino != self._ino or self._fd < 0:
+            self._open_active()
+            head = Head(head.seq, head.mac, self._ino, os.fstat(self._fd).st_size)
+        seq = head.seq + 1
+        body = canonical({**record, "seq": seq, "prev": head.mac, "time": now()})
+        mac = sign(self.keys, body)
+        line = body[:-1] + b',"mac":"' + mac.encode() + b'"}\n'
+        os.write(self._fd, line)
+        size = head.size + len(line)
+        os.pwrite(self._head_fd, Head(seq, mac, self._ino, size).encode(), 0)
+        for sink in self._sinks:
+            sink(line)
+        if size >= self.max_bytes:
+            self._rotate(seq, mac)
+
+    def _open_active(self) -> None:
+        """Open the active file (created if another process just rotated it away)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._ino = os.fstat(self._fd).st_ino
+
+    def _rotate(self, last_seq: int, mac: str) -> None:
+        rotated = self.path.with_name(f"{self.path.stem}.{last_seq:012d}{self.path.suffix}")
+        os.replace(self.path, rotated)
+        self._open_active()
+        os.pwrite(self._head_fd, Head(last_seq, mac, self._ino, 0).encode(), 0)
+        if self.keep is not None:
+            files = log_files(self.path)[:-1]
+            for old in files[: max(len(files) - self.keep, 0)]:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+
+    def close(self) -> None:
+        for fd in (self._fd, self._lock_fd, self._head_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._lock_fd = self._head_fd = -1
+
+
+def _open_sinks(names: tuple[str, ...]) -> list[Any]:
+    sinks: list[Any] = []
+    for name in names:
+        if name == "stderr":
+            sinks.append(_stderr)
+        elif name == "syslog":
+            import syslog
+
+            syslog.openlog("codemode-audit", syslog.LOG_PID, syslog.LOG_AUTHPRIV)
+
+            def to_syslog(line: bytes, _s: Any = syslog) -> None:
+                _s.syslog(_s.LOG_INFO, line.decode(errors="replace").rstrip("\n"))
+
+            sinks.append(to_syslog)
+    return sinks
+
+
+def _stderr(line: bytes) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, line)
+
+
+__all__ = [
+    "AuditLog",
+    "Head",
+    "canonical",
+    "iter_lines",
+    "iter_records",
+    "log_files",
+    "read_head",
+    "sign",
+    "split_line",
+]

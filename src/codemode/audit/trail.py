@@ -1,0 +1,227 @@
+"""What the audit records: every run, every tool call, every memory write.
+
+The ``audit`` stages sit outside ``privacy`` on both chains, so with privacy on they see
+the values as the model saw them (tokens), never the real ones; arguments are not written
+at all, only an HMAC of them (keyed: equal arguments can be matched by whoever holds the
+key, but a guessable value cannot be confirmed by hashing it). Results are not written
+either, only their size. The log is chosen by the call's context (its workspace), so one
+registry serving several workspaces or tenants writes each to its own log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..chain import NextRun, RunEvent, RunHook
+from ..context import CallContext
+from ..errors import BudgetExceeded, ConfigError, ToolDenied, ToolTimeout
+from ..memory.events import MemoryWrite
+from ..result import ExecutionResult
+from ..tools.registry import Middleware, NextCall, ToolCall
+from .config import AuditConfig
+from .keys import Keys, check_outside, load_keys, state_home
+from .log import AuditLog, canonical
+
+log = logging.getLogger(__name__)
+
+
+def log_path(config: AuditConfig, workspace: str | None) -> Path:
+    path = Path(config.path).expanduser()
+    if path.is_absolute():
+        return path
+    if workspace is None:
+        raise ConfigError(
+            "audit: this call names no workspace, and audit.path is relative; give an "
+            "absolute audit.path"
+        )
+    return Path(workspace) / path
+
+
+def head_path(config: AuditConfig, log_file: Path) -> Path:
+    if config.head_file:
+        return Path(config.head_file).expanduser()
+    digest = hashlib.sha256(str(log_file.resolve()).encode()).hexdigest()[:16]
+    return state_home() / "audit-heads" / f"{digest}.head"
+
+
+class Trail:
+    """The audit of one configuration: its key, and one open log per workspace."""
+
+    def __init__(self, config: AuditConfig, keys: Keys | None = None) -> None:
+        self.config = config
+        self.keys = keys if keys is not None else load_keys(config)
+        self._logs: dict[str | None, AuditLog] = {}
+        self._lock = threading.Lock()
+
+    def log_for(self, workspace: str | None) -> AuditLog:
+        got = self._logs.get(workspace)
+        if got is not None:
+            return got
+        with self._lock:
+            got = self._logs.get(workspace)
+            if got is None:
+                got = self._logs[workspace] = self._open(workspace)
+            return got
+
+    def _open(self, workspace: str | None) -> AuditLog:
+        path = log_path(self.config, workspace)
+        head = head_path(self.config, path)
+        if workspace is not None:
+            check_outside(head, Path(workspace), "head file")
+            if self.config.key_file:
+                check_outside(Path(self.config.key_file).expanduser(), Path(workspace), "key file")
+        return AuditLog(
+            path,
+            self.keys,
+            head=head,
+            max_bytes=self.config.max_bytes,
+            keep=self.config.keep,
+            sinks=self.config.sinks,
+        )
+
+    def write(self, ctx: CallContext, record: dict[str, Any]) -> None:
+        """Append ``record`` for ``ctx``; a failed write is logged as an error (what it
+        records has already happened: raising would only hide its result)."""
+        record["tenant"] = ctx.tenant
+        if ctx.session_id:
+            record["session"] = ctx.session_id
+        if ctx.run_id:
+            record["run"] = ctx.run_id
+        if ctx.client:
+            record["client"] = ctx.client
+        try:
+            self.log_for(ctx.workspace).append(record)
+        except (OSError, ConfigError) as exc:
+            log.error("audit: could not record a %s event: %s", record.get("kind"), exc)
+
+    def args_hmac(self, args: Any) -> str:
+        return hmac.digest(self.keys.args, canonical(args), hashlib.sha256).hex()
+
+    def close(self) -> None:
+        for each in self._logs.values():
+            each.close()
+        self._logs.clear()
+
+
+def _outcome(exc: BaseException | None) -> tuple[str, str | None]:
+    if exc is None:
+        return "ok", None
+    if isinstance(exc, BudgetExceeded):
+        return "budget", type(exc).__name__
+    if isinstance(exc, ToolDenied):
+        return "denied", type(exc).__name__
+    if isinstance(exc, ToolTimeout):
+        return "timeout", type(exc).__name__
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled", None
+    return "error", type(exc).__name__
+
+
+def tool_layer(trail: Trail) -> Middleware:
+    async def layer(call: ToolCall, call_next: NextCall) -> Any:
+        trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
+        digest = trail.args_hmac(call.args)  # before inner layers may rewrite them
+        start = time.perf_counter()
+        failure: BaseException | None = None
+        try:
+            return await call_next(call)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            outcome, error = _outcome(failure)
+            notes = call.notes
+            record: dict[str, Any] = {
+                "kind": "tool",
+                "server": call.server,
+                "tool": call.tool,
+                "args_hmac": digest,
+                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
+                "outcome": outcome,
+            }
+            if error is not None:
+                record["error_type"] = error
+            for key in ("bytes", "policy", "approval", "budget"):
+                if key in notes:
+                    record[key] = notes[key]
+            if isinstance(failure, ToolDenied):
+                record["reason"] = failure.reason
+            trail.write(call.context, record)
+
+    return layer
+
+
+def run_outcome(result: ExecutionResult) -> str:
+    if result.error is None:
+        return "ok"
+    kind = result.error.type
+    if kind == "CodeRejected":
+        return "rejected"
+    if kind == "BudgetExceeded":
+        return "budget"
+    return "timeout" if result.timed_out else "error"
+
+
+def run_hook(trail: Trail) -> RunHook:
+    config = trail.config
+
+    async def hook(event: RunEvent, call_next: NextRun) -> ExecutionResult:
+        code = event.code
+        trail.log_for(event.context.workspace)  # a misconfigured log stops the run first
+        start = time.perf_counter()
+        result: ExecutionResult | None = None
+        try:
+            result = await call_next(event)
+            return result
+        finally:
+            data = code.encode()
+            record: dict[str, Any] = {
+                "kind": "run",
+                "code_sha256": hashlib.sha256(data).hexdigest(),
+                "code_bytes": len(data),
+                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
+                "outcome": "cancelled" if result is None else run_outcome(result),
+            }
+            if config.record_code:
+                cut = data[: config.max_code_bytes]
+                record["code"] = cut.decode(errors="ignore")
+                if len(cut) < len(data):
+                    record["code_truncated"] = True
+            if result is not None and result.error is not None:
+                record["error_type"] = result.error.type
+            trail.write(event.context, record)
+
+    return hook
+
+
+def memory_watcher(trail: Trail) -> Any:
+    def watch(event: MemoryWrite) -> None:
+        record: dict[str, Any] = {
+            "kind": "memory",
+            "op": event.op,
+            "record_kind": event.kind,
+            "name": event.name,
+        }
+        if event.size is not None:
+            record["size"] = event.size
+        trail.write(event.context, record)
+
+    return watch
+
+
+__all__ = [
+    "Trail",
+    "head_path",
+    "log_path",
+    "memory_watcher",
+    "run_hook",
+    "run_outcome",
+    "tool_layer",
+]

@@ -1,0 +1,75 @@
+"""Observability as a capability: metrics and tracing layers at the ``observe`` stage
+(metrics outermost), and ``/metrics``.
+
+Cheap to import: ``prometheus_client`` and OpenTelemetry load when a layer is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..capability import Capability, HttpEndpoint
+from ..chain import RunHook
+from .config import ObservabilityConfig
+
+if TYPE_CHECKING:
+    from ..server.toolset import ServerContext
+    from ..tools.registry import Middleware
+    from .tracing import Tracing
+
+METRICS_PATH = "/metrics"
+
+
+def _tool_layers(config: ObservabilityConfig) -> Iterator[tuple[str, Middleware]]:
+    if config.metrics:
+        from .metrics import default_metrics
+
+        metrics = default_metrics()
+        metrics.tool_labels.cap = config.max_tool_labels
+        yield "observe", metrics.tool_layer
+    if config.tracing != "off":
+        yield "observe", _tracing(config).tool_layer
+
+
+def _run_hooks(config: ObservabilityConfig) -> Iterator[tuple[str, RunHook]]:
+    if config.metrics:
+        from .metrics import default_metrics
+
+        yield "observe", default_metrics().run_hook
+    if config.tracing != "off":
+        yield "observe", _tracing(config).run_hook
+
+
+_tracers: dict[tuple[str, str, str | None], Tracing] = {}
+
+
+def _tracing(config: ObservabilityConfig) -> Tracing:
+    """One ``Tracing`` per exporter setting in this process (registry and sessions share it)."""
+    from .tracing import Tracing, exporting_provider
+
+    key = (config.tracing, config.service_name, config.otlp_endpoint)
+    got = _tracers.get(key)
+    if got is None:
+        provider = exporting_provider(config.tracing, config.service_name, config.otlp_endpoint)
+        got = _tracers[key] = Tracing(provider)
+    return got
+
+
+def _http_endpoints(config: ObservabilityConfig, ctx: ServerContext) -> Iterator[HttpEndpoint]:
+    from .http import metrics_endpoint, tools_search_endpoint
+
+    if config.metrics:
+        yield metrics_endpoint(config, ctx)
+    yield tools_search_endpoint(ctx)
+
+
+OBSERVABILITY = Capability(
+    name="observability",
+    config=ObservabilityConfig,
+    tool_layers=_tool_layers,
+    run_hooks=_run_hooks,
+    http_endpoints=_http_endpoints,
+)
+
+__all__ = ["METRICS_PATH", "OBSERVABILITY"]

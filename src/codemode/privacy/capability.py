@@ -1,0 +1,60 @@
+"""Privacy as a capability: its config section, tool layer, run hook, reply layer, CLI.
+
+Cheap to import: nothing heavy loads until privacy is enabled and first used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..capability import Capability
+from .config import PrivacyConfig
+
+if TYPE_CHECKING:
+    import click
+
+    from ..chain import RunHook
+    from ..tools.registry import Middleware
+
+
+def _tool_layers(config: PrivacyConfig) -> Iterable[tuple[str, Middleware]]:
+    if not config.enabled:
+        return []
+    from .layers import tool_layer
+
+    return [("privacy", tool_layer(config))]
+
+
+def _run_hooks(config: PrivacyConfig) -> Iterable[tuple[str, RunHook]]:
+    if not config.enabled:
+        return []
+    from .layers import run_hook
+
+    return [("privacy", run_hook(config))]
+
+
+def _reply_layers(config: PrivacyConfig) -> Iterable[Any]:
+    if not config.enabled:
+        return []
+    from .layers import reply_layer
+
+    return [reply_layer(config)]
+
+
+def _command(name: str) -> click.Command:
+    from .cli import privacy
+
+    return privacy
+
+
+PRIVACY = Capability(
+    name="privacy",
+    config=PrivacyConfig,
+    env_aliases={"enabled": ("CODEMODE_PRIVACY",)},
+    tool_layers=_tool_layers,
+    run_hooks=_run_hooks,
+    reply_layers=_reply_layers,
+    commands={"privacy": "Personal-data tokenization: status, scan text, keys, the vault."},
+    command=_command,
+)

@@ -1,0 +1,143 @@
+"""``codemode privacy``: see what privacy does, try detectors on text, manage the key."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import click
+
+from codemode.context import CallContext
+from codemode.errors import CodemodeError
+
+if TYPE_CHECKING:
+    from codemode.workspace import Workspace
+
+    from .config import PrivacyConfig
+    from .engine import Privacy
+
+BASE = click.option(
+    "--base",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Workspace directory (default: $CODEMODE_BASE or ~/.codemode).",
+)
+
+
+def _open(base: Path | None) -> tuple[Workspace, PrivacyConfig]:
+    from codemode.workspace import Workspace
+
+    from .config import PrivacyConfig
+
+    ws = Workspace.open(base)
+    cfg = ws.sections.get("privacy")
+    assert isinstance(cfg, PrivacyConfig)
+    return ws, cfg
+
+
+def _engine(base: Path | None) -> tuple[Workspace, PrivacyConfig, Privacy]:
+    from .layers import engine_for
+
+    ws, cfg = _open(base)
+    context = CallContext(tenant=ws.settings.tenant, workspace=str(ws.path))
+    return ws, cfg, engine_for(cfg, context)
+
+
+@click.group("privacy")
+def privacy() -> None:
+    """Personal-data tokenization (docs/privacy.md)."""
+
+
+@privacy.command("status")
+@BASE
+def status(base: Path | None) -> None:
+    """Whether privacy is on, the key's location, the vault and the sinks."""
+    from .layers import vault_dir
+    from .vault import load_key
+
+    try:
+        ws, cfg, engine = _engine(base)
+        _, where = load_key(cfg.vault, ws.path)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"privacy: {'on' if cfg.enabled else 'off'} (config.json 'privacy', "
+        "CODEMODE_PRIVACY=1 or serve --privacy)"
+    )
+    active = [e for e in engine.scanner.entities if e != "SECRET"]
+    click.echo(f"entities: {', '.join(active)}; action: {cfg.action}")
+    click.echo(f"key: {where}")
+    click.echo(
+        f"vault: {vault_dir(ws.path, ws.settings.tenant)} ({len(engine.vault)} tokens, "
+        f"scope {cfg.vault.scope}, ttl {cfg.vault.ttl})"
+    )
+    for name, sink in engine.sinks.describe().items():
+        click.echo(f"server {name}: {'sink (receives real values)' if sink else 'not a sink'}")
+
+
+@privacy.command("scan")
+@BASE
+@click.argument("file", type=click.File("r", encoding="utf-8", errors="replace"), default="-")
+@click.option("--json", "as_json", is_flag=True, help="List detections as JSON.")
+def scan(base: Path | None, file: TextIO, as_json: bool) -> None:
+    """Show what the detectors find in FILE (or stdin); nothing is stored."""
+    try:
+        _, _, engine = _engine(base)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    text = file.read()
+    spans = engine.scanner.spans(text)
+    if as_json:
+        rows = [{"entity": s.entity, "start": s.start, "end": s.end} for s in spans]
+        click.echo(json.dumps(rows))
+        return
+    click.echo(engine.redact(text), nl=False)
+    counts: dict[str, int] = {}
+    for s in spans:
+        counts[s.entity] = counts.get(s.entity, 0) + 1
+    summary = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())) or "nothing"
+    click.echo(f"\nfound: {summary}", err=True)
+
+
+@privacy.command("reveal")
+@BASE
+@click.argument("text", required=False)
+def reveal(base: Path | None, text: str | None) -> None:
+    """Print TEXT (or stdin) with the workspace's tokens replaced by real values.
+
+    For the operator on the host: it reads the vault with the key. Unknown tokens stay.
+    """
+    from .tokens import TOKEN_RE
+
+    try:
+        _, _, engine = _engine(base)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    source = text if text is not None else sys.stdin.read()
+    click.echo(TOKEN_RE.sub(lambda m: engine.vault.value(m.group()) or m.group(), source))
+
+
+@privacy.command("keygen")
+def keygen() -> None:
+    """Print a new key (for CODEMODE_PRIVACY_KEY or privacy.vault.key_file)."""
+    from .vault import new_key
+
+    click.echo(new_key())
+
+
+@privacy.command("eval")
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@BASE
+def evaluate(corpus: Path, base: Path | None) -> None:
+    """Recall and precision of the configured detectors on a labelled JSONL corpus."""
+    from .engine import build_scanner
+    from .quality import load_corpus, score
+
+    try:
+        _, cfg = _open(base)
+        scanner = build_scanner(cfg)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(score(scanner, load_corpus(corpus)).table())

@@ -1,0 +1,514 @@
+"""Detectors of personal data that run offline, with no model to download.
+
+A detector has ``entities`` (the types it reports) and ``find(text)``, which yields
+``(start, end, entity)`` spans; the scanner (``codemode.privacy.scan``) resolves overlaps.
+Each built-in detector first finds candidates with a regular expression, then checks
+them the way the number's issuer would:
+
+=============  ==============================================================
+EMAIL          local part, ``@``, a domain with a top-level label
+PHONE          ``phonenumbers``: a possible number in its region (international
+               with ``+``/``00``, or national for the configured regions); a bare
+               run of digits counts only after a context word ("Tel.", "phone")
+CREDIT_CARD    length and issuer prefix, Luhn, consistent groups
+US_SSN         ``ddd-dd-dddd`` as issued (``stdnum.us.ssn``: no 000/666/9xx area)
+IBAN           country format and mod-97 check (``stdnum.iban``)
+IP_ADDRESS     IPv4 and IPv6 (``ipaddress``)
+=============  ==============================================================
+
+Why not Presidio: its ``AnalyzerEngine`` always loads an NLP engine (and downloads a
+spaCy model when it is missing); its package requires spaCy; its e-mail recognizer uses
+``tldextract``, which fetches the public suffix list at run time. Its pattern
+recognizers are thin regexes over the same checks made here with ``phonenumbers`` and
+``python-stdnum``, two small, well-kept, pure-Python libraries of numbering rules.
+Names and addresses need a language model: ``codemode.privacy.ner`` (optional).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+__all__ = [
+    "BUILTIN_ENTITIES",
+    "CardDetector",
+    "DenyList",
+    "Detector",
+    "EmailDetector",
+    "IBANDetector",
+    "IPDetector",
+    "PhoneDetector",
+    "RegexDetector",
+    "SSNDetector",
+    "builtin_detectors",
+]
+
+BUILTIN_ENTITIES = ("EMAIL", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "IP_ADDRESS")
+
+Span = tuple[int, int, str]
+
+
+class Detector(Protocol):
+    """Finds one or more entity types in a text."""
+
+    @property
+    def entities(self) -> tuple[str, ...]: ...
+
+    def find(self, text: str) -> Iterable[Span]: ...
+
+
+# --------------------------------------------------------------------------- e-mail
+
+_LOCAL_TAIL = re.compile(r"[\w.%+'-]{1,64}\Z")
+_DOMAIN = re.compile(
+    r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-]|\.[^\W_])",
+)
+
+
+class EmailDetector:
+    """``local@domain.tld``: found from each ``@`` outwards (fast when there are few)."""
+
+    entities = ("EMAIL",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        at = text.find("@")
+        while at != -1:
+            m = _LOCAL_TAIL.search(text, max(0, at - 64), at)
+            if m is not None:
+                start = m.start()
+                while start < at and text[start] in ".-'+%":
+                    start += 1
+                d = _DOMAIN.match(text, at + 1)
+                if start < at and d is not None:
+                    yield start, d.end(), "EMAIL"
+                    at = text.find("@", d.end())
+                    continue
+            at = text.find("@", at + 1)
+
+
+# --------------------------------------------------------------------------- phone
+
+PHONE_CONTEXT = (
+    "phone", "tel", "telephone", "mobile", "cell", "call", "fax", "ring", "whatsapp",
+    "contact", "number", "telefon", "telefono", "teléfono", "téléphone", "telefone",
+    "telefoon", "handy", "mobil", "mobiel", "móvil", "portable", "cellulare", "celular",
+    "fone", "bel", "llamar", "tél", "電話", "携帯", "tel.", "tlf",
+)  # fmt: skip
+
+_PHONE = re.compile(
+    r"""(?P<num>[+(\d](?<![\w@/.:+#-][+(\d])   # a start not glued to a word, path or number
+    [\d ()./\-\u00a0]{4,25}\d)
+    (?P<ext>\s?(?:x|ext\.?|extension|\#)\s?\d{1,6})?
+    (?![\w@/:-]|\.\d)""",
+    re.X,
+)
+_NOT_PHONE = re.compile(
+    r"""\d{4}[-./]\d{1,2}[-./]\d{1,2}         # dates, ISO first
+    |\d{1,2}[-./]\d{1,2}[-./](?:19|20)\d{2}  # dates, day or month first
+    |--|//
+    |^(?:\d{1,3}(?:\.\d{1,3}){1,3}           # IPv4, versions
+    |\d{3}-\d{2}-\d{4}                       # SSN shape
+    |\d{1,3}(?:[.,]\d{3})+(?:[.,]\d{1,2})?   # amounts with thousands
+    |-?\d+[.,]\d+                            # decimals, coordinates
+    |\d{1,5}(?:-\d{1,7}){2,3}-[\dX])$        # ISBN-10/13 with hyphens
+    """,
+    re.X,
+)
+_NEG_CONTEXT = re.compile(
+    r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
+)
+_SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
+_NON_DIGIT = re.compile(r"\D+")
+
+
+class PhoneDetector:
+    """International and national phone numbers, by shape, then the numbering plans.
+
+    A candidate needs evidence that it is a phone number and not an id: a leading ``+``
+    or ``00``, separators between digit groups, or a context word just before it. Its
+    length must then be possible for its country calling code (international) or for one
+    of ``regions`` (national, with or without the trunk prefix), by ``phonenumbers``'
+    metadata. Parsing every candidate with ``phonenumbers.parse`` would cost ~50 us each;
+    the length tables give the same answer for "possible" in a dictionary look-up.
+    """
+
+    entities = ("PHONE",)
+
+    def __init__(
+        self, regions: Sequence[str] = ("US",), context: Iterable[str] = PHONE_CONTEXT
+    ) -> None:
+        self.regions = tuple(r.upper() for r in regions) or ("US",)
+        self._international, self._national = _phone_plans(self.regions)
+        words = sorted({w.lower() for w in context}, key=len, reverse=True)
+        self._context = re.compile(
+            r"(?i)(?:^|[^\w])(?:" + "|".join(re.escape(w) for w in words) + r")\W{0,4}$"
+        )
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in _PHONE.finditer(text):
+            if self.is_phone(text, m.start(), m.group("num")):
+                yield m.start(), m.end(), "PHONE"
+
+    def is_phone(self, text: str, start: int, num: str) -> bool:
+        digits = _NON_DIGIT.sub("", num.replace("(0)", "", 1))
+        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num) or num[:2] in ("+ ", "+.", "+-"):
+            return False
+        before = text[max(0, start - 24) : start]
+        if _NEG_CONTEXT.search(before):
+            return False
+        if num[0] == "+" or num.startswith("00"):
+            d = digits[2:] if num[0] == "0" else digits
+            for k in (1, 2, 3):
+                lengths = self._international.get(d[:k])
+                if lengths is not None:
+                    if len(d) - k in lengths:
+                        return True
+                    break
+            if num[0] == "+":
+                return False
+        context = self._context.search(before) is not None
+        if not context and (len(digits) < 8 or not _phone_grouping(num)):
+            return False  # a bare run of digits is an id unless a word says otherwise
+        n = len(digits)
+        for prefix, lengths in self._national:
+            if n in lengths:
+                return True
+            if prefix and digits.startswith(prefix) and n - len(prefix) in lengths:
+                return True
+        return False
+
+
+def _phone_plans(
+    regions: Sequence[str],
+) -> tuple[dict[str, frozenset[int]], list[tuple[str, frozenset[int]]]]:
+    """Possible lengths by country calling code, and (trunk prefix, lengths) per region."""
+    import phonenumbers
+    from phonenumbers import PhoneMetadata
+
+    international: dict[str, frozenset[int]] = {}
+    for code, codes_regions in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.items():
+        lengths: set[int] = set()
+        for region in codes_regions:
+            meta = PhoneMetadata.metadata_for_region_or_calling_code(code, region)
+            if meta is not None and meta.general_desc is not None:
+                lengths.update(meta.general_desc.possible_length or ())
+        if lengths:
+            international[str(code)] = frozenset(lengths)
+    national: list[tuple[str, frozenset[int]]] = []
+    for region in regions:
+        meta = PhoneMetadata.metadata_for_region(region)
+        if meta is None or meta.general_desc is None:
+            raise ValueError(f"unknown phone region {region!r} (use ISO codes such as US, GB)")
+        national.append(
+            (meta.national_prefix or "", frozenset(meta.general_desc.possible_length or ()))
+        )
+    return international, national
+
+
+def _phone_grouping(num: str) -> bool:
+    """Separated digit groups as phones are written: 2+ groups, none absurdly long."""
+    if _SEPARATED.search(num) is None:
+        return False
+    groups = [g for g in _NON_DIGIT.split(num) if g]
+    if len(groups) < 2 or max(len(g) for g in groups) > 8:
+        return False
+    return len(groups) > 2 or len(groups[-1]) >= 4  # "53184-320" is a postcode
+
+
+# --------------------------------------------------------------------------- cards
+
+_CARD = re.compile(r"\d(?<![\w.+/-]\d)\d{3}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
+_CARD_GROUPS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1), (4, 4, 4, 3)}
+_CARD_GROUPS |= {(4, 4, 4, 2), (4, 4, 4, 4, 2), (4, 4, 4, 4, 1), (4, 4, 5)}
+
+
+def _card_brand_ok(digits: str) -> bool:
+    """Issuer prefix and length of the major schemes (Visa, Mastercard, Amex, Discover,
+    Diners, JCB, UnionPay, Maestro, Mir)."""
+    n = len(digits)
+    p2, p3, p4 = int(digits[:2]), int(digits[:3]), int(digits[:4])
+    if digits[0] == "4":
+        return n in (13, 16, 19)
+    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
+        return n == 16
+    if p2 in (34, 37):
+        return n == 15
+    if p4 == 6011 or 644 <= p3 <= 649 or p2 == 65 or p2 == 62:
+        return 16 <= n <= 19
+    if 300 <= p3 <= 305 or p2 in (36, 38, 39):
+        return 14 <= n <= 19
+    if p2 == 35:  # JCB (3528-3589 issued; generators use all of 35xx)
+        return 16 <= n <= 19
+    if p4 in (1800, 2131):
+        return n == 15
+    if 2200 <= p4 <= 2204:
+        return 16 <= n <= 19
+    if p2 == 50 or 56 <= p2 <= 69:
+        return 16 <= n <= 19
+    return False
+
+
+_LUHN_DOUBLE = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
+def _luhn_ok(digits: str) -> bool:
+    odd = digits[-1::-2]
+    even = digits[-2::-2]
+    total = sum(map(int, odd)) + sum(_LUHN_DOUBLE[int(c)] for c in even)
+    return total % 10 == 0
+
+
+class CardDetector:
+    """Payment card numbers: issuer prefix and length, Luhn, and consistent grouping."""
+
+    entities = ("CREDIT_CARD",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in _CARD.finditer(text):
+            raw = m.group()
+            seps = set(re.findall(r"[ -]", raw))
+            if len(seps) > 1:
+                continue
+            digits = raw.replace(" ", "").replace("-", "")
+            if not 12 <= len(digits) <= 19 or (not seps and len(digits) > 16):
+                continue  # long runs of bare digits are ids far more often than cards
+            if seps and tuple(len(g) for g in re.split(r"[ -]", raw)) not in _CARD_GROUPS:
+                continue
+            if _card_brand_ok(digits) and _luhn_ok(digits):
+                yield m.start(), m.end(), "CREDIT_CARD"
+
+
+# --------------------------------------------------------------------------- US SSN
+
+# Found from its "-dd-dddd" tail (a literal "-" first: a fast scan), then checked
+# backwards for its three-digit area and a clean start.
+_SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
+_SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
+_SSN_BARE = re.compile(
+    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
+)
+
+
+def _ssn_valid(area: str, group: str, serial: str) -> bool:
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+class SSNDetector:
+    """US Social Security numbers as issued; nine bare digits only after "SSN"."""
+
+    entities = ("US_SSN",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in _SSN_TAIL.finditer(text):
+            start = m.start() - 3
+            area = text[start : m.start()] if start >= 0 else ""
+            if len(area) != 3 or not area.isdigit() or not area.isascii():
+                continue
+            if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.+/-"):
+                continue
+            raw = text[start : m.end()]
+            if _ssn_valid(raw[:3], raw[4:6], raw[7:]):
+                yield start, m.end(), "US_SSN"
+        if not any(w in text for w in _SSN_WORDS):
+            return
+        for m in _SSN_BARE.finditer(text):
+            d = m.group(1)
+            if _ssn_valid(d[:3], d[3:5], d[5:]):
+                yield m.start(1), m.end(1), "US_SSN"
+
+
+# --------------------------------------------------------------------------- IBAN
+
+_IBAN = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]\d\d(?: ?[A-Z0-9]){10,32}(?![\w])")
+
+
+class IBANDetector:
+    """IBANs, compact or in groups of four: the country's format and the mod-97 check.
+
+    The rules are ``python-stdnum``'s (its registry of national BBAN formats); the
+    per-country format is looked up once per country, not once per candidate.
+    """
+
+    entities = ("IBAN",)
+
+    def __init__(self) -> None:
+        from stdnum import iban
+
+        self._iban = iban
+        self._formats: dict[str, Callable[[str], bool]] = {}
+
+    def _valid(self, compact: str) -> bool:
+        if len(compact) < 15 or not _mod97_ok(compact):
+            return False
+        check = self._formats.get(compact[:2])
+        if check is None:
+            check = self._formats[compact[:2]] = _bban_check(self._iban, compact[:2])
+        return check(compact)
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in _IBAN.finditer(text):
+            raw = m.group()
+            # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
+            # shorter cuts at group boundaries until one is valid.
+            cuts = [len(raw)] + [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
+            for cut in cuts:
+                if self._valid(raw[:cut].replace(" ", "")):
+                    yield m.start(), m.start() + cut, "IBAN"
+                    break
+
+
+def _mod97_ok(compact: str) -> bool:
+    moved = compact[4:] + compact[:4]
+    try:
+        return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+    except ValueError:
+        return False
+
+
+def _bban_check(iban: Any, country: str) -> Callable[[str], bool]:
+    """stdnum's check of one country's IBANs, with the format looked up only once."""
+    try:
+        info = iban._ibandb.info(country)[0][1]
+        bban = iban._struct_to_re(info["bban"]) if info else None
+        module = iban._get_cc_module(country)
+    except (AttributeError, KeyError, IndexError, TypeError):  # stdnum changed: slow path
+        return lambda compact: bool(iban.is_valid(compact))
+    if bban is None:
+        return lambda compact: False
+    if module is not None:
+        return lambda compact: bool(bban.match(compact[4:])) and bool(iban.is_valid(compact))
+    return lambda compact: bool(bban.match(compact[4:]))
+
+
+# --------------------------------------------------------------------------- IP
+
+# Found from its dots (a literal first: a fast scan), then checked backwards.
+_IPV4_TAIL = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w]|\.\d)")
+_IPV4_HEAD = re.compile(r"\d{1,3}\Z")
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_IPV6 = re.compile(
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:|:)(?::|[0-9A-Fa-f]{1,4}:){1,7}"
+    r"(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?:%[\w.]+)?(?![\w:]|\.\d)"
+)
+
+
+class IPDetector:
+    """IPv4 (dotted quads) and IPv6 (full, compressed, with an embedded IPv4)."""
+
+    entities = ("IP_ADDRESS",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in _IPV4_TAIL.finditer(text):
+            head = _IPV4_HEAD.search(text, max(0, m.start() - 3), m.start())
+            if head is None:
+                continue
+            start = head.start()
+            if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):
+                continue
+            try:
+                ipaddress.IPv4Address(text[start : m.end()])
+            except ValueError:
+                continue
+            yield start, m.end(), "IP_ADDRESS"
+        # IPv6: from each colon group (a literal ":" first: a fast scan), the full
+        # pattern runs on a window around it.
+        last = 0
+        for hint in _IPV6_HINT.finditer(text):
+            if hint.start() < last:
+                continue
+            lo, hi = max(last, hint.start() - 40), min(len(text), hint.end() + 41)
+            for m in _IPV6.finditer(text, lo, hi):
+                if m.end() <= hint.start():
+                    continue
+                if m.start() > hint.start():
+                    break
+                raw = m.group()
+                if sum(c not in ":." for c in raw.split("%")[0]) < 3:
+                    break  # "a::b", "::" are more often code than addresses
+                try:
+                    ipaddress.IPv6Address(raw)
+                except ValueError:
+                    break
+                last = m.end()
+                yield m.start(), m.end(), "IP_ADDRESS"
+                break
+
+
+# --------------------------------------------------------------------------- custom
+
+
+class RegexDetector:
+    """A custom recognizer from config: a pattern, optionally only after context words."""
+
+    def __init__(
+        self,
+        entity: str,
+        pattern: str,
+        *,
+        ignore_case: bool = False,
+        context: Sequence[str] = (),
+        window: int = 32,
+    ) -> None:
+        self.entity = entity
+        self.entities = (entity,)
+        self.pattern = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        self.window = window
+        self._context = (
+            re.compile("|".join(re.escape(w) for w in context), re.IGNORECASE) if context else None
+        )
+
+    def find(self, text: str) -> Iterator[Span]:
+        for m in self.pattern.finditer(text):
+            if m.end() == m.start():
+                continue
+            if self._context is not None:
+                before = text[max(0, m.start() - self.window) : m.start()]
+                if not self._context.search(before):
+                    continue
+            yield m.start(), m.end(), self.entity
+
+
+class DenyList:
+    """Literal values that are always personal data (customer names, project code names)."""
+
+    def __init__(self, entity: str, values: Iterable[str], *, ignore_case: bool = True) -> None:
+        self.entity = entity
+        self.entities = (entity,)
+        words = sorted({v for v in values if v.strip()}, key=len, reverse=True)
+        self.pattern = (
+            re.compile(
+                r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)",
+                re.IGNORECASE if ignore_case else 0,
+            )
+            if words
+            else None
+        )
+
+    def find(self, text: str) -> Iterator[Span]:
+        if self.pattern is None:
+            return
+        for m in self.pattern.finditer(text):
+            yield m.start(), m.end(), self.entity
+
+
+def builtin_detectors(
+    entities: Iterable[str] = BUILTIN_ENTITIES, *, phone_regions: Sequence[str] = ("US",)
+) -> list[Detector]:
+    """The built-in detectors for ``entities`` (names from ``BUILTIN_ENTITIES``)."""
+    wanted = set(entities)
+    out: list[Detector] = []
+    if "EMAIL" in wanted:
+        out.append(EmailDetector())
+    if "CREDIT_CARD" in wanted:
+        out.append(CardDetector())
+    if "US_SSN" in wanted:
+        out.append(SSNDetector())
+    if "IBAN" in wanted:
+        out.append(IBANDetector())
+    if "IP_ADDRESS" in wanted:
+        out.append(IPDetector())
+    if "PHONE" in wanted:
+        out.append(PhoneDetector(phone_regions))
+    return out

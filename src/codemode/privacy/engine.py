@@ -1,0 +1,321 @@
+"""``Privacy``: the detectors, the vault and the policy of one scope, as operations.
+
+- ``protect(value)``: every detected value in a JSON-like value (any depth, dict keys,
+  text in bytes) becomes its token (or ``[EMAIL]`` with ``action: redact``; a
+  ``PrivacyBlocked`` error with ``action: block``); credentials always become
+  ``[redacted]``.
+- ``restore(args, sink=...)``: tokens in a tool's arguments become real values when the
+  tool is a sink; a token the vault never issued is refused.
+- ``protect_result(result)``: the same net over a run's stdout, stderr, value, error
+  and warnings.
+- ``is_sink`` / ``scans``: the per-server and per-tool policy (see ``sinks.py``).
+
+Strings of a value are scanned as one text joined by NUL characters (one pass of each
+detector instead of one per string), so a dict key stands right before its value: a
+bare number under ``"phone"`` is a phone, under ``"order_id"`` it is not.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codemode.errors import PrivacyBlocked, ToolArgumentError, ToolError
+from codemode.redact import REDACTED, remember_environment
+from codemode.result import ErrorInfo, ExecutionResult
+
+from .config import PrivacyConfig
+from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
+from .scan import Scanner, Span
+from .secrets import SecretDetector
+from .sinks import SinkPolicy
+from .tokens import TOKEN_RE
+from .vault import Vault
+from .walk import Leaves
+
+if TYPE_CHECKING:
+    from codemode.config import ServerConfig
+
+__all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner"]
+
+SEP = "\x00"
+
+
+@dataclass
+class Report:
+    """What one ``protect`` found and did."""
+
+    found: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return ", ".join(f"{e} x{n}" for e, n in sorted(self.found.items()))
+
+
+def build_scanner(config: PrivacyConfig) -> Scanner:
+    """The detectors ``config`` asks for (built-ins, custom, deny-lists, NER, secrets)."""
+    wanted = [e for e in config.entities if config.active(e)]
+    detectors: list[Detector] = []
+    if config.secrets:
+        detectors.append(SecretDetector())
+    custom: list[str] = []
+    for r in config.recognizers:
+        if config.active(r.name):
+            detectors.append(
+                RegexDetector(r.name, r.pattern, ignore_case=r.ignore_case, context=r.context)
+            )
+            custom.append(r.name)
+    for entity, values in config.deny.items():
+        if config.active(entity):
+            detectors.append(DenyList(entity, values))
+            custom.append(entity)
+    detectors.extend(builtin_detectors(wanted, phone_regions=config.phone_regions))
+    ner: tuple[str, ...] = ()
+    if config.ner is not None:
+        from .ner import NERDetector
+
+        det = NERDetector(config.ner, exclude=config.exclude)
+        detectors.append(det)
+        ner = det.entities
+    return Scanner(detectors, allow=config.allow, custom=custom, ner=ner)
+
+
+class Privacy:
+    """Tokenize, restore and scrub for one vault under one config."""
+
+    def __init__(
+        self,
+        config: PrivacyConfig,
+        vault: Vault,
+        *,
+        servers: Mapping[str, ServerConfig] | None = None,
+        workspace: Path | None = None,
+        scanner: Scanner | None = None,
+    ) -> None:
+        self.config = config
+        self.vault = vault
+        self.scanner = scanner if scanner is not None else build_scanner(config)
+        self.sinks = SinkPolicy(config, servers or {}, workspace)
+        self.max_chars = int(config.max_scan_mb * 1_000_000)
+        if config.secrets:
+            remember_environment()
+
+    # -- policy ----------------------------------------------------------------------
+    def is_sink(self, server: str, tool: str) -> bool:
+        return self.sinks.is_sink(server, tool)
+
+    def scans(self, server: str, tool: str) -> bool:
+        return self.sinks.scans(server, tool)
+
+    # -- outbound: real values -> tokens -----------------------------------------------
+    def protect_text(self, text: str, *, where: str = "", literal: Mapping[str, str] = {}) -> str:
+        out, _ = self.protect(text, where=where, literal=literal)
+        return str(out)
+
+    def protect(
+        self, value: Any, *, where: str = "", literal: Mapping[str, str] = {}
+    ) -> tuple[Any, Report]:
+        """``value`` with every detected value replaced (see the module doc).
+
+        ``literal`` maps real values to their tokens that must be replaced wherever they
+        appear (values just restored into a sink's arguments, which may come back in its
+        result or error without any detector recognising them out of context).
+        """
+        report = Report()
+        leaves = Leaves.collect(value)
+        label = f" from {where}" if where else ""
+        if leaves.binary:
+            if self.config.binary == "block":
+                raise PrivacyBlocked(
+                    f"{leaves.binary} bytes of binary data{label} cannot be scanned for "
+                    "personal data and privacy.binary is 'block'"
+                )
+            report.warnings.append(
+                f"privacy: {leaves.binary} bytes of binary data{label} were passed on "
+                "without a scan (binary content cannot be checked for personal data)"
+            )
+        if leaves.chars > self.max_chars:
+            raise PrivacyBlocked(
+                f"the result{label} has {leaves.chars / 1e6:.1f} million characters, more "
+                f"than privacy.max_scan_mb ({self.config.max_scan_mb:g}) allows to scan; it "
+                "was withheld rather than passed unscanned. Ask the tool for less (a page, "
+                "a filter), or raise privacy.max_scan_mb."
+            )
+        if not leaves.texts:
+            return value, report
+        texts = leaves.texts
+        if literal:
+            texts = [_replace_literals(t, literal) for t in texts]
+        new = self._replace_all(texts, report)
+        if self.config.action == "block" and report.found:
+            raise PrivacyBlocked(
+                f"personal data ({report.summary()}){label} was withheld: privacy.action is 'block'"
+            )
+        return leaves.apply(new), report
+
+    def _replace_all(self, texts: list[str], report: Report) -> list[str]:
+        spans = self._scan_many(texts)
+        out = list(texts)
+        for i, found in spans.items():
+            out[i] = self._replace(texts[i], found, report)
+        return out
+
+    def _scan_many(self, texts: list[str]) -> dict[int, list[Span]]:
+        """Detections per text, from one scan of the texts joined by NUL."""
+        if len(texts) == 1:
+            found = self.scanner.spans(texts[0])
+            return {0: found} if found else {}
+        starts: list[int] = []
+        pos = 0
+        for t in texts:
+            starts.append(pos)
+            pos += len(t) + 1
+        joined = SEP.join(texts)
+        out: dict[int, list[Span]] = {}
+        again: set[int] = set()
+        for sp in self.scanner.spans(joined):
+            i = bisect.bisect_right(starts, sp.start) - 1
+            base = starts[i]
+            if sp.end > base + len(texts[i]):  # crosses into the next text: scan alone
+                j = bisect.bisect_right(starts, sp.end - 1) - 1
+                again.update(range(i, j + 1))
+                continue
+            out.setdefault(i, []).append(Span(sp.start - base, sp.end - base, sp.entity))
+        for i in again:
+            found = self.scanner.spans(texts[i])
+            if found:
+                out[i] = found
+            else:
+                out.pop(i, None)
+        return out
+
+    def _replace(self, text: str, spans: list[Span], report: Report) -> str:
+        parts: list[str] = []
+        pos = 0
+        for sp in spans:
+            if sp.start < pos:
+                continue
+            parts.append(text[pos : sp.start])
+            parts.append(self.substitute(sp.entity, text[sp.start : sp.end]))
+            report.found[sp.entity] += 1
+            pos = sp.end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def substitute(self, entity: str, value: str) -> str:
+        if entity == "SECRET":
+            return REDACTED
+        if self.config.action == "redact":
+            return f"[{entity}]"
+        return self.vault.token(entity, value)
+
+    # -- inbound: tokens -> real values ------------------------------------------------
+    def restore(self, value: Any, *, sink: bool, where: str = "") -> tuple[Any, dict[str, str]]:
+        """(``value`` with tokens replaced by real values if ``sink``, {value: token}).
+
+        Every token is checked, sink or not: one the vault never issued (or that expired)
+        is a ``ToolArgumentError`` unless ``privacy.unknown_tokens`` is ``pass``.
+        """
+        leaves = Leaves.collect(value)
+        restored: dict[str, str] = {}
+        new: list[str] = []
+        changed = False
+        for text in leaves.texts:
+            if "[" not in text or TOKEN_RE.search(text) is None:
+                new.append(text)
+                continue
+
+            def real(m: Any) -> str:
+                token = m.group(0)
+                got = self.vault.value(token)
+                if got is None:
+                    if self.config.unknown_tokens == "pass":
+                        return str(token)
+                    raise ToolArgumentError(
+                        f"unknown token {token}: no value was tokenized as {token} in this "
+                        "workspace (or it expired). Pass tokens exactly as tools returned "
+                        "them; never make one up."
+                        + (f" (in the arguments of {where})" if where else "")
+                    )
+                if not sink:
+                    return str(token)
+                restored[got] = token
+                return got
+
+            replaced = TOKEN_RE.sub(real, text)
+            changed = changed or replaced != text
+            new.append(replaced)
+        return (leaves.apply(new) if changed else value), restored
+
+    # -- runs ------------------------------------------------------------------------
+    def protect_result(self, result: ExecutionResult) -> ExecutionResult:
+        """A run's result with the same net over stdout, stderr, value, error, warnings."""
+        err = result.error
+        doc: dict[str, Any] = {
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "warnings": list(result.warnings),
+            "value": result.value,
+        }
+        if err is not None:
+            doc["error"] = [err.type, err.message, err.traceback]
+        try:
+            out, report = self.protect(doc, where="the run's output")
+        except PrivacyBlocked as exc:
+            return ExecutionResult(
+                error=ErrorInfo("PrivacyBlocked", exc.message),
+                duration_ms=result.duration_ms,
+                timed_out=result.timed_out,
+                state_lost=result.state_lost,
+            )
+        if out is doc:
+            return result if not report.warnings else _warn(result, report.warnings)
+        new = replace(
+            result,
+            stdout=out["stdout"],
+            stderr=out["stderr"],
+            value=out["value"],
+            warnings=tuple(out["warnings"]) + tuple(report.warnings),
+        )
+        if err is not None:
+            etype, message, tb = out["error"]
+            new = replace(new, error=replace(err, type=etype, message=message, traceback=tb))
+        return new
+
+    def protect_error(self, exc: ToolError, literal: Mapping[str, str] = {}) -> ToolError:
+        """``exc`` with its message (and string fields) scrubbed, in place."""
+        for name, val in list(vars(exc).items()):
+            if isinstance(val, str) and val and not name.startswith("_"):
+                setattr(exc, name, self.protect_text(val, literal=literal))
+        if exc.args and isinstance(exc.args[0], str):
+            exc.args = (self.protect_text(exc.args[0], literal=literal), *exc.args[1:])
+        return exc
+
+    def redact(self, text: str) -> str:
+        """``text`` with detected values as ``[EMAIL]``..., nothing stored (logs)."""
+        spans = self.scanner.spans(text)
+        if not spans:
+            return text
+        parts: list[str] = []
+        pos = 0
+        for sp in spans:
+            parts.append(text[pos : sp.start])
+            parts.append(REDACTED if sp.entity == "SECRET" else f"[{sp.entity}]")
+            pos = sp.end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+
+def _replace_literals(text: str, literal: Mapping[str, str]) -> str:
+    for value, token in literal.items():
+        if value and value in text:
+            text = text.replace(value, token)
+    return text
+
+
+def _warn(result: ExecutionResult, warnings: list[str]) -> ExecutionResult:
+    return replace(result, warnings=(*result.warnings, *warnings))

@@ -1,0 +1,317 @@
+"""Privacy on codemode's two chains and on every reply of ``codemode serve``.
+
+- the tool layer (tool-call chain, stage ``privacy``, inside policy/approval/budget/audit
+  and outside ``validate``): restores tokens in the arguments of sinks before they are
+  validated and sent, and tokenizes the result (and any error) before it goes back into
+  the sandbox;
+- the run hook (run chain, stage ``privacy``, innermost): the second net over the run's
+  stdout, stderr, value, error and warnings, for values the code found elsewhere (a
+  file, a string it was given);
+- the reply layer (``codemode serve``): the same net over every server tool's reply,
+  the memory tools' (``load_artifact``, ``get_state``...) included.
+
+One registry serves every session of a workspace, so layers find their ``Privacy`` by
+the call's context: one per workspace and tenant (``vault.scope: workspace``) or per
+client session (``session``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import is_dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from codemode.chain import NextRun, RunEvent
+from codemode.context import CallContext
+from codemode.errors import CodemodeError, ConfigError, ToolError
+from codemode.hostapi import warn_caller
+from codemode.redact import redact_text
+from codemode.result import ExecutionResult
+
+from .config import PrivacyConfig
+from .engine import Privacy
+from .stream import StreamScanner
+from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
+
+if TYPE_CHECKING:
+    from codemode.server.toolset import Call
+    from codemode.tools.registry import Middleware, NextCall, ToolCall
+
+__all__ = ["engine_for", "reply_layer", "run_hook", "scrub", "stream_scanner", "tool_layer"]
+
+log = logging.getLogger(__name__)
+
+THREAD_ABOVE = 200_000
+"""Characters above which a scan runs in a worker thread (the event loop stays free)."""
+MAX_SESSION_ENGINES = 256
+
+_engines: OrderedDict[tuple[Any, ...], Privacy] = OrderedDict()
+# Keyed by id(config): each engine holds its config, so the id is not reused meanwhile.
+_lock = threading.Lock()
+
+T = TypeVar("T")
+
+
+def vault_dir(workspace: Path, tenant: str) -> Path:
+    """Where a workspace's vault lives: beside ``files/``, never inside it."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in tenant) or "default"
+    return workspace / "privacy" / "vault" / safe
+
+
+def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
+    """The ``Privacy`` of ``context``'s workspace and tenant (or client session)."""
+    per_session = config.vault.scope == "session"
+    owner = (context.client or context.session_id) if per_session else None
+    key = (id(config), context.workspace, context.tenant, owner)
+    with _lock:
+        got = _engines.get(key)
+        if got is not None:
+            _engines.move_to_end(key)
+            return got
+        engine = _build(config, context, persist=not per_session)
+        _engines[key] = engine
+        if per_session:
+            sessions = [k for k in _engines if k[3] is not None]
+            for old in sessions[: max(0, len(sessions) - MAX_SESSION_ENGINES)]:
+                del _engines[old]
+        _install_log_filter(engine)
+        return engine
+
+
+def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:
+    workspace = Path(context.workspace) if context.workspace else None
+    servers: dict[str, Any] = {}
+    settings: Any = None
+    if workspace is not None:
+        from codemode.workspace import Workspace
+
+        try:
+            opened = Workspace.open(workspace)
+            servers, settings = opened.servers, opened.settings
+        except ConfigError as exc:
+            log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
+    if persist and workspace is not None:
+        key, _ = load_key(config.vault, workspace)
+        store: Any
+        if settings is not None and settings.storage == "redis" and settings.redis_url:
+            name = f"{settings.redis_prefix}:privacy:{context.tenant}:vault"
+            store = RedisStore(settings.redis_url, name, key)
+        else:
+            store = FileStore(vault_dir(workspace, context.tenant), key)
+    else:
+        key, _ = load_key(config.vault, None, env={})
+        store = MemoryStore()
+    vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
+    return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+def _engine_of(context: CallContext) -> Privacy | None:
+    """The engine privacy uses for ``context`` (None: privacy is off there)."""
+    with _lock:
+        return next(
+            (
+                e
+                for k, e in reversed(_engines.items())
+                if k[1] == context.workspace
+                and k[2] == context.tenant
+                and k[3] in (None, context.client, context.session_id)
+            ),
+            None,
+        )
+
+
+def scrub(value: Any, context: CallContext) -> Any:
+    """``value`` as the model may see it, for layers outside the privacy stage (audit,
+    traces, metrics) that write what they saw: tokens for the values the vault of
+    ``context`` knows or detects now. Unchanged when privacy is off for ``context``."""
+    engine = _engine_of(context)
+    if engine is None:
+        return value
+    out, _ = engine.protect(value)
+    engine.vault.flush()
+    return out
+
+
+def stream_scanner(context: CallContext, **window: int) -> StreamScanner | None:
+    """A scanner for output streamed during a run of ``context`` (``feed``/``close``);
+    None when privacy is off there. See ``codemode.privacy.stream``."""
+    engine = _engine_of(context)
+    return StreamScanner(engine, **window) if engine is not None else None
+
+
+def reset_engines() -> None:
+    """Forget every engine of this process (tests; a changed key file)."""
+    with _lock:
+        _engines.clear()
+
+
+async def _off_loop(size: int, fn: Callable[[], T]) -> T:
+    if size > THREAD_ABOVE:
+        return await anyio.to_thread.run_sync(fn)
+    return fn()
+
+
+async def _flush(engine: Privacy) -> None:
+    await anyio.to_thread.run_sync(engine.vault.flush)
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+def tool_layer(config: PrivacyConfig) -> Middleware:
+    async def privacy(call: ToolCall, call_next: NextCall) -> Any:
+        engine = engine_for(config, call.context)
+        where = f"{call.server}.{call.tool}"
+        sink = engine.is_sink(call.server, call.tool)
+        args, restored = engine.restore(call.args, sink=sink, where=where)
+        # A new ToolCall: layers outside this one (audit) keep the tokenized arguments.
+        inner = call if args is call.args else replace(call, args=args)
+        try:
+            result = await call_next(inner)
+        except CodemodeError as exc:
+            raise _scrub_error(engine, exc, restored) from exc.__cause__
+        if not engine.scans(call.server, call.tool):
+            return result
+        size = _approx_size(result)
+        try:
+            out, report = await _off_loop(
+                size, lambda: engine.protect(result, where=where, literal=restored)
+            )
+        except ToolError as exc:
+            exc.server, exc.tool = exc.server or call.server, exc.tool or call.tool
+            raise
+        for w in report.warnings:
+            warn_caller(w)
+        await _flush(engine)
+        return out
+
+    return privacy
+
+
+def _scrub_error(engine: Privacy, exc: CodemodeError, restored: dict[str, str]) -> CodemodeError:
+    if isinstance(exc, ToolError):
+        return engine.protect_error(exc, restored)
+    text = engine.protect_text(str(exc), literal=restored)
+    if text == str(exc):
+        return exc
+    return type(exc)(text) if type(exc).__init__ is CodemodeError.__init__ else ToolError(text)
+
+
+def _approx_size(value: Any, budget: int = 2_000) -> int:
+    """Characters of text in ``value``, looking at no more than ``budget`` items (past
+    that, or past ``THREAD_ABOVE`` characters, it is "large")."""
+    size, stack = 0, [value]
+    while stack:
+        budget -= 1
+        if budget < 0 or size > THREAD_ABOVE:
+            return THREAD_ABOVE + 1
+        v = stack.pop()
+        if isinstance(v, str | bytes):
+            size += len(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        else:
+            size += len(getattr(v, "data", b"")) if hasattr(v, "mime_type") else 8
+    return size
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def run_hook(config: PrivacyConfig) -> Callable[[RunEvent, NextRun], Awaitable[ExecutionResult]]:
+    async def privacy(event: RunEvent, call_next: NextRun) -> ExecutionResult:
+        # Before the run: layers outside privacy find it (``scrub``) from the first call on.
+        engine = engine_for(config, event.context)
+        result = await call_next(event)
+        size = len(result.stdout) + len(result.stderr) + _approx_size(result.value)
+        out = await _off_loop(size, lambda: engine.protect_result(result))
+        await _flush(engine)
+        return out
+
+    return privacy
+
+
+# --------------------------------------------------------------------------- server replies
+
+
+def reply_layer(config: PrivacyConfig) -> Callable[[Call, str, Any], Awaitable[Any]]:
+    async def privacy(call: Call, tool: str, out: Any) -> Any:
+        ws = call.server.workspace
+        settings = call.server.settings
+        context = CallContext(
+            tenant=getattr(settings, "tenant", "default"),
+            workspace=str(ws.path) if ws is not None else None,
+            client=call.session_key,
+        )
+        engine = engine_for(config, context)
+        result = await _off_loop(_approx_size(out), lambda: protect_reply(engine, tool, out))
+        await _flush(engine)
+        return result
+
+    return privacy
+
+
+def protect_reply(engine: Privacy, tool: str, out: Any) -> Any:
+    """A server tool's answer with the net applied: a ``Reply`` (text and data), an MCP
+    ``CallToolResult`` (text content and structured content), text or data. Duck-typed:
+    this package does not import the MCP SDK. A multi-round request passes through."""
+    where = f"the {tool} tool"
+    if isinstance(out, str):
+        return engine.protect_text(out, where=where)
+    if is_dataclass(out) and not isinstance(out, type) and hasattr(out, "text"):
+        (text, data), _ = engine.protect([out.text, getattr(out, "data", None)], where=where)
+        if text is out.text and data is getattr(out, "data", None):
+            return out
+        return replace(out, text=text, data=data)
+    content = getattr(out, "content", None)
+    if isinstance(content, list) and hasattr(out, "model_copy"):
+        texts = [getattr(c, "text", None) for c in content]
+        structured = getattr(out, "structured_content", None)
+        (new_texts, new_structured), _ = engine.protect([texts, structured], where=where)
+        new_content = [
+            c if t is None or t == old else c.model_copy(update={"text": t})
+            for c, t, old in zip(content, new_texts, texts, strict=True)
+        ]
+        return out.model_copy(update={"content": new_content, "structured_content": new_structured})
+    if isinstance(out, dict | list):
+        value, _ = engine.protect(out, where=where)
+        return value
+    return out
+
+
+def _log_filter_factory(engine: Privacy) -> Callable[..., logging.LogRecord]:
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.startswith(("codemode", "mcp")):
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a bad format string is the caller's bug
+                return record
+            clean = engine.redact(redact_text(message))
+            if clean != message:
+                record.msg, record.args = clean, None
+            if record.exc_info and record.exc_info[1] is not None:
+                text = logging.Formatter().formatException(record.exc_info)
+                record.exc_text = engine.redact(redact_text(text))
+        return record
+
+    factory.codemode_privacy = True  # type: ignore[attr-defined]
+    return factory
+
+
+def _install_log_filter(engine: Privacy) -> None:
+    """Log records of codemode and the MCP SDK pass through the net (once per process)."""
+    if getattr(logging.getLogRecordFactory(), "codemode_privacy", False):
+        return
+    logging.setLogRecordFactory(_log_filter_factory(engine))

@@ -1,0 +1,105 @@
+"""The scanner: every detector over a text, overlaps resolved, existing tokens left alone.
+
+``Scanner.spans(text)`` is the one place detection happens; tokenizing, redacting, the
+stream scanner and the quality benchmark all go through it. Overlaps are resolved by
+priority (a secret beats everything; configured recognizers and deny-lists beat the
+built-in types; checked numbers beat loose shapes; NER comes last), then by length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from .detectors import Detector
+from .tokens import TOKEN_RE
+
+__all__ = ["PRIORITY", "Scanner", "Span"]
+
+PRIORITY = (
+    "SECRET",
+    "IBAN",
+    "CREDIT_CARD",
+    "US_SSN",
+    "EMAIL",
+    "IP_ADDRESS",
+    "PHONE",
+)
+"""Built-in types, strongest first; custom types rank just after SECRET, NER types last."""
+
+
+class Span(NamedTuple):
+    start: int
+    end: int
+    entity: str
+
+
+class Scanner:
+    """Runs detectors over text; ``allow`` values (case-insensitive) are never reported."""
+
+    def __init__(
+        self,
+        detectors: Sequence[Detector],
+        *,
+        allow: Iterable[str] = (),
+        custom: Iterable[str] = (),
+        ner: Iterable[str] = (),
+    ) -> None:
+        self.detectors = list(detectors)
+        self.allow = frozenset(a.strip().casefold() for a in allow if a.strip())
+        custom_rank = {e: 1 for e in custom}
+        base = {e: i + 2 for i, e in enumerate(PRIORITY[1:])}
+        self._rank = {"SECRET": 0, **custom_rank, **base}
+        self._last = len(PRIORITY) + 2
+        self._ner = frozenset(ner)
+        self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
+
+    def rank(self, entity: str) -> int:
+        if entity in self._ner:
+            return self._last + 1
+        return self._rank.get(entity, 1)
+
+    def spans(self, text: str) -> list[Span]:
+        """Non-overlapping detections in ``text``, in order."""
+        if not text:
+            return []
+        rank = self.rank
+        found: list[tuple[int, int, int, str]] = []
+        for det in self.detectors:
+            for start, end, entity in det.find(text):
+                if end > start:
+                    found.append((start, end, rank(entity), entity))
+        if not found:
+            return []
+        # Existing tokens are taken first (rank -1): nothing is detected inside one.
+        if "[" in text:
+            found.extend((m.start(), m.end(), -1, "") for m in TOKEN_RE.finditer(text))
+        found.sort()
+        out: list[Span] = []
+        allow = self.allow
+        # Sweep clusters of overlapping candidates; most clusters hold one.
+        i, n = 0, len(found)
+        while i < n:
+            j, reach = i + 1, found[i][1]
+            while j < n and found[j][0] < reach:
+                reach = max(reach, found[j][1])
+                j += 1
+            cluster = found[i:j] if j - i > 1 else None
+            if cluster is None:
+                start, end, r, entity = found[i]
+                if r >= 0 and not (allow and text[start:end].strip().casefold() in allow):
+                    out.append(Span(start, end, entity))
+            else:
+                cluster.sort(key=lambda c: (c[2], c[0] - c[1], c[0]))
+                taken: list[tuple[int, int]] = []
+                for start, end, r, entity in cluster:
+                    if any(start < e and s < end for s, e in taken):
+                        continue
+                    if r >= 0 and allow and text[start:end].strip().casefold() in allow:
+                        continue
+                    taken.append((start, end))
+                    if r >= 0:
+                        out.append(Span(start, end, entity))
+            i = j
+        out.sort()
+        return out

@@ -1,0 +1,81 @@
+"""Scan text that arrives in chunks (streamed output) without letting a value slip
+between two chunks.
+
+``StreamScanner.feed(chunk)`` returns the part of the stream that is now safe to send,
+tokenized; ``close()`` returns the rest. It holds back the last ``hold`` characters
+(longer than any value a detector finds in one piece) and never cuts inside a value it
+detected, so ``"alice@ex"`` | ``"ample.com"`` comes out as one token. The last
+``context`` characters already sent stay visible to the detectors, so a context word
+("Tel.") in one chunk still counts for a number in the next. A value longer than the
+hold window (a private-key block still open) is held until it ends, up to ``max_hold``
+characters, after which the held text is scanned and sent as it is.
+"""
+
+from __future__ import annotations
+
+from .engine import Privacy, Report
+from .scan import Span
+
+__all__ = ["StreamScanner"]
+
+
+class StreamScanner:
+    def __init__(
+        self, engine: Privacy, *, hold: int = 512, context: int = 64, max_hold: int = 1 << 20
+    ) -> None:
+        if hold < 1 or context < 0 or max_hold < hold:
+            raise ValueError("need hold >= 1, context >= 0 and max_hold >= hold")
+        self.engine = engine
+        self.hold = hold
+        self.context = context
+        self.max_hold = max_hold
+        self.report = Report()
+        self._seen = ""  # raw text already sent (its tail), for context only
+        self._buf = ""
+
+    def feed(self, chunk: str) -> str:
+        """Add ``chunk``; return what can be sent now (possibly empty)."""
+        if not chunk:
+            return ""
+        self._buf += chunk
+        if len(self._buf) <= self.hold:
+            return ""
+        return self._emit(final=False)
+
+    def close(self) -> str:
+        """The rest of the stream, scanned."""
+        return self._emit(final=True)
+
+    def _emit(self, *, final: bool) -> str:
+        if not self._buf:
+            return ""
+        ctx = self._seen
+        text = ctx + self._buf
+        spans = [s for s in self.engine.scanner.spans(text) if s.end > len(ctx)]
+        cut = len(text) if final else len(text) - self.hold
+        for sp in spans:
+            if sp.start < cut < sp.end:
+                cut = sp.start
+        if cut < len(ctx):
+            cut = len(ctx)
+        if cut == len(ctx) and not final:
+            if len(self._buf) < self.max_hold:
+                return ""
+            cut = len(text)  # a value longer than max_hold: send it, scanned
+        out: list[str] = []
+        pos = len(ctx)
+        for sp in spans:
+            if sp.start < pos or sp.end > cut:
+                continue
+            out.append(text[pos : sp.start])
+            out.append(self._token(sp, text))
+            pos = sp.end
+        out.append(text[pos:cut])
+        sent = text[len(ctx) : cut]
+        self._buf = text[cut:]
+        self._seen = (ctx + sent)[-self.context :] if self.context else ""
+        return "".join(out)
+
+    def _token(self, sp: Span, text: str) -> str:
+        self.report.found[sp.entity] += 1
+        return self.engine.substitute(sp.entity, text[sp.start : sp.end])

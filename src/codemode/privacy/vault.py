@@ -1,0 +1,419 @@
+"""The vault: token <-> real value, on the host only, encrypted at rest, with a TTL.
+
+Where it lives (``scope``):
+
+- ``workspace`` (default): one vault per workspace and tenant, shared by every session
+  of it, in ``<workspace>/privacy/vault/`` (next to ``files/``, never inside it: the
+  sandbox sees only ``files/``). So a token an agent saved in an artifact or state
+  resolves in a later session. Sessions of one workspace are one tenant's: they share
+  the vault by design.
+- ``session``: in memory, per session; tokens die with the process.
+
+The persisted vault is a directory of segments, each a Fernet token (AES-128-CBC +
+HMAC-SHA256, ``cryptography``) holding the entries one flush added. Writers never
+rewrite another's segment (temp file + rename of a new one), so processes sharing a
+workspace need no lock; a reader picks up new segments when it meets a token it does
+not know; many segments are merged into one from time to time.
+
+The key (see ``load_key``): ``CODEMODE_PRIVACY_KEY``, else ``vault.key_file``, else a
+key file created on first use under ``~/.config/codemode/privacy/`` (mode 0600),
+outside the workspace: a copy of the workspace, a backup of it, or an MCP server given
+the workspace's directory does not carry the key. The same key also seeds the token
+ids (``codemode.privacy.tokens``), so a token cannot be forged without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from codemode.errors import ConfigError
+
+from .config import KEY_ENV, VaultConfig
+from .tokens import make_token
+
+__all__ = [
+    "Entry",
+    "FileStore",
+    "MemoryStore",
+    "RedisStore",
+    "Vault",
+    "VaultStore",
+    "default_key_path",
+    "load_key",
+    "new_key",
+]
+
+COMPACT_AFTER = 64
+"""Segments in a vault directory before they are merged into one."""
+
+
+@dataclass(slots=True)
+class Entry:
+    value: str
+    expires: float
+
+
+class VaultStore(Protocol):
+    """Where a vault's entries are kept."""
+
+    def load(self) -> dict[str, Entry]:
+        """Every entry stored (expired ones included)."""
+        ...
+
+    def refresh(self) -> dict[str, Entry]:
+        """Entries others stored since the last ``load``/``refresh``."""
+        ...
+
+    def append(self, entries: Mapping[str, Entry]) -> None: ...
+
+    def get(self, token: str) -> Entry | None:
+        """One entry straight from the store (a token another process issued)."""
+        ...
+
+
+class MemoryStore:
+    """Nothing persisted: the vault lives as long as the process."""
+
+    def load(self) -> dict[str, Entry]:
+        return {}
+
+    def refresh(self) -> dict[str, Entry]:
+        return {}
+
+    def append(self, entries: Mapping[str, Entry]) -> None:
+        return None
+
+    def get(self, token: str) -> Entry | None:
+        return None
+
+
+class FileStore:
+    """Encrypted segments in a directory (see the module doc)."""
+
+    def __init__(self, directory: Path, key: bytes) -> None:
+        from cryptography.fernet import Fernet
+
+        self.directory = directory
+        self._fernet = Fernet(key)
+        self._seen: set[str] = set()
+
+    def _segments(self) -> list[str]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if n.endswith(".seg"))
+
+    def _read(self, name: str) -> dict[str, Entry]:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            blob = (self.directory / name).read_bytes()
+        except FileNotFoundError:  # merged away by another process meanwhile
+            return {}
+        try:
+            doc = json.loads(self._fernet.decrypt(blob))
+        except InvalidToken:
+            raise ConfigError(
+                f"{self.directory / name}: the privacy vault was written with another key. "
+                f"Set {KEY_ENV} (or privacy.vault.key_file) to the key it was written with; "
+                "or move the vault directory away to start a new one (its tokens will no "
+                "longer resolve)."
+            ) from None
+        except ValueError as exc:
+            raise ConfigError(f"{self.directory / name}: unreadable vault segment: {exc}") from None
+        return {t: Entry(v, float(e)) for t, v, e in doc.get("entries", ())}
+
+    def load(self) -> dict[str, Entry]:
+        self._seen.clear()
+        out = self.refresh()
+        if len(self._seen) > COMPACT_AFTER:
+            self._compact(out)
+        return out
+
+    def refresh(self) -> dict[str, Entry]:
+        out: dict[str, Entry] = {}
+        for name in self._segments():
+            if name not in self._seen:
+                self._seen.add(name)
+                _merge(out, self._read(name))
+        return out
+
+    def append(self, entries: Mapping[str, Entry]) -> None:
+        if entries:
+            self._seen.add(self._write(entries))
+
+    def get(self, token: str) -> Entry | None:
+        return self.refresh().get(token)
+
+    def _write(self, entries: Mapping[str, Entry]) -> str:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        doc = {"v": 1, "entries": [[t, e.value, e.expires] for t, e in entries.items()]}
+        blob = self._fernet.encrypt(json.dumps(doc, ensure_ascii=False).encode())
+        name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}.seg"
+        tmp = self.directory / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.directory / name)
+        return name
+
+    def _compact(self, entries: dict[str, Entry]) -> None:
+        """Merge every segment read into one, dropping expired entries."""
+        now = time.time()
+        live = {t: e for t, e in entries.items() if e.expires > now}
+        merged = self._write(live)
+        for name in self._seen - {merged}:
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / name).unlink()
+        self._seen = {merged}
+
+
+class RedisStore:
+    """One Redis hash per vault (``<prefix>:privacy:<tenant>:vault``), each entry its own
+    Fernet token: the vault of a workspace whose storage is Redis, shared by every
+    machine that serves it (they need the same key: ``CODEMODE_PRIVACY_KEY``)."""
+
+    def __init__(self, url: str, name: str, key: bytes) -> None:
+        import redis
+        from cryptography.fernet import Fernet
+
+        self._redis = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        self.name = name
+        self._fernet = Fernet(key)
+
+    def _decode(self, token: str, blob: bytes) -> Entry | None:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            value, expires = json.loads(self._fernet.decrypt(blob))
+        except InvalidToken:
+            raise ConfigError(
+                f"redis {self.name}: the privacy vault was written with another key; set "
+                f"{KEY_ENV} to the key every machine of this workspace uses"
+            ) from None
+        except ValueError:
+            return None
+        return Entry(str(value), float(expires))
+
+    def _call(self, fn: Callable[[], object]) -> object:
+        import redis
+
+        try:
+            return fn()
+        except redis.RedisError as exc:
+            from codemode.errors import StorageUnavailable
+
+            raise StorageUnavailable(f"privacy vault in redis {self.name}: {exc}") from exc
+
+    def load(self) -> dict[str, Entry]:
+        raw = self._call(lambda: self._redis.hgetall(self.name))
+        out: dict[str, Entry] = {}
+        dead: list[bytes] = []
+        now = time.time()
+        for field, blob in dict(raw).items():  # type: ignore[call-overload]
+            entry = self._decode(field.decode(), blob)
+            if entry is None or entry.expires <= now:
+                dead.append(field)
+            else:
+                out[field.decode()] = entry
+        if dead:
+            self._call(lambda: self._redis.hdel(self.name, *dead))
+        return out
+
+    def refresh(self) -> dict[str, Entry]:
+        return {}  # looked up one by one (``get``): a Redis vault may be large
+
+    def get(self, token: str) -> Entry | None:
+        blob = self._call(lambda: self._redis.hget(self.name, token))
+        return self._decode(token, blob) if isinstance(blob, bytes) else None
+
+    def append(self, entries: Mapping[str, Entry]) -> None:
+        if entries:
+            mapping: dict[Any, Any] = {
+                t: self._fernet.encrypt(json.dumps([e.value, e.expires]).encode())
+                for t, e in entries.items()
+            }
+            self._call(lambda: self._redis.hset(self.name, mapping=mapping))
+
+
+def _merge(into: dict[str, Entry], more: Mapping[str, Entry]) -> None:
+    for token, entry in more.items():
+        have = into.get(token)
+        if have is None or entry.expires > have.expires:
+            into[token] = entry
+
+
+class Vault:
+    """Issues tokens for values and resolves them, for one scope."""
+
+    def __init__(
+        self,
+        key: bytes,
+        store: VaultStore | None = None,
+        *,
+        ttl: float = 30 * 86400,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._id_key = hmac.new(key, b"codemode privacy token ids", hashlib.sha256).digest()
+        self.store: VaultStore = store if store is not None else MemoryStore()
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries = self.store.load()
+        self._pending: dict[str, Entry] = {}
+        self._last_refresh = 0.0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def token(self, entity: str, value: str) -> str:
+        """The token for ``value`` (the same one every time, until it expires)."""
+        now = self._clock()
+        with self._lock:
+            for salt in range(8):
+                token = make_token(self._id_key, entity, value, salt)
+                entry = self._entries.get(token)
+                if entry is None or entry.value == value:
+                    break
+            else:  # pragma: no cover - eight 50-bit collisions in a row
+                raise RuntimeError("token id collisions: the vault is corrupt")
+            if entry is None or entry.expires - now < self.ttl / 2:
+                entry = Entry(value, now + self.ttl)
+                self._entries[token] = entry
+                self._pending[token] = entry
+            return token
+
+    def value(self, token: str) -> str | None:
+        """The real value of ``token``; None if this vault never issued it or it expired."""
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(token)
+            if entry is None and now - self._last_refresh > 0.5:
+                self._last_refresh = now
+                _merge(self._entries, self.store.refresh())
+                entry = self._entries.get(token)
+            if entry is None:
+                entry = self.store.get(token)
+                if entry is not None:
+                    self._entries[token] = entry
+            if entry is None or entry.expires <= now:
+                return None
+            return entry.value
+
+    def flush(self) -> None:
+        """Persist the tokens issued since the last flush."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if pending:
+            try:
+                self.store.append(pending)
+            except BaseException:
+                with self._lock:
+                    self._pending.update(pending)
+                raise
+
+    def purge(self) -> int:
+        """Forget expired entries (in memory); the next compaction drops them on disk."""
+        now = self._clock()
+        with self._lock:
+            dead = [t for t, e in self._entries.items() if e.expires <= now]
+            for t in dead:
+                del self._entries[t]
+        return len(dead)
+
+    def tokens(self) -> Iterable[str]:
+        with self._lock:
+            return list(self._entries)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def new_key() -> str:
+    """A fresh Fernet key (urlsafe base64 of 32 random bytes)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def default_key_path(workspace: Path, env: Mapping[str, str] | None = None) -> Path:
+    """``~/.config/codemode/privacy/<name>-<hash of the workspace path>.key``."""
+    env = os.environ if env is None else env
+    root = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME") or "~").expanduser() / ".config")
+    digest = hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in workspace.name)[:40]
+    return root / "codemode" / "privacy" / f"{safe or 'workspace'}-{digest}.key"
+
+
+def _check_key(raw: str, where: str) -> bytes:
+    key = raw.strip().encode("ascii", "replace")
+    try:
+        if len(base64.urlsafe_b64decode(key)) == 32:
+            return key
+    except ValueError:
+        pass
+    raise ConfigError(
+        f"{where}: not a privacy key (32 bytes, urlsafe base64); make one with "
+        "`codemode privacy keygen`"
+    )
+
+
+def load_key(
+    config: VaultConfig, workspace: Path | None, env: Mapping[str, str] | None = None
+) -> tuple[bytes, str]:
+    """The vault key and where it came from (for ``codemode privacy status``).
+
+    Order: ``CODEMODE_PRIVACY_KEY``, ``vault.key_file``, the default key file (created
+    with mode 0600 on first use). Without a workspace and a key, a key for this process.
+    """
+    env = os.environ if env is None else env
+    raw = env.get(KEY_ENV)
+    if raw:
+        return _check_key(raw, KEY_ENV), f"${KEY_ENV}"
+    path = config.key_file
+    if path is None:
+        if workspace is None:
+            return new_key().encode("ascii"), "process (not persisted)"
+        path = default_key_path(workspace, env)
+    path = path.expanduser()
+    if not path.exists():
+        _create_key_file(path)
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the privacy key: {exc}") from None
+    if path.stat().st_mode & 0o077:
+        raise ConfigError(
+            f"{path}: the privacy key is readable by other users; run `chmod 600 {path}`"
+        )
+    return _check_key(text, str(path)), str(path)
+
+
+def _create_key_file(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(new_key() + "\n")
+        try:
+            os.link(tmp, path)  # never replaces a key another process just created
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot create the privacy key: {exc}") from None

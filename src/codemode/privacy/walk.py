@@ -1,0 +1,165 @@
+"""Walk a JSON-like value without recursion, and rewrite its strings copy-on-write.
+
+``Leaves.collect(value)`` lists every string in ``value`` (dict keys included, UTF-8
+text inside ``bytes`` and ``Blob`` data too), at any depth, with an explicit stack: a
+result nested 100,000 levels deep costs time, not a ``RecursionError``. ``apply`` builds
+the new value: only the containers on the path to a changed string are copied, so an
+object a Python tool returned (and may still hold) is never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from codemode_worker.protocol import Blob
+
+__all__ = ["Leaves"]
+
+# Leaf kinds
+TEXT, KEY, BYTES, BLOB, LATIN1, BLOB_LATIN1 = 0, 1, 2, 3, 4, 5
+_BIG_INT = 10**11  # ints of 12+ digits are checked too (a card number stored as an int)
+
+
+@dataclass
+class Leaves:
+    root: Any
+    texts: list[str] = field(default_factory=list)
+    # per text: (node index, key in that node, kind)
+    slots: list[tuple[int, Any, int]] = field(default_factory=list)
+    # per node: (parent node index, key in the parent, the container)
+    nodes: list[tuple[int, Any, Any]] = field(default_factory=list)
+    binary: int = 0
+    """Bytes of binary data that are not text and were not scanned."""
+    chars: int = 0
+
+    @classmethod
+    def collect(cls, value: Any) -> Leaves:
+        out = cls(value)
+        if isinstance(value, str):  # the common case of a text result: no walk
+            out.nodes.append((-1, None, [value]))
+            out.texts.append(value)
+            out.slots.append((0, 0, TEXT))
+            out.chars = len(value)
+            return out
+        holder = [value]
+        nodes = out.nodes
+        nodes.append((-1, None, holder))
+        stack: list[tuple[Any, int, Any]] = [(value, 0, 0)]
+        texts, slots = out.texts, out.slots
+        add_text, add_slot, push = texts.append, slots.append, stack.append
+        while stack:
+            v, parent, key = stack.pop()
+            if isinstance(v, str):
+                add_text(v)
+                add_slot((parent, key, TEXT))
+            elif isinstance(v, dict | Mapping):
+                node = len(nodes)
+                nodes.append((parent, key, v))
+                later = []
+                for k, item in v.items():
+                    if isinstance(k, str):
+                        add_text(k)
+                        add_slot((node, k, KEY))
+                    if isinstance(item, str):  # right after its key: "phone" is context
+                        add_text(item)
+                        add_slot((node, k, TEXT))
+                    elif isinstance(item, int | float | bool | None) and not (
+                        isinstance(item, int) and abs(item) >= _BIG_INT
+                    ):
+                        continue
+                    else:
+                        later.append((item, node, k))
+                if later:
+                    stack.extend(reversed(later))
+            elif isinstance(v, list | tuple):
+                node = len(nodes)
+                nodes.append((parent, key, v))
+                for i in range(len(v) - 1, -1, -1):
+                    push((v[i], node, i))
+            elif isinstance(v, bytes | bytearray | Blob):
+                data = bytes(v.data if isinstance(v, Blob) else v)
+                text, latin1 = _as_text(data)
+                if text is None:
+                    out.binary += len(data)
+                else:
+                    if isinstance(v, Blob):
+                        kind = BLOB_LATIN1 if latin1 else BLOB
+                    else:
+                        kind = LATIN1 if latin1 else BYTES
+                    add_text(text)
+                    add_slot((parent, key, kind))
+            elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _BIG_INT:
+                add_text(str(v))
+                add_slot((parent, key, TEXT))
+        out.chars = sum(map(len, texts))
+        return out
+
+    def apply(self, new_texts: list[str]) -> Any:
+        """The value with ``texts[i]`` replaced by ``new_texts[i]`` where they differ."""
+        copies: dict[int, Any] = {}
+        renames: dict[int, dict[str, str]] = {}
+
+        def copy(node: int) -> Any:
+            """The copy of ``node``, made (with its ancestors) on first use; no recursion."""
+            got = copies.get(node)
+            if got is not None:
+                return got
+            path = []
+            while node not in copies and node >= 0:
+                path.append(node)
+                node = self.nodes[node][0]
+            for n in reversed(path):
+                parent, key, container = self.nodes[n]
+                dup: Any = dict(container) if isinstance(container, Mapping) else list(container)
+                copies[n] = dup
+                if parent >= 0:
+                    copies[parent][key] = dup
+            return copies[path[0]]
+
+        for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True)):
+            if old is new or old == new:
+                continue
+            node, key, kind = self.slots[i]
+            if kind == KEY:
+                copy(node)
+                renames.setdefault(node, {})[key] = new
+                continue
+            target = copy(node)
+            current = target[key]
+            if kind in (BYTES, LATIN1):
+                target[key] = new.encode("utf-8" if kind == BYTES else "latin-1")
+            elif kind in (BLOB, BLOB_LATIN1):
+                data = new.encode("utf-8" if kind == BLOB else "latin-1")
+                target[key] = Blob(data, current.mime_type, current.kind, current.uri)
+            else:
+                target[key] = new
+        # Renamed keys: rebuild those dicts in place (their parents already point at them).
+        for node, names in renames.items():
+            d = copies[node]
+            items = list(d.items())
+            d.clear()
+            d.update((names.get(k, k), v) for k, v in items)
+        return copies[0][0] if 0 in copies else self.root
+
+
+_CONTROL = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
+
+
+def _as_text(data: bytes) -> tuple[str | None, bool]:
+    """(``data`` as text, whether it was read as Latin-1); (None, False) for binary.
+
+    UTF-8 first; text in another 8-bit encoding (no control characters) is read as
+    Latin-1, which maps every byte to one character and back, so the ASCII values
+    detectors find are replaced and every other byte is written back unchanged.
+    """
+    if b"\x00" in data:
+        return None, False
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        pass
+    if data.translate(None, _CONTROL) != data:
+        return None, False
+    return data.decode("latin-1"), True

@@ -1,0 +1,195 @@
+"""``codemode serve`` over stdio: one client, graceful stop on a signal.
+
+The server runs until the client closes stdin. On SIGTERM/SIGINT/SIGHUP it drains
+(:func:`~codemode.server.lifecycle.drain`): running calls finish within the grace
+period, the rest are cancelled, and every answer is written out before the process
+exits. Exiting is forced (``os._exit``) once everything is closed, because the SDK
+reads stdin in a thread that cannot be cancelled: waiting for it would keep the process
+alive until the client writes or closes stdin.
+
+Knowing when "every answer is written out" needs two counters the SDK does not keep:
+the requests read but not yet answered, and the messages handed to the stdout writer
+but not yet flushed. Thin wrappers around the SDK's streams and stdout keep them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import io
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+from .lifecycle import GracefulStop, drain
+from .toolset import ServerContext
+
+__all__ = ["serve_stdio"]
+
+
+class _Pending:
+    """Requests read but not answered, messages sent but not flushed."""
+
+    def __init__(self) -> None:
+        self.requests: set[Any] = set()
+        self.sent = 0
+        self.flushed = 0
+        self._changed = anyio.Event()
+
+    def changed(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    @property
+    def quiet(self) -> bool:
+        return not self.requests and self.flushed >= self.sent
+
+    async def wait_quiet(self) -> None:
+        while not self.quiet:
+            await self._changed.wait()
+
+
+class _Reading:
+    """The SDK's read stream, noting each request that comes in."""
+
+    def __init__(self, inner: Any, pending: _Pending) -> None:
+        self._inner = inner
+        self._pending = pending
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    def _note(self, item: Any) -> Any:
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCRequest):
+            self._pending.requests.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == (
+            "notifications/cancelled"
+        ):  # a request the client cancelled is never answered
+            self._pending.requests.discard((message.params or {}).get("requestId"))
+            self._pending.changed()
+        return item
+
+    async def receive(self) -> Any:
+        return self._note(await self._inner.receive())
+
+    def __aiter__(self) -> _Reading:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Reading:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Writing:
+    """The SDK's write stream, noting each answer that goes out."""
+
+    def __init__(self, inner: Any, pending: _Pending) -> None:
+        self._inner = inner
+        self._pending = pending
+
+    async def send(self, item: SessionMessage) -> None:
+        self._pending.sent += 1
+        try:
+            await self._inner.send(item)
+        except BaseException:
+            self._pending.sent -= 1
+            raise
+        if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+            self._pending.requests.discard(item.message.id)
+        self._pending.changed()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Writing:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Stdout(anyio.AsyncFile[str]):
+    """The wire: a private copy of fd 1, counting flushed messages (one flush each)."""
+
+    def __init__(self, pending: _Pending) -> None:
+        # Stray writes to fd 1 (a handler's print, a child process) must not corrupt
+        # the protocol: fd 1 now points at stderr, the wire is a private duplicate.
+        wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.dup2(2, 1)
+        raw = os.fdopen(wire, "wb", closefd=False)
+        super().__init__(io.TextIOWrapper(raw, encoding="utf-8"))
+        self._pending = pending
+
+    async def flush(self) -> None:
+        await super().flush()
+        self._pending.flushed += 1
+        self._pending.changed()
+
+
+async def serve_stdio(
+    server: MCPServer[Any],
+    context: ServerContext,
+    stop: GracefulStop,
+    close_all: Callable[[], Awaitable[None]],
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve until the client closes stdin (then return) or a signal (then exit 0).
+
+    ``on_ready`` runs once the signals are handled (a hint that says Ctrl-C stops the
+    server must not come before Ctrl-C does)."""
+    low = server._lowlevel_server  # the SDK's own run_stdio_async does just this
+    stop.bind()
+    pending = _Pending()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.request)
+    if on_ready is not None:
+        on_ready()
+
+    async def graceful() -> None:
+        await stop.wait()
+        await drain(context, stop, pending.wait_quiet)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            await close_all()
+        sys.stderr.flush()
+        os._exit(0)
+
+    async with (
+        stdio_server(stdout=_Stdout(pending)) as (read_stream, write_stream),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(context.sessions.run_reaper)
+        tg.start_soon(graceful)
+        await low.run(
+            _Reading(read_stream, pending),
+            _Writing(write_stream, pending),
+            low.create_initialization_options(),
+        )
+        tg.cancel_scope.cancel()

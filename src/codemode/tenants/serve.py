@@ -1,0 +1,61 @@
+"""``codemode serve --transport http --tenants FILE``: one endpoint, a workspace per tenant.
+
+Each tenant gets everything a single-workspace server has, built separately: its workspace
+(skills, artifacts, state, deps, files, policy, audit), its upstream servers (its own
+``mcp.json``, ``${VAR}`` from its own ``env_file``, run as its own uid when codemode is
+root), its executor and its MCP sessions. ``TenantRouter`` sends each request to the app
+of the tenant its token names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .asgi import TenantRouter
+from .auth import Authenticator
+from .config import load_tenants
+
+if TYPE_CHECKING:
+    from ..server.cli import ServeOptions
+
+
+async def serve_tenants(opts: ServeOptions) -> None:
+    from ..server.cli import _connect_upstream, _say, open_served
+    from ..server.http import bind_socket, build_http_app, serve_http
+
+    assert opts.tenants is not None
+    tenants = load_tenants(opts.tenants)
+    apps: dict[str, Any] = {}
+    registries: list[Any] = []
+    for name, spec in tenants.spec.tenants.items():
+        own = dataclasses.replace(opts, base=spec.workspace, token=None)
+        served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
+        registries.append(served.context.tools)
+        apps[name] = build_http_app(
+            served.server,
+            served.context,
+            host=opts.host,
+            token=None,
+            on_shutdown=served.close_upstream,
+        )
+    sock = bind_socket(opts.host, opts.port)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    url = f"http://{shown}:{bound[1]}/mcp"
+    how = "static tokens" + (" and OAuth" if tenants.oauth is not None else "")
+    router = TenantRouter(
+        apps,
+        Authenticator(tenants),
+        on_ready=lambda: _say(f"serving MCP on {url} for {len(apps)} tenants ({how})"),
+    )
+    async with anyio.create_task_group() as tg:
+        for registry in registries:
+            tg.start_soon(_connect_upstream, registry)
+        await serve_http(router, sock, log_level=opts.log_level.lower())  # type: ignore[arg-type]
+        tg.cancel_scope.cancel()
+
+
+__all__ = ["serve_tenants"]

@@ -1,0 +1,342 @@
+"""The small expression language of workflow files: ``${count > 3 and item["ok"]}``.
+
+Why not ``eval``: a workflow's expressions run on the host, in the engine, with results of
+tools (data from anywhere) in scope. ``eval`` (even with empty builtins) hands out Python
+objects whose attributes lead back to the interpreter. Why not a library: the sandboxes
+of such libraries have a history of escapes, and what workflows need is small.
+
+So: Python's own parser (``ast.parse(mode="eval")``, which only parses) and an evaluator
+of our own over a whitelist of node kinds, on JSON values only:
+
+- literals (numbers, strings, ``true``/``false``/``null`` and Python's spellings), lists,
+  dicts; names bound by earlier steps, ``inputs``, the loop variable, ``run``;
+- ``a.b`` and ``a["b"]``/``a[0]``/``a[1:3]`` read keys and items of dicts, lists and
+  strings (never attributes of objects: there are none);
+- ``+ - * / // %``, comparisons (chains too), ``in``/``not in``, ``and``/``or``/``not``,
+  ``x if c else y``;
+- calls of a fixed set of functions: ``len str int float bool abs min max sum round
+  sorted lower upper strip split join keys values items range``.
+
+Limits: 2,000 characters and 50 levels of nesting per expression; strings and lists made
+by ``*`` or ``+``, and the text ``str``/``join`` make, at most 1,000,000 items/characters;
+integers at most 65,536 bits; ``%`` on numbers only; ``sum`` of numbers only; a computed
+value (not a plain read such as ``x.a[0]``) at most 10,000,000 items and characters, so
+that ``[x, x, x]`` of a big ``x`` cannot grow into gigabytes. Anything else is a
+``WorkflowError`` naming the expression.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from .errors import WorkflowError
+
+MAX_LENGTH = 2000
+MAX_DEPTH = 50
+MAX_SIZE = 1_000_000
+MAX_BITS = 65_536
+MAX_RESULT = 10 * MAX_SIZE
+
+_CONSTANTS = {"true": True, "false": False, "null": None, "none": None}
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _weigh(value: Any, budget: int = MAX_SIZE) -> int:
+    """``budget`` minus the characters and items ``value`` would print to; below 0 soon
+    after the budget is spent (cost bounded by the budget, shared references counted
+    each time: ``[s] * 1000`` weighs ``1000 * len(s)``)."""
+    stack = [value]
+    while stack and budget >= 0:
+        v = stack.pop()
+        budget -= 1
+        if isinstance(v, str):
+            budget -= len(v)
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, int) and not isinstance(v, bool):
+            budget -= v.bit_length() // 3
+    return budget
+
+
+def _bounded(value: Any) -> Any:
+    if _weigh(value) < 0:
+        _too_big()
+    return value
+
+
+def _join(sep: Any, items: Any) -> str:
+    items = list(items)
+    if _weigh([str(sep)] * max(len(items) - 1, 0) + items) < 0:
+        _too_big()
+    return str(sep).join(str(i) for i in items)
+
+
+def _str(value: Any = "") -> str:
+    return str(_bounded(value))
+
+
+def _sum(items: Any, start: Any = 0) -> Any:
+    """Numbers only: ``sum`` of lists or strings would build big values quadratically."""
+    values = [*list(items), start]
+    if not all(isinstance(v, int | float) for v in values):
+        raise WorkflowError("sum adds numbers only")
+    return sum(values[:-1], start)
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "len": len,
+    "str": _str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "sum": _sum,
+    "round": round,
+    "sorted": sorted,
+    "lower": lambda s: str(s).lower(),
+    "upper": lambda s: str(s).upper(),
+    "strip": lambda s: str(s).strip(),
+    "split": lambda s, sep=None: str(s).split(sep),
+    "join": _join,
+    "keys": lambda d: list(d.keys()),
+    "values": lambda d: list(d.values()),
+    "items": lambda d: [list(kv) for kv in d.items()],
+    "range": lambda *a: list(range(*a)) if len(range(*a)) <= MAX_SIZE else _too_big(),
+}
+
+_TEMPLATE = re.compile(r"\$\{((?:[^{}\"']|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\{[^{}]*\})*)\}")
+
+
+def _too_big() -> Any:
+    raise WorkflowError(f"a value would have more than {MAX_SIZE} items")
+
+
+@lru_cache(maxsize=4096)
+def parse(text: str) -> ast.expr:
+    """The checked syntax tree of one expression (cached: workflows repeat them)."""
+    if len(text) > MAX_LENGTH:
+        raise WorkflowError(f"expression longer than {MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise WorkflowError(f"invalid expression {text!r}: {exc.msg}") from None
+    _check(tree, 0, text)
+    return tree
+
+
+_ALLOWED = (
+    ast.Constant, ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.List, ast.Tuple,
+    ast.Dict, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call, ast.Load,
+    ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+)  # fmt: skip
+
+
+def _check(node: ast.AST, depth: int, text: str) -> None:
+    if depth > MAX_DEPTH:
+        raise WorkflowError(f"expression {text!r} is nested too deeply")
+    if not isinstance(node, _ALLOWED) or isinstance(node, ast.Pow | ast.MatMult):
+        raise WorkflowError(f"{type(node).__name__} is not allowed in expression {text!r}")
+    if isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
+        raise WorkflowError(f"operator {type(node.op).__name__} is not allowed in {text!r}")
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+            raise WorkflowError(
+                f"only these functions can be called, with positional arguments: "
+                f"{', '.join(sorted(FUNCTIONS))} (in {text!r})"
+            )
+        for arg in node.args:
+            _check(arg, depth + 1, text)
+        return
+    if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        raise WorkflowError(f"names starting with '_' cannot be read (in {text!r})")
+    for child in ast.iter_child_nodes(node):
+        _check(child, depth + 1, text)
+
+
+def evaluate(text: str, scope: Mapping[str, Any]) -> Any:
+    """The value of expression ``text`` with ``scope``'s names."""
+    try:
+        tree = parse(text)
+        value = _eval(tree, scope)
+        if not _reads_only(tree) and _weigh(value, MAX_RESULT) < 0:
+            _too_big()  # e.g. [x, x, x, ...] of a big x: a value far bigger than its parts
+        return value
+    except WorkflowError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
+        raise WorkflowError(f"expression {text!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _reads_only(node: ast.AST) -> bool:
+    """``a``, ``a.b``, ``a[0]``, ``a["k"]``: the value is one already in scope."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _eval(node: ast.AST, scope: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in scope:
+            return scope[node.id]
+        low = node.id.lower()
+        if low in _CONSTANTS:
+            return _CONSTANTS[low]
+        raise WorkflowError(f"unknown name {node.id!r} (known: {', '.join(sorted(scope))})")
+    if isinstance(node, ast.Attribute):
+        return _item(_eval(node.value, scope), node.attr)
+    if isinstance(node, ast.Subscript):
+        base = _eval(node.value, scope)
+        if isinstance(node.slice, ast.Slice):
+            parts = [_eval(p, scope) if p is not None else None
+                     for p in (node.slice.lower, node.slice.upper, node.slice.step)]  # fmt: skip
+            if not isinstance(base, list | str):
+                raise WorkflowError("only lists and strings can be sliced")
+            return base[slice(*parts)]
+        return _item(base, _eval(node.slice, scope))
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_eval(e, scope) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {
+            _eval(k, scope): _eval(v, scope)
+            for k, v in zip(node.keys, node.values, strict=True)
+            if k is not None
+        }
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, scope), _eval(node.right, scope)
+        _check_size(node.op, left, right)
+        return _BINOPS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp):
+        value = _eval(node.operand, scope)
+        if isinstance(node.op, ast.Not):
+            return not value
+        if isinstance(node.op, ast.USub):
+            return -value
+        if isinstance(node.op, ast.UAdd):
+            return +value
+        raise WorkflowError("~ is not allowed")
+    if isinstance(node, ast.BoolOp):
+        result: Any = None
+        for value_node in node.values:
+            result = _eval(value_node, scope)
+            if isinstance(node.op, ast.And) and not result:
+                return result
+            if isinstance(node.op, ast.Or) and result:
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, scope)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _eval(comp, scope)
+            if not _CMPOPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _eval(node.body if _eval(node.test, scope) else node.orelse, scope)
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        result = FUNCTIONS[node.func.id](*[_eval(a, scope) for a in node.args])
+        if isinstance(result, list | str) and len(result) > MAX_SIZE:
+            _too_big()
+        return result
+    raise WorkflowError(f"{type(node).__name__} is not allowed")
+
+
+def _item(base: Any, key: Any) -> Any:
+    if isinstance(base, dict):
+        if key not in base:
+            raise WorkflowError(f"no key {key!r} (keys: {', '.join(map(str, list(base)[:20]))})")
+        return base[key]
+    if isinstance(base, list | str) and isinstance(key, int) and not isinstance(key, bool):
+        return base[key]
+    raise WorkflowError(f"cannot read {key!r} of a {type(base).__name__}")
+
+
+def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    if isinstance(op, ast.Mod) and not (
+        isinstance(left, int | float) and isinstance(right, int | float)
+    ):
+        raise WorkflowError("% works on numbers only (no string formatting)")
+    numbers = isinstance(left, int) and isinstance(right, int)
+    if isinstance(op, ast.Mult) and numbers and left.bit_length() + right.bit_length() > MAX_BITS:
+        _too_big()
+    if isinstance(op, ast.Mult):
+        seq, n = (left, right) if isinstance(left, list | str) else (right, left)
+        if isinstance(seq, list | str) and isinstance(n, int) and len(seq) * n > MAX_SIZE:
+            _too_big()
+    sequences = isinstance(left, list | str) and isinstance(right, list | str)
+    if isinstance(op, ast.Add) and sequences and len(left) + len(right) > MAX_SIZE:
+        _too_big()
+
+
+def render(value: Any, scope: Mapping[str, Any]) -> Any:
+    """``value`` with every ``${expr}`` evaluated: a string that is exactly one ``${...}``
+    becomes the expression's value (any type); other strings get the text of each value;
+    lists and dicts are rendered item by item. ``$${`` is a literal ``${``."""
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+        whole = _TEMPLATE.fullmatch(value)
+        if whole is not None:
+            return evaluate(whole.group(1), scope)
+        escaped = value.replace("$${", "\x00")
+        out = _TEMPLATE.sub(lambda m: _text(evaluate(m.group(1), scope)), escaped)
+        return out.replace("\x00", "${")
+    if isinstance(value, list):
+        return [render(v, scope) for v in value]
+    if isinstance(value, dict):
+        return {k: render(v, scope) for k, v in value.items()}
+    return value
+
+
+def _text(value: Any) -> str:
+    import json
+
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def expressions(value: Any) -> list[str]:
+    """Every ``${...}`` expression in ``value`` (for validation before a run)."""
+    if isinstance(value, str):
+        return [m.group(1) for m in _TEMPLATE.finditer(value.replace("$${", ""))]
+    if isinstance(value, list):
+        return [e for v in value for e in expressions(v)]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in expressions(v)]
+    return []
+
+
+__all__ = ["FUNCTIONS", "evaluate", "expressions", "parse", "render"]

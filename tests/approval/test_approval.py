@@ -1,0 +1,193 @@
+"""Approval through the SDK: a callback says yes or no before calls the policy marks ``ask``;
+the wait holds the run's timeout; answers can be remembered for the session."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from codemode import InProcessExecutor, SubprocessExecutor
+from codemode.approval import Approval, ApprovalRequest
+
+pytestmark = pytest.mark.anyio
+
+ASK_DESTRUCTIVE = {"policy": {"destructive": "ask"}}
+DELETE = """
+try:
+    out = tools.notes.delete_note(name="hello")
+except ToolDenied as e:
+    out = ("denied", e.reason, str(e))
+out
+"""
+
+
+class Recorder:
+    """An async approver that answers from a script and records what it was asked."""
+
+    def __init__(self, *answers: Approval | bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[ApprovalRequest] = []
+
+    async def __call__(self, request: ApprovalRequest) -> Approval | bool:
+        self.asked.append(request)
+        return self.answers.pop(0) if self.answers else False
+
+
+async def test_a_callback_that_approves_lets_the_call_run_and_sees_what_it_approves(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    approver = Recorder(True)
+    async with open_notes(notes_ws, approve=approver) as s:
+        result = await s.run(DELETE)
+    assert result.value == "deleted"
+    [asked] = approver.asked
+    assert (asked.server, asked.tool, dict(asked.arguments)) == (
+        "notes",
+        "delete_note",
+        {"name": "hello"},
+    )
+    assert '"destructive": "ask"' in asked.reason
+    assert asked.context.session_id == s.context.session_id and asked.context.run_id
+    assert notes_ws.calls() == ["delete_note"]
+
+
+async def test_a_refusal_raises_ToolDenied_and_nothing_reaches_the_server(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    async with open_notes(notes_ws, approve=Recorder(Approval(False, reason="not today"))) as s:
+        result = await s.run(DELETE)
+        read = await s.run("tools.notes.read_note(name='hello')")
+    assert result.value[0:2] == ["denied", "approval"]
+    assert "not approved: not today" in result.value[2]
+    assert read.value == "hello world"  # read-only: no question asked
+    assert notes_ws.calls() == ["read_note"]
+
+
+async def test_a_remembered_answer_holds_for_that_tool_for_the_rest_of_the_session_only(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    first = Recorder(Approval(True, remember=True))
+    async with open_notes(notes_ws, approve=first) as s:
+        await s.run("tools.notes.delete_note(name='a')\ntools.notes.delete_note(name='b')")
+        await s.run("tools.notes.delete_note(name='c')")
+        other = await s.run("tools.notes.plain(x=3)")
+    assert len(first.asked) == 2  # once for delete_note, once for plain
+    assert other.error is not None and other.error.type == "ToolDenied"
+    second = Recorder(True)
+    async with open_notes(notes_ws, approve=second) as s:
+        await s.run("tools.notes.delete_note(name='d')")
+    assert len(second.asked) == 1  # a new session asks again
+
+
+async def test_questions_of_one_session_are_asked_one_at_a_time(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    busy = 0
+    overlap = False
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        nonlocal busy, overlap
+        busy += 1
+        overlap = overlap or busy > 1
+        await asyncio.sleep(0.05)
+        busy -= 1
+        return Approval(True, remember=True)
+
+    code = (
+        "import asyncio\n"
+        "names = [f'n{i}' for i in range(5)]\n"
+        "await asyncio.gather(*(tools.notes.delete_note.aio(name=n) for n in names))"
+    )
+    async with open_notes(notes_ws, approve=approver) as s:
+        result = await s.run(code)
+    assert result.error is None, result.error
+    assert not overlap
+    assert notes_ws.calls().count("delete_note") == 5
+
+
+async def test_without_an_approver_the_call_is_denied_saying_how_to_get_one(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    async with open_notes(notes_ws) as s:
+        result = await s.run(DELETE)
+    assert "no one can approve calls in this session" in result.value[2]
+    assert "Session(..., approve=callback)" in result.value[2]
+    assert notes_ws.calls() == []
+
+
+@pytest.mark.parametrize("executor", [SubprocessExecutor, InProcessExecutor])
+async def test_waiting_for_a_person_does_not_consume_the_run_timeout(
+    notes_ws: Any, open_notes: Any, executor: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+
+    async def slow_person(request: ApprovalRequest) -> bool:
+        await asyncio.sleep(4.0)  # twice the run's timeout
+        return True
+
+    async with open_notes(notes_ws, approve=slow_person, executor=executor()) as s:
+        await s.tools.list("notes")  # the server is up before the timed run
+        result = await s.run(DELETE, timeout=2.0)
+        # The timer resumes after the answer: code that then spins still times out.
+        spin = await s.run(DELETE + "\nwhile True:\n    pass", timeout=2.0)
+    assert result.error is None and not result.timed_out, result.error
+    assert result.value == "deleted"
+    assert result.duration_ms > 4000
+    assert spin.timed_out
+
+
+async def test_an_unanswered_question_is_refused_after_the_approval_timeout(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({**ASK_DESTRUCTIVE, "approval": {"timeout": 0.5}})
+
+    async def never(request: ApprovalRequest) -> bool:
+        await asyncio.Event().wait()
+        return True
+
+    async with open_notes(notes_ws, approve=never) as s:
+        result = await s.run(DELETE, timeout=30)
+    assert "no answer within 0.5 s (the workspace's approval.timeout)" in result.value[2]
+    assert notes_ws.calls() == []
+
+
+async def test_a_plain_function_approver_runs_in_a_thread(notes_ws: Any, open_notes: Any) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    threads: list[str] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        threads.append(threading.current_thread().name)
+        return True
+
+    async with open_notes(notes_ws, approve=approver) as s:
+        result = await s.run(DELETE)
+    assert result.value == "deleted"
+    assert threads and threads[0] != threading.main_thread().name
+
+
+async def test_an_approver_that_fails_or_answers_nonsense_refuses(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(ASK_DESTRUCTIVE)
+
+    async def broken(request: ApprovalRequest) -> bool:
+        raise RuntimeError("the approval service is down")
+
+    async def nonsense(request: ApprovalRequest) -> Any:
+        return "sure"
+
+    async with open_notes(notes_ws, approve=broken) as s:
+        failed = await s.run(DELETE)
+        s.approve = nonsense
+        odd = await s.run(DELETE)
+    assert "the approver failed: the approval service is down" in failed.value[2]
+    assert "returned str, not an Approval or a bool" in odd.value[2]
+    assert notes_ws.calls() == []

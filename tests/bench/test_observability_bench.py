@@ -1,0 +1,24 @@
+"""benchmarks/bench_observability.py runs end to end in its quick mode and prints its tables."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_observability_benchmark_runs_in_quick_mode() -> None:
+    p = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_observability.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
+    assert p.returncode == 0, p.stderr
+    assert "run_code with 5 tool calls" in p.stdout
+    rows = {line.split("|")[0].strip() for line in p.stdout.splitlines() if "|" in line}
+    assert {"off", "metrics", "metrics+tracing", "SDK on_output", "MCP client (stdio)"} <= rows

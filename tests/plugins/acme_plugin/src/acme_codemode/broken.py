@@ -1,0 +1,3 @@
+"""A plugin whose import fails."""
+
+raise ImportError("acme_codemode.broken needs the 'frobnicate' package")

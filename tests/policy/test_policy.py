@@ -1,0 +1,223 @@
+"""Tool policy: allow, deny or ask by name and by trusted annotations; denied calls never
+reach the upstream server, and denied tools vanish from discovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from codemode import ToolDenied
+from codemode.errors import ConfigError
+from codemode.policy import Policy, PolicyConfig, hints
+from codemode.tools.registry import ToolRegistry
+from codemode.tools.spec import ToolSpec
+from codemode.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+CATCH = """
+try:
+    tools.notes.{tool}({args})
+    outcome = "ran"
+except ToolDenied as e:
+    outcome = ("denied", e.reason, str(e))
+outcome
+"""
+
+
+async def attempt(session: Any, tool: str, args: str = "") -> Any:
+    result = await session.run(CATCH.format(tool=tool, args=args))
+    assert result.error is None, result.error
+    return result.value
+
+
+async def test_a_denied_call_raises_ToolDenied_in_the_code_and_never_reaches_the_server(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny"}})
+    async with open_notes(notes_ws) as s:
+        denied = await attempt(s, "delete_note", "name='hello'")
+        ran = await attempt(s, "read_note", "name='hello'")
+    assert denied[0:2] == ["denied", "policy"]
+    assert "notes.delete_note: denied by the workspace's policy" in denied[2]
+    assert '"destructive": "deny"' in denied[2]
+    assert ran == "ran"
+    assert notes_ws.calls() == ["read_note"]
+
+
+async def test_an_untrusted_server_gets_the_mcp_defaults_so_destructive_deny_denies_all(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny"}}, trusted=False)
+    async with open_notes(notes_ws) as s:
+        outcomes = [await attempt(s, t) for t in ("read_note", "list_notes", "write_note")]
+    assert all(o[0] == "denied" for o in outcomes)
+    assert 'not marked "trusted" in mcp.json' in outcomes[0][2]
+    assert notes_ws.calls() == []
+
+
+async def test_a_tool_that_declares_nothing_counts_as_destructive_on_a_trusted_server(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny"}})
+    async with open_notes(notes_ws) as s:
+        plain = await attempt(s, "plain")
+        write = await attempt(s, "write_note", "name='a', text='b'")
+    assert plain[0] == "denied" and "declares no such hint" in plain[2]
+    assert write == "ran"
+    assert notes_ws.calls() == ["write_note"]
+
+
+async def test_name_rules_come_first_and_the_first_match_decides(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure(
+        {
+            "policy": {
+                "destructive": "deny",
+                "rules": [
+                    {"tools": "notes.delete_*", "action": "allow"},
+                    {"tools": ["notes.*"], "action": "deny", "read_only": True},
+                ],
+            }
+        }
+    )
+    async with open_notes(notes_ws) as s:
+        delete = await attempt(s, "delete_note", "name='todo'")
+        read = await attempt(s, "read_note", "name='todo'")
+    assert delete == "ran"
+    assert read[0] == "denied" and 'rule 2 (tools "notes.*" when "read_only": true' in read[2]
+    assert notes_ws.calls() == ["delete_note"]
+
+
+async def test_of_several_hint_shortcuts_the_most_restrictive_decides(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"read_only": "allow", "open_world": "deny"}})
+    async with open_notes(notes_ws) as s:
+        fetch = await attempt(s, "fetch_page", "url='http://example.com'")
+        listing = await attempt(s, "list_notes")
+    assert fetch[0] == "denied" and '"open_world": "deny"' in fetch[2]
+    assert listing == "ran"
+
+
+async def test_denied_tools_are_hidden_from_every_kind_of_discovery(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny"}})
+    code = """
+found = [t["name"] for t in tools.search("delete a note", limit=20)]
+listed = [t["name"] for t in tools.list("notes")]
+try:
+    tools.describe("notes.delete_note")
+    described = "shown"
+except ToolDenied as e:
+    described = str(e)
+try:
+    from servers.notes import delete_note
+    imported = True
+except ImportError:
+    imported = False
+from servers.notes import read_note
+count = [s["tools"] for s in tools.servers() if s["name"] == "notes"][0]
+(found, listed, described, imported, count)
+"""
+    async with open_notes(notes_ws) as s:
+        result = await s.run(code)
+        stub = await s.tools.stub_module("servers.notes")
+    assert result.error is None, result.error
+    found, listed, described, imported, count = result.value
+    assert "notes.delete_note" not in found and "notes.plain" not in found
+    assert "notes.delete_note" not in listed and "notes.read_note" in listed
+    assert described.startswith("notes.delete_note: denied by the workspace's policy")
+    assert imported is False
+    assert count == len(listed) == 7  # nine tools, delete_note and plain denied
+    assert stub is not None and "def delete_note" not in stub and "def read_note" in stub
+
+
+async def test_hide_denied_false_keeps_denied_tools_in_discovery_but_still_denies_them(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny", "hide_denied": False}})
+    async with open_notes(notes_ws) as s:
+        listed = (await s.run('[t["name"] for t in tools.list("notes")]')).value
+        denied = await attempt(s, "delete_note", "name='x'")
+    assert "notes.delete_note" in listed
+    assert denied[0] == "denied"
+
+
+async def test_the_agent_can_catch_a_denial_as_ToolError_or_PermissionError(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"default": "deny"}})
+    code = """
+caught = []
+for kind in (ToolError, PermissionError, ToolDenied):
+    try:
+        tools.notes.read_note(name="x")
+    except kind as e:
+        caught.append(type(e).__name__)
+caught
+"""
+    async with open_notes(notes_ws) as s:
+        result = await s.run(code)
+    assert result.value == ["ToolDenied"] * 3
+
+
+async def test_python_tools_are_trusted_with_the_annotations_the_host_declares(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    notes_ws.configure({"policy": {"destructive": "deny"}})
+    async with open_notes(notes_ws) as s:
+        s.register_tool(lambda: 1, server="local", name="peek", annotations={"readOnlyHint": True})
+        s.register_tool(lambda: 2, server="local", name="poke")
+        peek = await s.run("tools.local.peek()")
+        poke = await s.run("tools.local.poke()")
+    assert peek.value == 1
+    assert poke.error is not None and poke.error.type == "ToolDenied"
+
+
+def test_a_typo_in_a_guardrail_section_is_an_error_not_a_warning(notes_ws: Any) -> None:
+    """A misspelt guard would silently stay off: unlike other sections, it stops the open."""
+    notes_ws.configure({"policy": {"destructiv": "deny"}})
+    with pytest.raises(
+        ConfigError,
+        match=r"config\.json:\S* unknown setting of the policy "
+        r"section 'destructiv' \(did you mean 'destructive'\?\)",
+    ):
+        Workspace.open(notes_ws.base)
+    notes_ws.configure({"budget": {"run": {"tool_call": 3}}})
+    with pytest.raises(ConfigError, match=r"budget\.run\['tool_call'\]: unknown setting"):
+        Workspace.open(notes_ws.base)
+    notes_ws.configure({"policy": {"rules": [{"tools": "x.*", "action": "maybe"}]}})
+    with pytest.raises(
+        ConfigError,
+        match=r"policy\.rules\[0\]\['action'\]: expected one of \"allow\", \"deny\", \"ask\"",
+    ):
+        Workspace.open(notes_ws.base)
+
+
+async def test_a_call_marked_ask_never_runs_without_an_approval_layer() -> None:
+    """Fail closed: the registry refuses a call still waiting for approval."""
+    from codemode.policy.layer import policy_layer
+
+    ran: list[int] = []
+    registry = ToolRegistry()
+    registry.register(lambda: ran.append(1), server="local", name="touch")
+    registry.use(policy_layer(Policy(PolicyConfig(default="ask"))), "policy")
+    with pytest.raises(ToolDenied, match="no approval layer answered"):
+        await registry.call("local", "touch")
+    assert ran == []
+
+
+def test_hints_believe_annotations_only_from_trusted_sources() -> None:
+    claims = {"readOnlyHint": True, "openWorldHint": False}
+    untrusted = hints(ToolSpec("s", "t", annotations=claims))
+    trusted = hints(ToolSpec("s", "t", annotations=claims, trusted=True))
+    assert (untrusted.read_only, untrusted.destructive, untrusted.open_world) == (
+        False,
+        True,
+        True,
+    )
+    assert (trusted.read_only, trusted.destructive, trusted.open_world) == (True, False, False)

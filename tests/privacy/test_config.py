@@ -1,0 +1,82 @@
+"""Turning privacy on: config.json (true or an object), CODEMODE_PRIVACY, serve --privacy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli import cli as main
+from codemode.errors import ConfigError
+from codemode.privacy.config import PrivacyConfig
+from codemode.workspace import Workspace
+
+
+def privacy_of(base: Path, env: dict[str, str] | None = None, **kw: object) -> PrivacyConfig:
+    cfg = Workspace.open(base, env=env or {}, strict=True, **kw).sections["privacy"]  # type: ignore[arg-type]
+    assert isinstance(cfg, PrivacyConfig)
+    return cfg
+
+
+def write(base: Path, doc: object) -> Path:
+    base.mkdir(exist_ok=True)
+    (base / "config.json").write_text(json.dumps(doc))
+    return base
+
+
+def test_privacy_is_off_unless_turned_on(tmp_path: Path) -> None:
+    assert privacy_of(tmp_path).enabled is False
+
+
+def test_true_in_config_json_turns_it_on_with_defaults(tmp_path: Path) -> None:
+    cfg = privacy_of(write(tmp_path, {"privacy": True}))
+    assert cfg.enabled and cfg.action == "tokenize" and "EMAIL" in cfg.entities
+
+
+def test_an_object_sets_options_and_the_environment_overrides_them(tmp_path: Path) -> None:
+    base = write(tmp_path, {"privacy": {"action": "redact", "exclude": ["IP_ADDRESS"]}})
+    assert privacy_of(base).enabled is False
+    cfg = privacy_of(base, {"CODEMODE_PRIVACY": "1", "CODEMODE_PRIVACY_ACTION": "block"})
+    assert (cfg.enabled, cfg.action, cfg.exclude) == (True, "block", ("IP_ADDRESS",))
+    assert (
+        privacy_of(write(tmp_path, {"privacy": True}), {"CODEMODE_PRIVACY": "0"}).enabled is False
+    )
+
+
+def test_an_argument_override_wins_like_serve_privacy(tmp_path: Path) -> None:
+    base = write(tmp_path, {"privacy": {"action": "redact"}})
+    cfg = privacy_of(base, {"CODEMODE_PRIVACY": "0"}, privacy=True)
+    assert cfg.enabled and cfg.action == "redact"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"privacy": "sometimes"}, "expected an object"),
+        ({"privacy": {"action": "shout"}}, "privacy.action"),
+        ({"privacy": {"entitys": []}}, "entitys"),
+        ({"privacy": {"phone_regions": ["ZZ"]}}, "unknown phone region"),
+        ({"privacy": {"vault": {"ttl": -5}}}, r"privacy.vault\['ttl'\]: must be positive"),
+    ],
+)
+def test_bad_privacy_settings_name_the_field(tmp_path: Path, doc: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        privacy_of(write(tmp_path, doc))
+
+
+def test_serve_has_a_privacy_flag_and_the_cli_a_privacy_group(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert "--privacy" in runner.invoke(main, ["serve", "--help"]).output
+    base = write(tmp_path / "ws", {"privacy": True})
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    status = runner.invoke(main, ["privacy", "status", "--base", str(base)], env=env)
+    assert status.exit_code == 0, status.output
+    assert "privacy: on" in status.output and str(tmp_path / "xdg") in status.output
+    scanned = runner.invoke(
+        main, ["privacy", "scan", "--base", str(base)], input="mail alice@example.com\n", env=env
+    )
+    assert scanned.output.startswith("mail [EMAIL]")
+    key = runner.invoke(main, ["privacy", "keygen"]).output.strip()
+    assert len(key) == 44

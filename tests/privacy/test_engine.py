@@ -1,0 +1,50 @@
+"""Restoring tokens in arguments: at any depth, only for sinks, forged ones refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from codemode.errors import ToolArgumentError
+from codemode.privacy.config import PrivacyConfig
+from codemode.privacy.engine import Privacy
+from codemode.privacy.vault import Vault
+
+
+def engine(**options: object) -> Privacy:
+    return Privacy(PrivacyConfig(enabled=True, **options), Vault(b"k" * 32))  # type: ignore[arg-type]
+
+
+def test_tokens_are_restored_at_any_depth_in_keys_and_inside_longer_strings() -> None:
+    p = engine()
+    data, _ = p.protect({"email": "alice@example.com", "phone": "+44 20 7946 0958"})
+    e, ph = data["email"], data["phone"]
+    args = {"to": [e], "body": f"Dear {e}, we call {ph}.", e: {"nested": (ph,)}}
+    real, restored = p.restore(args, sink=True)
+    assert real == {
+        "to": ["alice@example.com"],
+        "body": "Dear alice@example.com, we call +44 20 7946 0958.",
+        "alice@example.com": {"nested": ["+44 20 7946 0958"]},
+    }
+    assert restored == {"alice@example.com": e, "+44 20 7946 0958": ph}
+    assert args["to"] == [e]  # the caller's arguments are not modified
+
+
+def test_a_non_sink_gets_the_tokens_and_a_forged_token_is_refused_everywhere() -> None:
+    p = engine()
+    token = p.protect_text("alice@example.com")
+    assert p.restore({"to": token}, sink=False) == ({"to": token}, {})
+    for sink in (True, False):
+        with pytest.raises(ToolArgumentError, match=r"unknown token \[EMAIL_aaaaaaaaaa\]"):
+            p.restore({"to": "[EMAIL_aaaaaaaaaa]"}, sink=sink, where="mail.send")
+
+
+def test_unknown_tokens_pass_as_text_when_policy_says_so() -> None:
+    p = engine(unknown_tokens="pass")
+    assert p.restore({"to": "[EMAIL_aaaaaaaaaa]"}, sink=True)[0] == {"to": "[EMAIL_aaaaaaaaaa]"}
+
+
+def test_values_restored_into_a_sink_are_replaced_in_its_result_even_undetected() -> None:
+    p = engine()
+    token = p.vault.token("CUSTOMER", "Globex")
+    out, _ = p.protect({"echo": "stored Globex"}, literal={"Globex": token})
+    assert out == {"echo": f"stored {token}"}

@@ -1,0 +1,262 @@
+"""Privacy on a workspace's sessions (the SDK path), with the real test MCP servers."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode import Session, SubprocessExecutor
+from codemode.privacy.tokens import TOKEN_RE
+from codemode.tools.registry import NextCall, ToolCall
+from codemode.workspace import Workspace
+
+from .conftest import CUSTOMERS, REAL_VALUES, PrivateWorkspace, make_private_workspace
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def opened(ws: PrivateWorkspace, **sections: Any) -> AsyncIterator[Session]:
+    workspace = Workspace.open(ws.base, **sections)
+    async with Session.for_workspace(
+        workspace, executor=SubprocessExecutor(memory_limit_mb=1024)
+    ) as s:
+        yield s
+
+
+def leaks(text: str) -> list[str]:
+    return [v for v in REAL_VALUES if v in text]
+
+
+async def test_a_non_sink_filesystem_server_receives_and_writes_tokens(
+    private_ws: PrivateWorkspace,
+) -> None:
+    if not (private_ws.base / "mcp.json").read_text().count('"files"'):
+        pytest.skip("the filesystem server is not installed (.ci/install-test-servers.sh)")
+    files = private_ws.files.resolve()
+    code = (
+        "c = tools.crm.list_customers()[0]\n"
+        f"tools.files.write_file(path={str(files)!r} + '/' + c['email'] + '.txt',"
+        " content='card ' + c['card'])\n"
+        f"print(sorted(tools.files.list_directory(path={str(files)!r})['content'].split()))"
+    )
+    async with opened(private_ws) as s:
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    written = list(files.iterdir())
+    assert len(written) == 1
+    assert TOKEN_RE.search(written[0].name) and TOKEN_RE.search(written[0].read_text())
+    assert leaks(written[0].name + written[0].read_text()) == []
+
+
+async def test_a_layer_outside_privacy_sees_only_tokens_even_for_a_sink(
+    private_ws: PrivateWorkspace,
+) -> None:
+    seen: list[str] = []
+
+    async def audit(call: ToolCall, call_next: NextCall) -> Any:
+        seen.append(json.dumps(call.args))
+        result = await call_next(call)
+        seen.append(json.dumps(call.args) + json.dumps(result, default=str))
+        return result
+
+    code = (
+        "cs = tools.crm.list_customers()\n"
+        "for c in cs: tools.outbox.record(data=c)\n"
+        "tools.crm.find_customer(email=cs[2]['email'])['id']"
+    )
+    async with opened(private_ws) as s:
+        s.tools.use(audit, stage="audit")
+        r = await s.run(code)
+    assert r.is_ok and r.value == 1003, r.error
+    assert leaks("".join(seen)) == []
+    assert TOKEN_RE.search("".join(seen))
+    assert len(private_ws.received()) == len(CUSTOMERS)
+    assert leaks(json.dumps(private_ws.received())) != []
+
+
+async def test_the_worker_holds_no_real_value_before_or_after_a_reset(
+    private_ws: PrivateWorkspace,
+) -> None:
+    probe = (
+        "import gc\n"
+        "strs = [o for o in gc.get_objects() if isinstance(o, (list, dict))]\n"
+        "repr(strs)[:10_000_000]"
+    )
+    async with opened(private_ws) as s:
+        r = await s.run(
+            "cs = tools.crm.list_customers()\nnotes = tools.crm.customer_note(customer_id=1002)"
+        )
+        assert r.is_ok, r.error
+        inside = await s.run(probe)
+        await s.reset()
+        after = await s.run("'cs' in globals()")
+    assert leaks(str(inside.value)) == []
+    assert after.value is False
+
+
+async def test_redact_replaces_values_for_good_and_block_withholds_them(tmp_path: Path) -> None:
+    ws = make_private_workspace(tmp_path / "r", privacy={"enabled": True, "action": "redact"})
+    async with opened(ws) as s:
+        r = await s.run("c = tools.crm.list_customers()[0]\nprint(c['email'], c['ssn'])")
+    assert r.stdout.strip() == "[EMAIL] [US_SSN]"
+    ws = make_private_workspace(tmp_path / "b", privacy={"enabled": True, "action": "block"})
+    async with opened(ws) as s:
+        tool = await s.run("tools.crm.list_customers()")
+        printed = await s.run("print('write to bob@example.org')")
+    assert tool.error is not None and tool.error.type == "PrivacyBlocked"
+    assert leaks(str(tool)) == []
+    assert printed.error is not None and printed.error.type == "PrivacyBlocked"
+    assert "bob@example.org" not in str(printed)
+
+
+async def test_an_excluded_type_stays_real_so_code_can_compute_on_it(tmp_path: Path) -> None:
+    ws = make_private_workspace(tmp_path, privacy={"enabled": True, "exclude": ["EMAIL"]})
+    async with opened(ws) as s:
+        r = await s.run(
+            "cs = tools.crm.list_customers()\n"
+            "print(sorted(c['email'].split('@')[1] for c in cs), cs[0]['ssn'])"
+        )
+    assert "example.com" in r.stdout and "123-45-6789" not in r.stdout
+
+
+async def test_a_server_whose_results_are_not_scanned_passes_them_through(tmp_path: Path) -> None:
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"crm": {"scan": False}}}
+    )
+    async with opened(ws) as s:
+        r = await s.run(
+            "len([c['email'] for c in tools.crm.list_customers() if '@' in c['email']])"
+        )
+    assert r.value == 3  # the code computed on real values; only its output is scanned
+
+
+async def test_a_server_marked_not_a_sink_never_receives_real_values(tmp_path: Path) -> None:
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"outbox": {"sink": False}}}
+    )
+    async with opened(ws) as s:
+        r = await s.run(
+            "c = tools.crm.list_customers()[0]\n"
+            "tools.outbox.send(to=c['email'], subject='s', body=c['phone'])"
+        )
+    assert r.is_ok, r.error
+    got = json.dumps(ws.received())
+    assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 2
+
+
+async def test_session_scoped_tokens_do_not_resolve_in_another_session(tmp_path: Path) -> None:
+    ws = make_private_workspace(tmp_path, privacy={"enabled": True, "vault": {"scope": "session"}})
+    async with opened(ws) as s:
+        token = (await s.run("tools.crm.list_customers()[0]['email']")).value
+    async with opened(ws) as s:
+        r = await s.run(f"tools.outbox.send(to={token!r}, subject='s', body='b')")
+    assert r.error is not None and "unknown token" in r.error.message
+    assert not (ws.base / "privacy").exists()  # nothing persisted
+
+
+async def test_log_records_pass_through_the_net(private_ws: PrivateWorkspace) -> None:
+    async with opened(private_ws) as s:
+        await s.run("1")
+    record = logging.getLogger("codemode.test").makeRecord(
+        "codemode.test",
+        logging.WARNING,
+        __file__,
+        1,
+        "mail %s key %s",
+        ("alice@example.com", "sk-abcdefghijklmnopqrstuv"),
+        None,
+    )
+    assert "alice@example.com" not in record.getMessage()
+    assert "sk-abcdefghijklmnopqrstuv" not in record.getMessage()
+    assert "[EMAIL]" in record.getMessage()
+
+
+async def test_the_sandbox_can_reach_neither_the_vault_nor_its_key(
+    private_ws: PrivateWorkspace, private_home: Path
+) -> None:
+    from codemode.execution import executor_by_name
+
+    workspace = Workspace.open(private_ws.base)
+    session = Session.for_workspace(
+        workspace, executor=executor_by_name("sandbox", workspace=workspace)
+    )
+    async with session as s:
+        r = await s.run("tools.crm.list_customers()[0]['email']")
+        assert r.is_ok, r.error
+        vault = private_ws.base / "privacy"
+        keys = list(private_home.rglob("*.key"))
+        assert vault.exists() and keys
+        probe = (
+            "import os\n"
+            "def reach(p):\n"
+            "    try:\n"
+            "        return os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n"
+            "    except OSError as e:\n"
+            "        return type(e).__name__\n"
+            f"[reach(p) for p in {[str(vault), str(keys[0]), '/workspace/../privacy']!r}]"
+            " + [sorted(os.listdir('/workspace'))]"
+        )
+        r = await s.run(probe)
+    assert r.is_ok, r.error
+    *paths, listing = r.value
+    assert all(isinstance(p, str) and p.endswith("Error") for p in paths), r.value
+    assert "privacy" not in listing
+
+
+async def test_scrub_gives_layers_outside_privacy_tokens_for_values_the_code_found_itself(
+    private_ws: PrivateWorkspace,
+) -> None:
+    from codemode.privacy import scrub
+
+    written: list[str] = []
+
+    async def audit(call: ToolCall, call_next: NextCall) -> Any:
+        written.append(json.dumps(scrub(call.args, call.context)))
+        return await call_next(call)
+
+    async with opened(private_ws) as s:
+        s.tools.use(audit, stage="audit")
+        r = await s.run("tools.outbox.send(to='zoe@example.org', subject='hi', body='x')")
+    assert r.is_ok, r.error
+    assert "zoe@example.org" not in written[0] and TOKEN_RE.search(written[0])
+    assert private_ws.received()[0]["to"] == "zoe@example.org"
+
+
+async def test_streamed_output_of_a_run_gets_a_scanner_when_privacy_is_on(
+    private_ws: PrivateWorkspace, tmp_path: Path
+) -> None:
+    from codemode.privacy import stream_scanner
+
+    async with opened(private_ws) as s:
+        await s.run("1")
+        scanner = stream_scanner(s.context)
+    assert scanner is not None
+    out = scanner.feed("mail alice@ex") + scanner.feed("ample.com now") + scanner.close()
+    assert out.startswith("mail [EMAIL_") and "alice" not in out
+    off = make_private_workspace(tmp_path / "off", privacy=False)
+    async with opened(off) as s:
+        await s.run("1")
+        assert stream_scanner(s.context) is None
+
+
+async def test_a_schema_error_about_a_restored_value_shows_its_token(
+    private_ws: PrivateWorkspace,
+) -> None:
+    code = (
+        "c = tools.crm.list_customers()[0]\n"
+        "try:\n"
+        "    tools.crm.find_customer(email=c['phone'])\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    async with opened(private_ws) as s:
+        r = await s.run(code)
+    assert r.stdout.startswith("ToolArgumentError"), r.stdout
+    assert CUSTOMERS[0]["phone"] not in r.stdout and "[PHONE_" in r.stdout

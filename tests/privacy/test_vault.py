@@ -1,0 +1,148 @@
+"""The vault: stable tokens, encrypted at rest, TTL, shared by processes, keys."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemode.errors import ConfigError
+from codemode.privacy.config import KEY_ENV, VaultConfig
+from codemode.privacy.tokens import TOKEN_RE
+from codemode.privacy.vault import FileStore, Vault, default_key_path, load_key, new_key
+
+KEY = new_key().encode()
+
+
+def test_the_same_value_gets_the_same_token_and_different_values_different_ones() -> None:
+    v = Vault(KEY)
+    a = v.token("EMAIL", "alice@example.com")
+    assert a == v.token("EMAIL", "alice@example.com")
+    assert TOKEN_RE.fullmatch(a)
+    assert a != v.token("EMAIL", "bob@example.com")
+    assert a != Vault(new_key().encode()).token("EMAIL", "alice@example.com")
+    assert v.value(a) == "alice@example.com"
+    assert v.value("[EMAIL_abcdefghij]") is None
+
+
+def test_the_persisted_vault_is_encrypted_and_resolves_in_a_new_vault(tmp_path: Path) -> None:
+    v = Vault(KEY, FileStore(tmp_path, KEY))
+    token = v.token("PHONE", "+44 20 7946 0958")
+    v.flush()
+    blobs = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"7946" not in blobs and b"PHONE" not in blobs
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in tmp_path.iterdir())
+    assert Vault(KEY, FileStore(tmp_path, KEY)).value(token) == "+44 20 7946 0958"
+
+
+def test_a_vault_written_with_another_key_is_a_clear_error(tmp_path: Path) -> None:
+    v = Vault(KEY, FileStore(tmp_path, KEY))
+    v.token("EMAIL", "a@example.com")
+    v.flush()
+    other = new_key().encode()
+    with pytest.raises(ConfigError, match="written with another key"):
+        Vault(other, FileStore(tmp_path, other))
+
+
+def test_tokens_expire_after_the_ttl_unless_used_again() -> None:
+    now = [1000.0]
+    v = Vault(KEY, ttl=100, clock=lambda: now[0])
+    token = v.token("EMAIL", "a@example.com")
+    now[0] += 60
+    assert v.token("EMAIL", "a@example.com") == token  # used again: expiry pushed back
+    now[0] += 90
+    assert v.value(token) == "a@example.com"
+    now[0] += 200
+    assert v.value(token) is None
+    assert v.purge() == 1
+
+
+def test_a_token_issued_by_another_process_resolves_here(tmp_path: Path) -> None:
+    here = Vault(KEY, FileStore(tmp_path, KEY))
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from codemode.privacy.vault import FileStore, Vault\n"
+        "key = sys.argv[2].encode()\n"
+        "v = Vault(key, FileStore(Path(sys.argv[1]), key))\n"
+        "print(v.token('EMAIL', 'carol@example.com'))\nv.flush()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), KEY.decode()],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    token = out.stdout.strip()
+    here._last_refresh = 0.0
+    assert here.value(token) == "carol@example.com"
+
+
+def test_many_segments_are_merged_into_one(tmp_path: Path) -> None:
+    v = Vault(KEY, FileStore(tmp_path, KEY))
+    tokens = []
+    for i in range(70):
+        tokens.append(v.token("EMAIL", f"user{i}@example.com"))
+        v.flush()
+    assert len(list(tmp_path.glob("*.seg"))) == 70
+    again = Vault(KEY, FileStore(tmp_path, KEY))
+    assert len(list(tmp_path.glob("*.seg"))) == 1
+    assert [again.value(t) for t in tokens] == [f"user{i}@example.com" for i in range(70)]
+
+
+def test_the_key_comes_from_the_environment_then_a_file_then_a_new_file(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    env = {"HOME": str(tmp_path / "home")}
+    key, where = load_key(VaultConfig(), ws, env | {KEY_ENV: KEY.decode()})
+    assert (key, where) == (KEY, f"${KEY_ENV}")
+    key1, where1 = load_key(VaultConfig(), ws, env)
+    path = default_key_path(ws, env)
+    assert where1 == str(path) and path.exists()
+    assert ws not in path.parents  # the key never lives in the workspace
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_key(VaultConfig(), ws, env)[0] == key1  # created once, then read
+    own = tmp_path / "own.key"
+    own.write_text(new_key())
+    os.chmod(own, 0o600)
+    assert load_key(VaultConfig(key_file=own), ws, env)[1] == str(own)
+
+
+def test_bad_keys_are_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="codemode privacy keygen"):
+        load_key(VaultConfig(), tmp_path, {KEY_ENV: "not-a-key"})
+    loose = tmp_path / "loose.key"
+    loose.write_text(new_key())
+    os.chmod(loose, 0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        load_key(VaultConfig(key_file=loose), tmp_path, {})
+
+
+@pytest.mark.redis
+def test_a_redis_vault_is_shared_by_two_vaults_and_stores_only_ciphertext() -> None:
+    import shutil
+    import uuid
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (scripts/setup.sh installs it)")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
+    import redis
+    from redis_server import RedisServer
+
+    from codemode.privacy.vault import RedisStore
+
+    with RedisServer() as server:
+        name = f"t-{uuid.uuid4().hex[:8]}:privacy:default:vault"
+        one = Vault(KEY, RedisStore(server.url, name, KEY))
+        token = one.token("IBAN", "DE89370400440532013000")
+        one.flush()
+        two = Vault(KEY, RedisStore(server.url, name, KEY))
+        assert two.value(token) == "DE89370400440532013000"
+        late = one.token("EMAIL", "late@example.com")
+        one.flush()
+        assert two.value(late) == "late@example.com"  # fetched on demand
+        stored = redis.Redis.from_url(server.url).hgetall(name)
+        assert b"DE89" not in b"".join(stored.values()) and len(stored) == 2

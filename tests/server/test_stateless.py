@@ -1,0 +1,83 @@
+"""Both protocol eras over HTTP, with the official SDK and with a client written here
+from the spec (``rawclient``: httpx only, no SDK)."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from .conftest import TOKEN, HttpServer, http_client
+from .rawclient import MODERN, RawClient, text
+from .test_stdio import text_of
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_negotiating_sdk_client_with_a_codemode_session_uses_the_stateless_protocol(
+    http_server: HttpServer,
+) -> None:
+    headers = {"Codemode-Session": "negotiated-agent"}
+    async with http_client(http_server.url, headers=headers, mode="auto") as client:
+        await client.call_tool("run_code", {"code": "n = 6"})
+        result = await client.call_tool("run_code", {"code": "n * 7"})
+        version = client.protocol_version
+    assert version == MODERN
+    assert text_of(result) == "42"
+
+
+async def test_a_negotiating_sdk_client_without_one_gets_the_handshake(
+    http_server: HttpServer,
+) -> None:
+    async with http_client(http_server.url, mode="auto") as client:
+        version = client.protocol_version
+    assert version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def test_discovery_offers_the_stateless_protocol_to_a_client_that_keeps_a_session(
+    http_server: HttpServer,
+) -> None:
+    keeps = {"Codemode-Session": "raw-1"}
+    with RawClient(http_server.url, token=TOKEN, era="stateless", headers=keeps) as client:
+        offered = client.rpc("server/discover")["result"]["supportedVersions"]
+    with RawClient(http_server.url, token=TOKEN, era="stateless") as client:
+        without = client.rpc("server/discover")["result"]["supportedVersions"]
+    assert MODERN in offered and set(HANDSHAKE_PROTOCOL_VERSIONS) <= set(offered)
+    assert MODERN not in without
+
+
+def test_an_independent_stateless_client_keeps_state_under_its_codemode_session(
+    http_server: HttpServer,
+) -> None:
+    keeps = {"Codemode-Session": "raw-agent-42"}
+    with RawClient(http_server.url, token=TOKEN, era="stateless", headers=keeps) as client:
+        listed = client.rpc("tools/list")["result"]["tools"]
+        client.call("run_code", {"code": "seen = [1, 2]"})
+        result = client.call("run_code", {"code": "seen + [3]"})
+    assert "run_code" in {t["name"] for t in listed}
+    assert result["isError"] is False
+    assert result["structuredContent"]["value"] == [1, 2, 3]
+    assert result["structuredContent"]["session"] == "persistent"
+
+
+def test_an_independent_stateless_client_without_a_session_runs_ephemerally(
+    http_server: HttpServer,
+) -> None:
+    with RawClient(http_server.url, token=TOKEN, era="stateless") as client:
+        client.call("run_code", {"code": "lost = 1"})
+        result = client.call("run_code", {"code": "lost"})
+    assert result["isError"] is True and "NameError" in text(result)
+    assert result["structuredContent"]["session"] == "ephemeral"
+
+
+def test_an_independent_handshake_client_keeps_state_until_it_ends_its_session(
+    http_server: HttpServer,
+) -> None:
+    with RawClient(http_server.url, token=TOKEN, era="handshake") as client:
+        init = client.initialize()
+        client.call("run_code", {"code": "x = 20"})
+        result = client.call("run_code", {"code": "x * 2 + 2"})
+        before = http_server.health()["sessions"]
+        assert client.end() == 200
+    assert init["result"]["protocolVersion"] in HANDSHAKE_PROTOCOL_VERSIONS
+    assert text(result) == "42"
+    http_server.wait_health("sessions", before - 1)

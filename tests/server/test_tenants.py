@@ -1,0 +1,268 @@
+"""``codemode serve --transport http --tenants FILE``: two tenants on one real server.
+
+Each tenant has its own workspace, its own real filesystem server over its own files, its
+own token; the sandbox runs their code. One tenant tries to reach the other's artifacts,
+skills, state and files through every tool and from its code.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from codemode.errors import ConfigError
+from codemode.tenants.config import load_tenants
+from codemode.workspace import Workspace
+
+from .conftest import (
+    FS_SERVER,
+    INITIALIZE,
+    INSTALL_HINT,
+    HttpServer,
+    http_client,
+    start_http_server,
+)
+
+pytestmark = pytest.mark.anyio
+
+ACME_TOKEN = "acme-token-" + "a" * 32
+GLOBEX_TOKEN = "globex-token-" + "g" * 32
+SAVE = """
+artifacts.save("plan", {"launch": "acme-secret-plan"})
+state.set("secret", "acme-secret-state")
+skills.create("acme_skill", "def run():\\n    return 'acme-secret-skill'\\n", "acme's skill")
+with open("/workspace/acme.txt", "w") as f:
+    f.write("acme-secret-file")
+"""
+
+
+@dataclass
+class Tenancy:
+    server: HttpServer
+    root: Path
+
+    def files(self, tenant: str) -> Path:
+        return self.root / tenant / "ws" / "files"
+
+    def ws(self, tenant: str) -> Path:
+        return self.root / tenant / "ws"
+
+
+def _tenant(root: Path, name: str) -> dict[str, Any]:
+    entry = FS_SERVER / "index.js"
+    ws = root / name / "ws"
+    ws.mkdir(parents=True)
+    files = ws / "files"
+    files.mkdir()
+    (files / f"{name}-readme.txt").write_text(f"{name}'s own file\n")
+    fs = {"command": "node", "args": [str(entry), str(files)]}
+    (ws / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": fs}}))
+    return {"workspace": str(ws), "token_env": f"{name.upper()}_TOKEN"}
+
+
+@pytest.fixture(scope="module")
+def tenancy() -> Iterator[Tenancy]:
+    from codemode.execution.sandbox import SandboxExecutor
+
+    if not (FS_SERVER / "index.js").exists():
+        pytest.skip(f"the filesystem server is missing: {INSTALL_HINT}")
+    failed = [c for c in SandboxExecutor(pool_size=0).checks() if not c.ok and c.required]
+    if failed:
+        pytest.skip("; ".join(f"{c.name}: {c.detail}" for c in failed))
+    # The sandbox's uid must reach the workspaces: pytest's temporary directories are root's.
+    root = Path(tempfile.mkdtemp(prefix="codemode-tenants-"))
+    root.chmod(0o755)
+    tenants = {"tenants": {name: _tenant(root, name) for name in ("acme", "globex")}}
+    (root / "tenants.json").write_text(json.dumps(tenants))
+    env = {"ACME_TOKEN": ACME_TOKEN, "GLOBEX_TOKEN": GLOBEX_TOKEN}
+    server = start_http_server(
+        None,
+        "--tenants",
+        str(root / "tenants.json"),
+        token=None,
+        executor="sandbox",
+        env=env,
+    )
+    try:
+        yield Tenancy(server, root)
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _text(result: Any) -> str:
+    return " ".join(getattr(b, "text", "") for b in result.content)
+
+
+async def test_a_tenant_reaches_nothing_of_another_tenants_through_any_tool(
+    tenancy: Tenancy,
+) -> None:
+    url = tenancy.server.url
+    async with http_client(url, token=ACME_TOKEN) as acme:
+        saved = await acme.call_tool("run_code", {"code": SAVE})
+        assert not saved.is_error, _text(saved)
+        own = await acme.call_tool("load_artifact", {"name": "plan"})
+        assert "acme-secret-plan" in _text(own)  # the data is there, for its owner
+    assert (tenancy.files("acme") / "acme.txt").read_text() == "acme-secret-file"
+
+    acme_files = tenancy.files("acme")
+    acme_ws = tenancy.ws("acme")
+    async with http_client(url, token=GLOBEX_TOKEN) as globex:
+        seen = [
+            await globex.call_tool("list_artifacts", {}),
+            await globex.call_tool("load_artifact", {"name": "plan"}),
+            await globex.call_tool("get_state", {}),
+            await globex.call_tool("list_skills", {}),
+            await globex.call_tool("search_skills", {"query": "acme"}),
+            await globex.call_tool("get_skill", {"name": "acme_skill"}),
+            await globex.call_tool("invoke_skill", {"name": "acme_skill"}),
+        ]
+        code = f"""
+out = []
+for attempt in (
+    lambda: artifacts.load("plan"),
+    lambda: state.get("secret"),
+    lambda: skills.acme_skill(),
+    lambda: open("/workspace/acme.txt").read(),
+    lambda: open({str(acme_files / "acme.txt")!r}).read(),
+    lambda: open({str(acme_ws / "artifacts")!r}).read(),
+    lambda: tools.fs.read_text_file(path={str(acme_files / "acme.txt")!r}),
+    lambda: tools.fs.list_directory(path={str(acme_files)!r}),
+):
+    try:
+        out.append(repr(attempt()))
+    except BaseException as exc:
+        out.append(type(exc).__name__)
+import os
+out.append(repr(sorted(os.listdir("/workspace"))))
+print("\\n".join(out))
+"""
+        tried = await globex.call_tool("run_code", {"code": code})
+        own_files = await globex.call_tool(
+            "run_code",
+            {"code": "tools.fs.list_directory(path=" + repr(str(tenancy.files("globex"))) + ")"},
+        )
+    assert _text(tried).split() == [
+        "NotFound",  # artifacts.load
+        "None",  # state.get
+        "NotFound",  # the skill
+        *["FileNotFoundError"] * 3,  # /workspace and the other tenant's host paths
+        *["ToolError"] * 2,  # its own filesystem server: outside its allowed directory
+        "['globex-readme.txt']",
+    ], _text(tried)
+    everything = " ".join(_text(r) for r in [*seen, tried])
+    assert "acme-secret" not in everything, everything
+    assert "acme.txt" not in _text(tried)
+    assert "globex-readme.txt" in _text(own_files)  # its own server works
+
+
+async def test_a_tenant_cannot_use_another_tenants_mcp_session(tenancy: Tenancy) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    with httpx2.Client(timeout=30) as http:
+        opened = http.post(
+            tenancy.server.url,
+            json=INITIALIZE,
+            headers={**headers, "Authorization": f"Bearer {ACME_TOKEN}"},
+        )
+        assert opened.status_code == 200, opened.text
+        sid = opened.headers["mcp-session-id"]
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        stolen = http.post(
+            tenancy.server.url,
+            json=call,
+            headers={**headers, "Authorization": f"Bearer {GLOBEX_TOKEN}", "mcp-session-id": sid},
+        )
+    assert stolen.status_code in (400, 404), stolen.text
+    assert "run_code" not in stolen.text
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-" + "x" * 40, f"Basic {ACME_TOKEN}"])
+def test_without_a_tenants_token_the_answer_is_invalid_token_without_oauth_metadata(
+    tenancy: Tenancy, authorization: str | None
+) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx2.post(tenancy.server.url, json=body, headers=headers, timeout=10)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+    assert "resource_metadata" not in challenge
+    assert response.json()["error"] == "invalid_token"
+    metadata = tenancy.server.url.removesuffix("/mcp") + "/.well-known/oauth-protected-resource"
+    assert httpx2.get(metadata, timeout=10).status_code == 401  # no OAuth: nothing to discover
+    assert tenancy.server.health()["status"] == "ok"
+
+
+def test_no_token_reaches_the_servers_log(tenancy: Tenancy) -> None:
+    httpx2.post(tenancy.server.url, json={}, headers={"Authorization": "Bearer " + "z" * 30})
+    log = "".join(tenancy.server.lines)
+    assert "serving MCP on" in log
+    for secret in (ACME_TOKEN, GLOBEX_TOKEN, "z" * 30):
+        assert secret not in log
+
+
+def _tenants_file(tmp_path: Path, tenants: dict[str, Any]) -> Path:
+    path = tmp_path / "tenants.json"
+    path.write_text(json.dumps({"tenants": tenants}))
+    return path
+
+
+def test_a_tenants_secrets_come_from_its_own_env_file_never_the_servers_environment(
+    tmp_path: Path,
+) -> None:
+    for name, secret in (("acme", "ACME_API_KEY"), ("globex", "GLOBEX_API_KEY")):
+        ws = tmp_path / name
+        ws.mkdir()
+        server = {"command": "true", "env": {"KEY": "${" + secret + "}"}}
+        (ws / "mcp.json").write_text(json.dumps({"mcpServers": {"api": server}}))
+        (tmp_path / f"{name}.env").write_text(f"{secret}={name}-key\n")
+    # globex's mcp.json names acme's secret too: it must not resolve.
+    (tmp_path / "globex" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"api": {"command": "true", "env": {"KEY": "${ACME_API_KEY}"}}}})
+    )
+    spec = {
+        name: {
+            "workspace": str(tmp_path / name),
+            "token_env": f"{name.upper()}_TOKEN",
+            "env_file": str(tmp_path / f"{name}.env"),
+        }
+        for name in ("acme", "globex")
+    }
+    server_env = {"ACME_TOKEN": ACME_TOKEN, "GLOBEX_TOKEN": GLOBEX_TOKEN, "ACME_API_KEY": "leak"}
+    tenants = load_tenants(_tenants_file(tmp_path, spec), env=server_env)
+    acme_env = tenants.environment("acme")
+    assert acme_env["ACME_API_KEY"] == "acme-key"
+    assert ACME_TOKEN not in acme_env.values() and GLOBEX_TOKEN not in acme_env.values()
+    acme = Workspace.open(tmp_path / "acme", env=acme_env, tenant="acme")
+    assert acme.enabled_servers["api"].env["KEY"] == "acme-key"  # type: ignore[union-attr]
+    assert acme.settings.tenant == "acme"
+    with pytest.raises(ConfigError, match="ACME_API_KEY"):
+        Workspace.open(tmp_path / "globex", env=tenants.environment("globex"), tenant="globex")
+
+
+def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
+    one = {"workspace": str(tmp_path / "a"), "token_env": "A_TOKEN"}
+    two = {"workspace": str(tmp_path / "b"), "token_env": "B_TOKEN"}
+    path = _tenants_file(tmp_path, {"a": one, "b": two})
+    with pytest.raises(ConfigError, match="'a' and 'b' have the same token"):
+        load_tenants(path, env={"A_TOKEN": ACME_TOKEN, "B_TOKEN": ACME_TOKEN})
+    with pytest.raises(ConfigError, match="shorter than 24 characters"):
+        load_tenants(path, env={"A_TOKEN": "short", "B_TOKEN": GLOBEX_TOKEN})
+    with pytest.raises(ConfigError, match="B_TOKEN is unset"):
+        load_tenants(path, env={"A_TOKEN": ACME_TOKEN})
+    shared = _tenants_file(tmp_path, {"a": one, "b": {**two, "workspace": one["workspace"]}})
+    with pytest.raises(ConfigError, match="two tenants share one workspace"):
+        load_tenants(shared, env={"A_TOKEN": ACME_TOKEN, "B_TOKEN": GLOBEX_TOKEN})
+    bad = _tenants_file(tmp_path, {"A B": one})
+    with pytest.raises(ConfigError, match=r"tenants: Value error, tenant name 'A B'"):
+        load_tenants(bad, env={"A_TOKEN": ACME_TOKEN})

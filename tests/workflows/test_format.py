@@ -1,0 +1,103 @@
+"""The workflow format: validated by its published schema, errors with file, line, field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codemode import ConfigError
+from codemode.workflows import load_workflow, schema
+from codemode.workflows.errors import WorkflowError
+from codemode.workflows.expr import evaluate, render
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "src/codemode/workflows/workflow.schema.json"
+
+
+def test_the_published_schema_is_the_one_the_engine_validates_with() -> None:
+    assert json.loads(PUBLISHED.read_text()) == schema()
+
+
+def test_a_bad_file_names_file_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: bad\n"
+        "steps:\n"
+        "  - code: '1'\n"
+        "    timeout: -2\n"
+        "  - tool: nodot\n"
+        "  - foreach: '${[1]}'\n"
+        "    do:\n"
+        "      - code: '1'\n"
+        "        tool: a.b\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_workflow(path)
+    text = str(info.value)
+    assert f"{path}:4:14: steps[0].timeout: Input should be greater than 0" in text
+    assert f"{path}:5:11: steps[1].tool: Value error, 'nodot': name tools as server.tool" in text
+    assert f"{path}:8:9: steps[2].do[0]: Value error, a step has exactly one kind" in text
+
+
+def test_expressions_and_step_types_are_checked_before_a_run(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("steps:\n  - set: {x: '${__import__(\"os\")}'}\n  - frobnicate: {a: 1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_workflow(path)
+    text = str(info.value)
+    assert f"{path}:2:5: step step1: only these functions can be called" in text
+    assert f"{path}:3:5: step step2: unknown step type 'frobnicate'" in text
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "x.__class__",
+        "x['__class__']",
+        "().__class__.__bases__",
+        "open('/etc/passwd')",
+        "eval('1')",
+        "[c for c in 'ab']",
+        "lambda: 1",
+        "2 ** 100000",
+        "'a' * 10000000",
+        "[0] * 2000000",
+        "len.__self__",
+        "(x := 1)",
+    ],
+)
+def test_expressions_cannot_reach_python(expression: str) -> None:
+    with pytest.raises(WorkflowError):
+        evaluate(expression, {"x": {"a": 1}})
+
+
+def test_expressions_read_json_values() -> None:
+    scope = {"r": {"items": [{"n": 2}, {"n": 5}]}, "inputs": {"k": "v"}}
+    assert evaluate("r.items[1].n * 2 if true else 0", scope) == 10
+    assert evaluate("len(r['items']) > 1 and inputs.k == 'v'", scope) is True
+    assert render("${r.items[0]}", scope) == {"n": 2}  # one expression keeps its type
+    assert render("n=${r.items[0].n}, k=${inputs.k}, $${literal}", scope) == (
+        "n=2, k=v, ${literal}"
+    )
+    assert render({"a": ["${inputs.k}"]}, scope) == {"a": ["v"]}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "join(big, [1, 2, 3])",  # 3 MB of separators
+        "str([big, big])",
+        "[big, big, big, big, big, big, big, big, big, big, big]",  # 11 MB as one value
+        "'%0999999999d' % 1",
+        "'%s' % big",
+        "sum([[1]] * 1000, [])",
+        " * ".join(["int('9' * 4000)"] * 6),  # 80,000 bits
+    ],
+)
+def test_expressions_cannot_grow_values_far_beyond_their_parts(expression: str) -> None:
+    scope = {"big": "x" * 1_000_000}
+    with pytest.raises(WorkflowError):
+        evaluate(expression, scope)
+    assert evaluate("big", scope) == scope["big"]  # a plain read of a big value is fine
+    assert evaluate("[big]", scope) == [scope["big"]]

@@ -1,0 +1,81 @@
+"""run_workflow on the MCP server: questions as elicitation, progress per step, resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import ElicitResult
+
+from codemode import Settings
+from codemode.server import create_server
+
+from .conftest import Space
+
+pytestmark = pytest.mark.anyio
+
+FLOW = """
+name: ask-then-remember
+steps:
+  - ask: "Remember which name?"
+    schema:
+      type: object
+      properties: {name: {type: string, description: The entity's name}}
+      required: [name]
+    output: picked
+  - tool: memory.create_entities
+    args: {entities: [{name: "${picked.name}", entityType: person, observations: [met]}]}
+result: "${picked.name}"
+"""
+
+
+async def test_run_workflow_asks_the_client_and_reports_progress(space: Space) -> None:
+    space.write("workflows/remember.yaml", FLOW)
+    asked: list[dict[str, Any]] = []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append({"message": params.message, "schema": params.requested_schema})
+        return ElicitResult(action="accept", content={"name": "Ada"})
+
+    progress: list[str | None] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    server = create_server(Settings(executor="subprocess"), base=space.base)
+    async with server, Client(server.mcp, elicitation_callback=elicit, mode="legacy") as client:
+        result = await client.call_tool(
+            "run_workflow", {"workflow": "remember.yaml"}, progress_callback=on_progress
+        )
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data is not None and (data["status"], data["result"]) == ("succeeded", "Ada")
+    assert asked[0]["message"] == "Remember which name?"
+    assert asked[0]["schema"]["required"] == ["name"]
+    assert space.entities() == ["Ada"]
+    assert progress == ["step1 ask: done", "step2 tool memory.create_entities: done"]
+
+
+async def test_without_elicitation_the_run_waits_and_resumes_with_the_answer(
+    space: Space,
+) -> None:
+    server = create_server(Settings(executor="subprocess"), base=space.base)
+    async with server, Client(server.mcp) as client:
+        first = await client.call_tool("run_workflow", {"workflow": FLOW})
+        data = first.structured_content
+        assert data is not None and (data["status"], data["step"]) == ("waiting", "step1")
+        assert space.entities() == []
+        second = await client.call_tool(
+            "run_workflow", {"resume": data["run_id"], "answers": {"step1": {"name": "Bob"}}}
+        )
+        assert second.structured_content is not None
+        assert second.structured_content["status"] == "succeeded"
+        bad = await client.call_tool("run_workflow", {"workflow": "../../etc/passwd"})
+        assert bad.is_error
+        pairs = zip("abcdefgh", "bcdefghi", strict=True)
+        levels = "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in pairs)
+        laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + levels + "steps: [{code: '1'}]\n"
+        bomb = await client.call_tool("run_workflow", {"workflow": laughs})
+        assert bomb.is_error and "aliases" in str(bomb.content)
+    assert space.entities() == ["Bob"]

@@ -190,3 +190,35 @@ async def test_a_session_closed_after_an_interrupted_call_to_a_hung_server_leave
         assert not _server_pids(marker), "the hung server outlived its session"
     finally:
         await ws.registry().aclose()
+
+
+async def test_an_in_process_session_closed_during_a_call_to_a_hung_server_stops_the_server(
+    tmp_path: Path,
+) -> None:
+    """The in-process worker tracks its calls as the subprocess one does: closing cancels
+    the call that is starting a server and waits until that server has been stopped."""
+    marker = f"codemode-hung-{uuid.uuid4().hex}"
+    base = tmp_path / "ws"
+    base.mkdir()
+    hang = ["-c", "import time; time.sleep(120)", marker]
+    servers = {"hung": {"command": sys.executable, "args": hang, "connect_timeout": 120}}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    ws = Workspace.open(base)
+    try:
+        async with Session.for_workspace(ws, executor=executor_by_name("inprocess")) as s:
+            run = asyncio.create_task(s.run("tools.hung.anything()", 3600))
+            deadline = time.monotonic() + 60
+            while not _server_pids(marker):
+                assert time.monotonic() < deadline and not run.done(), "the server never started"
+                await asyncio.sleep(0.05)
+        mine = asyncio.current_task()
+        left = [t for t in asyncio.all_tasks() if not t.done() and t is not mine and t is not run]
+        assert not [t for t in left if "mcp" in repr(t) or "LoopLink" in repr(t)], left
+        deadline = time.monotonic() + 30
+        while _server_pids(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not _server_pids(marker), "the hung server outlived its session"
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+    finally:
+        await ws.registry().aclose()

@@ -74,6 +74,11 @@ class Executor(Protocol):
     async def start(self, handler: CallHandler) -> Worker: ...
 
 
+# How long a closed worker waits for the host calls it cancelled to finish their cleanup
+# (an MCP server mid-handshake takes the SDK's stdin grace plus its SIGTERM grace to stop).
+CALLS_STOP_WAIT = 15.0
+
+
 class RunTimer:
     """The timeout of one run: fires ``callback`` after ``timeout`` seconds of running,
     not counting the time it was held (``hold``). Quacks like a ``TimerHandle``."""

@@ -32,7 +32,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, RunTimer, check_protocol, held, settle
+from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
 from .frames import FrameError, FrameLimits, load_schema, schema_loaded
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
@@ -55,9 +55,6 @@ BOOTSTRAP = (
     "from codemode_worker.main import main;main(c)"
 )
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-# How long close() waits for the host calls it cancelled to finish their cleanup (an MCP
-# server mid-handshake takes the SDK's stdin grace plus its SIGTERM grace to stop).
-CALLS_STOP_WAIT = 15.0
 
 
 class SubprocessExecutor:

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
-from ..isolation.jail import BINDER, WITH_FD, bpf_path, open_bpf, rundir
+from ..isolation.jail import WITH_FD, bpf_path, open_bpf, private_binds, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
@@ -503,29 +503,20 @@ class SandboxExecutor(SubprocessExecutor):
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
         deps = deps if deps and os.path.isdir(deps) else None
-        paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
-        binds: list[tuple[str, str]] = []
-        points = None
-        if can_private_mount():
-            hidden = [
-                k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
-            ]
-            if hidden:
-                points = tempfile.mkdtemp(prefix="mnt-", dir=rundir())
-                os.chmod(points, 0o711)
-                for key in hidden:
-                    dst = os.path.join(points, key)
-                    os.mkdir(dst)
-                    binds.append((str(paths[key]), dst))
-                    paths[key] = dst
+        given = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
+        keys = [k for k, v in given.items() if v]
+        # The workspace is the sandbox uid's own (only the way to it must be open).
+        binds = private_binds(
+            [str(given[k]) for k in keys],
+            lambda p: self._reachable(p, whole=p != workspace),
+            prefix="mnt-",
+        )
+        paths = {**given, **dict(zip(keys, binds.sources, strict=True))}
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
         if seccomp_file is not None:
             seccomp_fd = 3
             argv += ["/bin/sh", "-c", WITH_FD, "codemode-sandbox", str(seccomp_fd), seccomp_file]
-        if binds:
-            argv += [find_program("unshare") or "unshare", "--mount", "--propagation",
-                     "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
-            argv += [path for pair in binds for path in pair] + ["--"]
+        argv += binds.argv("codemode-binds")
         if os.geteuid() == 0:
             argv += setpriv_args(prep["setpriv"], self.uid, self.gid)
         argv += bwrap_args(
@@ -539,7 +530,7 @@ class SandboxExecutor(SubprocessExecutor):
             tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
             seccomp_fd=seccomp_fd,
         )
-        return argv, points
+        return argv, binds.mount_points
 
     def _reachable(self, path: str, *, whole: bool) -> bool:
         target = path if whole else os.path.dirname(path)

@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import SandboxUnavailable
@@ -139,6 +139,51 @@ class Launch:
             self.mount_points = None
 
 
+@dataclass
+class PrivateBinds:
+    """Host paths a jail's uid cannot reach, bound by root onto mount points it can reach
+    (in a private mount namespace that dies with the process): one plan for the sandbox's
+    workers and for jailed helpers."""
+
+    sources: list[str]
+    """Each path as given, or the mount point that stands for it."""
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    mount_points: str | None = None
+    """The directory of the mount points, to remove once the process has exited."""
+
+    def argv(self, name: str) -> list[str]:
+        """The launch line's prefix that makes the binds (none when nothing is hidden)."""
+        if not self.pairs:
+            return []
+        unshare = find_program("unshare") or "unshare"
+        line = [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", BINDER, name]
+        return [*line, *(p for pair in self.pairs for p in pair), "--"]
+
+
+def private_binds(
+    paths: Sequence[str], reachable: Callable[[str], bool], *, prefix: str = "jail-"
+) -> PrivateBinds:
+    """Plan the binds of the ``paths`` that ``reachable`` says the jail's uid cannot reach
+    (left as they are where no private mount namespace can be made: the caller refuses)."""
+    plan = PrivateBinds(list(paths))
+    if not can_private_mount():
+        return plan
+    for i, src in enumerate(paths):
+        if reachable(src):
+            continue
+        if plan.mount_points is None:
+            plan.mount_points = tempfile.mkdtemp(prefix=prefix, dir=rundir())
+            os.chmod(plan.mount_points, 0o711)
+        point = os.path.join(plan.mount_points, str(len(plan.pairs)))
+        if os.path.isdir(src):
+            os.mkdir(point)
+        else:
+            open(point, "w").close()
+        plan.pairs.append((src, point))
+        plan.sources[i] = point
+    return plan
+
+
 def available() -> str | None:
     """Why a jail cannot start here, or None."""
     if find_program("bwrap") is None:
@@ -160,30 +205,14 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    launch = Launch([])
-    private: list[tuple[str, str]] = []
-    sources: list[tuple[Mount, str]] = []
-    for m in spec.mounts:
-        src = os.path.realpath(m.src)
-        if not os.path.exists(src):
-            continue
-        if not traversable(src, uid, gid, read_last=False) and can_private_mount():
-            if launch.mount_points is None:
-                launch.mount_points = tempfile.mkdtemp(prefix="jail-", dir=rundir())
-                os.chmod(launch.mount_points, 0o711)
-            point = os.path.join(launch.mount_points, str(len(private)))
-            if os.path.isdir(src):
-                os.mkdir(point)
-            else:
-                open(point, "w").close()
-            private.append((src, point))
-            src = point
-        sources.append((m, src))
-    argv: list[str] = []
-    if private:
-        unshare = find_program("unshare") or "unshare"
-        argv = [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", BINDER]
-        argv += ["codemode-jail", *(p for pair in private for p in pair), "--"]
+    mounts = [(m, os.path.realpath(m.src)) for m in spec.mounts]
+    mounts = [(m, src) for m, src in mounts if os.path.exists(src)]
+    binds = private_binds(
+        [src for _, src in mounts], lambda p: traversable(p, uid, gid, read_last=False)
+    )
+    launch = Launch([], binds.mount_points)
+    sources = [(m, src) for (m, _), src in zip(mounts, binds.sources, strict=True)]
+    argv = binds.argv("codemode-jail")
     fd = None
     if spec.seccomp and seccomp_mod.available()[0]:
         fd = seccomp_fd_number(keep_fds)
@@ -224,10 +253,12 @@ __all__ = [
     "JailSpec",
     "Launch",
     "Mount",
+    "PrivateBinds",
     "available",
     "bpf_path",
     "build",
     "open_bpf",
+    "private_binds",
     "rundir",
     "seccomp_fd_number",
 ]

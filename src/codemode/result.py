@@ -21,13 +21,16 @@ class ErrorInfo:
         return f"{self.type}: {self.message}" if self.message else self.type
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ErrorInfo:
+    def from_dict(cls, d: Any) -> ErrorInfo:
+        """From the wire: a field of the wrong shape is described or dropped, never raised."""
+        if not isinstance(d, Mapping):
+            return cls("WorkerError", f"the worker reported an error as a {type(d).__name__}")
         return cls(
-            type=str(d.get("type")),
-            message=str(d.get("message", "")),
-            traceback=str(d.get("traceback", "")),
-            lineno=d.get("lineno"),
-            offset=d.get("offset"),
+            type=_text(d.get("type")) or "Error",
+            message=_text(d.get("message")),
+            traceback=_text(d.get("traceback")),
+            lineno=_line(d.get("lineno")),
+            offset=_line(d.get("offset")),
         )
 
 
@@ -111,3 +114,11 @@ def timeout_error(
         head, sep, _ = traceback.rstrip("\n").rpartition("\n")
         traceback = f"{head}{sep}Timeout: {msg}\n"
     return ErrorInfo("Timeout", msg, traceback=traceback, lineno=lineno)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _line(value: Any) -> int | None:
+    return value if type(value) is int and 0 <= value < 2**31 else None

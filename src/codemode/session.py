@@ -275,6 +275,8 @@ class Session:
     async def _run(self, event: RunEvent) -> ExecutionResult:
         """The innermost step of the run chain: the worker runs the code."""
         async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()  # a cancelled run may still be stopping
             restarted = self._worker is not None and not self._worker.alive
             await self.start()
             assert self._worker is not None
@@ -292,7 +294,7 @@ class Session:
                 self.output_listener = None
             if self._run_warnings:
                 result = _with_warning(result, *self._run_warnings)
-            if result.state_lost:
+            if result.state_lost and not self._closed:
                 # Start the replacement now, so the next run does not wait for it.
                 self._worker = None
                 await self.start()
@@ -323,6 +325,8 @@ class Session:
     async def reset(self) -> None:
         """Forget all variables, functions and imports of the agent's code."""
         async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()
             if self._worker is None or not self._worker.alive:
                 await self.start()
                 return

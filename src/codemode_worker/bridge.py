@@ -113,9 +113,25 @@ class PipeLink:
     Replies for unknown ids (a call abandoned by an interrupt) are dropped.
     """
 
-    def __init__(self, fd_in: int, fd_out: int) -> None:
+    def __init__(
+        self,
+        fd_in: int,
+        fd_out: int,
+        *,
+        call: int = protocol.MAX_FRAME,
+        json: int = protocol.MAX_JSON,
+        done: int = protocol.MAX_FRAME,
+        values: int = protocol.MAX_VALUES,
+    ) -> None:
         self.fd_in = fd_in
         self.fd_out = fd_out
+        # The host's caps on what it reads from this worker (it stops a worker over them).
+        self.max_call = call
+        self.max_json = json
+        self.max_done = done
+        self.max_values = values
+        self._poll = select.poll()
+        self._poll.register(fd_in, select.POLLIN)
         self._buf = protocol.FrameBuffer()
         self._read_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -126,11 +142,17 @@ class PipeLink:
 
     # -- sending ---------------------------------------------------------------
     def send(self, msg: dict[str, Any]) -> None:
-        data = protocol.encode_frame(msg)
+        self.send_bytes(protocol.encode_frame(msg))
+
+    def send_bytes(self, data: bytes) -> None:
+        self.send_parts([data])
+
+    def send_parts(self, parts: list[bytes | bytearray | memoryview]) -> None:
         with self._write_lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd_out, view) :]
+            for part in parts:
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(self.fd_out, view) :]
 
     def _start_call(
         self, method: str, params: dict[str, Any], future: Any = None
@@ -139,9 +161,35 @@ class PipeLink:
         with self._write_lock:
             self._next += 1
             cid = self._next
-            self._waiting[cid] = fut
-        self.send({"op": "call", "id": cid, "method": method, "params": params})
+        msg = {"op": "call", "id": cid, "method": method, "params": params}
+        parts = protocol.encode_parts(msg, max_json=self.max_json)
+        self._check_size(parts)
+        self._waiting[cid] = fut
+        self.send_parts(parts)
         return cid, fut
+
+    def _check_size(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Refuse here, with the reason, a call the host would refuse by stopping the worker."""
+        size = protocol.parts_size(parts) - 4
+        if size > self.max_call:
+            raise CodemodeError(
+                f"this call's data is {size / 2**20:.1f} MB once encoded; one call may "
+                f"carry at most {self.max_call / 2**20:.0f} MB: split it into smaller calls"
+            )
+        text = len(parts[0]) - 4 - (len(parts) > 1)  # the JSON part (a newline ends it)
+        if text > self.max_json:
+            raise CodemodeError(
+                f"this call's data has {text / 2**20:.1f} MB of JSON structure (lists, "
+                f"dicts, numbers) besides its large strings and bytes; at most "
+                f"{self.max_json / 2**20:.0f} MB may: send large data as bytes or str"
+            )
+        head = parts[0]
+        assert isinstance(head, bytes)  # the header and the JSON, built by encode_parts
+        if text > 1 << 18 and protocol.count_values(head, self.max_values) > self.max_values:
+            raise CodemodeError(
+                f"this call's data holds more than {self.max_values:,} JSON values (lists, "
+                "dicts, numbers, strings); send large data as bytes or str (e.g. json.dumps)"
+            )
 
     # -- receiving -------------------------------------------------------------
     def _dispatch(self, msg: dict[str, Any]) -> None:
@@ -158,10 +206,8 @@ class PipeLink:
 
     def pump(self, block: bool) -> bool:
         """Read what is available (waiting if ``block``); False on EOF."""
-        if not block:
-            r, _, _ = select.select([self.fd_in], [], [], 0)
-            if not r:
-                return True
+        if not block and not self._poll.poll(0):
+            return True
         data = os.read(self.fd_in, 1 << 16)
         if not data:
             return False

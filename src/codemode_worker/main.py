@@ -3,7 +3,10 @@
 File descriptors at start (set up by the host):
   0  frames host -> worker          1  frames worker -> host
   2  raw stderr (diagnostics)       config["out_fd"]  raw stdout for fd-level writes
-  config["ctrl_fd"]  interrupt bytes from the host
+  config["ctrl_fd"]  interrupts from the host: ``i<run id>\\n``
+
+Numbers other than 0-2 come from the config, never fixed: the host passes whatever
+numbers its pipes have.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import signal
 import sys
 import threading
 from typing import Any
+
+from . import protocol
 
 
 def _setup_fds(config: dict[str, Any]) -> tuple[int, int]:
@@ -41,34 +46,88 @@ def _apply_limits(config: dict[str, Any]) -> None:
 
 
 class _Gate:
-    """Interrupts are delivered only while a run is in progress, never mid-reply."""
+    """Interrupts reach only the run they name, never a later run or a reply in progress.
+
+    The host names the run (``i<id>\\n`` on the control pipe): an interrupt for a run that
+    has not started yet (cancelled while its frame was in flight) stops it before it starts.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running = False
+        self.running: int | None = None
+        self.interrupted = 0  # the highest run id the host interrupted
 
-    def set(self, running: bool) -> None:
+    def start(self, run_id: int) -> bool:
         with self.lock:
-            self.running = running
+            if run_id <= self.interrupted:
+                return False
+            self.running = run_id
+            return True
+
+    def stop(self) -> None:
+        with self.lock:
+            self.running = None
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        """SIGINT's handler: Python runs it in the main thread at a safe point, which can be
+        just after the run ended; then it is dropped instead of breaking the reply."""
+        if self.running is not None:
+            raise KeyboardInterrupt
+
+    def interrupt(self, run_id: int, main_ident: int) -> None:
+        with self.lock:
+            self.interrupted = max(self.interrupted, run_id)
+            if self.running == run_id:
+                signal.pthread_kill(main_ident, signal.SIGINT)
 
 
 def _watch_interrupts(ctrl_fd: int, main_ident: int, gate: _Gate) -> None:
-    """Turn each byte on the control pipe into SIGINT for the main thread."""
+    """Turn each ``i<run id>`` line on the control pipe into SIGINT for that run."""
 
     def loop() -> None:
+        pending = b""
         while True:
             try:
-                data = os.read(ctrl_fd, 64)
+                data = os.read(ctrl_fd, 256)
             except OSError:
                 return
             if not data:
                 return
-            if b"i" in data:
-                with gate.lock:
-                    if gate.running:
-                        signal.pthread_kill(main_ident, signal.SIGINT)
+            *lines, pending = (pending + data).split(b"\n")
+            pending = pending[-64:]
+            for line in lines:
+                if line[:1] == b"i" and line[1:].isdigit():
+                    gate.interrupt(int(line[1:]), main_ident)
 
     threading.Thread(target=loop, name="codemode-interrupts", daemon=True).start()
+
+
+def _fit(result: dict[str, Any], cap: int) -> None:
+    """Shrink a run's result so its frame fits the host's cap for "done" frames.
+
+    Only pathological output gets here (a million control characters escape to six bytes
+    each): the host stops a worker whose frame is over the cap. Each of the four large
+    fields gets a quarter of the room; only those over it are cut.
+    """
+    share = (cap - 65536) // 4  # bytes per field once encoded
+
+    def size(value: Any) -> int:
+        return len(protocol.dumps(value))
+
+    for key, flag in (("stdout", "stdout_truncated"), ("stderr", "stderr_truncated")):
+        text = result.get(key)
+        if isinstance(text, str) and size(text) > share:
+            result[key] = text[: share // 6] + f"\n[... {len(text)} characters in all]\n"
+            result[flag] = True
+    if size(result.get("value")) > share:
+        result.update(value="<the value is too large to send>", value_is_repr=True)
+        result["value_truncated"] = True
+    err = result.get("error")
+    if isinstance(err, dict):
+        for key in ("message", "traceback"):
+            text = err.get(key)
+            if isinstance(text, str) and size(text) > share // 2:
+                err[key] = text[: share // 12] + f"\n[... {len(text)} characters in all]"
 
 
 def main(config: dict[str, Any]) -> None:
@@ -85,7 +144,8 @@ def main(config: dict[str, Any]) -> None:
     from . import bridge, namespaces, protocol
     from .runtime import Runtime, inherit_capture_in_threads, install_routers
 
-    link = bridge.PipeLink(proto_in, proto_out)
+    limits = config.get("frame_limits") or {}
+    link = bridge.PipeLink(proto_in, proto_out, **limits)
     bridge.set_link(link)
     runtime = Runtime(
         max_output=int(config.get("max_output", 1_000_000)),
@@ -94,8 +154,11 @@ def main(config: dict[str, Any]) -> None:
     install_routers(runtime.active, fallback=False)
     inherit_capture_in_threads()
     gate = _Gate()
+    signal.signal(signal.SIGINT, gate.on_sigint)
     if "ctrl_fd" in config:
-        _watch_interrupts(int(config["ctrl_fd"]), threading.get_ident(), gate)
+        ctrl_fd = int(config["ctrl_fd"])
+        os.set_inheritable(ctrl_fd, False)  # the agent's subprocesses must not read it
+        _watch_interrupts(ctrl_fd, threading.get_ident(), gate)
 
     link.send({"op": "ready", "pid": os.getpid(), "protocol": protocol.VERSION})
     while True:
@@ -108,16 +171,20 @@ def main(config: dict[str, Any]) -> None:
         op = msg.get("op")
         result: Any = None
         try:
-            if op == "run":
-                gate.set(True)
+            if op == "run" and gate.start(int(msg["id"])):
                 result = runtime.run(str(msg.get("code", "")))
-                gate.set(False)
+                gate.stop()
             elif op == "reset":
                 runtime.reset()
         except KeyboardInterrupt:
-            gate.set(False)
+            gate.stop()
             result = None
-        link.send({"op": "done", "id": msg.get("id"), "result": result})
+        done = {"op": "done", "id": msg.get("id"), "result": result}
+        data = protocol.encode_frame(done)
+        if len(data) > link.max_done and isinstance(result, dict):
+            _fit(result, link.max_done)
+            data = protocol.encode_frame(done)
+        link.send_bytes(data)
     os._exit(0)
 
 

@@ -2,6 +2,16 @@
 
 Shared by host and worker; standard library only. Nothing is ever pickled: data coming
 out of a worker is untrusted.
+
+Every frame's first key is ``op`` (``{"op":"call","id":7,...``): the encoder keeps the
+order it is given, so the host can tell what a frame claims to be from its first bytes
+and apply that kind's size cap before buffering the rest (see ``codemode.execution.frames``).
+
+Large bytes and strings are not put inside the JSON (base64 would grow them by a third and
+cost a parse): they follow it raw, as *attachments*. A frame's body is then the JSON, a
+newline (compact JSON never holds one), and the attachments back to back; the JSON points
+at each with ``{"__cm_att__": [start, end, "b" or "s"]}`` (offsets into the attachments).
+A large reply is written without a copy, and a reader slices instead of parsing.
 """
 
 from __future__ import annotations
@@ -10,6 +20,8 @@ import base64
 import json
 import os
 import struct
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 VERSION = 1
@@ -18,9 +30,17 @@ sent in its ``ready`` frame. Bump it with any incompatible change."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
+MAX_VALUES = 1_000_000
+"""JSON values one frame may hold: parsing costs ~60 bytes of objects per value."""
 
 B64_KEY = "__cm_b64__"
 BLOB_KEY = "__cm_blob__"
+ATT_KEY = "__cm_att__"
+ATTACH_MIN = 1 << 16
+"""bytes (and, when a frame's JSON would be too large, strings) from this size on travel
+as attachments."""
+MAX_JSON = 16 << 20
+"""What the JSON part of a call may weigh: larger data travels as attachments."""
 
 
 class Blob:
@@ -80,33 +100,71 @@ def json_like_problem(value: Any, what: str = "data") -> str | None:
     return None
 
 
+class _Text:
+    """A large string to send as an attachment (see :func:`encode_parts`)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_pending = threading.local()  # attachments of the frame being encoded on this thread
+
+
+def _attach(data: bytes | bytearray | memoryview, kind: str) -> dict[str, Any] | None:
+    atts: list[Any] | None = getattr(_pending, "atts", None)
+    if atts is None:
+        return None
+    start = _pending.size
+    atts.append(data)
+    _pending.size += len(data)
+    return {ATT_KEY: [start, _pending.size, kind]}
+
+
 def _default(obj: Any) -> Any:
     if isinstance(obj, bytes | bytearray | memoryview):
+        if len(obj) >= ATTACH_MIN and (ref := _attach(obj, "b")) is not None:
+            return ref
         return {B64_KEY: base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, _Text):
+        return _attach(obj.text.encode("utf-8", "surrogatepass"), "s") or obj.text
     if isinstance(obj, Blob):
-        return {
-            BLOB_KEY: {
-                "data": base64.b64encode(obj.data).decode("ascii"),
-                "mime_type": obj.mime_type,
-                "kind": obj.kind,
-                "uri": obj.uri,
-            }
-        }
+        info = {"data": obj.data, "mime_type": obj.mime_type, "kind": obj.kind, "uri": obj.uri}
+        return {BLOB_KEY: info}
     if isinstance(obj, set | frozenset):
         return list(obj)
     raise TypeError(f"cannot send {type(obj).__name__} between host and worker")
 
 
-def _hook(d: dict[str, Any]) -> Any:
+def _hook(d: dict[str, Any], atts: memoryview | None = None) -> Any:
     if len(d) == 1:
         if B64_KEY in d:
             return base64.b64decode(d[B64_KEY])
+        if ATT_KEY in d:
+            return _attachment(d[ATT_KEY], atts)
         if BLOB_KEY in d:
             b = d[BLOB_KEY]
-            return Blob(
-                base64.b64decode(b["data"]), b["mime_type"], b.get("kind", "image"), b.get("uri")
-            )
+            data = b["data"]
+            if not isinstance(data, bytes):
+                data = base64.b64decode(data)
+            return Blob(data, b["mime_type"], b.get("kind", "image"), b.get("uri"))
     return d
+
+
+def _attachment(ref: Any, atts: memoryview | None) -> bytes | str:
+    """The attachment ``ref`` points at, or ValueError (a forged or broken reference)."""
+    if (
+        atts is None
+        or not isinstance(ref, list)
+        or len(ref) != 3
+        or not all(type(x) is int for x in ref[:2])
+        or not 0 <= ref[0] <= ref[1] <= len(atts)
+        or ref[2] not in ("b", "s")
+    ):
+        raise ValueError("a frame holds a malformed attachment reference")
+    piece = atts[ref[0] : ref[1]]
+    return bytes(piece) if ref[2] == "b" else str(piece, "utf-8", "surrogatepass")
 
 
 # Built once: json.dumps/loads with options build a new encoder/decoder on every call.
@@ -118,13 +176,97 @@ def dumps(msg: Any) -> bytes:
     return _ENCODER.encode(msg).encode()
 
 
-def loads(data: bytes | str) -> Any:
-    return _DECODER.decode(data.decode() if isinstance(data, bytes | bytearray) else data)
+def loads(data: bytes | bytearray | memoryview | str, atts: memoryview | None = None) -> Any:
+    """Decode JSON (``atts``: the attachment area of its frame, if it has one)."""
+    text = data if isinstance(data, str) else str(data, "utf-8")
+    if atts is None:
+        return _DECODER.decode(text)
+    return json.JSONDecoder(object_hook=lambda d: _hook(d, atts)).decode(text)
+
+
+def split_body(body: bytes | bytearray) -> tuple[bytes | bytearray | memoryview, memoryview | None]:
+    """A frame body's JSON part and its attachment area (None when it has none)."""
+    cut = body.find(b"\n")
+    if cut < 0:
+        return body, None
+    view = memoryview(body)
+    return view[:cut], view[cut + 1 :]
+
+
+def encode_parts(msg: Any, max_json: int | None = None) -> list[bytes | bytearray | memoryview]:
+    """The frame of ``msg`` as buffers to write in order: large bytes are attached without
+    a copy. With ``max_json``, strings are attached too when the JSON would outweigh it."""
+    _pending.atts, _pending.size = [], 0
+    try:
+        text = _ENCODER.encode(msg).encode()
+        if max_json is not None and len(text) > max_json:
+            _pending.atts, _pending.size = [], 0
+            text = _ENCODER.encode(_strings_apart(msg)).encode()
+        atts: list[bytes | bytearray | memoryview] = _pending.atts
+        size = _pending.size
+    finally:
+        _pending.atts = None
+    if not atts:
+        return [HEADER.pack(len(text)) + text]
+    return [HEADER.pack(len(text) + 1 + size) + text + b"\n", *atts]
 
 
 def encode_frame(msg: Any) -> bytes:
-    body = dumps(msg)
-    return HEADER.pack(len(body)) + body
+    return b"".join(encode_parts(msg))
+
+
+def parts_size(parts: Sequence[bytes | bytearray | memoryview]) -> int:
+    return sum(len(p) for p in parts)
+
+
+def _strings_apart(value: Any, depth: int = 0) -> Any:
+    """``value`` with its large strings marked to travel as attachments."""
+    if isinstance(value, str):
+        return _Text(value) if len(value) >= ATTACH_MIN else value
+    if depth > 50:
+        return value
+    if isinstance(value, dict):
+        return {k: _strings_apart(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strings_apart(v, depth + 1) for v in value]
+    return value
+
+
+_STRUCTURE_ONLY = bytes(c for c in range(256) if c not in b'",[{')
+
+
+def count_values(body: bytes | bytearray, limit: int = MAX_VALUES) -> int:
+    """How many JSON values ``body`` holds, counted as the commas and opening brackets
+    outside strings: what parsing it would allocate (``[],`` is 3 bytes, but a list).
+
+    Cheap byte counts first; strings are only skipped when that rough count is over
+    ``limit``, since commas and brackets inside them are not values. Any result above
+    ``limit`` means "too many"; it is then not always exact.
+    """
+    rough = body.count(b",") + body.count(b"[") + body.count(b"{")
+    if rough <= limit or b'"' not in body:
+        return rough
+    text = body
+    if b"\\" in text:  # escapes cannot end a string
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes = text.count(b'"')
+    if quotes > 4 * limit:  # every value string costs an object (keys are shared)
+        return quotes // 2
+    skeleton = text.translate(None, _STRUCTURE_ONLY)  # only '"', ',', '[', '{' are left
+    if quotes > 1000:  # many strings: split them out (copies, but few bytes each)
+        outside = b"".join(skeleton.split(b'"')[0::2])
+        return outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+    count, pos, end = 0, 0, len(skeleton)  # few strings: count around them, no copies
+    while pos < end:
+        opening = skeleton.find(b'"', pos)
+        stop = end if opening < 0 else opening
+        count += skeleton.count(b",", pos, stop) + skeleton.count(b"[", pos, stop)
+        count += skeleton.count(b"{", pos, stop)
+        if opening < 0:
+            break
+        closing = skeleton.find(b'"', opening + 1)
+        pos = end if closing < 0 else closing + 1
+    return count
 
 
 def write_frame(fd: int, msg: Any) -> None:
@@ -157,7 +299,7 @@ class FrameBuffer:
             body = bytes(buf[4 : 4 + n])
             del buf[: 4 + n]
             try:
-                msg = loads(body)
+                msg = loads(*split_body(body))
             except (ValueError, RecursionError) as exc:  # untrusted bytes: say so, stay usable
                 raise ValueError(f"a frame is not valid JSON ({type(exc).__name__})") from None
             if not isinstance(msg, dict):

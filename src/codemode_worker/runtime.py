@@ -167,7 +167,12 @@ def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
     ``budget`` approximates the JSON size in characters (strings by length, other items
     a few characters each), so a huge value falls back to its repr without being encoded.
     """
-    budget[0] -= len(value) + 2 if type(value) is str else 4
+    kind = type(value)
+    if kind is int and value.bit_length() > 13_000:  # ~4,000 digits: past str(int)'s limit
+        raise ValueError("too large")
+    budget[0] -= (
+        len(value) + 2 if kind is str else value.bit_length() // 3 + 2 if kind is int else 4
+    )
     if budget[0] < 0 or depth > 100:
         raise ValueError("too large")
     if value is None or isinstance(value, bool | int | float | str):

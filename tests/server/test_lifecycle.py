@@ -266,31 +266,29 @@ async def test_the_run_of_a_killed_client_is_cancelled(
         server.stop()
 
 
-@pytest.mark.xfail(
-    reason="stopping the worker when its run is cancelled is the execution layer's part "
-    "of issue 13 (another branch); the server delivers the cancellation",
-    strict=False,
-)
 async def test_the_code_of_a_killed_client_stops_running(
     workspace: tuple[Path, Path], tmp_path: Path
 ) -> None:
     base, _ = workspace
     server = start_http_server(base)
-    started, after = tmp_path / "started", tmp_path / "after"
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    # Ten minutes of sleep: only a stop (an interrupt, or the worker killed) ends it sooner.
     code = (
-        f"import time\nopen({str(started)!r}, 'w').close()\ntime.sleep(3)\n"
-        f"open({str(after)!r}, 'w').close()"
+        f"import os, time\nopen({str(started)!r}, 'w').write(str(os.getpid()))\n"
+        f"try:\n    time.sleep(600)\nfinally:\n    open({str(stopped)!r}, 'w').close()"
     )
     client = client_process(server.url, code)
     try:
-        wait_for(started.exists, "the run started", timeout=60)
+        wait_for(lambda: started.exists() and started.read_text(), "the run started", 60)
+        worker = {int(started.read_text()): _start_time(int(started.read_text()))}
         client.kill()
-        wait_for(lambda: server.health()["calls"] == 0, "the run was cancelled", 20)
-        time.sleep(5)  # the code would have written `after` by now had it gone on
+        wait_for(lambda: server.health()["calls"] == 0, "the run was cancelled", 60)
+        wait_for(
+            lambda: stopped.exists() or not still_alive(worker), "the cancelled code stopped", 60
+        )
     finally:
         end(client)
         server.stop()
-    assert not after.exists()
 
 
 async def test_a_vanished_client_loses_its_session_after_the_reclaim_grace(

@@ -4,15 +4,20 @@ and the model read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from codemode.execution import executor_by_name
+from codemode.session import Session
 from codemode.workspace import Workspace
 
 EDGE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "edge_server.py"
@@ -137,3 +142,83 @@ async def test_a_failed_server_is_not_retried_by_every_search(
     assert rows and rows[0]["name"] == "edge.echo"
     assert events == []  # the second search waited for nobody
     assert registry.problems()[0].startswith("server 'hung' did not answer within 2 s")
+
+
+def _server_pids(marker: str) -> list[int]:
+    """The processes whose command line carries ``marker`` (jailed ones included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+async def test_a_session_closed_after_an_interrupted_call_to_a_hung_server_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    """Closing waits until the cancelled call has stopped the server it was starting: a
+    program that exits right after (codemode run on Ctrl-C) has nothing left to cut short."""
+    marker = f"codemode-hung-{uuid.uuid4().hex}"
+    base = tmp_path / "ws"
+    base.mkdir()
+    hang = ["-c", "import time; time.sleep(120)", marker]
+    servers = {"hung": {"command": sys.executable, "args": hang, "connect_timeout": 120}}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    ws = Workspace.open(base)
+    try:
+        async with Session.for_workspace(
+            ws, executor=executor_by_name("subprocess", workspace=ws)
+        ) as s:
+            run = asyncio.create_task(s.run("tools.hung.anything()", 3600))
+            deadline = time.monotonic() + 60
+            while not _server_pids(marker):
+                assert time.monotonic() < deadline and not run.done(), "the server never started"
+                await asyncio.sleep(0.05)
+            assert s.interrupt(kill_stuck=False)
+            result = await asyncio.wait_for(run, 60)
+            assert result.error is not None and result.error.type == "KeyboardInterrupt"
+        mine = asyncio.current_task()
+        left = [t for t in asyncio.all_tasks() if not t.done() and t is not mine]
+        assert not [t for t in left if "mcp" in repr(t) or "_serve_call" in repr(t)], left
+        deadline = time.monotonic() + 30
+        while _server_pids(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not _server_pids(marker), "the hung server outlived its session"
+    finally:
+        await ws.registry().aclose()
+
+
+async def test_an_in_process_session_closed_during_a_call_to_a_hung_server_stops_the_server(
+    tmp_path: Path,
+) -> None:
+    """The in-process worker tracks its calls as the subprocess one does: closing cancels
+    the call that is starting a server and waits until that server has been stopped."""
+    marker = f"codemode-hung-{uuid.uuid4().hex}"
+    base = tmp_path / "ws"
+    base.mkdir()
+    hang = ["-c", "import time; time.sleep(120)", marker]
+    servers = {"hung": {"command": sys.executable, "args": hang, "connect_timeout": 120}}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    ws = Workspace.open(base)
+    try:
+        async with Session.for_workspace(ws, executor=executor_by_name("inprocess")) as s:
+            run = asyncio.create_task(s.run("tools.hung.anything()", 3600))
+            deadline = time.monotonic() + 60
+            while not _server_pids(marker):
+                assert time.monotonic() < deadline and not run.done(), "the server never started"
+                await asyncio.sleep(0.05)
+        mine = asyncio.current_task()
+        left = [t for t in asyncio.all_tasks() if not t.done() and t is not mine and t is not run]
+        assert not [t for t in left if "mcp" in repr(t) or "LoopLink" in repr(t)], left
+        deadline = time.monotonic() + 30
+        while _server_pids(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not _server_pids(marker), "the hung server outlived its session"
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+    finally:
+        await ws.registry().aclose()

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from .base import CallHandler, Executor, Worker
 from .inprocess import InProcessExecutor
 from .pool import close_pools
-from .subprocess import LaunchSpec, SubprocessExecutor
+from .spawn import LaunchSpec
+from .subprocess import SubprocessExecutor
 
 if TYPE_CHECKING:
     from ..workspace import Workspace

@@ -47,7 +47,15 @@ class Worker(Protocol):
     @property
     def alive(self) -> bool: ...
 
-    async def run(self, code: str, timeout: float) -> ExecutionResult: ...
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        """Run ``code``. A cancelled run is stopped as a timed-out one is: interrupted,
+        and its worker killed if it does not stop within the interrupt grace."""
+        ...
+
+    async def idle(self) -> None:
+        """Wait until a stopped (timed-out or cancelled) run has ended: bounded by the
+        interrupt grace. Then ``alive`` says whether the worker survived it."""
+        ...
 
     async def reset(self) -> None: ...
 
@@ -64,6 +72,11 @@ class Executor(Protocol):
     """Starts workers. Implementations: in-process, subprocess, sandbox."""
 
     async def start(self, handler: CallHandler) -> Worker: ...
+
+
+# How long a closed worker waits for the host calls it cancelled to finish their cleanup
+# (an MCP server mid-handshake takes the SDK's stdin grace plus its SIGTERM grace to stop).
+CALLS_STOP_WAIT = 15.0
 
 
 class RunTimer:

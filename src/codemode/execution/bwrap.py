@@ -26,7 +26,6 @@ SANDBOX_ENV = {
     "USER": "sandbox",
 }
 _RO_ETC = ("/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates")
-SECCOMP_FD = 9
 
 
 def bwrap_args(
@@ -39,9 +38,13 @@ def bwrap_args(
     site_dir: str | None = None,
     env: Mapping[str, str] = SANDBOX_ENV,
     tmp_size_mb: int | None = 256,
-    seccomp_fd: int | None = SECCOMP_FD,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
-    """bwrap's arguments up to (not including) the command; pure, for tests and doctor."""
+    """bwrap's arguments up to (not including) the command; pure, for tests and doctor.
+
+    ``seccomp_fd``: the number of an inherited fd holding the BPF program (whatever number
+    the host's open() returned; see ``isolation.jail.open_bpf``).
+    """
     a = [
         bwrap,
         "--unshare-all",

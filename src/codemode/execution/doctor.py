@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import resource
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,7 +192,19 @@ def server_isolation_lines(workspace: Any) -> list[Protection]:
 
 
 def _limit_lines(ex: SandboxExecutor) -> list[Protection]:
-    lines = []
+    from .spawn import raise_open_files_limit
+
+    before, now, hard = raise_open_files_limit()
+    shown = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    lines = [
+        Protection(
+            "limit: host open files",
+            now == hard or now >= 1 << 16,
+            f"{now} for this process (hard limit {shown}"
+            + (f"; raised from {before} at start)" if now != before else ")"),
+            "raise the hard limit: LimitNOFILE= in a systemd unit, or `ulimit -Hn` before start",
+        )
+    ]
     for st in ex.limit_status():
         detail = f"{st.value} via {st.mechanism}" + (f" ({st.note})" if st.note else "")
         fix = "" if st.active else "mount the cgroup controller (v1) or delegate it (v2)"

@@ -26,7 +26,7 @@ from codemode_worker.runtime import Runtime, install_routers
 
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, RunTimer, check_protocol, held, settle
+from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
 
 
 class _LoopLink:
@@ -35,12 +35,25 @@ class _LoopLink:
     def __init__(self, loop: asyncio.AbstractEventLoop, handler: CallHandler) -> None:
         self._loop = loop
         self._handler = handler
+        self.calls: set[asyncio.Task[Any]] = set()  # in flight; touched on the loop only
 
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        task = asyncio.current_task()
+        if task is not None:
+            self.calls.add(task)
         try:
             return await self._handler(method, params)
         except Exception as exc:  # noqa: BLE001 - re-raised as the worker-side class
             raise from_wire(error_to_wire(exc)) from None
+        finally:
+            self.calls.discard(task)
+
+    def cancel_calls(self) -> set[asyncio.Task[Any]]:
+        """Cancel the calls in flight (their code is gone); returns them, to wait for."""
+        calls = set(self.calls)
+        for task in calls:
+            task.cancel()
+        return calls
 
     def _submit(self, method: str, params: dict[str, Any]) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
@@ -111,6 +124,7 @@ class InProcessWorker:
         self._link = _LoopLink(loop, handler)
         self._closed = False
         self._running: tuple[asyncio.Future[Any], asyncio.Future[None]] | None = None
+        self._stopped: asyncio.Future[None] | None = None
         self._timer: RunTimer | None = None
         self._start_thread()
 
@@ -158,8 +172,33 @@ class InProcessWorker:
         self._running = (fut, stop)
         try:
             return await self._wait(fut, stop, timeout, start)
+        except asyncio.CancelledError:
+            self._stop_cancelled(fut)
+            raise
         finally:
             self._running = None
+
+    def _stop_cancelled(self, fut: asyncio.Future[Any]) -> None:
+        """The caller is gone: interrupt the code; past the grace, abandon its thread (the
+        worker then reports itself dead, and the session starts a fresh one)."""
+        if fut.done():
+            return
+        self._interrupt()
+        stopped = self._stopped = self._loop.create_future()
+        fut.add_done_callback(lambda _: settle(stopped))
+
+        def give_up() -> None:
+            if not fut.done():
+                self._jobs.put(None)
+                self._closed = True
+                self._link.cancel_calls()
+            settle(stopped)
+
+        self._loop.call_later(self._ex.interrupt_grace, give_up)
+
+    async def idle(self) -> None:
+        if self._stopped is not None:
+            await asyncio.shield(self._stopped)
 
     def interrupt(self, *, kill_stuck: bool = True) -> bool:
         """Raise KeyboardInterrupt in the running code (as Ctrl-C would); False when
@@ -212,6 +251,7 @@ class InProcessWorker:
                 capture.state = "stopped"
             out, err = captured[0].text(), captured[1].text()
         self._jobs.put(None)
+        self._link.cancel_calls()  # the abandoned thread's: nobody will read their answers
         self._start_thread()
         if timeout is not None:
             error = timeout_error(timeout, state_lost=True)
@@ -248,8 +288,15 @@ class InProcessWorker:
         await (await self._submit("reset"))
 
     async def close(self) -> None:
-        if not self._closed:
+        closing = not self._closed
+        if closing:
             self._closed = True
             self._jobs.put(None)
+        # As the subprocess worker does: its calls are cancelled, and given time to clean
+        # up (a server being started is stopped) while the loop runs.
+        calls = self._link.cancel_calls()
+        if calls:
+            await asyncio.wait(calls, timeout=CALLS_STOP_WAIT)
+        if closing:
             # The thread closes its event loop on the way out; wait for it briefly.
             await asyncio.to_thread(self._thread.join, 2.0)

@@ -3,75 +3,126 @@
 A pooled worker is a process plus its pipes, not yet tied to any event loop, so one pool
 serves every loop and every session of the process. Pools are keyed by the launch
 configuration: executors configured alike share one.
+
+Pools refill in the background, on the start threads (:mod:`.spawn`), never on the event
+loop. The target follows demand: ``size`` workers are kept ready once a pool is used; each
+start that finds it empty raises the target by one, up to ``max_size``, so the next burst
+of sessions finds warm workers; after ``idle_after`` seconds without such a miss the
+target falls back to ``size`` and the extra workers are stopped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, Protocol, TypeVar
+from concurrent.futures import Future
+
+from .spawn import Spawned, reap_later, starts
 
 
-class Pooled(Protocol):
-    """What a pool holds (``subprocess.Spawned``): it can say it lives, and be destroyed."""
-
-    def alive(self) -> bool: ...
-
-    def destroy(self) -> None: ...
-
-
-P = TypeVar("P", bound=Pooled)
-
-
-class WorkerPool(Generic[P]):
-    def __init__(self, spawn: Callable[[], P], size: int) -> None:
+class WorkerPool:
+    def __init__(
+        self,
+        spawn: Callable[[], Spawned],
+        size: int,
+        *,
+        max_size: int | None = None,
+        idle_after: float = 60.0,
+    ) -> None:
         self._spawn = spawn
         self.size = size
-        self._ready: deque[P] = deque()
-        self._lock = threading.Lock()
+        self.max_size = max(size, max_size if max_size is not None else 4 * size)
+        self.target = size
+        self.idle_after = idle_after
+        self._ready: deque[Spawned] = deque()
+        self._starting: set[Future[None]] = set()
+        self._last_miss = 0.0
+        self._generation = 0  # close() starts a new one: starts begun before are dropped
+        self._lock = threading.RLock()  # a start may finish, and call back, while refill holds it
 
-    def take(self) -> P | None:
-        """A live pre-started worker, or None when the pool is empty."""
-        while True:
-            with self._lock:
-                if not self._ready:
-                    return None
+    def take(self) -> Spawned | None:
+        """A live pre-started worker, or None when the pool is empty (a miss: the target
+        grows). Call :meth:`refill` once the worker is up (a start thread competes for
+        the GIL with the event loop while it forks)."""
+        found: Spawned | None = None
+        with self._lock:
+            while self._ready:
                 spawned = self._ready.popleft()
-            if spawned.alive():
-                return spawned
-            spawned.destroy()
+                if spawned.alive():
+                    found = spawned
+                    break
+                reap_later(spawned)
+            if found is None and self.size > 0:
+                self.target = min(self.max_size, self.target + 1)
+                self._last_miss = time.monotonic()
+        return found
 
     def refill(self) -> None:
-        while True:
-            with self._lock:
-                if len(self._ready) >= self.size:
-                    return
-            try:
-                spawned = self._spawn()
-            except Exception:  # noqa: BLE001 - a failed pre-start is reported by the next start()
-                return
-            with self._lock:
+        """Start (on the start threads) as many workers as the target lacks; no waiting."""
+        with self._lock:
+            if self.target > self.size and time.monotonic() - self._last_miss > self.idle_after:
+                self.target = self.size
+                while len(self._ready) > self.target:
+                    reap_later(self._ready.pop())
+            for _ in range(self.target - len(self._ready) - len(self._starting)):
+                fut = starts().submit(self._start_one, self._generation)
+                self._starting.add(fut)
+                fut.add_done_callback(self._started)
+
+    def _started(self, fut: Future[None]) -> None:
+        with self._lock:
+            self._starting.discard(fut)
+
+    def _start_one(self, generation: int) -> None:
+        try:
+            spawned: Spawned | None = self._spawn()
+        except Exception:  # noqa: BLE001 - a failed pre-start is reported by the next start()
+            spawned = None
+        with self._lock:
+            current = generation == self._generation
+            if spawned is not None and current and len(self._ready) < self.target:
                 self._ready.append(spawned)
+                return
+        if spawned is not None:
+            spawned.destroy()
+
+    async def fill(self, count: int | None = None) -> None:
+        """Raise the pool's size to ``count`` (if given) and wait until it is full."""
+        with self._lock:
+            if count is not None and count > self.size:
+                self.size = count
+                self.max_size = max(self.max_size, count)
+            self.target = max(self.target, self.size)
+        self.refill()
+        with self._lock:
+            starting = list(self._starting)
+        if starting:
+            await asyncio.wait([asyncio.wrap_future(f) for f in starting])
 
     def __len__(self) -> int:
         return len(self._ready)
 
     def close(self) -> None:
+        """Stop the pre-started workers (the pool refills again when next used)."""
         with self._lock:
+            self._generation += 1
+            self.target = self.size
             items, self._ready = list(self._ready), deque()
         for spawned in items:
             spawned.destroy()
 
 
-_pools: dict[Hashable, WorkerPool[Any]] = {}
+_pools: dict[Hashable, WorkerPool] = {}
 _pools_lock = threading.Lock()
 
 
-def get_pool(key: Hashable, spawn: Callable[[], P], size: int) -> WorkerPool[P]:
+def get_pool(key: Hashable, spawn: Callable[[], Spawned], size: int) -> WorkerPool:
     with _pools_lock:
-        pool: WorkerPool[P] | None = _pools.get(key)
+        pool = _pools.get(key)
         if pool is None:
             pool = _pools[key] = WorkerPool(spawn, size)
         return pool

@@ -3,11 +3,14 @@
 The worker is the same ``codemode_worker`` process the subprocess executor starts; only
 its launch line changes. One launch is::
 
-    /bin/sh -c 'join cgroups; exec "$@" 9<seccomp.bpf'  (host user: root or you)
+    /bin/sh -c 'join cgroups; exec "$@"'               (host user: root or you)
       [unshare --mount sh -c 'mount --bind ...']         (root, for dirs under e.g. /root)
       setpriv --reuid 65534 ...                          (only when the host user is root)
-        bwrap --unshare-all --cap-drop ALL --seccomp 9 ...   (new user/pid/net/ipc/uts/cgroup ns)
+        bwrap --unshare-all --cap-drop ALL --seccomp N ...   (new user/pid/net/ipc/uts/cgroup ns)
           python -I -S -c <bootstrap> <config>           (rlimits, then codemode_worker.main)
+
+The seccomp program is an fd the host opened and passed (``N`` is whatever number it got:
+no number is fixed, so no pipe of the worker can be overwritten by it).
 
 Why each layer:
 
@@ -48,14 +51,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
-from ..isolation.jail import BINDER, bpf_path, rundir
+from ..isolation.jail import WITH_FD, bpf_path, open_bpf, private_binds, rundir
 from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
     SANDBOX_ENV,
     SANDBOX_GID,
     SANDBOX_UID,
-    SECCOMP_FD,
     SITE_MOUNT,
     WORKER_MOUNT,
     WORKER_PKG,
@@ -74,19 +76,11 @@ from .hostchecks import (
     writable_by,
 )
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
-from .subprocess import (
-    BOOTSTRAP,
-    WORKER_ROOT,
-    LaunchSpec,
-    SubprocessExecutor,
-    describe_exit,
-)
+from .spawn import LaunchSpec, describe_exit, off_loop
+from .subprocess import BOOTSTRAP, WORKER_ROOT, SubprocessExecutor
 
-# Joins the cgroups named before "--", then execs the rest with the BPF file on fd 9.
-_LAUNCHER = (
-    'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
-)
+# Joins the cgroups named before "--", then execs the rest (inherited fds pass through).
+_LAUNCHER = 'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
 # Applies rlimits (from the config) before the worker, hence before any agent code.
 _RLIMITS_BOOT = (
     "import sys,json,resource as r;c=json.loads(sys.argv[1])\n"
@@ -98,9 +92,15 @@ class WeakerSandboxWarning(RuntimeWarning):
     """The sandbox runs without some protection because ``allow_weaker=True`` allowed it."""
 
 
-# The host directory each live worker (by pid) has at /workspace, for the host's sweep.
-_workspace_of: dict[int, str] = {}
-_spawning = threading.local()
+@dataclasses.dataclass
+class _Launched:
+    """A sandboxed launch line, the cleanup to run once its process has exited, the host
+    directory at /workspace and the BPF program's fd to pass (None when the line opens it)."""
+
+    argv: list[str]
+    cleanup: Callable[[], None]
+    workspace: str
+    bpf_fd: int | None = None
 
 
 # -- the executor ------------------------------------------------------------------------
@@ -136,6 +136,9 @@ class SandboxExecutor(SubprocessExecutor):
         deps_dir: str | os.PathLike[str] | None = None,
         site_packages: bool = False,
         start_timeout: float = 15.0,
+        max_frame_mb: int = 256,
+        max_queued_mb: int = 256,
+        max_calls: int = 256,
     ) -> None:
         # CODEMODE_BWRAP points at a bubblewrap outside PATH (or at none, to test refusal).
         bwrap = bwrap or os.environ.get("CODEMODE_BWRAP") or "bwrap"
@@ -153,6 +156,9 @@ class SandboxExecutor(SubprocessExecutor):
             deps_dir=deps_dir,
             site_packages=site_packages,
             start_timeout=start_timeout,
+            max_frame_mb=max_frame_mb,
+            max_queued_mb=max_queued_mb,
+            max_calls=max_calls,
         )
         self.requested_python = python
         self.workspace = os.path.realpath(workspace) if workspace is not None else None
@@ -163,6 +169,7 @@ class SandboxExecutor(SubprocessExecutor):
         self.use_cgroups = cgroups
         self.allow_weaker = allow_weaker
         self._prepared: dict[str, Any] | None = None
+        self._prepare_lock = threading.Lock()
         self.cgroup_dirs: list[str] = []
         """Every cgroup directory made for this executor's workers (each removed at exit)."""
 
@@ -280,9 +287,18 @@ class SandboxExecutor(SubprocessExecutor):
         return out
 
     def _prepare(self) -> dict[str, Any]:
-        """Resolve programs and paths once; refuse (or warn) when something is missing."""
+        """Resolve programs and paths once; refuse (or warn) when something is missing.
+
+        Blocking (it starts a test sandbox): :meth:`prepare` runs it off the event loop.
+        """
         if self._prepared is not None:
             return self._prepared
+        with self._prepare_lock:
+            if self._prepared is None:
+                self._prepared = self._check_and_probe()
+            return self._prepared
+
+    def _check_and_probe(self) -> dict[str, Any]:
         failed = [c for c in self.checks() if not c.ok and c.required]
         paths = [c for c in failed if c.name in ("workspace", "deps directory")]
         if paths:  # a configuration mistake: weaker isolation would not fix it
@@ -319,7 +335,6 @@ class SandboxExecutor(SubprocessExecutor):
             if prep["seccomp"]:
                 prep["bpf"] = bpf_path()
             _probe(self, prep)
-        self._prepared = prep
         return prep
 
     @property
@@ -385,8 +400,17 @@ class SandboxExecutor(SubprocessExecutor):
             boot = {**config, "rlimits": limits.rlimits()}
             return [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP, json.dumps(boot)]
 
-        argv, cleanup = self._launch(prep, boot_line, worker=True, deps=self.deps_dir, site=site)
-        return LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd="/", cleanup=cleanup)
+        launched = self._launch(prep, boot_line, worker=True, deps=self.deps_dir, site=site)
+        fds = (launched.bpf_fd,) if launched.bpf_fd is not None else ()
+        return LaunchSpec(
+            argv=launched.argv,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+            pass_fds=fds,
+            close_after_spawn=fds,
+            cleanup=launched.cleanup,
+            workspace=launched.workspace,
+        )
 
     def command_line(
         self, argv: list[str], env: Mapping[str, str] | None = None
@@ -397,6 +421,8 @@ class SandboxExecutor(SubprocessExecutor):
         ``prlimit`` applies the rlimits before ``argv`` runs. Used by command-line tools
         defined in the workspace (``codemode.tools.declared``). Returns the command and a
         ``cleanup()`` to call once it has exited. Refuses when the sandbox is unavailable.
+        The command is given no fds but stdio, so its launch line opens the seccomp program
+        itself, on fd 3 (``WITH_FD``).
         """
         prep = self._prepare()
         if prep["weak"]:
@@ -406,7 +432,8 @@ class SandboxExecutor(SubprocessExecutor):
             rl = [f"--{n.removeprefix('RLIMIT_').lower()}={v}" for n, v in limits.rlimits()]
             return ["/usr/bin/prlimit", *rl, "--", *argv]
 
-        return self._launch(prep, command, extra_env=env)
+        launched = self._launch(prep, command, extra_env=env)
+        return launched.argv, launched.cleanup
 
     def _launch(
         self,
@@ -415,29 +442,43 @@ class SandboxExecutor(SubprocessExecutor):
         *,
         worker: bool = False,
         **options: Any,
-    ) -> tuple[list[str], Callable[[], None]]:
-        """The full launch line (``tail`` appended) and the cleanup to run after it exits."""
+    ) -> _Launched:
+        """The full launch line (``tail`` appended) and the cleanup to run after it exits.
+
+        A worker gets the seccomp program as an fd the host opened (its number is whatever
+        it got, passed to the worker with its pipes); a one-shot command, which gets no fds,
+        has it opened on fd 3 by its launch line.
+        """
         limits = WorkerLimits(self.limits, self._cgroups())
         made: list[str] = []  # scratch workspace, mount points: removed after the process
+        bpf_fd: int | None = None
+        # A worker's cleanup runs on a reaper thread: it may wait for a fork bomb to die.
+        wait = 30.0 if worker else 2.0
 
         def cleanup() -> None:
-            limits.cleanup()
+            limits.cleanup(timeout=wait)
             for path in reversed(made):
                 shutil.rmtree(path, ignore_errors=True)
 
         try:
+            if prep["seccomp"]:
+                if worker:
+                    bpf_fd = open_bpf(prep["bpf"])
+                    options["seccomp_fd"] = bpf_fd
+                else:
+                    options["seccomp_file"] = prep["bpf"]
             workspace = self.workspace
             if workspace is None:
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
-            if worker:
-                _spawning.workspace = workspace  # spawn() records it for the host's sweep
             line, points = self._command(prep, limits.procs_files(), workspace=workspace, **options)
             if points:
                 made.append(points)
-            return [*line, *tail(limits)], cleanup
+            return _Launched([*line, *tail(limits)], cleanup, workspace, bpf_fd)
         except BaseException:
+            if bpf_fd is not None:
+                os.close(bpf_fd)
             cleanup()
             raise
 
@@ -450,35 +491,32 @@ class SandboxExecutor(SubprocessExecutor):
         deps: str | None = None,
         site: str | None = None,
         tmp_size_mb: int | None = None,
+        seccomp_fd: int | None = None,
+        seccomp_file: str | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], str | None]:
-        """The launch line up to the interpreter: sh (cgroups, fd 9), [binds], setpriv, bwrap.
+        """The launch line up to the interpreter: sh (cgroups), [binds], setpriv, bwrap.
 
+        ``seccomp_fd``: the number of the BPF program's fd, passed to the child as is; or
+        ``seccomp_file``: the BPF program, opened on fd 3 by the launch line (``WITH_FD``).
         Returns it with the directory of private mount points to remove after the worker
         exits (None when every host path is reachable by the sandbox uid as it is).
         """
         deps = deps if deps and os.path.isdir(deps) else None
-        paths = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
-        binds: list[tuple[str, str]] = []
-        points = None
-        if can_private_mount():
-            hidden = [
-                k for k, v in paths.items() if v and not self._reachable(v, whole=k != "workspace")
-            ]
-            if hidden:
-                points = tempfile.mkdtemp(prefix="mnt-", dir=rundir())
-                os.chmod(points, 0o711)
-                for key in hidden:
-                    dst = os.path.join(points, key)
-                    os.mkdir(dst)
-                    binds.append((str(paths[key]), dst))
-                    paths[key] = dst
+        given = {"workspace": workspace, "deps": deps, "site": site, "worker": WORKER_PKG}
+        keys = [k for k, v in given.items() if v]
+        # The workspace is the sandbox uid's own (only the way to it must be open).
+        binds = private_binds(
+            [str(given[k]) for k in keys],
+            lambda p: self._reachable(p, whole=p != workspace),
+            prefix="mnt-",
+        )
+        paths = {**given, **dict(zip(keys, binds.sources, strict=True))}
         argv = ["/bin/sh", "-c", _LAUNCHER, "codemode-sandbox", *procs, "--"]
-        if binds:
-            argv += ["", find_program("unshare") or "unshare", "--mount", "--propagation",
-                     "private", "/bin/sh", "-c", BINDER, "codemode-binds"]  # fmt: skip
-            argv += [path for pair in binds for path in pair] + ["--"]
-        argv.append(prep.get("bpf", ""))
+        if seccomp_file is not None:
+            seccomp_fd = 3
+            argv += ["/bin/sh", "-c", WITH_FD, "codemode-sandbox", str(seccomp_fd), seccomp_file]
+        argv += binds.argv("codemode-binds")
         if os.geteuid() == 0:
             argv += setpriv_args(prep["setpriv"], self.uid, self.gid)
         argv += bwrap_args(
@@ -490,9 +528,9 @@ class SandboxExecutor(SubprocessExecutor):
             site_dir=paths["site"],
             env={**SANDBOX_ENV, **self.env, **(extra_env or {})},
             tmp_size_mb=tmp_size_mb if tmp_size_mb is not None else self.limits.tmp_size_mb,
-            seccomp_fd=SECCOMP_FD if prep["seccomp"] else None,
+            seccomp_fd=seccomp_fd,
         )
-        return argv, points
+        return argv, binds.mount_points
 
     def _reachable(self, path: str, *, whole: bool) -> bool:
         target = path if whole else os.path.dirname(path)
@@ -524,12 +562,9 @@ class SandboxExecutor(SubprocessExecutor):
         if not st.st_mode & stat.S_IWUSR:
             os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
 
-    def spawn(self) -> Any:
-        spawned = super().spawn()
-        ws = getattr(_spawning, "workspace", None)
-        if ws is not None:
-            _workspace_of[spawned.proc.pid] = ws
-        return spawned
+    async def prepare(self) -> None:
+        if self._prepared is None:
+            await off_loop(self._prepare)
 
     @property
     def quota(self) -> WorkspaceQuota:
@@ -537,16 +572,10 @@ class SandboxExecutor(SubprocessExecutor):
         return WorkspaceQuota(None if mb is None else mb << 20, files)
 
     async def start(self, handler: Any) -> Any:
-        self._prepare()
         worker = await super().start(handler)
-        workspace = _workspace_of.pop(worker.pid, None)
-        if workspace is None:
+        if worker.workspace is None:
             return worker  # weaker mode: a plain subprocess, nothing mounted
-        return GuardedWorker(worker, workspace, self.quota)
-
-    async def warm(self) -> None:
-        self._prepare()
-        await super().warm()
+        return GuardedWorker(worker, worker.workspace, self.quota)
 
 
 def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
@@ -557,14 +586,26 @@ def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory(dir=rundir()) as ws:
         if os.geteuid() == 0:
             os.chown(ws, ex.uid, ex.gid)
-        argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1)
-        argv += [prep["python"], "-I", "-S", "-c", "pass"]
+        bpf_fd = open_bpf(prep["bpf"]) if prep["seccomp"] else None
+        points = None
         try:
+            argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1, seccomp_fd=bpf_fd)
+            argv += [prep["python"], "-I", "-S", "-c", "pass"]
             env = {"PATH": "/usr/bin:/bin"}
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd="/", env=env)
+            r = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                cwd="/",
+                env=env,
+                pass_fds=(bpf_fd,) if bpf_fd is not None else (),
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
         finally:
+            if bpf_fd is not None:
+                os.close(bpf_fd)
             if points:
                 shutil.rmtree(points, ignore_errors=True)
     if r.returncode != 0:

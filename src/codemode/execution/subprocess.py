@@ -3,6 +3,11 @@
 The host side is asyncio with raw fds (``add_reader``, non-blocking writes): a run costs
 two pipe hops and no thread hand-offs. Process exit is watched with a pidfd, so a worker
 that dies while a forked child still holds its pipes is noticed at once.
+
+The worker runs the agent's code, so nothing from it is trusted: its frames are checked
+before they cost anything (:mod:`.frames`), what the host buffers for it is bounded
+(:mod:`.pipes`), and any violation stops that worker alone, settling everything that
+waited on it. Starting and reaping workers happen on threads (:mod:`.spawn`).
 """
 
 from __future__ import annotations
@@ -11,17 +16,15 @@ import asyncio
 import contextlib
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import codemode_worker
 from codemode_worker import protocol
@@ -29,77 +32,29 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult, timeout_error
-from .base import CallHandler, RunTimer, check_protocol, held, settle
+from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
+from .frames import FrameError, FrameLimits, load_schema, schema_loaded
+from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
+from .spawn import (
+    LaunchSpec,
+    Spawned,
+    describe_exit,
+    off_loop,
+    pipe,
+    raise_open_files_limit,
+    reap_later,
+)
+
+if TYPE_CHECKING:
+    from .frame_schema import Frame
 
 WORKER_ROOT = str(Path(codemode_worker.__file__).resolve().parent.parent)
 BOOTSTRAP = (
     "import sys,json;c=json.loads(sys.argv[1]);sys.path.insert(0,c['root']);"
     "from codemode_worker.main import main;main(c)"
 )
-_TAIL = 4096
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
-@dataclass(slots=True)
-class LaunchSpec:
-    """How to start one worker; executors that wrap the worker (sandbox) rewrite it."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str | None = None
-    pass_fds: tuple[int, ...] = ()
-    close_after_spawn: tuple[int, ...] = ()
-    cleanup: Callable[[], None] | None = None
-
-
-@dataclass(slots=True)
-class Spawned:
-    """A started worker process, not yet tied to an event loop (so it can be pooled)."""
-
-    proc: subprocess.Popen[bytes]
-    to_fd: int
-    from_fd: int
-    err_fd: int
-    out_fd: int
-    ctrl_fd: int
-    cleanup: Callable[[], None] | None = None
-    started: float = field(default_factory=time.perf_counter)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def destroy(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        for fd in (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-        if self.cleanup is not None:
-            self.cleanup()
-            self.cleanup = None
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "the worker stopped answering"
-    if returncode < 0:
-        sig = -returncode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        hint = {
-            int(signal.SIGKILL): " (killed: out of memory, or by another process)",
-            int(signal.SIGSEGV): " (segmentation fault)",
-            int(signal.SIGABRT): " (aborted)",
-        }.get(sig, "")
-        return f"the worker was killed by signal {sig} ({name}){hint}"
-    return f"the worker exited with status {returncode}"
 
 
 class SubprocessExecutor:
@@ -107,6 +62,10 @@ class SubprocessExecutor:
 
     Not a security boundary by itself (the process has the host user's rights): use
     ``SandboxExecutor`` for untrusted code. The worker gets a cleared environment.
+
+    Bounds on what one worker can make the host hold: ``max_frame_mb`` for the data of
+    one call it makes, ``max_queued_mb`` for replies queued and not read yet,
+    ``max_calls`` calls served at once (its pipe is not read meanwhile).
     """
 
     def __init__(
@@ -123,6 +82,8 @@ class SubprocessExecutor:
         site_packages: bool = True,
         start_timeout: float = 15.0,
         max_frame_mb: int = 256,
+        max_queued_mb: int = 256,
+        max_calls: int = 256,
     ) -> None:
         self.python = python or sys.executable
         self.memory_limit_mb = memory_limit_mb
@@ -134,8 +95,10 @@ class SubprocessExecutor:
         self.deps_dir = str(deps_dir) if deps_dir is not None else None
         self.site_packages = site_packages
         self.start_timeout = start_timeout
-        # What one message from the worker may hold (untrusted: it bounds host memory).
-        self.max_frame = max_frame_mb * 1024 * 1024
+        self.frame_limits = FrameLimits.for_output(max_output, max_frame_mb << 20)
+        self.max_queued = max_queued_mb << 20
+        self.max_calls = max_calls
+        raise_open_files_limit()  # hundreds of sessions hold thousands of pipes
 
     # -- launching -------------------------------------------------------------
     def worker_config(self) -> dict[str, Any]:
@@ -150,6 +113,7 @@ class SubprocessExecutor:
             "memory_limit_mb": self.memory_limit_mb,
             "max_output": self.max_output,
             "cwd": self.cwd,
+            "frame_limits": self.frame_limits.for_worker(),
         }
 
     def launch_spec(self, config: dict[str, Any]) -> LaunchSpec:
@@ -171,10 +135,16 @@ class SubprocessExecutor:
         )
 
     def spawn(self) -> Spawned:
-        out_r, out_w = os.pipe()
-        ctrl_r, ctrl_w = os.pipe()
+        """Start one worker process (blocking: called on a start thread, see :mod:`.spawn`)."""
+        out_r, out_w = pipe()
+        ctrl_r, ctrl_w = pipe()
         config = {**self.worker_config(), "out_fd": out_w, "ctrl_fd": ctrl_r}
-        spec = self.launch_spec(config)
+        try:
+            spec = self.launch_spec(config)
+        except BaseException:
+            for fd in (out_r, out_w, ctrl_r, ctrl_w):
+                os.close(fd)
+            raise
         try:
             proc = subprocess.Popen(
                 spec.argv,
@@ -202,33 +172,57 @@ class SubprocessExecutor:
         )
         for f in (proc.stdin, proc.stdout, proc.stderr):
             f.close()
-        for fd in (to_fd, from_fd, err_fd, out_r, ctrl_w):
-            os.set_inheritable(fd, False)
-        os.set_blocking(to_fd, False)
-        return Spawned(proc, to_fd, from_fd, err_fd, out_r, ctrl_w, cleanup=spec.cleanup)
+        for fd in (from_fd, ctrl_w):
+            os.set_blocking(fd, False)  # a worker that stops reading never blocks the host
+        return Spawned(
+            proc, to_fd, from_fd, err_fd, out_r, ctrl_w, spec.cleanup, workspace=spec.workspace
+        )
 
     # -- Executor protocol -------------------------------------------------------
+    async def prepare(self) -> None:
+        """One-off checks before the first start (the sandbox runs its probe here)."""
+
     async def start(self, handler: CallHandler) -> SubprocessWorker:
+        await self.prepare()
+        if not schema_loaded():
+            await off_loop(load_schema)  # pydantic, once per process
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
-        if spawned is None:
-            spawned = self.spawn()
-        worker = SubprocessWorker(self, spawned, handler)
         try:
+            if spawned is None:
+                spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
+            worker = SubprocessWorker(self, spawned, handler)
             await worker.attach(self.start_timeout)
         finally:
-            asyncio.get_running_loop().call_soon(pool.refill)
+            pool.refill()  # in the background, once this start is done
         return worker
 
-    async def warm(self) -> None:
-        """Fill the warm pool now, so the next sessions start without booting Python."""
-        get_pool(self.pool_key(), self.spawn, self.pool_size).refill()
+    async def warm(self, count: int | None = None) -> None:
+        """Fill the warm pool (to ``count`` workers if given) and wait until it is full."""
+        await self.prepare()
+        await get_pool(self.pool_key(), self.spawn, self.pool_size).fill(count)
 
 
 class _Crash(Exception):
     def __init__(self, info: str) -> None:
         super().__init__(info)
         self.info = info
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """The run in progress on a worker, and how it is being stopped (if it is)."""
+
+    id: int
+    fut: asyncio.Future[Any]
+    timer: RunTimer | asyncio.TimerHandle | None = None  # the timeout, then the grace
+    stopping: str = ""  # "timeout", "cancelled" or a host limit's reason once interrupted
+    output: tuple[bytearray, bytearray] | None = None
 
 
 class SubprocessWorker:
@@ -240,23 +234,28 @@ class SubprocessWorker:
         self._ex = executor
         self._p = spawned
         self._handler = handler
-        self._buf = protocol.FrameBuffer(executor.max_frame)
-        self._wbuf = bytearray()
+        self._in = Inbox(
+            spawned.from_fd,
+            executor.frame_limits,
+            on_frame=self._on_frame,
+            on_error=self._fail,
+            on_eof=self._on_eof,
+        )
+        self._out = Outbox(spawned.to_fd, executor.max_queued)
+        self._raw = RawOutput(spawned.out_fd, spawned.err_fd, executor.max_output)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Future[Any] | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._calls: set[asyncio.Task[None]] = set()
         self._seq = 0
-        self._raw: tuple[bytearray, bytearray] | None = None
-        self._err_tail = bytearray()
+        self._run: _Run | None = None
         self._pidfd: int | None = None
         self._dead = False
         self._exit_info = ""
-        self._timed_out = False
-        self._running: asyncio.Future[Any] | None = None
+        self._tail = ""
         self._gone: asyncio.Future[None] | None = None
-        self._grace: asyncio.TimerHandle | None = None
-        self._timer: RunTimer | None = None
+        self._eof_timer: asyncio.TimerHandle | None = None
+        self._reaped: Any = None  # concurrent Future of the reaper thread
 
     @property
     def alive(self) -> bool:
@@ -266,14 +265,19 @@ class SubprocessWorker:
     def pid(self) -> int:
         return self._p.proc.pid
 
+    @property
+    def workspace(self) -> str | None:
+        """The host directory mounted at /workspace, if the launch mounted one."""
+        return self._p.workspace
+
     # -- wiring --------------------------------------------------------------------
     async def attach(self, timeout: float) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         self._gone = loop.create_future()
-        loop.add_reader(self._p.from_fd, self._on_proto)
-        loop.add_reader(self._p.out_fd, self._on_raw, 0)
-        loop.add_reader(self._p.err_fd, self._on_raw, 1)
+        self._out.attach(loop)
+        self._in.attach(loop)
+        self._raw.listen(loop)  # stderr says why a start failed
         try:
             self._pidfd = os.pidfd_open(self._p.proc.pid)
             loop.add_reader(self._pidfd, self._on_exit)
@@ -283,87 +287,63 @@ class SubprocessWorker:
             await asyncio.wait_for(self._ready, timeout)
         except (TimeoutError, _Crash) as exc:
             info = exc.info if isinstance(exc, _Crash) else f"no answer within {timeout} s"
-            self._teardown()
-            tail = self._err_tail.decode("utf-8", "replace").strip()
+            self._fail(info)
             raise ExecutorError(
                 f"the worker did not start: {info}"
-                + (f"\nits stderr ended with:\n{tail}" if tail else "")
+                + (f"\nits stderr ended with:\n{self._tail}" if self._tail else "")
             ) from None
+        except BaseException:
+            self._fail("its start was cancelled")
+            raise
         try:
             check_protocol(self._ready.result().get("protocol"))
-        except ExecutorError:
-            self._teardown()
+        except ExecutorError as exc:
+            self._fail(str(exc))
+            await self._reaped_wait()
             raise
+        self._raw.idle()  # output between runs is not read (see .pipes)
 
-    def _on_proto(self) -> None:
-        try:
-            data = os.read(self._p.from_fd, 1 << 20)
-        except OSError:
-            data = b""
-        if not data:
-            self._on_exit()
-            return
-        try:
-            frames = self._buf.feed(data)
-            for msg in frames:
-                self._on_frame(msg)
-        except (ValueError, TypeError, KeyError) as exc:
-            # The worker runs untrusted code, which can write to the protocol pipe itself.
-            self._fail(f"the worker sent a malformed message ({exc}); it was stopped")
-
-    def _on_frame(self, msg: dict[str, Any]) -> None:
-        op = msg.get("op")
-        if op == "call":
+    def _on_frame(self, msg: Frame) -> None:
+        if msg["op"] == "call":
+            if self._ready is None or not self._ready.done():
+                raise FrameError("a call before the worker said it was ready")
             assert self._loop is not None
-            task = self._loop.create_task(self._serve_call(msg))
+            task = self._loop.create_task(self._serve_call(msg["id"], msg["method"], msg["params"]))
             self._calls.add(task)
-            task.add_done_callback(self._calls.discard)
-        elif op == "done":
-            fut = self._pending.pop(int(msg.get("id") or 0), None)
-            if fut is not None and not fut.done():
-                self._drain_raw()
-                fut.set_result(msg.get("result"))
-        elif op == "ready" and self._ready is not None and not self._ready.done():
+            task.add_done_callback(self._call_done)
+            if len(self._calls) >= self._ex.max_calls:
+                self._in.pause("calls")
+        elif msg["op"] == "done":
+            fut = self._pending.pop(msg["id"], None)
+            if fut is None:
+                raise FrameError(f"an answer to request {msg['id']}, which it was never sent")
+            run = self._run
+            if run is not None and run.id == msg["id"]:
+                self._run = None
+                if run.timer is not None:
+                    run.timer.cancel()
+                run.output = self._raw.end_run()
+            settle(fut, msg["result"])
+        else:
+            if self._ready is None or self._ready.done():
+                raise FrameError("a second 'ready'")
             self._ready.set_result(msg)
 
-    def _on_raw(self, index: int) -> None:
-        fd = self._p.out_fd if index == 0 else self._p.err_fd
-        try:
-            data = os.read(fd, 1 << 16)
-        except OSError:
-            data = b""
-        if not data:
-            assert self._loop is not None
-            self._loop.remove_reader(fd)
-            return
-        self._keep_raw(index, data)
+    def _call_done(self, task: asyncio.Task[None]) -> None:
+        self._calls.discard(task)
+        if len(self._calls) < self._ex.max_calls:
+            self._in.resume("calls")
 
-    def _keep_raw(self, index: int, data: bytes) -> None:
-        if index == 1:
-            self._err_tail += data
-            del self._err_tail[:-_TAIL]
-        if self._raw is not None:
-            buf = self._raw[index]
-            room = self._ex.max_output - len(buf)
-            if room > 0:
-                buf += data[:room]
-
-    def _drain_raw(self) -> None:
-        """Take fd-level output written before the worker said 'done'."""
-        fds = {self._p.out_fd: 0, self._p.err_fd: 1}
-        while fds:
-            ready, _, _ = select.select(list(fds), [], [], 0)
-            if not ready:
-                return
-            for fd in ready:
-                try:
-                    data = os.read(fd, 1 << 16)
-                except OSError:
-                    data = b""
-                if data:
-                    self._keep_raw(fds[fd], data)
-                else:
-                    del fds[fd]
+    def _on_eof(self) -> None:
+        """The worker closed its end of the protocol pipe: it is exiting (the pidfd says
+        how), or it is broken and will never answer again."""
+        assert self._loop is not None
+        if self._p.proc.poll() is not None or self._pidfd is None:
+            self._on_exit()
+        elif self._eof_timer is None:
+            self._eof_timer = self._loop.call_later(
+                1.0, self._fail, "the worker closed its protocol pipe; it was stopped"
+            )
 
     def _on_exit(self) -> None:
         if self._dead:
@@ -374,70 +354,55 @@ class SubprocessWorker:
         self._fail(self._ex.describe_exit(code))
 
     def _fail(self, info: str) -> None:
+        """The one way a worker ends: stop it, release its fds, and settle every future
+        that waits on it (runs, resets, its start) with ``info``."""
         if self._dead:
             return
+        self._dead = True
         self._exit_info = info
-        self._teardown()
+        self._tail = self._raw.tail()
+        loop = self._loop
+        self._in.close()
+        if loop is not None and self._pidfd is not None:
+            loop.remove_reader(self._pidfd)
+        self._raw.close()
+        self._out.close()
+        for handle in (self._eof_timer, self._run.timer if self._run else None):
+            if handle is not None:
+                handle.cancel()
+        self._run = None
+        for task in self._calls:
+            task.cancel()
+        self._reaped = reap_later(self._p)
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
         for fut in [*self._pending.values(), self._ready]:
             if fut is not None and not fut.done():
                 fut.set_exception(_Crash(info))
         self._pending.clear()
-
-    def _teardown(self) -> None:
-        if self._dead:
-            return
-        self._dead = True
-        loop = self._loop
-        if loop is not None:
-            for fd in (self._p.from_fd, self._p.out_fd, self._p.err_fd, self._pidfd):
-                if fd is not None:
-                    loop.remove_reader(fd)
-            loop.remove_writer(self._p.to_fd)
-        for task in self._calls:
-            task.cancel()
-        self._p.destroy()
-        if self._pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
         if self._gone is not None:
             settle(self._gone)
 
     # -- sending ---------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
-        if self._dead:
-            return
-        data = protocol.encode_frame(msg)
-        if not self._wbuf:
-            try:
-                n = os.write(self._p.to_fd, data)
-            except BlockingIOError:
-                n = 0
-            except OSError:
-                return  # the worker is gone; the pidfd reader reports it
-            if n == len(data):
-                return
-            data = data[n:]
-            assert self._loop is not None
-            self._loop.add_writer(self._p.to_fd, self._flush)
-        self._wbuf += data
+        """Queue ``msg`` for the worker (its large bytes are attached, never copied)."""
+        if not self._dead:
+            self._queue(protocol.encode_parts(msg))
 
-    def _flush(self) -> None:
+    def _queue(self, parts: list[bytes | bytearray | memoryview]) -> None:
         try:
-            n = os.write(self._p.to_fd, self._wbuf)
-        except BlockingIOError:
-            return
-        except OSError:
-            n = len(self._wbuf)
-        del self._wbuf[:n]
-        if not self._wbuf and self._loop is not None:
-            self._loop.remove_writer(self._p.to_fd)
+            self._out.send(parts)
+        except OutboxFull as full:
+            self._fail(
+                f"the worker did not read {full.args[0] / 2**20:.0f} MB of replies queued for "
+                f"it (at most {self._ex.max_queued / 2**20:.0f} MB may wait); it was stopped"
+            )
 
-    async def _serve_call(self, msg: dict[str, Any]) -> None:
-        cid = msg.get("id")
+    async def _serve_call(self, cid: int, method: str, params: Any) -> None:
         try:
             # Params go as sent: the method's table row validates them (codemode.rpc).
-            params = msg.get("params")
-            value = await self._handler(str(msg.get("method")), {} if params is None else params)
+            value = await self._handler(method, {} if params is None else params)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
@@ -451,7 +416,7 @@ class SubprocessWorker:
             err = {"type": "HostError", "message": f"the host's answer cannot be sent: {what}"}
             self._send({"op": "reply", "id": cid, "ok": False, "error": err})
 
-    async def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:
+    def _request(self, msg: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
         if self._dead:
             raise _Crash(self._exit_info or "the worker is not running")
         assert self._loop is not None
@@ -459,99 +424,108 @@ class SubprocessWorker:
         fut = self._loop.create_future()
         self._pending[self._seq] = fut
         self._send({**msg, "id": self._seq})
-        return fut
+        return self._seq, fut
+
+    def _interrupt(self, run_id: int) -> None:
+        with contextlib.suppress(OSError):  # a full control pipe: the grace kill follows
+            os.write(self._p.ctrl_fd, b"i%d\n" % run_id)
 
     # -- Worker protocol ------------------------------------------------------------
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        await self.idle()
         assert self._loop is not None
         start = time.perf_counter()
-        self._raw = (bytearray(), bytearray())
-        self._timed_out = False
         try:
-            fut = await self._request({"op": "run", "code": code})
+            rid, fut = self._request({"op": "run", "code": code})
         except _Crash as exc:
+            await self._reaped_wait()
             return self._crash_result(exc.info, start)
-        timer = self._timer = RunTimer(self._loop, timeout, lambda: self._on_timeout(fut))
-        self._running = fut
+        run = self._run = _Run(rid, fut)
+        self._raw.begin_run()
+        # The timeout runs only while it is not held (a person is asked: hold_timeout).
+        run.timer = RunTimer(self._loop, timeout, lambda: self._stop(run, "timeout"))
         try:
             payload = await fut
+        except asyncio.CancelledError:
+            # The caller is gone (a client's cancellation, a closed request): stop the
+            # code exactly as a timeout would, without making the caller wait for it.
+            if fut.cancelled() and self._pending.get(rid) is fut:
+                run.fut = self._pending[rid] = self._loop.create_future()  # for idle()
+                run.fut.add_done_callback(_consume)  # nobody awaits it any more
+            self._stop(run, "cancelled")
+            raise
         except _Crash as exc:
-            if self._timed_out:
+            await self._reaped_wait()
+            if run.stopping == "timeout":
                 return self._timeout_result(timeout, start, state_lost=True)
             return self._crash_result(exc.info, start)
-        finally:
-            self._running = None
-            timer.cancel()
-            self._timer = None
-            self._interrupt_timer_cancel()
-        raw, self._raw = self._raw, None
-        return self._result(payload, raw, timeout, start)
+        return self._result(payload, run, timeout, start)
 
     def hold_timeout(self) -> AbstractContextManager[None]:
-        return held(self._timer)
+        run = self._run
+        return held(run.timer if run is not None and isinstance(run.timer, RunTimer) else None)
 
-    def _interrupt_timer_cancel(self) -> None:
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
+    async def _reaped_wait(self) -> None:
+        """A dead worker's processes and cgroups are gone before anyone hears of its death."""
+        if self._reaped is not None:
+            await asyncio.shield(asyncio.wrap_future(self._reaped))
+
+    async def idle(self) -> None:
+        """Wait until a run stopped by its timeout or a cancellation has ended: at most
+        the interrupt grace, after which its worker is killed."""
+        run = self._run
+        if run is not None and run.stopping and not run.fut.done():
+            await asyncio.wait([run.fut])
+        await self._reaped_wait()
+
+    def _stop(self, run: _Run, why: str) -> None:
+        if run.fut.done() or self._dead or run.stopping:
+            return
+        run.stopping = why
+        if run.timer is not None:
+            run.timer.cancel()
+        self._interrupt(run.id)
+        assert self._loop is not None
+        run.timer = self._loop.call_later(self._ex.interrupt_grace, self._kill_stuck, run)
+
+    def _kill_stuck(self, run: _Run) -> None:
+        if not run.fut.done():
+            if run.stopping not in ("timeout", "cancelled", "interrupted"):
+                self._fail(run.stopping)  # a host-side limit's own reason (see stop_run)
+                return
+            what = " was cancelled and" if run.stopping == "cancelled" else ""
+            self._fail(f"the run{what} did not stop when interrupted; the worker was killed")
 
     def interrupt(self, *, kill_stuck: bool = True) -> bool:
         """Stop the running code as Ctrl-C would (KeyboardInterrupt); with ``kill_stuck``,
         the worker is killed if the code does not stop within the grace period. False when
         nothing is running."""
-        fut = self._running
-        if fut is None or fut.done() or self._dead:
+        run = self._run
+        if run is None or run.fut.done() or self._dead:
             return False
         if kill_stuck:
-            self._interrupt(fut)
+            self._stop(run, "interrupted")
         else:
-            with contextlib.suppress(OSError):
-                os.write(self._p.ctrl_fd, b"i")
+            self._interrupt(run.id)
         return True
 
     def kill(self) -> None:
-        """Stop the worker at once (its process group included)."""
+        """Stop the worker at once (its process group included), and wait (briefly) until
+        it is gone: the caller may exit right after, before a reaper thread runs."""
         self._fail("the worker was killed")
-
-    def _on_timeout(self, fut: asyncio.Future[Any]) -> None:
-        if fut.done() or self._dead:
-            return
-        self._timed_out = True
-        self._interrupt(fut)
-
-    def _interrupt(self, fut: asyncio.Future[Any]) -> None:
-        if self._grace is not None:
-            return  # already interrupted: the grace period runs
-        with contextlib.suppress(OSError):
-            os.write(self._p.ctrl_fd, b"i")
-        assert self._loop is not None
-        self._grace = self._loop.call_later(self._ex.interrupt_grace, self._kill_stuck, fut)
-
-    def _kill_stuck(self, fut: asyncio.Future[Any]) -> None:
-        if not fut.done():
-            self._fail("the run did not stop when interrupted; the worker was killed")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._p.proc.wait(timeout=2)
 
     def stop_run(self, reason: str) -> None:
-        """Interrupt the running code for a host-side limit other than the timeout; kill
-        the worker with ``reason`` if it has not stopped within the grace period."""
-        if self._dead or not self._pending:
-            return
-        with contextlib.suppress(OSError):
-            os.write(self._p.ctrl_fd, b"i")
-        assert self._loop is not None
-        pending = list(self._pending.values())
+        """Interrupt the running code for a host-side limit other than the timeout (a
+        quota); kill the worker with ``reason`` if it has not stopped within the grace."""
+        if self._run is not None:
+            self._stop(self._run, reason)
 
-        def kill_if_stuck() -> None:
-            if any(not f.done() for f in pending):
-                self._fail(reason)
-
-        self._loop.call_later(self._ex.interrupt_grace, kill_if_stuck)
-
-    def _result(
-        self, payload: Any, raw: tuple[bytearray, bytearray] | None, timeout: float, start: float
-    ) -> ExecutionResult:
+    def _result(self, payload: Any, run: _Run, timeout: float, start: float) -> ExecutionResult:
+        timed_out = run.stopping == "timeout"
         if not isinstance(payload, dict):
-            if self._timed_out:
+            if timed_out:
                 return self._timeout_result(timeout, start, state_lost=False)
             return ExecutionResult(
                 error=ErrorInfo("WorkerError", "the worker returned no result"),
@@ -559,14 +533,14 @@ class SubprocessWorker:
             )
         res = ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
         changes: dict[str, Any] = {}
-        if raw is not None:
-            for name, data in zip(("stdout", "stderr"), raw, strict=True):
+        if run.output is not None:
+            for name, data in zip(("stdout", "stderr"), run.output, strict=True):
                 if data:
                     changes[name] = getattr(res, name) + data.decode("utf-8", "replace")
                     if len(data) >= self._ex.max_output:
                         changes[f"{name}_truncated"] = True
         error = res.error
-        if self._timed_out:
+        if timed_out:
             changes["timed_out"] = True
             changes["error"] = timeout_error(
                 timeout,
@@ -589,8 +563,8 @@ class SubprocessWorker:
         )
 
     def _crash_result(self, info: str, start: float) -> ExecutionResult:
-        tail = self._err_tail.decode("utf-8", "replace").strip()
         msg = info + "; the session's state was lost and the next run starts a fresh worker"
+        tail = self._tail
         if len(tail) > 1500:
             # The interpreter's own verdict ("Fatal Python error: ...") heads its dump: keep it.
             fatal = next((ln for ln in tail.splitlines() if ln.startswith("Fatal Python")), "")
@@ -606,19 +580,26 @@ class SubprocessWorker:
         )
 
     async def reset(self) -> None:
+        await self.idle()
         try:
-            fut = await self._request({"op": "reset"})
+            _, fut = self._request({"op": "reset"})
             await asyncio.wait_for(fut, 10)
         except (TimeoutError, _Crash):
             self._fail("the worker did not reset")
             raise ExecutorError("the worker did not answer a reset; it was stopped") from None
 
     async def close(self) -> None:
-        if self._dead:
-            return
-        self._send({"op": "shutdown"})
-        if self._gone is not None and self._pidfd is not None:
-            # The pidfd (or EOF) reader tears the worker down as soon as it exits.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
-        self._teardown()
+        try:
+            if not self._dead:
+                self._send({"op": "shutdown"})
+                if self._gone is not None and self._pidfd is not None:
+                    # The pidfd (or EOF) reader notices the exit as soon as it happens.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(self._gone), 0.5)
+        finally:  # a close that is cancelled still ends the worker
+            self._fail("the worker was closed")
+        if self._calls:
+            # Its calls were cancelled: let them clean up (a server being started is
+            # stopped) while the loop runs; a program's exit would cut that short.
+            await asyncio.wait(set(self._calls), timeout=CALLS_STOP_WAIT)
+        await self._reaped_wait()

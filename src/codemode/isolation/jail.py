@@ -16,6 +16,10 @@ and a read). A jail is the same recipe as the sandbox, for one command:
 bubblewrap resolves its bind sources as the jail's uid, so a source that uid cannot reach
 (a venv under ``/root``) is first bound by root onto a reachable mount point in a private
 mount namespace that dies with the jail, then mounted at its own path inside.
+
+The seccomp program reaches bubblewrap as an fd whose number is chosen among those the
+command is not given (``keep_fds``), never a fixed one: a fixed number would overwrite
+whatever the caller passed with that number.
 """
 
 from __future__ import annotations
@@ -25,19 +29,25 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import SandboxUnavailable
 from ..execution import seccomp as seccomp_mod
-from ..execution.bwrap import SECCOMP_FD, setpriv_args, system_root_args
+from ..execution.bwrap import setpriv_args, system_root_args
 from ..execution.hostchecks import can_private_mount, find_program, traversable
+from ..execution.spawn import above_stdio
 
-# Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest
-# with the seccomp program (if any) on fd 9.
+# Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest.
 BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; '
-    'bpf="$1"; shift; if [ -n "$bpf" ]; then exec "$@" 9<"$bpf"; else exec "$@"; fi'
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
+)
+# Opens FILE read-only on fd N (chosen by the host, 3-9: what sh can name), then execs the
+# rest. For commands another library spawns (an MCP client's stdio), which take no fds.
+WITH_FD = (
+    'n="$1"; f="$2"; shift 2; case "$n" in [3-9]) ;; *) exit 124;; esac; '
+    'eval "exec \\"\\$@\\" $n<\\"\\$f\\""'
 )
 # What name resolution and TLS need when the network is shared.
 NET_ETC = (
@@ -53,21 +63,37 @@ NET_ETC = (
 BASE_ETC = ("/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates")
 
 _rundir: str | None = None
+_lock = threading.Lock()  # sandbox workers are started on several threads
 
 
 def rundir() -> str:
     """A root-only directory (mode 0711) for BPF files, mount points and scratch dirs."""
     global _rundir
-    if _rundir is None or not os.path.isdir(_rundir):
-        _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
-        os.chmod(_rundir, 0o711)
-        atexit.register(shutil.rmtree, _rundir, True)
-    return _rundir
+    with _lock:
+        if _rundir is None or not os.path.isdir(_rundir):
+            _rundir = tempfile.mkdtemp(prefix="codemode-sandbox-")
+            os.chmod(_rundir, 0o711)
+            atexit.register(shutil.rmtree, _rundir, True)
+        return _rundir
 
 
 @functools.cache
 def bpf_path(network: bool = False) -> str:
     return seccomp_mod.write_bpf(rundir(), network=network)
+
+
+def open_bpf(path: str) -> int:
+    """The BPF program as an fd to pass to bwrap by its number (never a fixed one)."""
+    return above_stdio(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def seccomp_fd_number(keep_fds: Sequence[int] = ()) -> int:
+    """The fd number for the BPF program: the lowest of 3-9 (what sh can name) that is
+    none of the fds the command is given."""
+    for n in range(3, 10):
+        if n not in keep_fds:
+            return n
+    raise ValueError("a jailed command given fds 3-9 leaves no number sh can open for seccomp")
 
 
 @dataclass(frozen=True)
@@ -113,6 +139,51 @@ class Launch:
             self.mount_points = None
 
 
+@dataclass
+class PrivateBinds:
+    """Host paths a jail's uid cannot reach, bound by root onto mount points it can reach
+    (in a private mount namespace that dies with the process): one plan for the sandbox's
+    workers and for jailed helpers."""
+
+    sources: list[str]
+    """Each path as given, or the mount point that stands for it."""
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    mount_points: str | None = None
+    """The directory of the mount points, to remove once the process has exited."""
+
+    def argv(self, name: str) -> list[str]:
+        """The launch line's prefix that makes the binds (none when nothing is hidden)."""
+        if not self.pairs:
+            return []
+        unshare = find_program("unshare") or "unshare"
+        line = [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", BINDER, name]
+        return [*line, *(p for pair in self.pairs for p in pair), "--"]
+
+
+def private_binds(
+    paths: Sequence[str], reachable: Callable[[str], bool], *, prefix: str = "jail-"
+) -> PrivateBinds:
+    """Plan the binds of the ``paths`` that ``reachable`` says the jail's uid cannot reach
+    (left as they are where no private mount namespace can be made: the caller refuses)."""
+    plan = PrivateBinds(list(paths))
+    if not can_private_mount():
+        return plan
+    for i, src in enumerate(paths):
+        if reachable(src):
+            continue
+        if plan.mount_points is None:
+            plan.mount_points = tempfile.mkdtemp(prefix=prefix, dir=rundir())
+            os.chmod(plan.mount_points, 0o711)
+        point = os.path.join(plan.mount_points, str(len(plan.pairs)))
+        if os.path.isdir(src):
+            os.mkdir(point)
+        else:
+            open(point, "w").close()
+        plan.pairs.append((src, point))
+        plan.sources[i] = point
+    return plan
+
+
 def available() -> str | None:
     """Why a jail cannot start here, or None."""
     if find_program("bwrap") is None:
@@ -122,54 +193,45 @@ def available() -> str | None:
     return None
 
 
-def build(spec: JailSpec, command: Sequence[str]) -> Launch:
-    """The launch line of ``command`` in the jail ``spec`` describes."""
+def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = ()) -> Launch:
+    """The launch line of ``command`` in the jail ``spec`` describes.
+
+    ``keep_fds``: the fds the caller passes to the command; the BPF program's fd gets a
+    number none of them has.
+    """
     why = available()
     if why is not None:
         raise SandboxUnavailable(f"cannot isolate a host-side helper: {why}")
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    launch = Launch([])
-    private: list[tuple[str, str]] = []
-    sources: list[tuple[Mount, str]] = []
-    for m in spec.mounts:
-        src = os.path.realpath(m.src)
-        if not os.path.exists(src):
-            continue
-        if not traversable(src, uid, gid, read_last=False) and can_private_mount():
-            if launch.mount_points is None:
-                launch.mount_points = tempfile.mkdtemp(prefix="jail-", dir=rundir())
-                os.chmod(launch.mount_points, 0o711)
-            point = os.path.join(launch.mount_points, str(len(private)))
-            if os.path.isdir(src):
-                os.mkdir(point)
-            else:
-                open(point, "w").close()
-            private.append((src, point))
-            src = point
-        sources.append((m, src))
-    argv = ["/bin/sh", "-c", BINDER, "codemode-jail"]
-    if private:
-        unshare = find_program("unshare") or "unshare"
-        argv = [unshare, "--mount", "--propagation", "private", *argv]
-        argv += [p for pair in private for p in pair]
-    argv += ["--", bpf_path(spec.network) if spec.seccomp and seccomp_mod.available()[0] else ""]
+    mounts = [(m, os.path.realpath(m.src)) for m in spec.mounts]
+    mounts = [(m, src) for m, src in mounts if os.path.exists(src)]
+    binds = private_binds(
+        [src for _, src in mounts], lambda p: traversable(p, uid, gid, read_last=False)
+    )
+    launch = Launch([], binds.mount_points)
+    sources = [(m, src) for (m, _), src in zip(mounts, binds.sources, strict=True)]
+    argv = binds.argv("codemode-jail")
+    fd = None
+    if spec.seccomp and seccomp_mod.available()[0]:
+        fd = seccomp_fd_number(keep_fds)
+        argv += ["/bin/sh", "-c", WITH_FD, "codemode-jail", str(fd), bpf_path(spec.network)]
     if switch:
         argv += setpriv_args(find_program("setpriv") or "setpriv", uid, gid)
-    argv += _bwrap(spec, sources)
+    argv += _bwrap(spec, sources, fd)
     argv += list(command)
     launch.argv = argv
     return launch
 
 
-def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]]) -> list[str]:
+def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | None) -> list[str]:
     a = [find_program("bwrap") or "bwrap", "--unshare-all"]
     if spec.network:
         a.append("--share-net")
     a += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    if spec.seccomp and seccomp_mod.available()[0]:
-        a += ["--seccomp", str(SECCOMP_FD)]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
     else:
         a.append("--disable-userns")
     etc = tuple(dict.fromkeys((*BASE_ETC, *(NET_ETC if spec.network else ()), *spec.etc)))
@@ -186,4 +248,17 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]]) -> list[str]:
     return a
 
 
-__all__ = ["BINDER", "JailSpec", "Launch", "Mount", "available", "bpf_path", "build", "rundir"]
+__all__ = [
+    "BINDER",
+    "JailSpec",
+    "Launch",
+    "Mount",
+    "PrivateBinds",
+    "available",
+    "bpf_path",
+    "build",
+    "open_bpf",
+    "private_binds",
+    "rundir",
+    "seccomp_fd_number",
+]

@@ -1,0 +1,226 @@
+"""Starting and reaping worker processes, off the event loop.
+
+A sandbox start is blocking work: cgroup directories, a fork/exec of sh, setpriv and
+bwrap. Done on the event loop, it stalls every session of the host, longer as more start
+at once. Here starts run on a few threads of their own (which also bounds how many run at
+once), and so do the reaping and cleanup of dead workers (waiting for the process,
+removing its cgroups and scratch directories).
+
+File descriptors are passed to the worker by number, never at fixed numbers: a pipe of
+the host can have any number, including 9 or 0-2 when the host's stdio is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class LaunchSpec:
+    """How to start one worker; executors that wrap the worker (sandbox) rewrite it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None = None
+    pass_fds: tuple[int, ...] = ()
+    close_after_spawn: tuple[int, ...] = ()
+    cleanup: Callable[[], None] | None = None
+    workspace: str | None = None
+    """The host directory the worker sees as /workspace (sandbox only): swept by the host."""
+
+
+@dataclass(slots=True)
+class Spawned:
+    """A started worker process, not yet tied to an event loop (so it can be pooled)."""
+
+    proc: subprocess.Popen[bytes]
+    to_fd: int
+    from_fd: int
+    err_fd: int
+    out_fd: int
+    ctrl_fd: int
+    cleanup: Callable[[], None] | None = None
+    workspace: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group now (cheap: safe on the event loop)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+
+    def reap(self) -> None:
+        """Close the pipes, wait for the process, remove its cgroups (blocking: a thread)."""
+        for fd in (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        while True:  # killed already: it ends, however slowly a loaded machine lets it
+            try:
+                self.proc.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                self.kill()
+        cleanup, self.cleanup = self.cleanup, None
+        if cleanup is not None:
+            cleanup()
+
+    def destroy(self) -> None:
+        self.kill()
+        self.reap()
+
+
+def above_stdio(fd: int) -> int:
+    """``fd``, or a copy of it numbered 3 or more (closing the original).
+
+    The child's stdin, stdout and stderr are set up on 0-2 before the passed fds are
+    kept: a passed pipe with one of those numbers (possible when the host runs with its
+    stdio closed) would be overwritten.
+    """
+    if fd > 2:
+        return fd
+    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return new
+
+
+def pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    return above_stdio(r), above_stdio(w)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        hint = {
+            int(signal.SIGKILL): " (killed: out of memory, or by another process)",
+            int(signal.SIGSEGV): " (segmentation fault)",
+            int(signal.SIGABRT): " (aborted)",
+        }.get(sig, "")
+        return f"the worker was killed by signal {sig} ({name}){hint}"
+    return f"the worker exited with status {returncode}"
+
+
+# -- the open files limit --------------------------------------------------------------------
+
+_nofile: tuple[int, int, int] | None = None  # soft before, soft now, hard
+
+
+def raise_open_files_limit() -> tuple[int, int, int]:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit, once.
+
+    Each worker holds five pipes on the host, each MCP server a few more, each client a
+    socket: the common default of 1,024 is reached by ~150 sessions. Returns the soft
+    limit before, the soft limit now and the hard limit.
+    """
+    global _nofile
+    if _nofile is None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        now = soft
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                now = target
+            except (ValueError, OSError):
+                now = soft
+        _nofile = (soft, now, hard)
+    return _nofile
+
+
+# -- threads for starts and reaping ----------------------------------------------------------
+
+
+def _default_max_starts() -> int:
+    env = os.environ.get("CODEMODE_MAX_STARTS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+MAX_STARTS = _default_max_starts()
+"""Workers started at once (``CODEMODE_MAX_STARTS``); the others wait their turn."""
+
+_lock = threading.Lock()
+_starts: ThreadPoolExecutor | None = None
+_reapers: ThreadPoolExecutor | None = None
+
+
+def starts() -> ThreadPoolExecutor:
+    """The threads that start workers, for every executor and pool of the process."""
+    global _starts
+    with _lock:
+        if _starts is None:
+            _starts = ThreadPoolExecutor(MAX_STARTS, thread_name_prefix="codemode-start")
+        return _starts
+
+
+def _reaper() -> ThreadPoolExecutor:
+    global _reapers
+    with _lock:
+        if _reapers is None:
+            _reapers = ThreadPoolExecutor(4, thread_name_prefix="codemode-reap")
+        return _reapers
+
+
+async def off_loop(fn: Callable[[], T], *, orphan: Callable[[T], None] | None = None) -> T:
+    """Run ``fn`` on a start thread and wait for it without blocking the loop.
+
+    If the caller is cancelled meanwhile, ``fn`` still finishes on its thread; ``orphan``
+    then receives its result (e.g. a started worker to destroy) so nothing leaks.
+    """
+    fut = starts().submit(fn)
+    try:
+        return await asyncio.wrap_future(fut)
+    except asyncio.CancelledError:
+        if orphan is not None:
+            fut.add_done_callback(lambda f: _hand_over(f, orphan))
+        raise
+
+
+def _hand_over(fut: Future[T], orphan: Callable[[T], None]) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        orphan(fut.result())
+
+
+def reap_later(spawned: Spawned) -> Future[None]:
+    """Kill now; close, wait and clean up on a reaper thread. Returns when that is done."""
+    spawned.kill()
+    return _reaper().submit(spawned.reap)
+
+
+__all__ = [
+    "MAX_STARTS",
+    "LaunchSpec",
+    "Spawned",
+    "above_stdio",
+    "describe_exit",
+    "off_loop",
+    "pipe",
+    "raise_open_files_limit",
+    "reap_later",
+    "starts",
+]

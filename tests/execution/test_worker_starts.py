@@ -1,0 +1,127 @@
+"""Workers start off the event loop, a few at a time, and pools refill by demand.
+
+A sandbox start (cgroups, sh, setpriv, bwrap) is blocking work; done on the loop it
+stalls every session of the host. These tests watch the loop with a ticker task while
+workers start, and record each start from inside the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from codemode import Session, SubprocessExecutor
+from codemode.execution.pool import get_pool
+from codemode.execution.sandbox import SandboxExecutor
+
+pytestmark = pytest.mark.anyio
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+
+class RecordingSandbox(SandboxExecutor):
+    """The real sandbox executor, noting when each worker start begins and ends."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.starts: list[tuple[float, float]] = []
+        self.busy = 0
+        self.most_at_once = 0
+        self._count = threading.Lock()
+
+    def spawn(self) -> Any:
+        with self._count:
+            self.busy += 1
+            self.most_at_once = max(self.most_at_once, self.busy)
+        began = time.monotonic()
+        try:
+            return super().spawn()
+        finally:
+            self.starts.append((began, time.monotonic()))
+            with self._count:
+                self.busy -= 1
+
+
+class Ticker:
+    """A task that notes the time every millisecond, as long as the loop lets it run."""
+
+    def __init__(self) -> None:
+        self.ticks: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            self.ticks.append(time.monotonic())
+            await asyncio.sleep(0.001)
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+@needs_bwrap
+async def test_the_loop_keeps_running_while_20_sandboxed_workers_start() -> None:
+    ex = RecordingSandbox(pool_size=0)
+    await ex.warm()  # the one-off probe, so every start below is a plain worker start
+    sessions = [Session(ex) for _ in range(20)]
+    try:
+        with Ticker() as ticker:
+            await asyncio.gather(*(s.start() for s in sessions))
+        ticked_during_a_start = [
+            (a, b) for a, b in ex.starts if any(a < t < b for t in ticker.ticks)
+        ]
+        assert len(ex.starts) == 20
+        assert ticked_during_a_start, "the loop never ran while a worker was starting"
+        results = await asyncio.gather(*(s.run("6 * 7") for s in sessions))
+        assert [r.value for r in results] == [42] * 20
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions))
+
+
+@needs_bwrap
+async def test_concurrent_starts_run_side_by_side_up_to_the_bound() -> None:
+    ex = RecordingSandbox(pool_size=0)
+    await ex.warm()
+    sessions = [Session(ex) for _ in range(12)]
+    try:
+        await asyncio.gather(*(s.start() for s in sessions))
+        assert ex.most_at_once > 1, "the workers started one after the other"
+        from codemode.execution.spawn import MAX_STARTS
+
+        assert ex.most_at_once <= MAX_STARTS
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions))
+
+
+async def test_a_burst_that_empties_the_pool_leaves_more_warm_workers_for_the_next() -> None:
+    ex = SubprocessExecutor(pool_size=1, memory_limit_mb=555)  # a pool of its own
+    await ex.warm()
+    pool = get_pool(ex.pool_key(), ex.spawn, ex.pool_size)
+
+    async def burst() -> int:
+        """Start four sessions at once; how many got a pre-started worker."""
+        warm = {s.proc.pid for s in pool._ready}
+        sessions = [Session(ex) for _ in range(4)]
+        await asyncio.gather(*(s.start() for s in sessions))
+        pids = [(await s.run("import os; os.getpid()")).value for s in sessions]
+        await asyncio.gather(*(s.close() for s in sessions))
+        return sum(pid in warm for pid in pids)
+
+    try:
+        first = await burst()
+        deadline = time.monotonic() + 60
+        while len(pool) < 4:  # refilled in the background, to the demand just seen
+            assert time.monotonic() < deadline, f"the pool holds {len(pool)} workers"
+            await asyncio.sleep(0.05)
+        assert first == 1 and await burst() == 4
+    finally:
+        pool.close()

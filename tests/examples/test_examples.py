@@ -25,7 +25,11 @@ def needs(*paths: Path) -> None:
 
 
 def run_example(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    clean = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PROVIDER_ENV and not k.startswith("CODEMODE_LLM_")
+    }
     clean |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), **(env or {})}
     done = subprocess.run(
         [sys.executable, *args], cwd=REPO, env=clean, capture_output=True, text=True, timeout=300
@@ -39,6 +43,13 @@ def figure(out: str, label: str) -> int:
     found = re.search(rf"{label}: +([\d,]+)", out)
     assert found, f"no {label!r} in the output"
     return int(found[1].replace(",", ""))
+
+
+def table_row(out: str, label: str) -> list[int]:
+    """The numbers of the table row starting with ``label``."""
+    found = re.search(rf"^ +{re.escape(label)} +([\d,]+) +([\d,]+)$", out, re.M)
+    assert found, f"no row {label!r} in the output"
+    return [int(n.replace(",", "")) for n in found.groups()]
 
 
 def test_progressive_disclosure_finds_a_tool_by_need_then_calls_it(tmp_path: Path) -> None:
@@ -65,3 +76,45 @@ def test_privacy_shows_tokens_to_the_model_and_real_values_to_the_sink(tmp_path:
     assert "found customer 1003" in out and "sent 3 messages" in out
     assert "to=chloe.dubois@example.fr" in host_view
     assert "real e-mails and cards delivered: 6; model saw: 0" in out
+
+
+def test_the_plugin_is_found_by_its_entry_point_and_keeps_a_ledger_of_tool_calls(
+    tmp_path: Path,
+) -> None:
+    needs(NPM / "server-filesystem")
+    out = run_example(tmp_path, "examples/plugin/demo.py")
+    assert re.search(r"ledger +\[loaded\] +codemode_ledger:setup +\(codemode-ledger 0\.1\.0\)", out)
+    assert "+ tool source ledger" in out
+    assert "caught ToolError" in out and "read ['a.txt', 'b.txt']" in out
+    ledger = out.split("read the ledger")[1]
+    assert re.search(r"files\.read_text_file +calls=3 failed=1 bytes=\d{4}", ledger)
+    assert re.search(r"files\.list_directory +calls=1 failed=0", ledger)
+    assert not re.search(r"^ +ledger\.\w+ +calls=", ledger, re.M)  # reading it is not recorded
+
+
+def test_side_by_side_counts_the_tokens_of_both_ways_for_the_same_answer(tmp_path: Path) -> None:
+    needs(NPM / "server-filesystem", NPM / "server-memory")
+    out = run_example(tmp_path, "examples/side_by_side.py")
+    assert "Direct tool calls (23 tool definitions up front)" in out
+    direct, code = table_row(out, "context at the end")
+    assert direct > 20_000 and code < direct / 5
+    billed_direct, billed_code = table_row(out, "input billed, all turns")
+    assert billed_code < billed_direct
+    answers = re.search(r"both answered: (Recorded: [^|]+) \| (Recorded: .+)", out)
+    assert answers and answers[1].strip() == answers[2].strip()
+    assert "run_code" in out.split("Code mode")[1] and "files__read_text_file" in out
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_llm_integration_runs_offline_against_the_fake_provider_by_default(
+    tmp_path: Path, wire: str
+) -> None:
+    needs(NPM / "server-filesystem")
+    out = run_example(tmp_path, "examples/llm_integration.py", "--wire", wire)
+    assert "No model configured: a scripted model on http://127.0.0.1:" in out
+    assert f"({wire} wire format)" in out
+    assert "files.list_directory" in out.split("step 1")[1]
+    assert "-> 2 of 3 notes: friday.txt, monday.txt" in out
+    assert "2 of your 3 notes mention Paris (friday.txt, monday.txt)." in out
+    assert "success=True stop_reason=answer steps=3 tool_calls=4" in out
+    assert "served 3 requests; the first offered the tools ['run_code']" in out

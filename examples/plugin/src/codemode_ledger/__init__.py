@@ -1,0 +1,77 @@
+"""codemode-ledger: an example plugin that keeps a ledger of every tool call.
+
+It plugs into two seams (docs/plugins.md):
+
+- a tool-call layer at the ``audit`` stage, outside policy and approval, so it sees every
+  call the code makes, refused ones included, with its duration and result size;
+- a tool source, so the agent's code reads the ledger like any tool:
+  ``tools.ledger.report()`` and ``tools.ledger.recent(n=5)``.
+
+The ledger lives in this process's memory, one per workspace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from codemode import PythonSource
+from codemode.plugins import PluginAPI
+from codemode.tools.registry import NextCall, ToolCall
+from codemode.workspace import Workspace
+
+SERVER = "ledger"
+_entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+
+async def record(call: ToolCall, call_next: NextCall) -> Any:
+    """The tool-call layer: time the call and note how it ended."""
+    if call.server == SERVER:  # reading the ledger is not worth a line in it
+        return await call_next(call)
+    started, outcome = time.perf_counter(), "error"
+    try:
+        result = await call_next(call)
+        outcome = "ok"
+        return result
+    finally:
+        _entries[call.context.workspace or ""].append(
+            {
+                "tool": f"{call.server}.{call.tool}",
+                "outcome": outcome,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+                "bytes": int(call.notes.get("bytes", 0)),
+            }
+        )
+
+
+def sources(workspace: Workspace) -> PythonSource:
+    """The ``ledger`` tools of one workspace."""
+    entries = _entries[str(workspace.path)]
+    source = PythonSource(SERVER)
+
+    def report() -> list[dict[str, Any]]:
+        """Per tool: calls, failures, total milliseconds and bytes returned."""
+        rows: dict[str, dict[str, Any]] = {}
+        for e in entries:
+            row = rows.setdefault(e["tool"], {"tool": e["tool"], "calls": 0, "failed": 0,
+                                              "ms": 0.0, "bytes": 0})  # fmt: skip
+            row["calls"] += 1
+            row["failed"] += e["outcome"] != "ok"
+            row["ms"] = round(row["ms"] + e["ms"], 1)
+            row["bytes"] += e["bytes"]
+        return sorted(rows.values(), key=lambda r: -r["calls"])
+
+    def recent(n: int = 5) -> list[dict[str, Any]]:
+        """The last ``n`` calls, newest last."""
+        return entries[-n:]
+
+    source.add(report, annotations={"readOnlyHint": True})
+    source.add(recent, annotations={"readOnlyHint": True})
+    return source
+
+
+def setup(api: PluginAPI) -> None:
+    """The entry point (``[project.entry-points."codemode.plugins"] ledger = ...``)."""
+    api.middleware(record, stage="audit")
+    api.tool_source(sources)

@@ -81,11 +81,14 @@ def dim(text: str) -> str:
     return f"\033[2m{text}\033[0m" if COLOR else text
 
 
-async def show(session: Session, code: str, timeout: float = 60) -> ExecutionResult:
-    """Run ``code`` and print it with what the model would be shown; stop on a failure."""
+async def show(
+    session: Session, code: str, timeout: float = 60, *, check: bool = True
+) -> ExecutionResult:
+    """Run ``code`` and print it with what the model would be shown; with ``check``, stop
+    the example when the code fails."""
     print(dim(textwrap.indent(code.strip(), "  >>> ")))
     result = await session.run(code, timeout=timeout)
     print(textwrap.indent(result.to_text(), "  "), flush=True)
-    if not result.is_ok:
+    if check and not result.is_ok:
         raise SystemExit(f"\nthe example's code failed: {result.error}")
     return result

@@ -52,6 +52,19 @@ def table_row(out: str, label: str) -> list[int]:
     return [int(n.replace(",", "")) for n in found.groups()]
 
 
+def test_the_demo_tours_tool_calls_filtering_skills_and_guardrails(tmp_path: Path) -> None:
+    needs(NPM / "server-filesystem", TIME_SERVER)
+    out = run_example(tmp_path, "examples/demo.py")
+    assert re.search(r"5000 rows read \([\d,]+ characters\), \d+ deals over 98,000", out)
+    assert re.search(r"the model saw [\d,]+ characters instead of [\d,]+", out)
+    assert re.search(r"Asia/Tokyo \d\d:\d\d", out)
+    reused = out.split("== 5.")[1].split("== 6.")[0]
+    assert "top_deals" in reused and "'regions': ['north'" in reused
+    guardrails = out.split("== 6.")[1]
+    assert "network blocked" in guardrails and "False False" in guardrails
+    assert "stopped after its 1 s timeout" in guardrails and "still alive: 2" in guardrails
+
+
 def test_progressive_disclosure_finds_a_tool_by_need_then_calls_it(tmp_path: Path) -> None:
     needs(NPM / "server-filesystem", NPM / "server-memory", TIME_SERVER)
     out = run_example(tmp_path, "examples/progressive_disclosure.py")

@@ -95,7 +95,7 @@ def test_the_plugin_is_found_by_its_entry_point_and_keeps_a_ledger_of_tool_calls
     tmp_path: Path,
 ) -> None:
     needs(NPM / "server-filesystem")
-    out = run_example(tmp_path, "examples/plugin/demo.py")
+    out = run_example(tmp_path, "examples/plugin/ledger_demo.py")
     assert re.search(r"ledger +\[loaded\] +codemode_ledger:setup +\(codemode-ledger 0\.1\.0\)", out)
     assert "+ tool source ledger" in out
     assert "caught ToolError" in out and "read ['a.txt', 'b.txt']" in out

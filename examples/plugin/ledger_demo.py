@@ -1,6 +1,6 @@
 """A plugin of one's own in the tool-call chain: the ``codemode-ledger`` package beside this.
 
-    .venv/bin/python examples/plugin/demo.py
+    .venv/bin/python examples/plugin/ledger_demo.py
 
 If the plugin is not installed (``pip install examples/plugin`` installs it for good),
 the demo installs it into a throwaway folder and runs itself again with that folder on

@@ -65,6 +65,23 @@ def test_the_demo_tours_tool_calls_filtering_skills_and_guardrails(tmp_path: Pat
     assert "stopped after its 1 s timeout" in guardrails and "still alive: 2" in guardrails
 
 
+def test_a_multi_step_task_chains_three_servers_in_one_persistent_session(
+    tmp_path: Path,
+) -> None:
+    needs(NPM / "server-filesystem", NPM / "server-memory", TIME_SERVER)
+    out = run_example(tmp_path, "examples/multi_step_task.py")
+    assert "3 meetings, 5 invitations" in out
+    times = out.split("== 3.")[1].split("== 4.")[0]
+    assert re.search(r"2026-11-23 09:30 Renewal.*\| Kenji Sato \d\d:30, Maria Lopez \d\d:30", times)
+    assert "Tom Berg 11:00" in times and "Priya Nair" in times  # Oslo keeps Paris's time
+    assert "7 entities, 5 relations in the graph" in out
+    assert "Maria Lopez attends: ['Initech onboarding', 'Renewal of the Acme contract']" in out
+    assert "wrote follow-ups.md with 5 tasks; cursor 2026-11-26" in out
+    plan = out.split("the plan the agent wrote")[1]
+    assert plan.index("Acme") < plan.index("Globex") < plan.index("Initech")
+    assert plan.count("- [ ]") == 5
+
+
 def test_progressive_disclosure_finds_a_tool_by_need_then_calls_it(tmp_path: Path) -> None:
     needs(NPM / "server-filesystem", NPM / "server-memory", TIME_SERVER)
     out = run_example(tmp_path, "examples/progressive_disclosure.py")

@@ -26,7 +26,7 @@ SANDBOX_ENV = {
     "USER": "sandbox",
 }
 _RO_ETC = ("/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates")
-SECCOMP_FD = 9
+SECCOMP_FD = 9  # below subprocess.CHILD_FD_FLOOR: the worker's pipes never take it
 
 
 def bwrap_args(

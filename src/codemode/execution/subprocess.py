@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -38,7 +39,29 @@ BOOTSTRAP = (
     "from codemode_worker.main import main;main(c)"
 )
 _TAIL = 4096
+CHILD_FD_FLOOR = 10
+"""The pipes a worker inherits are numbered from here. Launchers that wrap the worker
+claim fixed low numbers (the sandbox's shell opens the seccomp filter on fd 9): a pipe
+that happened to get that number (a host with a few more connections open) was replaced
+by the filter before the worker started."""
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _pipe_above(floor: int) -> tuple[int, int]:
+    """``os.pipe()`` whose two fds are numbered ``floor`` or more (close-on-exec)."""
+    low = os.pipe()
+    high: list[int] = []
+    try:
+        for fd in low:
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor))
+    except OSError:
+        for fd in high:
+            os.close(fd)
+        raise
+    finally:
+        for fd in low:
+            os.close(fd)
+    return high[0], high[1]
 
 
 @dataclass(slots=True)
@@ -171,8 +194,8 @@ class SubprocessExecutor:
         )
 
     def spawn(self) -> Spawned:
-        out_r, out_w = os.pipe()
-        ctrl_r, ctrl_w = os.pipe()
+        out_r, out_w = _pipe_above(CHILD_FD_FLOOR)
+        ctrl_r, ctrl_w = _pipe_above(CHILD_FD_FLOOR)
         config = {**self.worker_config(), "out_fd": out_w, "ctrl_fd": ctrl_r}
         spec = self.launch_spec(config)
         try:

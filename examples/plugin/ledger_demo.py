@@ -5,8 +5,9 @@
 If the plugin is not installed (``pip install examples/plugin`` installs it for good),
 the demo installs it into a throwaway folder and runs itself again with that folder on
 ``PYTHONPATH``: codemode finds it the way it finds any plugin, through its entry point.
-The demo then shows ``codemode plugins list``, lets code call a real filesystem server, and
-reads the ledger the plugin kept of those calls, from the code, as ``tools.ledger``.
+The demo then shows ``codemode plugins list``, runs a custom workflow that ends with the
+plugin's own step type (``audit_files.yaml``), lets code call a real filesystem server,
+and reads the ledger the plugin kept of all those calls, from the code, as ``tools.ledger``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # examples/_sup
 from _support import banner, make_workspace, npm_server, scratch, show
 
 from codemode import Session
+from codemode.workflows import arun_workflow
 
 PLUGIN = Path(__file__).resolve().parent
 
@@ -60,6 +62,14 @@ async def demo(root: Path) -> None:
     for name, text in {"a.txt": "alpha\n", "b.txt": "beta " * 200 + "\n"}.items():
         (data / name).write_text(text)
     base = make_workspace(root, {"files": npm_server("server-filesystem", str(data))})
+    banner("A custom workflow whose last step is the plugin's `ledger` step type")
+    run = await arun_workflow(PLUGIN / "audit_files.yaml", base=base, inputs={"root": str(data)})
+    print(f"  status={run.status}")
+    if run.status != "succeeded":
+        raise SystemExit(f"the workflow failed: {run.error}")
+    for row in run.result:
+        print(f"  {row['tool']:<24} calls={row['calls']} failed={row['failed']}")
+
     async with Session.from_base(base) as s:
         banner("The agent's code calls tools; the plugin's layer records each call")
         await show(
@@ -75,13 +85,17 @@ async def demo(root: Path) -> None:
             "    print('caught', type(e).__name__)\n"
             "print('read', names)",
         )
-        banner("The plugin's own tools read the ledger, from the code")
+        banner("The plugin's own tools read the ledger (workflow and session), from the code")
         await show(
             s,
             "for row in tools.ledger.report():\n"
             "    print(f\"{row['tool']:<24} calls={row['calls']} failed={row['failed']}"
             " bytes={row['bytes']}\")",
         )
+
+    banner("The workflow again: the ledger now holds a failed call, so its last step fails")
+    again = await arun_workflow(PLUGIN / "audit_files.yaml", base=base, inputs={"root": str(data)})
+    print(f"  status={again.status}: {again.error}")
 
 
 def main() -> int:

@@ -114,12 +114,16 @@ def test_the_plugin_is_found_by_its_entry_point_and_keeps_a_ledger_of_tool_calls
     needs(NPM / "server-filesystem")
     out = run_example(tmp_path, "examples/plugin/ledger_demo.py")
     assert re.search(r"ledger +\[loaded\] +codemode_ledger:setup +\(codemode-ledger 0\.1\.0\)", out)
-    assert "+ tool source ledger" in out
+    assert "+ tool source ledger" in out and "+ step type ledger" in out
+    workflow = out.split("`ledger` step type")[1].split("==")[0]
+    assert "status=succeeded" in workflow
+    assert re.search(r"files\.read_text_file +calls=2 failed=0", workflow)
     assert "caught ToolError" in out and "read ['a.txt', 'b.txt']" in out
-    ledger = out.split("read the ledger")[1]
-    assert re.search(r"files\.read_text_file +calls=3 failed=1 bytes=\d{4}", ledger)
-    assert re.search(r"files\.list_directory +calls=1 failed=0", ledger)
+    ledger = out.split("read the ledger")[1].split("==")[0]
+    assert re.search(r"files\.read_text_file +calls=5 failed=1 bytes=\d{4}", ledger)
+    assert re.search(r"files\.list_directory +calls=2 failed=0", ledger)
     assert not re.search(r"^ +ledger\.\w+ +calls=", ledger, re.M)  # reading it is not recorded
+    assert "status=failed: audit: TooManyFailures: 1 tool calls failed; this step allows 0" in out
 
 
 def test_side_by_side_counts_the_tokens_of_both_ways_for_the_same_answer(tmp_path: Path) -> None:

@@ -1,24 +1,30 @@
 """codemode-ledger: an example plugin that keeps a ledger of every tool call.
 
-It plugs into two seams (docs/plugins.md):
+It plugs into three seams (docs/plugins.md):
 
 - a tool-call layer at the ``audit`` stage, outside policy and approval, so it sees every
   call the code makes, refused ones included, with its duration and result size;
 - a tool source, so the agent's code reads the ledger like any tool:
-  ``tools.ledger.report()`` and ``tools.ledger.recent(n=5)``.
+  ``tools.ledger.report()`` and ``tools.ledger.recent(n=5)``;
+- a workflow step type, ``- ledger: {max_failed: 0}``: the report as the step's output,
+  and a failed step when more calls failed than allowed.
 
-The ledger lives in this process's memory, one per workspace.
+The ledger lives in this process's memory, one per workspace: sessions and workflow runs
+on the same workspace add to the same ledger.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from codemode import PythonSource
+from codemode.errors import CodemodeError
 from codemode.plugins import PluginAPI
 from codemode.tools.registry import NextCall, ToolCall
+from codemode.workflows import StepContext
 from codemode.workspace import Workspace
 
 SERVER = "ledger"
@@ -45,6 +51,19 @@ async def record(call: ToolCall, call_next: NextCall) -> Any:
         )
 
 
+def summarize(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per tool: calls, failures, total milliseconds and bytes returned; busiest first."""
+    rows: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        row = rows.setdefault(e["tool"], {"tool": e["tool"], "calls": 0, "failed": 0,
+                                          "ms": 0.0, "bytes": 0})  # fmt: skip
+        row["calls"] += 1
+        row["failed"] += e["outcome"] != "ok"
+        row["ms"] = round(row["ms"] + e["ms"], 1)
+        row["bytes"] += e["bytes"]
+    return sorted(rows.values(), key=lambda r: -r["calls"])
+
+
 def sources(workspace: Workspace) -> PythonSource:
     """The ``ledger`` tools of one workspace."""
     entries = _entries[str(workspace.path)]
@@ -52,15 +71,7 @@ def sources(workspace: Workspace) -> PythonSource:
 
     def report() -> list[dict[str, Any]]:
         """Per tool: calls, failures, total milliseconds and bytes returned."""
-        rows: dict[str, dict[str, Any]] = {}
-        for e in entries:
-            row = rows.setdefault(e["tool"], {"tool": e["tool"], "calls": 0, "failed": 0,
-                                              "ms": 0.0, "bytes": 0})  # fmt: skip
-            row["calls"] += 1
-            row["failed"] += e["outcome"] != "ok"
-            row["ms"] = round(row["ms"] + e["ms"], 1)
-            row["bytes"] += e["bytes"]
-        return sorted(rows.values(), key=lambda r: -r["calls"])
+        return summarize(entries)
 
     def recent(n: int = 5) -> list[dict[str, Any]]:
         """The last ``n`` calls, newest last."""
@@ -71,7 +82,22 @@ def sources(workspace: Workspace) -> PythonSource:
     return source
 
 
+class TooManyFailures(CodemodeError):
+    """A ``ledger`` workflow step found more failed calls than it allows."""
+
+
+async def ledger_step(arguments: Mapping[str, Any], ctx: StepContext) -> list[dict[str, Any]]:
+    """The workflow step ``- ledger: {max_failed: N}`` (``max_failed`` is optional)."""
+    rows = summarize(_entries[ctx.registry.workspace or ""])
+    failed = sum(r["failed"] for r in rows)
+    limit = arguments.get("max_failed")
+    if limit is not None and failed > int(limit):
+        raise TooManyFailures(f"{failed} tool calls failed; this step allows {limit}")
+    return rows
+
+
 def setup(api: PluginAPI) -> None:
     """The entry point (``[project.entry-points."codemode.plugins"] ledger = ...``)."""
     api.middleware(record, stage="audit")
     api.tool_source(sources)
+    api.step_type("ledger", ledger_step)

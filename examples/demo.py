@@ -11,30 +11,22 @@ reuse it from a new session, keep an artifact, and watch the guardrails work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import shutil
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
-from codemode import ExecutionResult, Session
+from _support import REPO, banner
+from _support import show as show_checked
 
-REPO = Path(__file__).resolve().parent.parent
+from codemode import Session
+
 FS_SERVER = REPO / ".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 TIME_PY = REPO / ".ci/venvs/mcp-server-time/bin/python"
-
-
-def banner(text: str) -> None:
-    print(f"\n\033[1;36m== {text}\033[0m")
-
-
-async def show(session: Session, code: str, timeout: float = 30) -> ExecutionResult:
-    print("\033[2m" + textwrap.indent(code.strip(), "  >>> ") + "\033[0m")
-    result = await session.run(code, timeout=timeout)
-    print(textwrap.indent(result.to_text(), "  "))
-    return result
+show = functools.partial(show_checked, check=False)  # failures are part of the tour
 
 
 def make_workspace(root: Path) -> Path:

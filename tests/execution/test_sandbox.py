@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -334,3 +336,34 @@ def test_a_codemode_workspace_mounts_only_its_files_directory(workspace: str) ->
 
     ex = SandboxExecutor.for_workspace(FakeWorkspace(), pool_size=0)
     assert ex.workspace == os.path.join(workspace, "files") and os.path.isdir(ex.workspace)
+
+
+HOLD_FDS_THEN_RUN = """
+import asyncio, os, sys
+from codemode import Session
+from codemode.execution.sandbox import SandboxExecutor
+
+async def main(free: int) -> None:
+    held = []
+    while (fd := os.open(os.devnull, os.O_RDONLY)) < free:
+        held.append(fd)
+    os.close(fd)
+    async with Session(SandboxExecutor(workspace=sys.argv[1], pool_size=0)) as s:
+        print(free, (await s.run("6 * 7")).value, flush=True)
+    for fd in held:
+        os.close(fd)
+
+for free in (6, 7, 8, 9):
+    asyncio.run(main(free))
+"""
+
+
+@needs_bwrap
+def test_the_worker_starts_whichever_fds_the_host_process_already_holds(workspace: str) -> None:
+    """A launcher that opened the seccomp filter on a fixed fd (9) replaced a worker pipe
+    that got that number (a host with a few connections open, e.g. to MCP servers)."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD_FDS_THEN_RUN, workspace],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.stdout.split() == ["6", "42", "7", "42", "8", "42", "9", "42"], done.stderr[-2000:]

@@ -101,12 +101,14 @@ def test_an_unfinished_step_that_may_have_acted_is_not_rerun_without_a_decision(
     space: Space,
 ) -> None:
     flag = space.base / "flag"
+    acted = space.base / "acted"  # the step's sign that its side effect is done
     inside = (
         "tools.memory.create_entities(entities=[{'name': 'inside', 'entityType': 'test', "
-        "'observations': ['x']}])"
+        f"'observations': ['x']}}]); open({str(acted)!r}, 'w').close()"
     )
     path = space.write("w.yaml", workflow(inside=inside))
-    run_id = kill_when_started(space, start(space, str(path), "-i", f"flag={flag}"), "wait")
+    proc = start(space, str(path), "-i", f"flag={flag}")
+    run_id = kill_when_started(space, proc, "wait", marker=acted)
     flag.touch()
     stuck = space.codemode("workflow", "resume", run_id, "--no-interactive", "--json")
     assert stuck.returncode == 3, stuck.stderr

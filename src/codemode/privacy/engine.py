@@ -40,7 +40,7 @@ from .walk import Leaves
 if TYPE_CHECKING:
     from codemode.config import ServerConfig
 
-__all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner"]
+__all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
 SEP = "\x00"
 
@@ -74,6 +74,10 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
             detectors.append(DenyList(entity, values))
             custom.append(entity)
     detectors.extend(builtin_detectors(wanted, phone_regions=config.phone_regions))
+    if config.decode:
+        from .encoded import EncodedDetector
+
+        detectors.append(EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom)))
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector
@@ -117,13 +121,20 @@ class Privacy:
         return str(out)
 
     def protect(
-        self, value: Any, *, where: str = "", literal: Mapping[str, str] = {}
+        self,
+        value: Any,
+        *,
+        where: str = "",
+        literal: Mapping[str, str] = {},
+        count: bool = True,
     ) -> tuple[Any, Report]:
         """``value`` with every detected value replaced (see the module doc).
 
         ``literal`` maps real values to their tokens that must be replaced wherever they
         appear (values just restored into a sink's arguments, which may come back in its
         result or error without any detector recognising them out of context).
+        ``count``: report what was replaced to the metrics (not for copies of what the
+        model sees anyway, such as the audit log's).
         """
         report = Report()
         leaves = Leaves.collect(value)
@@ -155,6 +166,8 @@ class Privacy:
             raise PrivacyBlocked(
                 f"personal data ({report.summary()}){label} was withheld: privacy.action is 'block'"
             )
+        if count:
+            count_tokenized(report.found)
         return leaves.apply(new), report
 
     def _replace_all(self, texts: list[str], report: Report) -> list[str]:
@@ -308,6 +321,18 @@ class Privacy:
             pos = sp.end
         parts.append(text[pos:])
         return "".join(parts)
+
+
+def count_tokenized(found: Mapping[str, int]) -> None:
+    """Tell the metrics (``codemode_pii_tokenized``) what was replaced; credentials,
+    redacted by the other net, are not personal data and not counted."""
+    if not any(e != "SECRET" and n for e, n in found.items()):
+        return
+    from codemode.observability import signals
+
+    for entity, n in found.items():
+        if entity != "SECRET" and n:
+            signals.pii_tokenized(entity, n)
 
 
 def _replace_literals(text: str, literal: Mapping[str, str]) -> str:

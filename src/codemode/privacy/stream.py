@@ -9,9 +9,16 @@ detected, so ``"alice@ex"`` | ``"ample.com"`` comes out as one token. The last
 ("Tel.") in one chunk still counts for a number in the next. A value longer than the
 hold window (a private-key block still open) is held until it ends, up to ``max_hold``
 characters, after which the held text is scanned and sent as it is.
+
+With ``lines`` (the default when every detector is line-local, see
+``Scanner.line_local``), complete lines go out as soon as they end: no value a detector
+finds spans a line break, so only the unfinished last line needs holding, and live
+output stays live. A span the scanner sees crossing the line break still holds the cut.
 """
 
 from __future__ import annotations
+
+import re
 
 from .engine import Privacy, Report
 from .scan import Span
@@ -21,7 +28,13 @@ __all__ = ["StreamScanner"]
 
 class StreamScanner:
     def __init__(
-        self, engine: Privacy, *, hold: int = 512, context: int = 64, max_hold: int = 1 << 20
+        self,
+        engine: Privacy,
+        *,
+        hold: int = 512,
+        context: int = 64,
+        max_hold: int = 1 << 20,
+        lines: bool | None = None,
     ) -> None:
         if hold < 1 or context < 0 or max_hold < hold:
             raise ValueError("need hold >= 1, context >= 0 and max_hold >= hold")
@@ -29,6 +42,7 @@ class StreamScanner:
         self.hold = hold
         self.context = context
         self.max_hold = max_hold
+        self.lines = engine.scanner.line_local if lines is None else lines
         self.report = Report()
         self._seen = ""  # raw text already sent (its tail), for context only
         self._buf = ""
@@ -38,7 +52,7 @@ class StreamScanner:
         if not chunk:
             return ""
         self._buf += chunk
-        if len(self._buf) <= self.hold:
+        if len(self._buf) <= self.hold and not (self.lines and _has_break(chunk)):
             return ""
         return self._emit(final=False)
 
@@ -53,9 +67,12 @@ class StreamScanner:
         text = ctx + self._buf
         spans = [s for s in self.engine.scanner.spans(text) if s.end > len(ctx)]
         cut = len(text) if final else len(text) - self.hold
+        if self.lines and not final:
+            cut = max(cut, _wrapped_start(text, text.rfind("\n") + 1, text.rfind("\r") + 1))
         for sp in spans:
-            if sp.start < cut < sp.end:
-                cut = sp.start
+            # Inside a value, or one that reaches the end so far (it may go on).
+            if sp.start < cut < sp.end or (not final and sp.end == len(text) > sp.start):
+                cut = min(cut, sp.start)
         if cut < len(ctx):
             cut = len(ctx)
         if cut == len(ctx) and not final:
@@ -79,3 +96,25 @@ class StreamScanner:
     def _token(self, sp: Span, text: str) -> str:
         self.report.found[sp.entity] += 1
         return self.engine.substitute(sp.entity, text[sp.start : sp.end])
+
+
+_WRAPPED = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
+
+
+def _wrapped_start(text: str, cut: int, cr: int) -> int:
+    """The line cut, moved back over lines that look like wrapped base64 (MIME, PEM):
+    a value encoded in such a block may only show once its next line has arrived."""
+    cut = max(cut, cr)
+    while cut > 0:
+        start = max(text.rfind("\n", 0, cut - 1), text.rfind("\r", 0, cut - 1)) + 1
+        end = cut
+        while end > start and text[end - 1] in "\r\n":
+            end -= 1
+        if _WRAPPED.fullmatch(text, start, end) is None:
+            break
+        cut = start
+    return cut
+
+
+def _has_break(chunk: str) -> bool:
+    return "\n" in chunk or "\r" in chunk

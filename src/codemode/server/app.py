@@ -239,7 +239,7 @@ async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
             result = await lease.session.run(
                 code,
                 timeout=timeout,
-                on_output=mcp_listener(call.mcp, call.server.output_limit),
+                on_output=mcp_listener(call, call.server.output_limit),
             )
     notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
     return await render_run(

@@ -72,6 +72,7 @@ class EmailDetector:
 
     entities = ("EMAIL",)
     line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         at = text.find("@")
@@ -137,6 +138,7 @@ class PhoneDetector:
 
     entities = ("PHONE",)
     line_local = True
+    local_context = True
 
     def __init__(
         self, regions: Sequence[str] = ("US",), context: Iterable[str] = PHONE_CONTEXT
@@ -267,6 +269,7 @@ class CardDetector:
 
     entities = ("CREDIT_CARD",)
     line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _CARD.finditer(text):
@@ -303,6 +306,7 @@ class SSNDetector:
 
     entities = ("US_SSN",)
     line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _SSN_TAIL.finditer(text):
@@ -337,6 +341,7 @@ class IBANDetector:
 
     entities = ("IBAN",)
     line_local = True
+    local_context = True
 
     def __init__(self) -> None:
         from stdnum import iban
@@ -406,6 +411,7 @@ class IPDetector:
 
     entities = ("IP_ADDRESS",)
     line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _IPV4_TAIL.finditer(text):
@@ -463,6 +469,7 @@ class RegexDetector:
         self.entities = (entity,)
         self.pattern = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         self.window = window
+        self.local_context = not context
         self._context = (
             re.compile("|".join(re.escape(w) for w in context), re.IGNORECASE) if context else None
         )
@@ -486,6 +493,7 @@ class DenyList:
         self.entities = (entity,)
         words = sorted({v for v in values if v.strip()}, key=len, reverse=True)
         self.line_local = not any("\n" in w or "\r" in w for w in words)
+        self.local_context = True
         self.pattern = (
             re.compile(
                 r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)",

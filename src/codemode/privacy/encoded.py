@@ -59,6 +59,7 @@ class EncodedDetector:
     """Encoded spans whose decoded text holds what ``inner`` detects (see module doc)."""
 
     line_local = True  # base64 wrapped over lines: the stream scanner holds such lines
+    local_context = True
 
     def __init__(self, inner: Scanner, *, depth: int = 2) -> None:
         from .scan import Scanner

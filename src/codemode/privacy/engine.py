@@ -18,6 +18,7 @@ bare number under ``"phone"`` is a phone, under ``"order_id"`` it is not.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
 __all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
 SEP = "\x00"
+REPEAT_MIN = 64
+"""Texts this long are scanned once per distinct (context, text) in a value."""
+CONTEXT = 32
+"""Characters before a text that detectors may look at (context words, keys)."""
+_WORD = re.compile(r"\w")
 
 
 @dataclass
@@ -171,40 +177,69 @@ class Privacy:
         return leaves.apply(new), report
 
     def _replace_all(self, texts: list[str], report: Report) -> list[str]:
-        spans = self._scan_many(texts)
+        spans, copies = self._scan_many(texts)
         out = list(texts)
         for i, found in spans.items():
             out[i] = self._replace(texts[i], found, report)
+        for i, j in copies.items():  # a repeated text: the same tokens, counted again
+            if j in spans:
+                out[i] = out[j]
+                report.found.update(sp.entity for sp in spans[j])
         return out
 
-    def _scan_many(self, texts: list[str]) -> dict[int, list[Span]]:
-        """Detections per text, from one scan of the texts joined by NUL."""
+    def _scan_many(self, texts: list[str]) -> tuple[dict[int, list[Span]], dict[int, int]]:
+        """(detections per text, {repeated text: its first occurrence}), from one scan
+        of the texts joined by NUL.
+
+        A long text seen before right after the same text (the same key: the notes of
+        many rows from a few templates) is scanned once when the detectors' context is
+        local (``Scanner.local_context``): in the joined text, a repeat is only its last
+        ``CONTEXT`` characters, so the text after it keeps the context it had.
+        """
         if len(texts) == 1:
             found = self.scanner.spans(texts[0])
-            return {0: found} if found else {}
+            return ({0: found} if found else {}), {}
         starts: list[int] = []
+        owners: list[int] = []  # per piece: its text, or -1 for the tail of a repeat
+        pieces: list[str] = []
+        copies: dict[int, int] = {}
+        seen: dict[tuple[str, str], int] = {}
         pos = 0
-        for t in texts:
+        before = ""
+        repeats = self.scanner.local_context
+        for i, t in enumerate(texts):
+            piece, owner = t, i
+            if repeats and len(t) >= REPEAT_MIN and _WORD.search(before):
+                first = seen.setdefault((before, t), i)
+                if first != i:
+                    copies[i] = first
+                    piece, owner = t[-CONTEXT:], -1
             starts.append(pos)
-            pos += len(t) + 1
-        joined = SEP.join(texts)
+            owners.append(owner)
+            pieces.append(piece)
+            pos += len(piece) + 1
+            before = t[-CONTEXT:]
+        joined = SEP.join(pieces)
         out: dict[int, list[Span]] = {}
         again: set[int] = set()
         for sp in self.scanner.spans(joined):
-            i = bisect.bisect_right(starts, sp.start) - 1
-            base = starts[i]
-            if sp.end > base + len(texts[i]):  # crosses into the next text: scan alone
-                j = bisect.bisect_right(starts, sp.end - 1) - 1
-                again.update(range(i, j + 1))
+            k = bisect.bisect_right(starts, sp.start) - 1
+            base = starts[k]
+            if sp.end > base + len(pieces[k]):  # crosses into the next text: scan alone
+                last = bisect.bisect_right(starts, sp.end - 1) - 1
+                again.update(o for o in owners[k : last + 1] if o >= 0)
                 continue
-            out.setdefault(i, []).append(Span(sp.start - base, sp.end - base, sp.entity))
+            if owners[k] >= 0:
+                out.setdefault(owners[k], []).append(
+                    Span(sp.start - base, sp.end - base, sp.entity)
+                )
         for i in again:
             found = self.scanner.spans(texts[i])
             if found:
                 out[i] = found
             else:
                 out.pop(i, None)
-        return out
+        return out, copies
 
     def _replace(self, text: str, spans: list[Span], report: Report) -> str:
         parts: list[str] = []

@@ -62,6 +62,15 @@ class Scanner:
         one that does not (custom patterns, NER, plugins) is assumed to span lines."""
         return all(getattr(d, "line_local", False) for d in self.detectors)
 
+    @property
+    def local_context(self) -> bool:
+        """Whether what a detector finds at the start of a text depends, beyond the text,
+        only on the text just before it when that one holds a word character (a key such
+        as ``"phone"``): context words must end right before a value, and no detector
+        matches across the NUL that joins texts. Custom patterns with context words look
+        32 characters back, NER further: they say otherwise."""
+        return all(getattr(d, "local_context", False) for d in self.detectors)
+
     def rank(self, entity: str) -> int:
         if entity in self._ner:
             return self._last + 1

@@ -19,6 +19,7 @@ class SecretDetector:
 
     entity = "SECRET"
     entities = ("SECRET",)
+    local_context = True
 
     @property
     def line_local(self) -> bool:

@@ -1,5 +1,6 @@
-"""Personal data that arrives encoded (base64, hex, URL, JSON/\\x/HTML escapes) is found
-by decoding bounded candidates, and the whole encoded span becomes one token."""
+"""Personal data that arrives encoded (base64, hex, URL, JSON/\\x/HTML escapes, full-width
+forms) is found by decoding bounded candidates, and the whole encoded span becomes one
+token."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ ENCODED = {
     "HTML hex entity": EMAIL.replace("@", "&#x40;").replace(".", "&#X2e;"),
     "base64 of URL-encoded": b64(f"to={quote(EMAIL)}"),
     "hex of base64": b64(EMAIL).encode().hex(),
+    "full-width forms": EMAIL.replace("@", "\uff20").replace(".", "\uff0e"),
 }
 
 
@@ -106,6 +108,8 @@ NOT_PERSONAL = [
     "&#169; 2024 ACME &amp; Co",
     "12345678901234567890123456789012",  # a long numeric id
     "ORD-2024-000123456789 SKU-AB12CD34EF56",
+    # Japanese text with full-width punctuation and letters, nothing personal.
+    "\u65e5\u672c\u8a9e\uff08\u5168\u89d2\uff09\uff01 \uff21\uff22\uff23",
 ]
 
 

@@ -1,5 +1,5 @@
-"""Personal data that reaches the model encoded: base64, hex, URL (``%40``) or escaped
-(``\\u0040``, ``\\x40``, ``&#64;``).
+"""Personal data that reaches the model encoded: base64, hex, URL (``%40``), escaped
+(``\\u0040``, ``\\x40``, ``&#64;``) or in full-width forms (``alice＠example．com``).
 
 ``EncodedDetector`` finds spans that look encoded, decodes each one and runs the other
 detectors over the decoded text; when they find something, the whole encoded span is
@@ -54,6 +54,10 @@ _ESC_ONE = re.compile(
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+# Full-width forms (U+FF01-FF5E: "alice＠example．com") read as ASCII after NFKC.
+_WIDE_HIT = re.compile("[\uff01-\uff5e]")
+_WIDE_SPAN = re.compile("[\\w.+@'\\-\uff01-\uff5e]*")
+
 
 class EncodedDetector:
     """Encoded spans whose decoded text holds what ``inner`` detects (see module doc)."""
@@ -87,6 +91,8 @@ class EncodedDetector:
             yield from _spans(text, _PCT, _PCT_SPAN, _unquote)
         if "\\" in text or "&#" in text:
             yield from _spans(text, _ESC_HIT, _ESC_SPAN, decode_escapes)
+        if _WIDE_HIT.search(text):
+            yield from _spans(text, _WIDE_HIT, _WIDE_SPAN, _narrow)
         if len(text) >= MIN_RUN:
             yield from _runs(text)
 
@@ -194,6 +200,12 @@ def _text(data: bytes) -> str | None:
         return text
     control = len(text) - len(text.translate(_CONTROL))
     return text if control <= (1 - PRINTABLE) * len(text) else None
+
+
+def _narrow(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", text)
 
 
 def _unquote(text: str) -> str:

@@ -170,3 +170,27 @@ async def test_tokenized_values_are_counted_in_the_metrics(private_ws: PrivateWo
     assert result.is_ok, result.error
     after = count("EMAIL"), count("PHONE")
     assert after[0] - before[0] >= 2 and after[1] - before[1] >= 1
+
+
+def contact_of(customer_id: int) -> dict[str, str]:
+    """A customer's contact details (a custom tool of an embedding program)."""
+    return {"id": str(customer_id), "email": EMAIL, "note": f"call {PHONE}"}
+
+
+async def test_a_custom_tool_called_by_the_client_answers_with_tokens(tmp_path: Path) -> None:
+    from mcp import Client
+
+    from codemode import Settings
+    from codemode.server import create_server
+
+    ws = make_private_workspace(tmp_path)
+    server = create_server(Settings(executor="subprocess"), base=ws.base, custom_tools=[contact_of])
+    async with server, Client(server.mcp) as client:
+        direct = await client.call_tool("contact_of", {"customer_id": 7})
+        from_code = await client.call_tool(
+            "run_code", {"code": "tools.custom.contact_of(customer_id=7)"}
+        )
+    for result in (direct, from_code):
+        assert not result.is_error, text_of(result)
+        seen = text_of(result) + json.dumps(result.structured_content)
+        assert leaks(seen) == [] and "[EMAIL_" in seen and "[PHONE_" in seen, seen

@@ -412,6 +412,7 @@ def build_server(
         elif capability_tools:
             assembly.add_server_tools(toolset, context, capabilities)
     assembly.configure_toolset(toolset, capabilities, ws.sections if ws is not None else {})
+    context.extras["reply_layers"] = toolset.layers  # custom tools' replies pass them too
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

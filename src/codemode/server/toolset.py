@@ -221,6 +221,10 @@ class Toolset:
         order added (privacy's net over everything ``codemode serve`` answers)."""
         self._layers.append(layer)
 
+    @property
+    def layers(self) -> tuple[ReplyLayer, ...]:
+        return tuple(self._layers)
+
     def only(self, names: typing.Iterable[str]) -> Toolset:
         """A toolset with just these tools (in this toolset's order; its layers too)."""
         keep = set(names)

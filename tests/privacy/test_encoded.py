@@ -131,10 +131,10 @@ def test_escapes_decode_to_the_characters_they_stand_for() -> None:
 
 
 def test_a_large_result_full_of_encoding_lookalikes_costs_bounded_time(engine: Privacy) -> None:
-    # 4 MB of base64-alphabet runs, %-escapes and \\u escapes: each run is decoded once at
+    # 1 MB of base64-alphabet runs, %-escapes and \\u escapes: each run is decoded once at
     # most and decoded text is never longer than the run, so this stays linear.
     chunk = "QUJD" * 40 + " %41%42 \\u0041\\u0042 " + "deadbeef" * 8 + "\n"
-    text = chunk * (4_000_000 // len(chunk))
+    text = chunk * (1_000_000 // len(chunk))
     t0 = time.process_time()
     assert engine.protect_text(text) == text
     # Generous (the machine may be loaded); quadratic behaviour would take minutes.
@@ -165,3 +165,23 @@ async def test_encoded_contact_details_from_a_tool_show_as_tokens_and_a_sink_get
     assert len(TOKEN_RE.findall(r.stdout)) >= len(encoded)
     # The outbox (a sink) received the base64 blob itself, as the CRM returned it.
     assert private_ws.received()[-1]["body"] == encoded["base64"]
+
+
+def test_a_long_wrapped_block_streamed_in_chunks_leaks_no_value_and_costs_linear_time(
+    engine: Privacy,
+) -> None:
+    # 300 KB of base64 wrapped at 76 (CRLF, as in mail),
+    # with e-mails all along it, some across line breaks, printed in 4 KB chunks.
+    filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
+    body = "".join(f"{filler}write to user{i}@example.com today. " for i in range(1200))
+    wrapped = base64.encodebytes(body.encode()).decode().replace("\n", "\r\n")
+    text = f"attachment follows\r\n{wrapped}end of attachment\r\n"
+    t0 = time.process_time()
+    s = StreamScanner(engine)
+    out = "".join(s.feed(text[i : i + 4096]) for i in range(0, len(text), 4096)) + s.close()
+    assert time.process_time() - t0 < 120  # generous: quadratic rescans would take far more
+    assert out == engine.protect_text(text)  # the block is one token, as in a result
+    assert out.startswith("attachment follows\r\n") and out.endswith("end of attachment\r\n")
+    decodable = "".join(line for line in out.splitlines()[1:-1] if TOKEN_RE.search(line) is None)
+    leaked = base64.b64decode(decodable + "=" * (-len(decodable) % 4), validate=False)
+    assert b"@example.com" not in leaked

@@ -131,8 +131,19 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
     while pos != -1:
         line, end = pos, _run_end(marks, pos + MIN_RUN)
         width = end - pos  # wrapped lines all have the first one's width, but the last
+        nxt = end + _newline(text, end)
+        if nxt > end and nxt < n and marks[nxt] == 0x61:
+            after = _run_end(marks, nxt)
+            if after - nxt > width and after - nxt >= WRAPPED and (after - nxt) % 4 == 0:
+                # A first line shorter than the next: the end of a line whose start is not
+                # in this text (the stream scanner's context), or a run of its own. It is
+                # decoded alone; the block from the next, whole line.
+                alone = _decode_run(text[pos:end])
+                if alone is not None:
+                    yield pos, end, alone
+                pos, line, end, width = nxt, nxt, after, after - nxt
         while width >= WRAPPED and width % 4 == 0 and end - line == width:
-            nl = 2 if text.startswith("\r\n", end) else 1 if text.startswith("\n", end) else 0
+            nl = _newline(text, end)
             nxt = end + nl
             if not nl or nxt >= n or marks[nxt] != 0x61:
                 break
@@ -145,6 +156,10 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
         if decoded is not None:
             yield pos, end, decoded
         pos = marks.find(_RUN, end)
+
+
+def _newline(text: str, at: int) -> int:
+    return 2 if text.startswith("\r\n", at) else 1 if text.startswith("\n", at) else 0
 
 
 def _run_end(marks: bytes, start: int) -> int:

@@ -46,6 +46,8 @@ class StreamScanner:
         self.report = Report()
         self._seen = ""  # raw text already sent (its tail), for context only
         self._buf = ""
+        self._checked = 0  # the buffer's lines before this were looked at (_wrapped_block)
+        self._block = -1
 
     def feed(self, chunk: str) -> str:
         """Add ``chunk``; return what can be sent now (possibly empty)."""
@@ -65,10 +67,19 @@ class StreamScanner:
             return ""
         ctx = self._seen
         text = ctx + self._buf
-        spans = [s for s in self.engine.scanner.spans(text) if s.end > len(ctx)]
         cut = len(text) if final else len(text) - self.hold
         if self.lines and not final:
-            cut = max(cut, _wrapped_start(text, text.rfind("\n") + 1, text.rfind("\r") + 1))
+            block = self._wrapped_block()
+            if block >= 0:  # hold the whole block (its value may span its lines)
+                cut = len(ctx) + block
+            else:
+                cut = max(cut, text.rfind("\n") + 1, text.rfind("\r") + 1)
+        full = False
+        if cut <= len(ctx) and not final:  # nothing to release: no scan either
+            if len(self._buf) < self.max_hold:
+                return ""
+            full = True
+        spans = [s for s in self.engine.scanner.spans(text) if s.end > len(ctx)]
         for sp in spans:
             # Inside a value, or one that reaches the end so far (it may go on).
             if sp.start < cut < sp.end or (not final and sp.end == len(text) > sp.start):
@@ -76,7 +87,7 @@ class StreamScanner:
         if cut < len(ctx):
             cut = len(ctx)
         if cut == len(ctx) and not final:
-            if len(self._buf) < self.max_hold:
+            if not full and len(self._buf) < self.max_hold:
                 return ""
             cut = len(text)  # a value longer than max_hold: send it, scanned
         out: list[str] = []
@@ -90,8 +101,27 @@ class StreamScanner:
         out.append(text[pos:cut])
         sent = text[len(ctx) : cut]
         self._buf = text[cut:]
+        self._checked = max(0, self._checked - len(sent))
+        self._block = self._block - len(sent) if self._block >= len(sent) else -1
         self._seen = (ctx + sent)[-self.context :] if self.context else ""
         return "".join(out)
+
+    def _wrapped_block(self) -> int:
+        """Where in the buffer a block of wrapped base64 lines (MIME, PEM) that is still
+        going on starts; -1 when the last complete line is not one. Only lines not seen
+        before are looked at: holding a long block costs linear time."""
+        buf = self._buf
+        end = max(buf.rfind("\n"), buf.rfind("\r")) + 1
+        pos = self._checked
+        while pos < end:
+            nl = min(i for i in (buf.find("\n", pos, end), buf.find("\r", pos, end)) if i >= 0)
+            if _WRAPPED.fullmatch(buf, pos, nl) is None:
+                self._block = -1
+            elif self._block < 0:
+                self._block = pos
+            pos = nl + (2 if buf.startswith("\r\n", nl) else 1)
+        self._checked = max(self._checked, end)
+        return self._block
 
     def _token(self, sp: Span, text: str) -> str:
         self.report.found[sp.entity] += 1
@@ -99,21 +129,6 @@ class StreamScanner:
 
 
 _WRAPPED = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
-
-
-def _wrapped_start(text: str, cut: int, cr: int) -> int:
-    """The line cut, moved back over lines that look like wrapped base64 (MIME, PEM):
-    a value encoded in such a block may only show once its next line has arrived."""
-    cut = max(cut, cr)
-    while cut > 0:
-        start = max(text.rfind("\n", 0, cut - 1), text.rfind("\r", 0, cut - 1)) + 1
-        end = cut
-        while end > start and text[end - 1] in "\r\n":
-            end -= 1
-        if _WRAPPED.fullmatch(text, start, end) is None:
-            break
-        cut = start
-    return cut
 
 
 def _has_break(chunk: str) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -44,11 +44,11 @@ _RUN_TABLE = bytes(0x61 if c in _B64 else 0x2E for c in range(256))  # alphabet 
 _RUN = b"a" * MIN_RUN
 
 _PCT = re.compile(r"%[0-9A-Fa-f]{2}")
-_PCT_SPAN = re.compile(r"(?:[\w.~+!*'@-]|%[0-9A-Fa-f]{2})*")
+_PCT_SPAN = re.compile(r"(?:[\w.~+!*'@-]|%[0-9A-Fa-f]{2})+")
 
 _ESC = r"\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};"
 _ESC_HIT = re.compile(_ESC)
-_ESC_SPAN = re.compile(rf"(?:[\w.+'@-]|{_ESC})*")
+_ESC_SPAN = re.compile(rf"(?:[\w.+'@-]|{_ESC})+")
 _ESC_ONE = re.compile(
     r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})|&#([0-9]{1,7});|&#[xX]([0-9A-Fa-f]{1,6});"
 )
@@ -56,7 +56,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Full-width forms (U+FF01-FF5E: "alice＠example．com") read as ASCII after NFKC.
 _WIDE_HIT = re.compile("[\uff01-\uff5e]")
-_WIDE_SPAN = re.compile("[\\w.+@'\\-\uff01-\uff5e]*")
+_WIDE_SPAN = re.compile("[\\w.+@'\\-\uff01-\uff5e]+")
 
 
 class EncodedDetector:
@@ -100,9 +100,11 @@ class EncodedDetector:
 def _spans(
     text: str,
     hit: re.Pattern[str],
-    right: re.Pattern[str],
-    decode: object,
+    span: re.Pattern[str],
+    decode: Callable[[str], str],
 ) -> Iterator[tuple[int, int, str]]:
+    """Around each ``hit`` (an escape), the run of ``span`` characters it is part of,
+    at most ``WINDOW`` characters each side, decoded."""
     last = 0
     for m in hit.finditer(text):
         if m.start() < last:
@@ -110,13 +112,13 @@ def _spans(
         # The run of span characters that ends at the hit: scanned forwards over the
         # window (each character once), never by a backwards search (quadratic).
         start = m.start()
-        for lo in right.finditer(text, max(last, m.start() - WINDOW), m.start()):
-            if lo.end() == m.start() and lo.end() > lo.start():
+        for lo in span.finditer(text, max(last, m.start() - WINDOW), m.start()):
+            if lo.end() == m.start():
                 start = lo.start()
-        hi = right.match(text, m.end(), min(len(text), m.end() + WINDOW))
+        hi = span.match(text, m.end(), min(len(text), m.end() + WINDOW))
         end = hi.end() if hi is not None else m.end()
         last = end
-        decoded = decode(text[start:end])  # type: ignore[operator]
+        decoded = decode(text[start:end])
         if decoded and decoded != text[start:end]:
             yield start, end, decoded
 

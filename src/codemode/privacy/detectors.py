@@ -101,6 +101,7 @@ PHONE_CONTEXT = (
 
 _PHONE = re.compile(
     r"""(?P<num>[+(\d](?<![\w@/.:+#-][+(\d])   # a start not glued to a word, path or number
+    (?!\d{3}[-./]\d{1,2}[-./]\d)             # not a date (2025-01-31): no Python check each
     [\d ()./\-\u00a0]{4,25}\d)
     (?P<ext>\s?(?:x|ext\.?|extension|\#)\s?\d{1,6})?
     (?![\w@/:-]|\.\d)""",
@@ -121,6 +122,7 @@ _NOT_PHONE = re.compile(
 _NEG_CONTEXT = re.compile(
     r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
 )
+_PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
 _SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
 _NON_DIGIT = re.compile(r"\D+")
 
@@ -156,8 +158,10 @@ class PhoneDetector:
                 yield m.start(), m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
-        digits = _NON_DIGIT.sub("", num.replace("(0)", "", 1))
-        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num) or num[:2] in ("+ ", "+.", "+-"):
+        if num[:2] in ("+ ", "+.", "+-"):
+            return False
+        digits = num.replace("(0)", "", 1).translate(_PHONE_SEPARATORS)  # num: digits, these
+        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num):
             return False
         before = text[max(0, start - 24) : start]
         if _NEG_CONTEXT.search(before):

@@ -179,8 +179,9 @@ class Privacy:
     def _replace_all(self, texts: list[str], report: Report) -> list[str]:
         spans, copies = self._scan_many(texts)
         out = list(texts)
+        memo: dict[tuple[str, str], str] = {}  # a value repeated in many rows: one lookup
         for i, found in spans.items():
-            out[i] = self._replace(texts[i], found, report)
+            out[i] = self._replace(texts[i], found, report, memo)
         for i, j in copies.items():  # a repeated text: the same tokens, counted again
             if j in spans:
                 out[i] = out[j]
@@ -241,14 +242,20 @@ class Privacy:
                 out.pop(i, None)
         return out, copies
 
-    def _replace(self, text: str, spans: list[Span], report: Report) -> str:
+    def _replace(
+        self, text: str, spans: list[Span], report: Report, memo: dict[tuple[str, str], str]
+    ) -> str:
         parts: list[str] = []
         pos = 0
         for sp in spans:
             if sp.start < pos:
                 continue
             parts.append(text[pos : sp.start])
-            parts.append(self.substitute(sp.entity, text[sp.start : sp.end]))
+            key = (sp.entity, text[sp.start : sp.end])
+            token = memo.get(key)
+            if token is None:
+                token = memo[key] = self.substitute(*key)
+            parts.append(token)
             report.found[sp.entity] += 1
             pos = sp.end
         parts.append(text[pos:])

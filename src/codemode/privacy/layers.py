@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import is_dataclass, replace
 from pathlib import Path
@@ -36,7 +36,7 @@ from codemode.redact import redact_text
 from codemode.result import ExecutionResult
 
 from .config import PrivacyConfig
-from .engine import Privacy, count_tokenized
+from .engine import Privacy
 from .stream import StreamScanner
 from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
 
@@ -289,10 +289,7 @@ class LiveOutput:
             except Exception:  # as codemode.live does: the result still holds it all
                 log.exception("on_output failed on the end of a run's streamed output")
                 break
-        found = Counter[str]()
-        for scanner in self.scanners.values():
-            found.update(scanner.report.found)
-        count_tokenized(found)
+        # Not counted in the metrics: the run's result holds the same output, counted.
         await _flush(self.engine)
 
 

@@ -69,11 +69,10 @@ class StreamScanner:
         text = ctx + self._buf
         cut = len(text) if final else len(text) - self.hold
         if self.lines and not final:
+            # A block of wrapped lines is held whole (its value may span its lines); else
+            # the complete lines go (a last "\r" may yet be a "\r\n": not complete).
             block = self._wrapped_block()
-            if block >= 0:  # hold the whole block (its value may span its lines)
-                cut = len(ctx) + block
-            else:
-                cut = max(cut, text.rfind("\n") + 1, text.rfind("\r") + 1)
+            cut = len(ctx) + block if block >= 0 else max(cut, len(ctx) + self._checked)
         full = False
         if cut <= len(ctx) and not final:  # nothing to release: no scan either
             if len(self._buf) < self.max_hold:
@@ -112,15 +111,20 @@ class StreamScanner:
         before are looked at: holding a long block costs linear time."""
         buf = self._buf
         end = max(buf.rfind("\n"), buf.rfind("\r")) + 1
+        if end == len(buf) and buf.endswith("\r"):
+            end -= 1  # its "\n" may be in the next chunk: that line is not complete yet
         pos = self._checked
         while pos < end:
-            nl = min(i for i in (buf.find("\n", pos, end), buf.find("\r", pos, end)) if i >= 0)
+            lf, cr = buf.find("\n", pos, end), buf.find("\r", pos, end)
+            nl = lf if cr < 0 else cr if lf < 0 else min(lf, cr)
+            if nl < 0:
+                break
             if _WRAPPED.fullmatch(buf, pos, nl) is None:
                 self._block = -1
             elif self._block < 0:
                 self._block = pos
             pos = nl + (2 if buf.startswith("\r\n", nl) else 1)
-        self._checked = max(self._checked, end)
+        self._checked = pos
         return self._block
 
     def _token(self, sp: Span, text: str) -> str:

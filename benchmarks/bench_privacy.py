@@ -44,6 +44,8 @@ from codemode.privacy.vault import Vault
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "tests" / "privacy" / "corpus" / "corpus.jsonl"
 SIZES = {"10 KB": 10_000, "1 MB": 1_000_000, "10 MB": 10_000_000}
+TARGET_MBS = 20  # issue 14: >= 20 MB/s of scanned text
+TARGET_ADDED = 15  # issue 14: <= 15% added to the 10,000-row call
 
 
 def rows_of_size(kind: str, target: int) -> list[dict[str, Any]]:
@@ -84,12 +86,58 @@ def throughput(quick: bool) -> str:
                     f"{pct(times, 95) * 1000:.1f}",
                     f"{size / 1e6 / mid:.1f}",
                     f"{size / 1e6 / median(cpu):.1f}",
+                    f">= {TARGET_MBS}",
                 )
             )
+    out.append(streamed(config, scanner, quick))
     return table(
-        "Tokenization throughput (Privacy.protect on a JSON tool result; fresh vault)",
-        ["payload", "size", "MB", "values", "runs", "median ms", "p95 ms", "MB/s", "MB/s CPU"],
+        "Tokenization throughput (Privacy.protect on a JSON tool result; fresh vault; "
+        "'streamed': the same text printed in 4 KB chunks through the StreamScanner)",
+        [
+            "payload",
+            "size",
+            "MB",
+            "values",
+            "runs",
+            "median ms",
+            "p95 ms",
+            "MB/s",
+            "MB/s CPU",
+            "target",
+        ],
         out,
+    )
+
+
+def streamed(config: PrivacyConfig, scanner: Any, quick: bool) -> tuple[Any, ...]:
+    """Live output: the orders payload as printed text (1 MB), fed in 4 KB chunks."""
+    from codemode.privacy.stream import StreamScanner
+
+    text = "\n".join(json.dumps(r) for r in rows_of_size("orders", 1_000_000))
+    chunks = [text[i : i + 4096] for i in range(0, len(text), 4096)]
+    size = len(text.encode())
+    times, cpu, found = [], [], 0
+    for _ in range(3 if quick else 5):
+        s = StreamScanner(Privacy(config, Vault(os.urandom(32)), scanner=scanner))
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for c in chunks:
+            s.feed(c)
+        s.close()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+        found = sum(s.report.found.values())
+    mid = median(times)
+    return (
+        "orders, streamed",
+        "1 MB",
+        f"{size / 1e6:.2f}",
+        found,
+        len(times),
+        f"{mid * 1000:.1f}",
+        f"{pct(times, 95) * 1000:.1f}",
+        f"{size / 1e6 / mid:.1f}",
+        f"{size / 1e6 / median(cpu):.1f}",
+        f">= {TARGET_MBS}",
     )
 
 
@@ -139,7 +187,8 @@ async def latency(quick: bool) -> str:
     ]
     return table(
         f"One tool call returning {rows:,} rows (real MCP server over stdio, code in a "
-        f"session), privacy off vs on: +{(on / off - 1) * 100:.0f}% at the median",
+        f"session), privacy off vs on: +{(on / off - 1) * 100:.0f}% at the median "
+        f"(target <= {TARGET_ADDED}%)",
         ["privacy", "rows", "runs", "median ms", "p95 ms"],
         out,
     )
@@ -147,7 +196,10 @@ async def latency(quick: bool) -> str:
 
 def quality() -> str:
     result = score(build_scanner(PrivacyConfig(enabled=True)), load_corpus(CORPUS))
-    return "\nDetector quality on the frozen corpus (tests/privacy/corpus)\n" + result.table()
+    return (
+        "\nDetector quality on the frozen corpus (tests/privacy/corpus); target: recall >= 99%"
+        " and false positives <= 1% for the structured types\n" + result.table()
+    )
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "REDACTED",
     "find_secrets",
     "forget_secrets",
+    "known_multiline",
     "redact_text",
     "remember_environment",
     "remember_secret",
@@ -122,6 +123,13 @@ def remember_environment(env: Mapping[str, str] | None = None) -> None:
     for name, value in env.items():
         if name not in NOT_SECRET_VARS and secret_name(name):
             remember_secret(value)
+
+
+def known_multiline() -> bool:
+    """Whether a remembered secret spans lines (a PEM key in a variable): then text
+    must not be released line by line before the rest of it has been seen."""
+    with _lock:
+        return any("\n" in v or "\r" in v for v in _known)
 
 
 def forget_secrets() -> None:

@@ -48,3 +48,19 @@ def test_values_restored_into_a_sink_are_replaced_in_its_result_even_undetected(
     token = p.vault.token("CUSTOMER", "Globex")
     out, _ = p.protect({"echo": "stored Globex"}, literal={"Globex": token})
     assert out == {"echo": f"stored {token}"}
+
+
+def test_a_text_repeated_in_many_rows_is_tokenized_in_every_row_with_its_context() -> None:
+    p = engine()
+    note = "Customer asked us to call back; write to alice@example.com or ring the desk."
+    bare = "4155550132 is the number to use for the callback after the demo, thank you."
+    rows = [{"id": i, "notes": note, "phone": bare, "order_ref": bare} for i in range(50)]
+    out, report = p.protect(rows)
+    email = p.vault.token("EMAIL", "alice@example.com")
+    phone = p.vault.token("PHONE", "4155550132")
+    for row in out:
+        assert row["notes"] == note.replace("alice@example.com", email)
+        # The key before a text is its context: a phone under "phone", an id elsewhere.
+        assert row["phone"].startswith(phone) and row["order_ref"] == bare
+    assert report.found == {"EMAIL": 50, "PHONE": 50}
+    assert rows[0]["notes"] == note  # the tool's own object is never modified

@@ -70,3 +70,33 @@ def test_a_context_word_in_an_earlier_chunk_still_counts(engine: Privacy) -> Non
 def test_bad_windows_are_refused(engine: Privacy) -> None:
     with pytest.raises(ValueError):
         StreamScanner(engine, hold=0)
+
+
+def test_a_complete_line_is_released_at_once_and_only_the_open_line_is_held(
+    engine: Privacy,
+) -> None:
+    s = StreamScanner(engine)  # the default 512-character window
+    assert s.feed("step 1 done\nwriting to alice@ex") == "step 1 done\n"
+    token = engine.vault.token("EMAIL", "alice@example.com")
+    assert s.feed("ample.com\n") == f"writing to {token}\n"
+    assert s.close() == ""
+
+
+def test_an_open_private_key_block_is_held_across_line_breaks(engine: Privacy) -> None:
+    s = StreamScanner(engine)
+    head = "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n"
+    assert s.feed(head) == "key:\n"
+    out = s.feed("q83kd0\n-----END RSA PRIVATE KEY-----\nafter\n") + s.close()
+    assert "MIIE" not in out and "q83kd0" not in out and out.endswith("after\n")
+
+
+def test_a_custom_pattern_that_may_span_lines_keeps_the_whole_window() -> None:
+    config = PrivacyConfig.model_validate(
+        {"enabled": True, "recognizers": [{"name": "CASE", "pattern": r"CASE\s+\d{6}"}]}
+    )
+    engine = Privacy(config, Vault(b"k" * 32))
+    s = StreamScanner(engine)
+    assert not s.lines
+    assert s.feed("see CASE\n") == ""  # the number may follow on the next line
+    out = s.feed("123456 now\n") + s.close()
+    assert "123456" not in out and "[CASE_" in out

@@ -168,6 +168,11 @@ class PrivacyConfig(_Model):
         "error", description="A token the vault never issued, in a tool's arguments."
     )
     secrets: bool = Field(True, description="Redact credentials too.")
+    decode: bool = Field(
+        True,
+        description="Look inside base64, hex, URL-encoded and escaped text (\\u0040, "
+        "&#64;): an encoded span holding personal data is tokenized whole.",
+    )
     binary: Literal["allow", "block"] = Field(
         "allow",
         description="Binary results that cannot be scanned: pass with a warning, or refuse.",

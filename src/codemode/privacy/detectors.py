@@ -71,6 +71,8 @@ class EmailDetector:
     """``local@domain.tld``: found from each ``@`` outwards (fast when there are few)."""
 
     entities = ("EMAIL",)
+    line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         at = text.find("@")
@@ -99,6 +101,7 @@ PHONE_CONTEXT = (
 
 _PHONE = re.compile(
     r"""(?P<num>[+(\d](?<![\w@/.:+#-][+(\d])   # a start not glued to a word, path or number
+    (?!\d{3}[-./]\d{1,2}[-./]\d)             # not a date (2025-01-31): no Python check each
     [\d ()./\-\u00a0]{4,25}\d)
     (?P<ext>\s?(?:x|ext\.?|extension|\#)\s?\d{1,6})?
     (?![\w@/:-]|\.\d)""",
@@ -119,6 +122,7 @@ _NOT_PHONE = re.compile(
 _NEG_CONTEXT = re.compile(
     r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
 )
+_PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
 _SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
 _NON_DIGIT = re.compile(r"\D+")
 
@@ -135,6 +139,8 @@ class PhoneDetector:
     """
 
     entities = ("PHONE",)
+    line_local = True
+    local_context = True
 
     def __init__(
         self, regions: Sequence[str] = ("US",), context: Iterable[str] = PHONE_CONTEXT
@@ -152,8 +158,10 @@ class PhoneDetector:
                 yield m.start(), m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
-        digits = _NON_DIGIT.sub("", num.replace("(0)", "", 1))
-        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num) or num[:2] in ("+ ", "+.", "+-"):
+        if num[:2] in ("+ ", "+.", "+-"):
+            return False
+        digits = num.replace("(0)", "", 1).translate(_PHONE_SEPARATORS)  # num: digits, these
+        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num):
             return False
         before = text[max(0, start - 24) : start]
         if _NEG_CONTEXT.search(before):
@@ -264,17 +272,19 @@ class CardDetector:
     """Payment card numbers: issuer prefix and length, Luhn, and consistent grouping."""
 
     entities = ("CREDIT_CARD",)
+    line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _CARD.finditer(text):
             raw = m.group()
-            seps = set(re.findall(r"[ -]", raw))
-            if len(seps) > 1:
-                continue
-            digits = raw.replace(" ", "").replace("-", "")
-            if not 12 <= len(digits) <= 19 or (not seps and len(digits) > 16):
+            sep = " " if " " in raw else "-" if "-" in raw else ""
+            if sep and ("-" if sep == " " else " ") in raw:
+                continue  # mixed separators
+            digits = raw.replace(sep, "") if sep else raw
+            if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
                 continue  # long runs of bare digits are ids far more often than cards
-            if seps and tuple(len(g) for g in re.split(r"[ -]", raw)) not in _CARD_GROUPS:
+            if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
                 continue
             if _card_brand_ok(digits) and _luhn_ok(digits):
                 yield m.start(), m.end(), "CREDIT_CARD"
@@ -299,6 +309,8 @@ class SSNDetector:
     """US Social Security numbers as issued; nine bare digits only after "SSN"."""
 
     entities = ("US_SSN",)
+    line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _SSN_TAIL.finditer(text):
@@ -332,6 +344,8 @@ class IBANDetector:
     """
 
     entities = ("IBAN",)
+    line_local = True
+    local_context = True
 
     def __init__(self) -> None:
         from stdnum import iban
@@ -359,12 +373,12 @@ class IBANDetector:
                     break
 
 
+_IBAN_DIGITS = {ord(c): str(i) for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 10)}
+
+
 def _mod97_ok(compact: str) -> bool:
-    moved = compact[4:] + compact[:4]
-    try:
-        return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
-    except ValueError:
-        return False
+    moved = (compact[4:] + compact[:4]).translate(_IBAN_DIGITS)  # A=10 ... Z=35
+    return moved.isdigit() and moved.isascii() and int(moved) % 97 == 1
 
 
 def _bban_check(iban: Any, country: str) -> Callable[[str], bool]:
@@ -387,7 +401,9 @@ def _bban_check(iban: Any, country: str) -> Callable[[str], bool]:
 # Found from its dots (a literal first: a fast scan), then checked backwards.
 _IPV4_TAIL = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w]|\.\d)")
 _IPV4_HEAD = re.compile(r"\d{1,3}\Z")
-_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
+# Every IPv6 address has "::" or three groups in a row (":x:x:"); a time of day
+# ("10:15:00") has neither, so timestamps cost no window check.
+_IPV6_HINT = re.compile(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:|:)(?::|[0-9A-Fa-f]{1,4}:){1,7}"
     r"(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?:%[\w.]+)?(?![\w:]|\.\d)"
@@ -398,6 +414,8 @@ class IPDetector:
     """IPv4 (dotted quads) and IPv6 (full, compressed, with an embedded IPv4)."""
 
     entities = ("IP_ADDRESS",)
+    line_local = True
+    local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
         for m in _IPV4_TAIL.finditer(text):
@@ -455,6 +473,7 @@ class RegexDetector:
         self.entities = (entity,)
         self.pattern = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         self.window = window
+        self.local_context = not context
         self._context = (
             re.compile("|".join(re.escape(w) for w in context), re.IGNORECASE) if context else None
         )
@@ -477,6 +496,8 @@ class DenyList:
         self.entity = entity
         self.entities = (entity,)
         words = sorted({v for v in values if v.strip()}, key=len, reverse=True)
+        self.line_local = not any("\n" in w or "\r" in w for w in words)
+        self.local_context = True
         self.pattern = (
             re.compile(
                 r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)",

@@ -18,6 +18,7 @@ bare number under ``"phone"`` is a phone, under ``"order_id"`` it is not.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -40,9 +41,14 @@ from .walk import Leaves
 if TYPE_CHECKING:
     from codemode.config import ServerConfig
 
-__all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner"]
+__all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
 SEP = "\x00"
+REPEAT_MIN = 64
+"""Texts this long are scanned once per distinct (context, text) in a value."""
+CONTEXT = 32
+"""Characters before a text that detectors may look at (context words, keys)."""
+_WORD = re.compile(r"\w")
 
 
 @dataclass
@@ -74,6 +80,10 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
             detectors.append(DenyList(entity, values))
             custom.append(entity)
     detectors.extend(builtin_detectors(wanted, phone_regions=config.phone_regions))
+    if config.decode:
+        from .encoded import EncodedDetector
+
+        detectors.append(EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom)))
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector
@@ -117,13 +127,20 @@ class Privacy:
         return str(out)
 
     def protect(
-        self, value: Any, *, where: str = "", literal: Mapping[str, str] = {}
+        self,
+        value: Any,
+        *,
+        where: str = "",
+        literal: Mapping[str, str] = {},
+        count: bool = True,
     ) -> tuple[Any, Report]:
         """``value`` with every detected value replaced (see the module doc).
 
         ``literal`` maps real values to their tokens that must be replaced wherever they
         appear (values just restored into a sink's arguments, which may come back in its
         result or error without any detector recognising them out of context).
+        ``count``: report what was replaced to the metrics (not for copies of what the
+        model sees anyway, such as the audit log's).
         """
         report = Report()
         leaves = Leaves.collect(value)
@@ -155,52 +172,90 @@ class Privacy:
             raise PrivacyBlocked(
                 f"personal data ({report.summary()}){label} was withheld: privacy.action is 'block'"
             )
+        if count:
+            count_tokenized(report.found)
         return leaves.apply(new), report
 
     def _replace_all(self, texts: list[str], report: Report) -> list[str]:
-        spans = self._scan_many(texts)
+        spans, copies = self._scan_many(texts)
         out = list(texts)
+        memo: dict[tuple[str, str], str] = {}  # a value repeated in many rows: one lookup
         for i, found in spans.items():
-            out[i] = self._replace(texts[i], found, report)
+            out[i] = self._replace(texts[i], found, report, memo)
+        for i, j in copies.items():  # a repeated text: the same tokens, counted again
+            if j in spans:
+                out[i] = out[j]
+                report.found.update(sp.entity for sp in spans[j])
         return out
 
-    def _scan_many(self, texts: list[str]) -> dict[int, list[Span]]:
-        """Detections per text, from one scan of the texts joined by NUL."""
+    def _scan_many(self, texts: list[str]) -> tuple[dict[int, list[Span]], dict[int, int]]:
+        """(detections per text, {repeated text: its first occurrence}), from one scan
+        of the texts joined by NUL.
+
+        A long text seen before right after the same text (the same key: the notes of
+        many rows from a few templates) is scanned once when the detectors' context is
+        local (``Scanner.local_context``): in the joined text, a repeat is only its last
+        ``CONTEXT`` characters, so the text after it keeps the context it had.
+        """
         if len(texts) == 1:
             found = self.scanner.spans(texts[0])
-            return {0: found} if found else {}
+            return ({0: found} if found else {}), {}
         starts: list[int] = []
+        owners: list[int] = []  # per piece: its text, or -1 for the tail of a repeat
+        pieces: list[str] = []
+        copies: dict[int, int] = {}
+        seen: dict[tuple[str, str], int] = {}
         pos = 0
-        for t in texts:
+        before = ""
+        repeats = self.scanner.local_context
+        for i, t in enumerate(texts):
+            piece, owner = t, i
+            if repeats and len(t) >= REPEAT_MIN and _WORD.search(before):
+                first = seen.setdefault((before, t), i)
+                if first != i:
+                    copies[i] = first
+                    piece, owner = t[-CONTEXT:], -1
             starts.append(pos)
-            pos += len(t) + 1
-        joined = SEP.join(texts)
+            owners.append(owner)
+            pieces.append(piece)
+            pos += len(piece) + 1
+            before = t[-CONTEXT:]
+        joined = SEP.join(pieces)
         out: dict[int, list[Span]] = {}
         again: set[int] = set()
         for sp in self.scanner.spans(joined):
-            i = bisect.bisect_right(starts, sp.start) - 1
-            base = starts[i]
-            if sp.end > base + len(texts[i]):  # crosses into the next text: scan alone
-                j = bisect.bisect_right(starts, sp.end - 1) - 1
-                again.update(range(i, j + 1))
+            k = bisect.bisect_right(starts, sp.start) - 1
+            base = starts[k]
+            if sp.end > base + len(pieces[k]):  # crosses into the next text: scan alone
+                last = bisect.bisect_right(starts, sp.end - 1) - 1
+                again.update(o for o in owners[k : last + 1] if o >= 0)
                 continue
-            out.setdefault(i, []).append(Span(sp.start - base, sp.end - base, sp.entity))
+            if owners[k] >= 0:
+                out.setdefault(owners[k], []).append(
+                    Span(sp.start - base, sp.end - base, sp.entity)
+                )
         for i in again:
             found = self.scanner.spans(texts[i])
             if found:
                 out[i] = found
             else:
                 out.pop(i, None)
-        return out
+        return out, copies
 
-    def _replace(self, text: str, spans: list[Span], report: Report) -> str:
+    def _replace(
+        self, text: str, spans: list[Span], report: Report, memo: dict[tuple[str, str], str]
+    ) -> str:
         parts: list[str] = []
         pos = 0
         for sp in spans:
             if sp.start < pos:
                 continue
             parts.append(text[pos : sp.start])
-            parts.append(self.substitute(sp.entity, text[sp.start : sp.end]))
+            key = (sp.entity, text[sp.start : sp.end])
+            token = memo.get(key)
+            if token is None:
+                token = memo[key] = self.substitute(*key)
+            parts.append(token)
             report.found[sp.entity] += 1
             pos = sp.end
         parts.append(text[pos:])
@@ -308,6 +363,18 @@ class Privacy:
             pos = sp.end
         parts.append(text[pos:])
         return "".join(parts)
+
+
+def count_tokenized(found: Mapping[str, int]) -> None:
+    """Tell the metrics (``codemode_pii_tokenized``) what was replaced; credentials,
+    redacted by the other net, are not personal data and not counted."""
+    if not any(e != "SECRET" and n for e, n in found.items()):
+        return
+    from codemode.observability import signals
+
+    for entity, n in found.items():
+        if entity != "SECRET" and n:
+            signals.pii_tokenized(entity, n)
 
 
 def _replace_literals(text: str, literal: Mapping[str, str]) -> str:

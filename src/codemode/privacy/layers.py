@@ -17,6 +17,7 @@ client session (``session``).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections import OrderedDict
@@ -133,12 +134,12 @@ def scrub(value: Any, context: CallContext) -> Any:
     engine = _engine_of(context)
     if engine is None:
         return value
-    out, _ = engine.protect(value)
+    out, _ = engine.protect(value, count=False)
     engine.vault.flush()
     return out
 
 
-def stream_scanner(context: CallContext, **window: int) -> StreamScanner | None:
+def stream_scanner(context: CallContext, **window: Any) -> StreamScanner | None:
     """A scanner for output streamed during a run of ``context`` (``feed``/``close``);
     None when privacy is off there. See ``codemode.privacy.stream``."""
     engine = _engine_of(context)
@@ -231,13 +232,65 @@ def run_hook(config: PrivacyConfig) -> Callable[[RunEvent, NextRun], Awaitable[E
     async def privacy(event: RunEvent, call_next: NextRun) -> ExecutionResult:
         # Before the run: layers outside privacy find it (``scrub``) from the first call on.
         engine = engine_for(config, event.context)
-        result = await call_next(event)
+        live = None
+        if event.on_output is not None:
+            # Innermost stage: every listener outside (the MCP client's progress notes,
+            # ``Session.stream``, ``--live``, observability) gets scanned chunks only.
+            live = LiveOutput(engine, event.on_output)
+            event = replace(event, on_output=live)
+        try:
+            result = await call_next(event)
+        finally:
+            if live is not None:
+                await live.close()  # the held tails, before the result (as promised)
         size = len(result.stdout) + len(result.stderr) + _approx_size(result.value)
         out = await _off_loop(size, lambda: engine.protect_result(result))
         await _flush(engine)
         return out
 
     return privacy
+
+
+class LiveOutput:
+    """A run's ``on_output`` behind one ``StreamScanner`` per stream: a value split
+    across chunks is still one token, and nothing unscanned reaches the listener."""
+
+    def __init__(self, engine: Privacy, on_output: Callable[[str, str], Any]) -> None:
+        self.engine = engine
+        self.on_output = on_output
+        self.scanners: dict[str, StreamScanner] = {}
+        self.stopped = False
+
+    async def __call__(self, stream: str, text: str) -> bool | None:
+        if self.stopped:
+            return False
+        scanner = self.scanners.get(stream)
+        if scanner is None:
+            scanner = self.scanners[stream] = StreamScanner(self.engine)
+        return await self._send(stream, scanner.feed(text))
+
+    async def _send(self, stream: str, text: str) -> bool | None:
+        if not text:
+            return None
+        got = self.on_output(stream, text)
+        if inspect.isawaitable(got):
+            got = await got
+        if got is False:
+            self.stopped = True
+        return got  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        for stream, scanner in self.scanners.items():
+            rest = scanner.close()
+            if self.stopped:
+                break
+            try:
+                await self._send(stream, rest)
+            except Exception:  # as codemode.live does: the result still holds it all
+                log.exception("on_output failed on the end of a run's streamed output")
+                break
+        # Not counted in the metrics: the run's result holds the same output, counted.
+        await _flush(self.engine)
 
 
 # --------------------------------------------------------------------------- server replies

@@ -47,12 +47,29 @@ class Scanner:
     ) -> None:
         self.detectors = list(detectors)
         self.allow = frozenset(a.strip().casefold() for a in allow if a.strip())
-        custom_rank = {e: 1 for e in custom}
+        self.custom = tuple(custom)
+        custom_rank = {e: 1 for e in self.custom}
         base = {e: i + 2 for i, e in enumerate(PRIORITY[1:])}
         self._rank = {"SECRET": 0, **custom_rank, **base}
         self._last = len(PRIORITY) + 2
         self._ner = frozenset(ner)
         self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
+
+    @property
+    def line_local(self) -> bool:
+        """Whether no detector finds a value spanning a line break (the stream scanner
+        then releases complete lines at once). Detectors say so with ``line_local``;
+        one that does not (custom patterns, NER, plugins) is assumed to span lines."""
+        return all(getattr(d, "line_local", False) for d in self.detectors)
+
+    @property
+    def local_context(self) -> bool:
+        """Whether what a detector finds at the start of a text depends, beyond the text,
+        only on the text just before it when that one holds a word character (a key such
+        as ``"phone"``): context words must end right before a value, and no detector
+        matches across the NUL that joins texts. Custom patterns with context words look
+        32 characters back, NER further: they say otherwise."""
+        return all(getattr(d, "local_context", False) for d in self.detectors)
 
     def rank(self, entity: str) -> int:
         if entity in self._ner:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from codemode.redact import find_secrets
+from codemode.redact import find_secrets, known_multiline
 
 __all__ = ["SecretDetector"]
 
@@ -19,6 +19,14 @@ class SecretDetector:
 
     entity = "SECRET"
     entities = ("SECRET",)
+    local_context = True
+
+    @property
+    def line_local(self) -> bool:
+        # A PEM block runs to the end of the text until its END line (a span crossing
+        # any cut); other shapes hold their secret on one line, after a context that
+        # the stream scanner keeps. Only a remembered multi-line value spans lines.
+        return not known_multiline()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         for start, end in find_secrets(text):

@@ -244,7 +244,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
                 "answer": f"step {event.step}: answered",
                 "stopped": f"stopped: {event.text}",
             }[event.kind]
-            await mcp_ctx.report_progress(event.step, event.max_steps, message)
+            await call.report_progress(event.step, event.max_steps, message)
 
         model: Any = server_model
         sampling, with_tools = _client_sampling(mcp_ctx)

@@ -239,7 +239,7 @@ async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
             result = await lease.session.run(
                 code,
                 timeout=timeout,
-                on_output=mcp_listener(call.mcp, call.server.output_limit),
+                on_output=mcp_listener(call, call.server.output_limit),
             )
     notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
     return await render_run(
@@ -412,6 +412,7 @@ def build_server(
         elif capability_tools:
             assembly.add_server_tools(toolset, context, capabilities)
     assembly.configure_toolset(toolset, capabilities, ws.sections if ws is not None else {})
+    context.extras["reply_layers"] = toolset.layers  # custom tools' replies pass them too
     toolset.apply(server, context, session_key)
     if transport == "http":
         _advertise_handshake_only(server)

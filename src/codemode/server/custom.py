@@ -68,7 +68,8 @@ class CodemodeServer:
         registry = self.context.tools
         assert registry is not None
         spec = registry.register(fn, server=CUSTOM_SERVER, name=name, description=description)
-        self.mcp.add_tool(_off_loop(fn), name=spec.name, description=spec.description or None)
+        handler = _replied(_off_loop(fn), self.context, spec.name)
+        self.mcp.add_tool(handler, name=spec.name, description=spec.description or None)
         return spec
 
     def register_tools(self, fns: Iterable[Callable[..., Any]]) -> list[ToolSpec]:
@@ -199,6 +200,27 @@ def _dump(value: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(value, BaseModel):
         return value.model_dump(exclude_unset=True)
     return dict(value)
+
+
+def _replied(fn: Callable[..., Any], context: ServerContext, name: str) -> Callable[..., Any]:
+    """``fn`` whose answer to an MCP client passes the server's reply layers (privacy's
+    net), like every other tool's: called by the client, a custom tool's result goes
+    straight to the model. (Called from code, it passes the tool-call chain instead.)"""
+    layers = tuple(context.extras.get("reply_layers", ()))
+    if not layers:
+        return fn
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        from .toolset import Call
+
+        out = await fn(*args, **kwargs)
+        call = Call(context, None, tool=name, layers=layers)
+        for layer in layers:
+            out = await layer(call, name, out)
+        return out
+
+    return run
 
 
 def _off_loop(fn: Callable[..., Any]) -> Callable[..., Any]:

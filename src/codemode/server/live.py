@@ -10,26 +10,24 @@ deprecated from protocol 2026-07-28 (SEP-2577).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 
 from ..live import OnOutput
 
+if TYPE_CHECKING:
+    from .toolset import Call
 
-def mcp_listener(ctx: Context[Any, Any] | None, limit: int | None = None) -> OnOutput | None:
-    """An ``on_output`` sending each chunk to the client of ``ctx`` (None: no request), at
-    most ``limit`` characters in all (the ``output_limit`` of the result)."""
-    if ctx is None:
-        return None
-    try:
-        request = ctx.request_context
-    except ValueError:
-        return None
-    meta = request_meta(ctx)
+
+def mcp_listener(call: Call, limit: int | None = None) -> OnOutput | None:
+    """An ``on_output`` sending each chunk to the client of ``call`` (None: no request,
+    or no progress token), at most ``limit`` characters in all (the ``output_limit`` of
+    the result). Chunks go through ``Call.report_progress``, so the reply layers see
+    them (privacy also scans the stream itself, across chunks, in its run hook)."""
+    meta = request_meta(call.mcp)
     if meta.get("progress_token") is None and meta.get("progressToken") is None:
         return None  # nobody asked: the worker stops sending after its first chunk
-    session = request.session
     sent = 0
 
     async def on_output(stream: str, text: str) -> bool:
@@ -38,7 +36,7 @@ def mcp_listener(ctx: Context[Any, Any] | None, limit: int | None = None) -> OnO
             text = text[: max(0, limit - sent)]
         if text:
             sent += len(text)
-            await session.report_progress(sent, None, text)
+            await call.report_progress(sent, None, text)
         return limit is None or sent < limit
 
     return on_output

@@ -141,6 +141,25 @@ class Call:
     """The SDK's request context, for the rare tool that needs it (progress...)."""
     client: str | None = None
     """Who sent the call (the remote address over HTTP), for fair queueing."""
+    tool: str = ""
+    layers: tuple[Any, ...] = ()
+    """The toolset's reply layers: progress messages pass them like replies."""
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """A progress notification to the client, its message through the reply layers
+        first (privacy's net): the one way a tool sends text to the client before its
+        reply. Nothing happens for a call without a request context."""
+        if self.mcp is None:
+            return
+        if message:
+            try:
+                for layer in self.layers:
+                    message = await layer(self, self.tool, message)
+            except CodemodeError:  # a layer withholds it (privacy: block): the count goes
+                message = None
+        await self.mcp.report_progress(progress, total, message)
 
     def lease(self) -> AbstractAsyncContextManager[Lease]:
         """Borrow the caller's session for one use (``async with call.lease() as l:``).
@@ -201,6 +220,10 @@ class Toolset:
         """Pass every tool's reply (an error reply included) through ``layer``, in the
         order added (privacy's net over everything ``codemode serve`` answers)."""
         self._layers.append(layer)
+
+    @property
+    def layers(self) -> tuple[ReplyLayer, ...]:
+        return tuple(self._layers)
 
     def only(self, names: typing.Iterable[str]) -> Toolset:
         """A toolset with just these tools (in this toolset's order; its layers too)."""
@@ -348,7 +371,14 @@ def _adapt(
     async def wrapper(**kwargs: Any) -> CallToolResult | InputRequiredResult:
         mcp_ctx = kwargs.pop(ctx_name)
         link = link_of(mcp_ctx)
-        call = Call(context, key_of(mcp_ctx), mcp_ctx, link.client if link else None)
+        call = Call(
+            context,
+            key_of(mcp_ctx),
+            mcp_ctx,
+            link.client if link else None,
+            td.name,
+            tuple(layers or ()),
+        )
         out: Any = None
         # Calls that need a person's yes during this request ask this client's person.
         asking = current_approver.set(client_approver(mcp_ctx))

@@ -108,7 +108,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
                 return
             done += event.kind != "fail"
             text = f"{event.step} {event.label}: {event.kind}"
-            await mcp_ctx.report_progress(done, None, text)
+            await call.report_progress(done, None, text)
 
         asker = elicitation_asker(mcp_ctx)
         async with ctx.sessions.lease(None) as lease:  # one session per run

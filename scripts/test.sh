@@ -11,7 +11,6 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests benchmarks examples
 echo "== mypy --strict"
 .venv/bin/mypy
-MYPYPATH=examples .venv/bin/mypy --strict examples   # the examples are scripts, not a package
 echo "== pytest"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
 if [ $# -eq 0 ]; then  # the whole run: also check the package as users install it

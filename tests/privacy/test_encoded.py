@@ -5,12 +5,15 @@ token."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
-from crm_server import _encoded  # the test server's own encoder (on sys.path by conftest)
 
 from codemode import Session, SubprocessExecutor
 from codemode.privacy.config import PrivacyConfig
@@ -21,7 +24,22 @@ from codemode.privacy.tokens import TOKEN_RE
 from codemode.privacy.vault import Vault
 from codemode.workspace import Workspace
 
-from .conftest import CUSTOMERS, PrivateWorkspace
+from .conftest import CUSTOMERS, SERVERS, PrivateWorkspace
+
+
+def _server_encoder() -> Callable[[dict[str, Any]], dict[str, str]]:
+    """The CRM test server's own encoder, loaded by path: another ``crm_server`` module
+    (the token benchmark's) shares its name."""
+    path = Path(SERVERS) / "crm_server.py"
+    spec = importlib.util.spec_from_file_location("crm_fixture_server", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    encoder: Callable[[dict[str, Any]], dict[str, str]] = module._encoded
+    return encoder
+
+
+_encoded = _server_encoder()
 
 EMAIL = "alice.martin@example.com"
 PHONE = "+44 20 7946 0958"

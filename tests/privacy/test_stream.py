@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from codemode.privacy.config import PrivacyConfig
@@ -28,7 +30,7 @@ def engine() -> Privacy:
     return Privacy(PrivacyConfig(enabled=True), Vault(b"k" * 32))
 
 
-def stream(engine: Privacy, chunks: list[str], **kw: int) -> str:
+def stream(engine: Privacy, chunks: list[str], **kw: Any) -> str:
     s = StreamScanner(engine, **kw)
     return "".join(s.feed(c) for c in chunks) + s.close()
 

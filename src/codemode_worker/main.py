@@ -94,6 +94,11 @@ def main(config: dict[str, Any]) -> None:
     install_routers(runtime.active, fallback=False)
     inherit_capture_in_threads()
     gate = _Gate()
+    # Interrupts arrive as SIGINT: a launcher that ignores or blocks it (a Ray worker
+    # process, nohup, some service managers) must not pass that on, or a timeout could
+    # only kill the worker.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if "ctrl_fd" in config:
         _watch_interrupts(int(config["ctrl_fd"]), threading.get_ident(), gate)
 

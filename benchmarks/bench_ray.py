@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,9 +44,9 @@ def echo(x: int) -> int:
     return x
 
 
-def _ray_executor(address: str) -> RayExecutor:
+def _ray_executor(address: str, pool_size: int = 0) -> RayExecutor:
     config = RayConfig(address=address, resources={"codemode": 0.01}, memory_mb=200)
-    return RayExecutor(config)
+    return RayExecutor(config, pool_size=pool_size)
 
 
 async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str, list[float]]:
@@ -67,6 +68,9 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
                     t = time.perf_counter()
                     await s.run(code)
                     out[name].append((time.perf_counter() - t) * 1000)
+        rss = actor_rss_mb()
+        if rss:
+            print(f"session actor processes: {len(rss)}, resident {median(rss):.0f} MB each (p50)")
     finally:
         for s in sessions.values():
             await s.close()
@@ -74,20 +78,34 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
 
 
 async def starts(address: str, n: int) -> dict[str, list[float]]:
+    """Cold starts, and starts from a full pool (refilled, untimed, between starts)."""
     exs: dict[str, Any] = {
         "sandbox (cold, no pool)": SandboxExecutor(pool_size=0),
-        "ray (actor + worker)": _ray_executor(address),
+        "ray (actor placed + worker started)": _ray_executor(address),
+        "ray (a ready actor from the pool)": _ray_executor(address, pool_size=1),
     }
     out: dict[str, list[float]] = {name: [] for name in exs}
     for ex in exs.values():  # the first start pays one-off checks and imports
         await (await ex.start(_no_calls)).close()
     for _ in range(n):
         for name, ex in exs.items():
+            if isinstance(ex, RayExecutor):
+                await ex.warm()
             t = time.perf_counter()
             w = await ex.start(_no_calls)
             out[name].append((time.perf_counter() - t) * 1000)
             await w.close()
+    for ex in exs.values():
+        if isinstance(ex, RayExecutor):
+            ex.close()
     return out
+
+
+def actor_rss_mb() -> list[float]:
+    """Resident memory of the session actors' processes on this machine (local cluster)."""
+    out = subprocess.run(["ps", "-eo", "rss,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) / 1024 for line in out.splitlines()[1:]
+            if "ray::SessionActor" in line]  # fmt: skip
 
 
 def _load() -> str:

@@ -1,4 +1,4 @@
-"""A real local Ray cluster for the ``ray`` tests (one per module): a head and a worker
+"""A real local Ray cluster for the ``ray`` tests (one for the package): a head and a worker
 node, each a ``ray start --block`` process group on this machine
 (``codemode.cluster.local``), torn down after. Sessions ask for the ``codemode`` resource,
 which only worker nodes offer, so tests may kill a session's node like a dying machine.
@@ -52,7 +52,7 @@ class RayCluster(LocalCluster):
         super().close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster() -> Iterator[RayCluster]:
     c = RayCluster(auth_token=AUTH["RAY_AUTH_TOKEN"])
     try:

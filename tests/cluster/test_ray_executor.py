@@ -32,7 +32,7 @@ def executor(cluster: RayCluster, **options: object) -> RayExecutor:
         "start_timeout": 120.0,
         **{k: v for k, v in options.items() if k in RayConfig.model_fields},
     }
-    rest = {k: v for k, v in options.items() if k not in RayConfig.model_fields}
+    rest = {"pool_size": 0, **{k: v for k, v in options.items() if k not in RayConfig.model_fields}}
     return RayExecutor(RayConfig.model_validate(config), **rest)  # type: ignore[arg-type]
 
 
@@ -108,6 +108,28 @@ async def test_code_that_ignores_the_interrupt_is_killed_on_the_node(cluster: Ra
         assert (await s.run("'kept' in globals()")).value is False
 
 
+async def test_interrupt_stops_the_code_on_the_node_and_keeps_the_state(
+    cluster: RayCluster,
+) -> None:
+    started = asyncio.Event()
+
+    def ready() -> bool:
+        """The code calls this once it runs."""
+        started.set()
+        return True
+
+    async with Session(executor(cluster)) as s:
+        s.register_tool(ready, server="probe")
+        await s.run("kept = 'yes'")
+        run = asyncio.create_task(s.run("tools.probe.ready()\nimport time; time.sleep(600)", 900))
+        await asyncio.wait_for(started.wait(), 120)
+        assert s.interrupt()
+        r = await asyncio.wait_for(run, 120)
+        assert r.error is not None and r.error.type == "KeyboardInterrupt"
+        assert not r.state_lost
+        assert (await s.run("kept")).value == "yes"
+
+
 async def test_a_node_killed_mid_run_gives_state_lost_and_the_next_run_a_fresh_interpreter(
     cluster: RayCluster,
 ) -> None:
@@ -172,6 +194,33 @@ async def test_actor_names_are_unguessable_and_scoped_per_tenant(cluster: RayClu
         if n["namespace"] == "codemode-acme"
     ]
     assert left == []
+
+
+def _actor_names(namespace: str) -> list[str]:
+    named = ray.util.list_named_actors(all_namespaces=True)
+    return [n["name"] for n in named if n["namespace"] == namespace]
+
+
+async def _all_gone(namespace: str) -> bool:
+    """ray.kill is asynchronous: the cluster forgets the names shortly after (bounded)."""
+    deadline = time.monotonic() + 60
+    while _actor_names(namespace) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return _actor_names(namespace) == []
+
+
+async def test_a_session_starts_on_an_actor_the_pool_started_before(cluster: RayCluster) -> None:
+    ex = executor(cluster, tenant="pool", pool_size=1)
+    try:
+        await ex.warm()
+        ready = _actor_names("codemode-pool")
+        assert len(ready) == 1
+        async with Session(ex) as s:
+            assert worker_of(s).info["name"] == ready[0]
+            assert (await s.run("1 + 1")).value == 2
+    finally:
+        ex.close()
+    assert await _all_gone("codemode-pool")
 
 
 async def test_an_idle_actor_is_reclaimed_and_the_next_run_says_so(cluster: RayCluster) -> None:

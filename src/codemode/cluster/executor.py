@@ -123,9 +123,12 @@ class RayExecutor:
         self.worker_start_timeout = worker_start_timeout
         self.env = dict(env or {})
         self.runtime_env = runtime_env
-        # pool_size: accepted for option parity; a session's actor starts on demand.
-        del pool_size
+        self.pool_size = 1 if pool_size is None else pool_size
+        """Actors kept placed with their worker started, so a session starts at once."""
         self._actor_cls: Any = None
+        self._ready: list[tuple[Any, dict[str, Any]]] = []
+        self._filling = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
     def for_workspace(cls, workspace: Workspace | None = None, **options: Any) -> RayExecutor:
@@ -183,13 +186,56 @@ class RayExecutor:
         return options
 
     async def warm(self) -> None:
-        """Join the cluster now, so a wrong address is reported at start."""
+        """Join the cluster now, so a wrong address is reported at start, and fill the
+        pool of ready actors (a failure there is reported by the next ``start``)."""
         await asyncio.to_thread(connect, self.config)
+        with contextlib.suppress(ExecutorError):
+            await self._refill()
 
     async def start(self, handler: CallHandler) -> RayWorker:
+        handle: Any = None
+        info: dict[str, Any] = {}
+        while self._ready and handle is None:
+            handle, info = self._ready.pop(0)
+            try:  # a ready actor may have died with its node since it started
+                await self._call(handle.pid.remote(), "answer", self._deadline())
+            except ExecutorError:
+                with contextlib.suppress(Exception):
+                    _ray().kill(handle, no_restart=True)
+                handle = None
+        if handle is None:
+            handle, info = await self._launch()
+        task = asyncio.get_running_loop().create_task(self._refill())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return RayWorker(self, handle, handler, info)
+
+    async def _refill(self) -> None:
+        while len(self._ready) + self._filling < self.pool_size:
+            self._filling += 1
+            try:
+                self._ready.append(await self._launch())
+            except ExecutorError:
+                return  # the next start() launches (and reports) on its own
+            finally:
+                self._filling -= 1
+
+    def close(self) -> None:
+        """End the actors kept ready (the sessions' own actors end with their sessions)."""
+        ready, self._ready = self._ready, []
+        for task in self._tasks:
+            task.cancel()
+        if ready:
+            ray = _ray()
+            for handle, _ in ready:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle, no_restart=True)
+
+    async def _launch(self) -> tuple[Any, dict[str, Any]]:
+        """Place an actor, check its versions, start its worker (retrying a dead node)."""
         ray = _ray()
         if not ray.is_initialized():
-            await self.warm()
+            await asyncio.to_thread(connect, self.config)
         if self._actor_cls is None:
             self._actor_cls = ray.remote(SessionActor)
         options: dict[str, Any] = {
@@ -203,10 +249,10 @@ class RayExecutor:
         if self.runtime_env is not None:
             options["runtime_env"] = self.runtime_env
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.start_timeout
+        deadline = self._deadline()
         while True:
             # A fresh name per attempt: a dead actor's name may not be free yet.
-            options["name"] = secrets.token_urlsafe(24)
+            options["name"] = name = secrets.token_urlsafe(24)
             handle = self._actor_cls.options(**options).remote(
                 self.config.worker, self.worker_options()
             )
@@ -214,6 +260,7 @@ class RayExecutor:
                 info = await self._call(handle.hello.remote(), "get placed on a node", deadline)
                 _check_versions(info)
                 info["pid"] = await self._call(handle.start.remote(), "start its worker", deadline)
+                info["name"] = name
             except _NodeLost:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
@@ -224,7 +271,10 @@ class RayExecutor:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
                 raise
-            return RayWorker(self, handle, handler, info)
+            return handle, info
+
+    def _deadline(self) -> float:
+        return asyncio.get_running_loop().time() + self.config.start_timeout
 
     async def _call(self, ref: Any, what: str, deadline: float) -> Any:
         ray = _ray()

@@ -68,6 +68,14 @@ async def main():
     except ConfigError as exc:
         assert "codemode[redis]" in str(exc), exc
         print("RedisStorage: names its extra:", exc)
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:  # never start a Ray here
+        from codemode.execution import executor_by_name
+        try:
+            await executor_by_name("ray").start(None)
+        except ConfigError as exc:
+            assert "codemode[ray]" in str(exc), exc
+            print("executor ray: names its extra:", exc)
 
 asyncio.run(main())
 """

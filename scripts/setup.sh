@@ -29,7 +29,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev,redis,bench,plot,agent,examples,ner,otel]"
+.venv/bin/python -m pip install -q -e ".[dev,redis,bench,plot,agent,examples,ner,otel,ray]"
 
 if [ -f .ci/install-test-servers.sh ]; then
   bash .ci/install-test-servers.sh

@@ -76,7 +76,7 @@ def test_an_invalid_executor_names_the_place_what_is_allowed_and_the_closest(
         f"warning: {base}/config.json:1:2: unknown setting 'run_timout' (did you mean "
         "'run_timeout'?); it is ignored",
         f'Error: {base}/config.json:2:14: executor: expected one of "subprocess", "inprocess", '
-        '"sandbox", got the string "subproces" (did you mean "subprocess"?)',
+        '"sandbox", "ray", got the string "subproces" (did you mean "subprocess"?)',
     ]
 
 
@@ -86,7 +86,7 @@ def test_a_bogus_executor_in_the_environment_names_the_variable(tmp_path: Path) 
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == (
         "Error: environment variable CODEMODE_EXECUTOR: executor: expected one of "
-        '"subprocess", "inprocess", "sandbox", got the string "bogus"'
+        '"subprocess", "inprocess", "sandbox", "ray", got the string "bogus"'
     )
     assert "Traceback" not in done.stderr
 
@@ -204,5 +204,5 @@ def test_doctor_shows_the_config_warnings_and_exits_2_when_it_is_invalid(
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (
         f'Error: {base}/config.json:1:14: executor: expected one of "subprocess", '
-        '"inprocess", "sandbox", got the string "vm"'
+        '"inprocess", "sandbox", "ray", got the string "vm"'
     )

@@ -77,7 +77,7 @@ def test_a_bad_value_in_yaml_names_file_line_column_and_field(tmp_path: Path) ->
     with pytest.raises(ConfigError) as info:
         load_config(cfg, env={}, sections=[AGENT])
     assert str(info.value).splitlines() == [
-        f'{cfg}:3:11: executor: expected one of "subprocess", "inprocess", "sandbox", '
+        f'{cfg}:3:11: executor: expected one of "subprocess", "inprocess", "sandbox", "ray", '
         'got the string "subproces" (did you mean "subprocess"?)',
         f"{cfg}:2:14: agent.max_turns: expected a whole number, got a list",
     ]

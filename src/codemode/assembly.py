@@ -32,6 +32,7 @@ from .audit.capability import AUDIT
 from .budget.capability import BUDGET
 from .capability import Capability, HttpEndpoint
 from .checks.capability import CODE_CHECKS
+from .cluster.capability import RAY
 from .memory.capability import MEMORY
 from .observability.capability import OBSERVABILITY
 from .plugins.capability import PLUGINS
@@ -64,6 +65,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     PLUGINS,  # codemode plugins (codemode.plugins)
     SEEDS,  # the seed systems' server tool names (codemode.seeds)
     WORKFLOWS,  # codemode workflow, run_workflow (codemode.workflows)
+    RAY,  # the ray executor's settings (codemode.cluster)
 )
 
 

@@ -6,6 +6,7 @@ Errors are grouped by who must react::
     ├── ConfigError              the developer's configuration or arguments are wrong
     ├── ExecutorError            a worker could not be started or talked to
     │   └── SandboxUnavailable   isolation is required but this machine cannot provide it
+    ├── RelayedCallError         a host call's error, carried back through a relay (Ray)
     ├── SessionClosed            the session was used after close()
     ├── ToolError                a tool call failed (the agent's code sees this as ToolError)
     │   ├── ToolNotFound         no such server or tool (carries close matches)
@@ -47,6 +48,15 @@ class ExecutorError(CodemodeError):
 
 class SandboxUnavailable(ExecutorError):
     """Isolation was asked for but this machine cannot provide it."""
+
+
+class RelayedCallError(CodemodeError):
+    """A call the worker made failed on a host further away (a Ray session's actor relays
+    calls to its host): ``wire`` is that host's description of the error, sent on as is."""
+
+    def __init__(self, wire: dict[str, object]) -> None:
+        super().__init__(str(wire.get("message", "")))
+        self.wire = dict(wire)
 
 
 class SessionClosed(CodemodeError):

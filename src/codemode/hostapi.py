@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from .errors import CodemodeError
+from .errors import CodemodeError, RelayedCallError
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -58,6 +58,8 @@ class HostAPI:
 
 def error_to_wire(exc: BaseException) -> dict[str, Any]:
     """Describe a host-side error for the worker, which re-raises it by class name."""
+    if isinstance(exc, RelayedCallError):
+        return dict(exc.wire)
     if isinstance(exc, CodemodeError):
         # ``message`` without the "server.tool: " prefix: the worker-side class adds it back.
         wire: dict[str, Any] = {

@@ -154,7 +154,11 @@ def main(config: dict[str, Any]) -> None:
     install_routers(runtime.active, fallback=False)
     inherit_capture_in_threads()
     gate = _Gate()
+    # Interrupts arrive as SIGINT: a launcher that ignores or blocks it (a Ray worker
+    # process, nohup, some service managers) must not pass that on, or a timeout could
+    # only kill the worker.
     signal.signal(signal.SIGINT, gate.on_sigint)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if "ctrl_fd" in config:
         ctrl_fd = int(config["ctrl_fd"])
         os.set_inheritable(ctrl_fd, False)  # the agent's subprocesses must not read it

@@ -118,3 +118,29 @@ async def test_a_dead_worker_between_runs_is_replaced_with_a_warning(session: Se
     r = await session.run("'ok'")
     assert r.value == "ok"
     assert any("restarted" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("how", ["ignored", "blocked"])
+async def test_a_worker_started_with_sigint_ignored_or_blocked_still_stops_at_its_timeout(
+    how: str,
+) -> None:
+    """A launcher that ignores or blocks SIGINT (a Ray worker process, nohup) passes that
+    on to its children; the worker restores the interrupt, so a timeout keeps its state."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if how == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        session = Session(SubprocessExecutor(pool_size=0))
+        await session.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    async with session:
+        await session.run("kept = 'yes'")
+        r = await session.run("while True: pass", timeout=1)
+        assert r.timed_out and not r.state_lost
+        assert (await session.run("kept")).value == "yes"

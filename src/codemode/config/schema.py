@@ -70,8 +70,8 @@ class Settings(BaseModel):
     run_timeout: float = Field(60.0, gt=0, description="Default timeout (s) of one session run.")
     executor: str = Field(
         "sandbox",
-        description="Where agents' code runs (sandbox, subprocess, inprocess, or a plugin's); "
-        "the sandbox refuses rather than degrade.",
+        description="Where agents' code runs (sandbox, subprocess, inprocess, ray, or a "
+        "plugin's); the sandbox refuses rather than degrade.",
     )
     storage: str = Field(
         "file", description="Where skills, artifacts and state live (file, redis, or a plugin's)."
@@ -98,7 +98,7 @@ class Settings(BaseModel):
     @field_validator("executor")
     @classmethod
     def _executor(cls, value: str) -> str:
-        return _known("executor", value, ("subprocess", "inprocess", "sandbox"), "executors")
+        return _known("executor", value, ("subprocess", "inprocess", "sandbox", "ray"), "executors")
 
     @field_validator("storage")
     @classmethod

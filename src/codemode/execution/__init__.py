@@ -13,7 +13,7 @@ from .subprocess import SubprocessExecutor
 if TYPE_CHECKING:
     from ..workspace import Workspace
 
-EXECUTOR_NAMES = ("inprocess", "subprocess", "sandbox")
+EXECUTOR_NAMES = ("inprocess", "subprocess", "sandbox", "ray")
 
 
 def executor_by_name(name: str, *, workspace: Workspace | None = None, **options: Any) -> Executor:
@@ -30,6 +30,10 @@ def executor_by_name(name: str, *, workspace: Workspace | None = None, **options
         from .sandbox import SandboxExecutor
 
         return SandboxExecutor.for_workspace(workspace, **options)
+    if name == "ray":
+        from ..cluster.executor import RayExecutor
+
+        return RayExecutor.for_workspace(workspace, **options)
     from ..errors import ConfigError
     from ..plugins import executor_factory, names
 

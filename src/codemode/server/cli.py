@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .toolset import ServerContext
 
-EXECUTORS = ("inprocess", "subprocess", "sandbox")
+EXECUTORS = ("inprocess", "subprocess", "sandbox", "ray")
 """Names accepted by ``--executor`` (built by ``codemode.execution.executor_by_name``)."""
 
 TOKEN_ENV = "CODEMODE_TOKEN"

@@ -1,0 +1,167 @@
+"""Issue 20 figures: what a session on Ray costs, against the local sandbox in one run.
+
+1. Warm ``run("x+1")`` p50/p95: RayExecutor (worker in an actor on another node, every run
+   one actor call) vs SandboxExecutor (the same worker, local pipes); rounds alternate.
+   Target: <= 1 ms added p50.
+2. A tool call from the code (``tools.bench.echo(x=1)``), served on the host: Ray vs local.
+3. Session start: RayExecutor.start (actor placed, worker started on its node, versions
+   checked) vs a cold local sandbox start (no warm pool).
+
+Without ``--address`` it starts its own cluster on this machine (a head plus one worker
+node: ``codemode.cluster.local``) and stops it after.
+
+python benchmarks/bench_ray.py [--quick] [--address HOST:PORT] [--runs 300] [--starts 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _stats import median, pct, table
+from codemode import Session
+from codemode.cluster import RayConfig, RayExecutor
+from codemode.cluster.local import LocalCluster
+from codemode.execution.pool import close_pools
+from codemode.execution.sandbox import SandboxExecutor
+
+TARGET_ADDED_P50_MS = 1.0
+
+
+async def _no_calls(method: str, params: dict[str, Any]) -> Any:
+    raise RuntimeError(method)
+
+
+def echo(x: int) -> int:
+    """Returns x."""
+    return x
+
+
+def _ray_executor(address: str, pool_size: int = 0) -> RayExecutor:
+    config = RayConfig(address=address, resources={"codemode": 0.01}, memory_mb=200)
+    return RayExecutor(config, pool_size=pool_size)
+
+
+async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str, list[float]]:
+    sessions = {
+        "sandbox": Session(SandboxExecutor(pool_size=0)),
+        "ray": Session(_ray_executor(address)),
+    }
+    out: dict[str, list[float]] = {name: [] for name in sessions}
+    try:
+        for s in sessions.values():
+            await s.start()
+            s.register_tool(echo, server="bench")
+            for _ in range(20):  # warm-up: imports, first tool listing
+                r = await s.run(code)
+                assert r.error is None, r.error
+        for _ in range(rounds):
+            for name, s in sessions.items():
+                for _ in range(runs // rounds):
+                    t = time.perf_counter()
+                    await s.run(code)
+                    out[name].append((time.perf_counter() - t) * 1000)
+        rss = actor_rss_mb()
+        if rss:
+            print(f"session actor processes: {len(rss)}, resident {median(rss):.0f} MB each (p50)")
+    finally:
+        for s in sessions.values():
+            await s.close()
+    return out
+
+
+async def starts(address: str, n: int) -> dict[str, list[float]]:
+    """Cold starts, and starts from a full pool (refilled, untimed, between starts)."""
+    exs: dict[str, Any] = {
+        "sandbox (cold, no pool)": SandboxExecutor(pool_size=0),
+        "ray (actor placed + worker started)": _ray_executor(address),
+        "ray (a ready actor from the pool)": _ray_executor(address, pool_size=1),
+    }
+    out: dict[str, list[float]] = {name: [] for name in exs}
+    for ex in exs.values():  # the first start pays one-off checks and imports
+        await (await ex.start(_no_calls)).close()
+    for _ in range(n):
+        for name, ex in exs.items():
+            if isinstance(ex, RayExecutor):
+                await ex.warm()
+            t = time.perf_counter()
+            w = await ex.start(_no_calls)
+            out[name].append((time.perf_counter() - t) * 1000)
+            await w.close()
+    for ex in exs.values():
+        if isinstance(ex, RayExecutor):
+            ex.close()
+    return out
+
+
+def actor_rss_mb() -> list[float]:
+    """Resident memory of the session actors' processes on this machine (local cluster)."""
+    out = subprocess.run(["ps", "-eo", "rss,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) / 1024 for line in out.splitlines()[1:]
+            if "ray::SessionActor" in line]  # fmt: skip
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def main_async(args: argparse.Namespace, address: str) -> None:
+    print(f"machine: {os.cpu_count()} cores, {_load()}; Ray cluster at {address}")
+    runs = await warm_runs(address, args.runs, args.rounds, "x = 1\nx + 1")
+    rows = [[name, len(v), median(v), pct(v, 95)] for name, v in runs.items()]
+    added = median(runs["ray"]) - median(runs["sandbox"])
+    print(table('warm run("x+1") (ms)', ["executor", "runs", "p50", "p95"], rows))
+    verdict = "met" if added <= TARGET_ADDED_P50_MS else "NOT met"
+    print(f"added p50 by Ray: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: {verdict})")
+
+    calls = await warm_runs(address, args.runs // 2, args.rounds, "tools.bench.echo(x=1)")
+    rows = [[name, len(v), median(v), pct(v, 95)] for name, v in calls.items()]
+    print(table("run with one tool call served on the host (ms)", ["executor", "runs",
+                "p50", "p95"], rows))  # fmt: skip
+    added = median(calls["ray"]) - median(calls["sandbox"])
+    print(f"added p50 by Ray for a run with one tool call: {added:.3f} ms (no target)")
+
+    st = await starts(address, args.starts)
+    rows = [[name, len(v), median(v), pct(v, 95)] for name, v in st.items()]
+    print(table("session start (ms)", ["executor", "starts", "p50", "p95"], rows))
+    print(f"after: {_load()}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few runs (CI)")
+    p.add_argument("--address", help="an existing cluster (default: start one here)")
+    p.add_argument("--runs", type=int, default=600)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--starts", type=int, default=10)
+    args = p.parse_args()
+    if args.quick:
+        args.runs, args.rounds, args.starts = 60, 2, 2
+    cluster = None
+    address = args.address
+    try:
+        if address is None:
+            t = time.perf_counter()
+            cluster = LocalCluster()
+            cluster.start_head()
+            cluster.add_node("b")
+            address = cluster.address
+            print(f"local cluster (head + 1 node) started in {time.perf_counter() - t:.1f} s")
+        asyncio.run(main_async(args, address))
+    finally:
+        close_pools()
+        if "ray" in sys.modules:
+            sys.modules["ray"].shutdown()
+        if cluster is not None:
+            cluster.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The node side of a Ray session: one actor that holds one sandboxed worker.
+
+The actor runs in a Ray worker process on whichever node Ray placed it. It starts the
+worker with the node's own ``SandboxExecutor`` (the same bubblewrap, seccomp and limits
+launch as a local session), so the run's timeout, output caps, memory limit, workspace
+quota and crash detection are enforced on the node by the same code. What the worker
+asks of the host (``call`` frames: tools, memory, live output) is not answered here: it
+is handed to the host in the answer of its pending ``run``/``poll``, and the host's
+``reply`` resolves it. Upstream connections and their credentials stay on the host.
+
+Nothing here imports Ray at module level: Ray imports this module by name on the node
+(so the node must have the same codemode release; ``hello`` reports it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from contextlib import AbstractContextManager
+from typing import Any
+
+import codemode_worker.protocol as worker_protocol
+
+from ..errors import ExecutorError, RelayedCallError
+from ..execution.base import PROTOCOL_VERSION, Worker
+
+RELAY_VERSION = 1
+"""The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
+
+
+def versions() -> dict[str, Any]:
+    """What this install speaks: the host compares it with its own before a worker starts."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("codemode")
+    except PackageNotFoundError:
+        release = "unknown"
+    return {
+        "release": release,
+        "relay": RELAY_VERSION,
+        "protocol": PROTOCOL_VERSION,
+        "worker_protocol": worker_protocol.VERSION,
+    }
+
+
+class SessionActor:
+    """One session's worker on a Ray node (wrapped with ``ray.remote`` by the host)."""
+
+    def __init__(self, kind: str, options: dict[str, Any]) -> None:
+        self._kind = kind
+        self._options = options
+        self._worker: Worker | None = None
+        self._events: list[dict[str, Any]] = []
+        self._wake: asyncio.Event | None = None
+        self._calls: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
+        self._seq = 0
+        self._holds: list[AbstractContextManager[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------
+    def hello(self) -> dict[str, Any]:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {**versions(), "node": ctx.get_node_id(), "ip": ray.util.get_node_ip_address()}
+
+    async def start(self) -> int:
+        """Start the worker on this node; returns its pid."""
+        from ..execution.sandbox import SandboxExecutor
+        from ..execution.subprocess import SubprocessExecutor
+
+        self._wake = asyncio.Event()
+        # One session per actor: no pre-started spare workers on the node.
+        options = {**self._options, "pool_size": 0}
+        executor: SubprocessExecutor = (
+            SandboxExecutor(**options) if self._kind == "sandbox" else SubprocessExecutor(**options)
+        )
+        self._worker = worker = await executor.start(self._relay)
+        return int(getattr(worker, "pid", 0))
+
+    async def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.close()
+
+    # -- runs ------------------------------------------------------------------------
+    async def run(self, code: str, timeout: float) -> list[dict[str, Any]]:
+        """Start a run; answers with the first events (the result, or calls to serve)."""
+        worker = self._worker
+        if worker is None or not worker.alive:
+            raise ExecutorError("the session's worker on this node is not running")
+        asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
+        return await self.poll()
+
+    async def _run(self, worker: Worker, code: str, timeout: float) -> None:
+        try:
+            result = await worker.run(code, timeout)
+        except Exception as exc:  # noqa: BLE001 - reported to the host as the run's end
+            self._push({"op": "failed", "message": f"{type(exc).__name__}: {exc}"})
+            return
+        finally:
+            for cm in reversed(self._holds):
+                cm.__exit__(None, None, None)
+            self._holds.clear()
+        self._push({"op": "done", "result": dataclasses.asdict(result)})
+
+    async def poll(self) -> list[dict[str, Any]]:
+        """Wait for events: calls the worker made, or the end of the run."""
+        assert self._wake is not None
+        while not self._events:
+            self._wake.clear()
+            await self._wake.wait()
+        events, self._events = self._events, []
+        return events
+
+    def _push(self, event: dict[str, Any]) -> None:
+        self._events.append(event)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _relay(self, method: str, params: dict[str, Any]) -> Any:
+        """The inner worker's call handler: the host answers it through ``reply``."""
+        self._seq += 1
+        cid = self._seq
+        fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+        self._calls[cid] = fut
+        self._push({"op": "call", "id": cid, "method": method, "params": params})
+        try:
+            ok, value = await fut
+        finally:
+            self._calls.pop(cid, None)
+        if not ok:
+            raise RelayedCallError(value)
+        return value
+
+    def reply(self, cid: int, ok: bool, value: Any) -> None:
+        fut = self._calls.get(cid)
+        if fut is not None and not fut.done():
+            fut.set_result((ok, value))
+
+    # -- control -----------------------------------------------------------------------
+    def hold(self, on: bool) -> None:
+        """Hold (or release) the running code's timeout while the host waits for a person."""
+        if on and self._worker is not None:
+            cm = self._worker.hold_timeout()
+            cm.__enter__()
+            self._holds.append(cm)
+        elif not on and self._holds:
+            self._holds.pop().__exit__(None, None, None)
+
+    def interrupt(self, kill_stuck: bool) -> bool:
+        stop = getattr(self._worker, "interrupt", None)
+        return bool(stop(kill_stuck=kill_stuck)) if stop is not None else False
+
+    def kill(self) -> None:
+        kill = getattr(self._worker, "kill", None)
+        if kill is not None:
+            kill()
+
+    async def reset(self) -> None:
+        if self._worker is None:
+            raise ExecutorError("the session's worker on this node is not running")
+        await self._worker.reset()
+
+    def pid(self) -> int:
+        with contextlib.suppress(AttributeError, TypeError):
+            return int(getattr(self._worker, "pid", 0))
+        return 0

@@ -1,0 +1,494 @@
+"""``RayExecutor``: each session's worker in a Ray actor on some node of a cluster.
+
+The host (this process: ``codemode serve``, the SDK) keeps everything that holds
+credentials: the tool registry, upstream MCP connections, the memory's storage. A
+session's actor (:mod:`.actor`) starts the same sandboxed worker on its node and relays
+the worker protocol: a run is one actor call whose answer is the result, or the calls
+the code made; the host serves those calls here and sends each reply back. The run's
+limits are enforced on the node by the node's own ``SandboxExecutor``.
+
+Placement: an actor reserves ``num_cpus`` (0.01 by default: Ray's default of one CPU
+per actor would fit one session per core) and ``memory`` (the worker's memory limit plus
+the actor's own process), plus any custom ``resources`` that mark the nodes meant for
+sessions. Actors are owned by this process (not detached): if the host dies, Ray ends
+them. Their names are unguessable and their namespace names the tenant.
+
+Ray has no authentication by default: run the cluster on a private network (or with
+Ray's token authentication), as docs/ray.md says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, ExecutorError
+from ..execution.base import CallHandler, check_protocol
+from ..execution.limits import Limits
+from ..hostapi import error_to_wire
+from ..result import ErrorInfo, ExecutionResult
+from .actor import RELAY_VERSION, SessionActor, versions
+from .config import RayConfig
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+log = logging.getLogger("codemode.cluster")
+
+EXTRA_HINT = "the ray executor needs Ray: pip install 'codemode[ray]'"
+ACTOR_OVERHEAD_MB = 150
+"""What the actor's own Ray worker process holds, beside the sandboxed worker."""
+
+_connect_lock = threading.Lock()
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(EXTRA_HINT) from exc
+    return ray
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Fail fast, naming the address, when nothing listens there (``ray.init`` would
+    retry for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"ray.address {address!r} is not host:port (or auto)")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout).close()
+    except OSError as exc:
+        raise ExecutorError(
+            f"the Ray cluster at {address} cannot be reached ({exc}). Start it "
+            f"(`ray start --head --port={port}` on the head node) or fix ray.address "
+            "(CODEMODE_RAY_ADDRESS)"
+        ) from None
+
+
+def connect(config: RayConfig) -> None:
+    """Join the cluster once per process (a process already connected keeps its link)."""
+    ray = _ray()
+    with _connect_lock:
+        if ray.is_initialized():
+            return
+        address = config.address
+        options: dict[str, Any] = {
+            "namespace": config.namespace,
+            "logging_level": logging.WARNING,
+            "log_to_driver": False,
+        }
+        if address is None:
+            options["include_dashboard"] = False
+        elif address != "auto":
+            _probe(address, config.connect_timeout)
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ExecutorError(
+                f"cannot join the Ray cluster at {address or 'a new local Ray'}: {exc}"
+            ) from exc
+
+
+class RayExecutor:
+    """Starts each session's worker in its own actor on a Ray cluster."""
+
+    def __init__(
+        self,
+        config: RayConfig | None = None,
+        *,
+        tenant: str = "default",
+        limits: Limits | None = None,
+        max_output: int = 1_000_000,
+        interrupt_grace: float = 1.0,
+        worker_start_timeout: float = 15.0,
+        env: dict[str, str] | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        pool_size: int | None = None,
+    ) -> None:
+        self.config = config or RayConfig()
+        self.tenant = tenant
+        self.limits = limits or Limits()
+        self.max_output = max_output
+        self.interrupt_grace = interrupt_grace
+        self.worker_start_timeout = worker_start_timeout
+        self.env = dict(env or {})
+        self.runtime_env = runtime_env
+        self.pool_size = 1 if pool_size is None else pool_size
+        """Actors kept placed with their worker started, so a session starts at once."""
+        self._actor_cls: Any = None
+        self._ready: list[tuple[Any, dict[str, Any]]] = []
+        self._filling = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def for_workspace(cls, workspace: Workspace | None = None, **options: Any) -> RayExecutor:
+        """An executor for a codemode workspace: its ``ray`` section, tenant and quotas.
+
+        The workspace's files and deps directories are host paths: the node does not
+        have them, so each worker gets a private scratch ``/workspace`` on its node.
+        """
+        from .capability import RAY
+
+        if workspace is None and "config" not in options:
+            # No workspace (e.g. `codemode run --no-tools`): the environment still applies.
+            from ..config.schema import load_config
+
+            loaded = load_config(None, sections=[RAY.section])
+            options["config"] = loaded.section(RAY.name, RayConfig)
+        if workspace is not None:
+            options.setdefault("config", workspace.section(RAY))
+            options.setdefault("tenant", workspace.settings.tenant)
+            settings = workspace.settings
+            options.setdefault(
+                "limits",
+                Limits(
+                    workspace_mb=settings.workspace_quota_mb or None,
+                    workspace_files=settings.workspace_quota_files or None,
+                ),
+            )
+        for host_only in ("cwd", "deps_dir"):
+            options.pop(host_only, None)
+        return cls(**options)
+
+    @property
+    def namespace(self) -> str:
+        """Actors of one tenant share a namespace (listing, cleanup); names are random."""
+        return f"{self.config.namespace}-{self.tenant}"
+
+    def memory_bytes(self) -> int:
+        mb = self.config.memory_mb
+        if not mb:
+            mb = (self.limits.memory_mb or 1024) + ACTOR_OVERHEAD_MB
+        return mb << 20
+
+    def worker_options(self) -> dict[str, Any]:
+        """How the actor starts its worker (the node's SandboxExecutor's arguments)."""
+        options: dict[str, Any] = {
+            "max_output": self.max_output,
+            "interrupt_grace": self.interrupt_grace,
+            "start_timeout": self.worker_start_timeout,
+            "env": self.env,
+        }
+        if self.config.worker == "sandbox":
+            options["limits"] = self.limits
+        else:
+            options["memory_limit_mb"] = self.limits.memory_mb
+        return options
+
+    async def warm(self) -> None:
+        """Join the cluster now, so a wrong address is reported at start, and fill the
+        pool of ready actors (a failure there is reported by the next ``start``)."""
+        await asyncio.to_thread(connect, self.config)
+        with contextlib.suppress(ExecutorError):
+            await self._refill()
+
+    async def start(self, handler: CallHandler) -> RayWorker:
+        handle: Any = None
+        info: dict[str, Any] = {}
+        while self._ready and handle is None:
+            handle, info = self._ready.pop(0)
+            try:  # a ready actor may have died with its node since it started
+                await self._call(handle.pid.remote(), "answer", self._deadline())
+            except ExecutorError:
+                with contextlib.suppress(Exception):
+                    _ray().kill(handle, no_restart=True)
+                handle = None
+        if handle is None:
+            handle, info = await self._launch()
+        task = asyncio.get_running_loop().create_task(self._refill())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return RayWorker(self, handle, handler, info)
+
+    async def _refill(self) -> None:
+        while len(self._ready) + self._filling < self.pool_size:
+            self._filling += 1
+            try:
+                self._ready.append(await self._launch())
+            except ExecutorError:
+                return  # the next start() launches (and reports) on its own
+            finally:
+                self._filling -= 1
+
+    def close(self) -> None:
+        """End the actors kept ready (the sessions' own actors end with their sessions)."""
+        ready, self._ready = self._ready, []
+        for task in self._tasks:
+            task.cancel()
+        if ready:
+            ray = _ray()
+            for handle, _ in ready:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle, no_restart=True)
+
+    async def _launch(self) -> tuple[Any, dict[str, Any]]:
+        """Place an actor, check its versions, start its worker (retrying a dead node)."""
+        ray = _ray()
+        if not ray.is_initialized():
+            await asyncio.to_thread(connect, self.config)
+        if self._actor_cls is None:
+            self._actor_cls = ray.remote(SessionActor)
+        options: dict[str, Any] = {
+            "namespace": self.namespace,
+            "num_cpus": self.config.num_cpus,
+            "memory": self.memory_bytes(),
+            "max_restarts": 0,
+        }
+        if self.config.resources:
+            options["resources"] = dict(self.config.resources)
+        if self.runtime_env is not None:
+            options["runtime_env"] = self.runtime_env
+        loop = asyncio.get_running_loop()
+        deadline = self._deadline()
+        while True:
+            # A fresh name per attempt: a dead actor's name may not be free yet.
+            options["name"] = name = secrets.token_urlsafe(24)
+            handle = self._actor_cls.options(**options).remote(
+                self.config.worker, self.worker_options()
+            )
+            try:
+                info = await self._call(handle.hello.remote(), "get placed on a node", deadline)
+                _check_versions(info)
+                info["pid"] = await self._call(handle.start.remote(), "start its worker", deadline)
+                info["name"] = name
+            except _NodeLost:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle, no_restart=True)
+                if loop.time() < deadline - 1:
+                    continue  # placed on a node that died before Ray noticed: try again
+                raise
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle, no_restart=True)
+                raise
+            return handle, info
+
+    def _deadline(self) -> float:
+        return asyncio.get_running_loop().time() + self.config.start_timeout
+
+    async def _call(self, ref: Any, what: str, deadline: float) -> Any:
+        ray = _ray()
+        timeout = self.config.start_timeout
+        try:
+            left = max(deadline - asyncio.get_running_loop().time(), 0.01)
+            return await asyncio.wait_for(ref, left)
+        except TimeoutError:
+            raise ExecutorError(
+                f"the session's Ray actor did not {what} within {timeout:g} s: no node may "
+                f"have {self.memory_bytes() >> 20} MB of memory, {self.config.num_cpus} CPU"
+                + (f" and resources {self.config.resources}" if self.config.resources else "")
+                + " free (see `ray status`); add nodes, or lower ray.memory_mb"
+            ) from None
+        except ray.exceptions.RayActorError as exc:
+            error = _NodeLost if not exc.actor_init_failed else ExecutorError
+            raise error(f"the session's Ray actor could not {what}: {_why(exc)}") from exc
+        except ray.exceptions.RayError as exc:
+            raise ExecutorError(f"the session's Ray actor could not {what}: {_why(exc)}") from exc
+
+
+class _NodeLost(ExecutorError):
+    """The actor died with its node (not of its own error) while starting: worth a retry."""
+
+
+def _check_versions(info: dict[str, Any]) -> None:
+    """The node must speak this host's protocols (same codemode release on both sides)."""
+    where = f"Ray node {info.get('ip', '?')} ({str(info.get('node', '?'))[:12]})"
+    ours = versions()
+    try:
+        check_protocol(info.get("worker_protocol"))
+        check_protocol(info.get("protocol"))
+    except ExecutorError as exc:
+        raise ExecutorError(
+            f"{where}: {exc} (host: codemode {ours['release']}, node: codemode "
+            f"{info.get('release')})"
+        ) from None
+    if info.get("relay") != RELAY_VERSION:
+        raise ExecutorError(
+            f"{where} relays protocol version {info.get('relay')}, this host speaks version "
+            f"{RELAY_VERSION}: install the same codemode release on both sides"
+        )
+
+
+def _why(exc: BaseException) -> str:
+    """A Ray error in a line or a few: its cause when it carries one."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}"
+    text = str(exc).strip()
+    return text if len(text) < 1500 else text[:1500] + " ..."
+
+
+def _result(data: dict[str, Any], duration_ms: float) -> ExecutionResult:
+    """The node's result, rebuilt from plain fields (the actor sent ``asdict``)."""
+    fields = {f.name for f in dataclasses.fields(ExecutionResult)}
+    values = {k: v for k, v in data.items() if k in fields}
+    err = values.get("error")
+    values["error"] = ErrorInfo.from_dict(err) if isinstance(err, dict) else None
+    values["warnings"] = tuple(values.get("warnings") or ())
+    values["duration_ms"] = duration_ms
+    return ExecutionResult(**values)
+
+
+class RayWorker:
+    """Host side of one session's actor: runs relay calls; calls come back to be served."""
+
+    def __init__(
+        self, executor: RayExecutor, handle: Any, handler: CallHandler, info: dict[str, Any]
+    ) -> None:
+        self._ex = executor
+        self._handle = handle
+        self._handler = handler
+        self.info = info
+        self._dead = False
+        self._running = False
+        self._calls: set[asyncio.Task[None]] = set()
+        self._idle: asyncio.TimerHandle | None = None
+        self._arm_idle()
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead
+
+    @property
+    def node(self) -> str:
+        """The Ray node id the session lives on."""
+        return str(self.info.get("node", ""))
+
+    @property
+    def pid(self) -> int:
+        """The worker's pid on its node."""
+        return int(self.info.get("pid") or 0)
+
+    # -- runs ------------------------------------------------------------------------
+    async def run(self, code: str, timeout: float) -> ExecutionResult:
+        start = time.perf_counter()
+        if self._dead:
+            return _lost("the session's Ray actor is gone", start)
+        self._disarm_idle()
+        self._running = True
+        ray = _ray()
+        try:
+            events = await self._handle.run.remote(code, timeout)
+            while True:
+                for event in events:
+                    op = event.get("op")
+                    if op == "call":
+                        task = asyncio.get_running_loop().create_task(self._serve(event))
+                        self._calls.add(task)
+                        task.add_done_callback(self._calls.discard)
+                    elif op == "done":
+                        result = _result(event["result"], (time.perf_counter() - start) * 1000)
+                        if result.state_lost:  # the node's worker died: so does this actor
+                            self._end()
+                        return result
+                    elif op == "failed":
+                        self._end()
+                        return _lost(f"the run failed on its node: {event.get('message')}", start)
+                events = await self._handle.poll.remote()
+        except ray.exceptions.RayActorError as exc:
+            self._end()
+            return _lost(f"the Ray node running this session was lost ({_why(exc)})", start)
+        except ray.exceptions.RayError as exc:
+            self._end()
+            return _lost(f"the session's Ray actor failed ({_why(exc)})", start)
+        finally:
+            self._running = False
+            for task in self._calls:
+                task.cancel()
+            self._arm_idle()
+
+    async def idle(self) -> None:
+        """Nothing to wait for on the host: a cancelled run is not stopped on its node yet
+        (it runs to its timeout there; the next run of the session waits for it)."""
+
+    async def _serve(self, event: dict[str, Any]) -> None:
+        ray = _ray()
+        try:
+            value = await self._handler(str(event.get("method")), event.get("params") or {})
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
+            ok, value = False, error_to_wire(exc)
+        with contextlib.suppress(ray.exceptions.RayError):
+            await self._handle.reply.remote(event.get("id"), ok, value)
+
+    @contextmanager
+    def hold_timeout(self) -> Iterator[None]:
+        if not self._running or self._dead:
+            yield
+            return
+        # Calls from one caller start on the actor in the order they were sent.
+        self._handle.hold.remote(True)
+        try:
+            yield
+        finally:
+            if not self._dead:
+                self._handle.hold.remote(False)
+
+    def interrupt(self, *, kill_stuck: bool = True) -> bool:
+        """Ctrl-C for the code on the node; the node's grace period and kill apply."""
+        if not self._running or self._dead:
+            return False
+        self._handle.interrupt.remote(kill_stuck)
+        return True
+
+    def kill(self) -> None:
+        """End the actor (and with it the worker) at once."""
+        self._end()
+
+    async def reset(self) -> None:
+        ray = _ray()
+        try:
+            await asyncio.wait_for(self._handle.reset.remote(), 15)
+        except (TimeoutError, ray.exceptions.RayError) as exc:
+            self._end()
+            raise ExecutorError(f"the session's Ray actor did not reset: {exc}") from None
+
+    async def close(self) -> None:
+        if self._dead:
+            return
+        ray = _ray()
+        with contextlib.suppress(TimeoutError, ray.exceptions.RayError):
+            await asyncio.wait_for(self._handle.close.remote(), 5)
+        self._end()
+
+    # -- endings -----------------------------------------------------------------------
+    def _end(self) -> None:
+        if self._dead:
+            return
+        self._dead = True
+        self._disarm_idle()
+        with contextlib.suppress(Exception):
+            _ray().kill(self._handle, no_restart=True)
+
+    def _arm_idle(self) -> None:
+        idle = self._ex.config.idle_timeout
+        if idle and not self._dead:
+            self._idle = asyncio.get_running_loop().call_later(idle, self._end)
+
+    def _disarm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+
+def _lost(why: str, start: float) -> ExecutionResult:
+    return ExecutionResult(
+        error=ErrorInfo(
+            "WorkerCrashed",
+            f"{why}; the session's state was lost and the next run starts a fresh worker",
+        ),
+        state_lost=True,
+        duration_ms=(time.perf_counter() - start) * 1000,
+    )

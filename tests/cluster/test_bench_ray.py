@@ -1,0 +1,32 @@
+"""The Ray benchmark runs in its quick mode against the tests' cluster and prints its
+tables with the target beside the figure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import RayCluster
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_bench_ray_quick_prints_run_overhead_tool_calls_and_start_times(
+    cluster: RayCluster,
+) -> None:
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_ray.py"), "--quick",
+         "--address", cluster.address],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ), cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert 'warm run("x+1") (ms)' in r.stdout
+    assert "added p50 by Ray:" in r.stdout and "(target <= 1.0 ms:" in r.stdout
+    assert "run with one tool call served on the host (ms)" in r.stdout
+    assert "ray (a ready actor from the pool)" in r.stdout

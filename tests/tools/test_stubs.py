@@ -73,9 +73,10 @@ class RecordingLink:
 @pytest.fixture
 def link() -> Iterator[RecordingLink]:
     link = RecordingLink()
+    previous = bridge._link  # the in-process executor's, when one ran in this process
     bridge.set_link(link)
     yield link
-    bridge.set_link(None)
+    bridge.set_link(previous)
 
 
 def load(source: str, name: str = "stub_under_test") -> types.ModuleType:

@@ -28,6 +28,7 @@ from codemode_worker import protocol
 
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
+from ..observability import signals
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CallHandler, RunTimer, check_protocol, held, settle
 from .pool import get_pool
@@ -209,15 +210,18 @@ class SubprocessExecutor:
 
     # -- Executor protocol -------------------------------------------------------
     async def start(self, handler: CallHandler) -> SubprocessWorker:
+        began = time.perf_counter()
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
+        source = "pool"
         if spawned is None:
-            spawned = self.spawn()
+            spawned, source = self.spawn(), "spawn"
         worker = SubprocessWorker(self, spawned, handler)
         try:
             await worker.attach(self.start_timeout)
         finally:
             asyncio.get_running_loop().call_soon(pool.refill)
+        signals.worker_acquired(time.perf_counter() - began, source)
         return worker
 
     async def warm(self) -> None:

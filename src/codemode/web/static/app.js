@@ -116,7 +116,9 @@
       bar.style.left = (100 * s.offset_ms / total) + "%";
       bar.style.width = (100 * (s.duration_ms || 0) / total) + "%";
       const dur = s.duration_ms === null ? "running" : s.duration_ms.toFixed(1) + " ms";
-      row.append(bar, el("span", s.tool + " · " + dur + " · " + s.outcome, "label"));
+      const track = el("div", null, "track");
+      track.append(bar);
+      row.append(el("span", s.tool + " · " + dur + " · " + s.outcome, "label"), track);
       line.append(row);
     }
     if (!r.steps.length) line.append(el("p", "no tool calls"));

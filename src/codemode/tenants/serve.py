@@ -34,6 +34,8 @@ async def serve_tenants(opts: ServeOptions) -> None:
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
         served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
         registries.append(served.context.tools)
+        # One process, many tenants: the console leaves out the process-wide metrics.
+        served.context.extras["codemode.web.shared_process"] = True
         apps[name] = build_http_app(
             served.server,
             served.context,

@@ -55,12 +55,23 @@ def static_endpoints() -> list[HttpEndpoint]:
     return out
 
 
+SHARED_PROCESS = "codemode.web.shared_process"
+"""``ServerContext.extras`` key set when one process serves several tenants."""
+
+
+SHARED_NOTE = "this process serves several tenants: its metrics are all of theirs (/metrics)"
+
+
 def state(ctx: ServerContext, runs: RunLog) -> dict[str, Any]:
-    """Everything the console shows, as JSON-ready data."""
+    """Everything the console shows, as JSON-ready data: only this server's tenant's runs
+    and questions. Metrics are process-wide, so a server shared by several tenants
+    (``codemode serve --tenants``) leaves them out."""
     from ..approval.layer import pending_approvals
     from ..observability.metrics import default_metrics
     from ..observability.summary import samples_of_registry, summarize
 
+    tenant = ctx.settings.tenant if ctx.settings is not None else None
+    shared = bool(ctx.extras.get(SHARED_PROCESS))
     now, wall = ctx.sessions.now(), time.time()
     sessions = [
         {
@@ -79,16 +90,18 @@ def state(ctx: ServerContext, runs: RunLog) -> dict[str, Any]:
             "waiting_s": round(wall - p["since"], 1),
         }
         for p in pending_approvals()
+        if tenant is None or p["tenant"] == tenant
     ]
-    rows = summarize(samples_of_registry(default_metrics().registry))
+    rows = [] if shared else summarize(samples_of_registry(default_metrics().registry))
     return {
         "time": wall,
         "sessions": sessions,
         "sessions_max": ctx.sessions.max_sessions,
         "calls": calls,
-        "runs": runs.snapshot(),
+        "runs": runs.snapshot(tenant),
         "approvals": approvals,
         "metrics": [r.as_dict() for r in rows],
+        "metrics_note": SHARED_NOTE if shared else "",
     }
 
 
@@ -99,4 +112,12 @@ def api_endpoint(ctx: ServerContext, runs: RunLog) -> HttpEndpoint:
     return HttpEndpoint(API_PATH, handler)
 
 
-__all__ = ["API_PATH", "CSP", "UI_PATH", "api_endpoint", "state", "static_endpoints"]
+__all__ = [
+    "API_PATH",
+    "CSP",
+    "SHARED_PROCESS",
+    "UI_PATH",
+    "api_endpoint",
+    "state",
+    "static_endpoints",
+]

@@ -62,18 +62,23 @@ class RunRecord:
 
 
 class RunLog:
-    """The last ``keep`` runs of this process, newest last."""
+    """The last ``keep`` runs of each tenant of this process, newest last (one busy
+    tenant never pushes another's runs out)."""
 
     def __init__(self, keep: int = 50) -> None:
         self.keep = keep
-        self._runs: OrderedDict[str, RunRecord] = OrderedDict()
+        self._tenants: dict[str, OrderedDict[str, RunRecord]] = {}
+        self._runs: dict[str, RunRecord] = {}  # every kept run, by id (for tool calls)
         self._lock = threading.Lock()
         self._seq = 0
 
-    def snapshot(self) -> list[dict[str, Any]]:
-        """The runs as plain data, newest first."""
+    def snapshot(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The runs (of ``tenant`` only, when given) as plain data, newest first."""
         with self._lock:
-            runs = list(self._runs.values())
+            if tenant is not None:
+                runs = list(self._tenants.get(tenant, {}).values())
+            else:
+                runs = sorted(self._runs.values(), key=lambda r: r.started)
         return [asdict(r) for r in reversed(runs)]
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -84,9 +89,12 @@ class RunLog:
             record = RunRecord(
                 key, short_id(ctx.session_id), ctx.tenant, time.time(), clip(event.code)
             )
+            kept = self._tenants.setdefault(ctx.tenant, OrderedDict())
+            kept[key] = record
             self._runs[key] = record
-            while len(self._runs) > self.keep:
-                self._runs.popitem(last=False)
+            while len(kept) > self.keep:
+                old, _ = kept.popitem(last=False)
+                self._runs.pop(old, None)
         began = time.perf_counter()
         try:
             result = await call_next(event)

@@ -184,7 +184,6 @@ async def test_a_tenant_cannot_use_another_tenants_mcp_session(tenancy: Tenancy)
     assert "run_code" not in stolen.text
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-" + "x" * 40, f"Basic {ACME_TOKEN}"])
 async def test_the_web_console_shows_a_tenant_only_its_own_runs_and_no_shared_metrics(
     tenancy: Tenancy,
 ) -> None:
@@ -207,6 +206,7 @@ async def test_the_web_console_shows_a_tenant_only_its_own_runs_and_no_shared_me
     assert theirs["metrics"] == [] and "several tenants" in theirs["metrics_note"]
 
 
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-" + "x" * 40, f"Basic {ACME_TOKEN}"])
 def test_without_a_tenants_token_the_answer_is_invalid_token_without_oauth_metadata(
     tenancy: Tenancy, authorization: str | None
 ) -> None:

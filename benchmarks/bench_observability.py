@@ -1,11 +1,15 @@
 """Issue 18 figures: overhead of metrics + tracing on a run with 5 tool calls, and the
 latency of live output from ``print`` in the worker to the listener / MCP client.
 
-Overhead: three sessions on real subprocess workers (layers off; metrics; metrics and
-tracing with a batch processor and a discarding exporter) run the same cell in turn, in
-the same process, so drift of the machine hits all alike. The tool is an in-process
-Python function returning a small record: the cheapest tool there is, so the relative
-overhead shown is an upper bound.
+Overhead: four sessions on real subprocess workers (layers off; metrics; metrics and
+tracing with a batch processor and a discarding exporter; all of it plus the web
+console's run log) run the same cell in turn, in the same process, so drift of the
+machine hits all alike. Overhead is shown two ways: the ratio of medians, and the median
+of the per-round ratios (each round runs every session once, back to back), which a
+loaded machine disturbs less. Targets (issue 18): overhead <= 3 %, streaming p50 <= 5 ms;
+the verdict column says "not judgeable" when the 1-minute load exceeds the cores. The
+tool is an in-process Python function returning a small record: the cheapest tool there
+is, so the relative overhead shown is an upper bound.
 
 Streaming: a cell prints a line every 100 ms carrying ``time.monotonic()`` (one clock for
 all processes on Linux); the receiver subtracts it from its own. Measured for an SDK
@@ -32,6 +36,10 @@ from _stats import median, pct, table
 from codemode import Session, SubprocessExecutor, ToolRegistry
 from codemode.observability import Metrics
 from codemode.observability.tracing import Tracing
+from codemode.web.runs import RunLog
+
+OVERHEAD_TARGET = 3.0  # percent, observability on vs off
+STREAM_TARGET_MS = 5.0  # p50, print in the worker -> the listener
 
 CELL = "\n".join(f"r{i} = tools.crm.lookup(customer_id={i})" for i in range(5)) + "\nr4['tier']"
 
@@ -66,6 +74,8 @@ async def open_session(layers: Sequence[Any]) -> Session:
     for layer in layers:
         reg.use(layer.tool_layer, "observe")
         session.use(layer.run_hook, "observe")
+        if hasattr(layer, "host_layer"):
+            session.host.use(layer.host_layer)
     await session.start()
     return session
 
@@ -75,6 +85,7 @@ async def overhead(n: int) -> None:
         "off": await open_session([]),
         "metrics": await open_session([Metrics()]),
         "metrics+tracing": await open_session([Metrics(), tracer()]),
+        "all (+console run log)": await open_session([Metrics(), tracer(), RunLog()]),
     }
     times: dict[str, list[float]] = {k: [] for k in sessions}
     try:
@@ -83,7 +94,8 @@ async def overhead(n: int) -> None:
                 assert (await s.run(CELL)).value == "gold"
         for i in range(n):
             order = list(sessions.items())
-            order = order[i % 3 :] + order[: i % 3]  # each goes first, second, last in turn
+            k = i % len(order)
+            order = order[k:] + order[:k]  # each goes first, second... last in turn
             for name, s in order:
                 t = time.perf_counter()
                 r = await s.run(CELL)
@@ -93,20 +105,26 @@ async def overhead(n: int) -> None:
         for s in sessions.values():
             await s.close()
     base = median(times["off"])
-    rows = [
-        [
-            name,
-            len(ts),
-            median(ts) * 1e3,
-            pct(ts, 95) * 1e3,
-            f"{(median(ts) / base - 1) * 100:+.2f}%",
-        ]
-        for name, ts in times.items()
-    ]
+    rows = []
+    for name, ts in times.items():
+        paired = (median([t / o for t, o in zip(ts, times["off"], strict=True)]) - 1) * 100
+        over = (median(ts) / base - 1) * 100
+        rows.append(
+            [
+                name,
+                len(ts),
+                median(ts) * 1e3,
+                pct(ts, 95) * 1e3,
+                f"{over:+.2f}%",
+                f"{paired:+.2f}%",
+                f"<= {OVERHEAD_TARGET:g}%",
+                "" if name == "off" else verdict(max(over, paired) <= OVERHEAD_TARGET),
+            ]
+        )
     print(
         table(
-            "run_code with 5 tool calls (ms; overhead = median vs off, same run)",
-            ["layers", "runs", "median", "p95", "overhead"],
+            f"run_code with 5 tool calls (ms; overhead vs off, same run; {load_note()})",
+            ["layers", "runs", "median", "p95", "overhead", "paired", "target", "verdict"],
             rows,
         )
     )
@@ -120,18 +138,30 @@ async def overhead(n: int) -> None:
     both.register(lookup, server="crm")
     both.use(Metrics(process=False).tool_layer, "observe")
     both.use(tracer().tool_layer, "observe")
+    every = ToolRegistry()
+    every.register(lookup, server="crm")
+    every.use(Metrics(process=False).tool_layer, "observe")
+    every.use(tracer().tool_layer, "observe")
+    every.use(RunLog().tool_layer, "observe")
     calls = 200 if n < 100 else 5000
+    configs = (("off", bare), ("metrics", reg), ("metrics+tracing", both), ("all", every))
     per: dict[str, float] = {}
-    for name, registry in (("off", bare), ("metrics", reg), ("metrics+tracing", both)):
-        t = time.perf_counter()
-        for i in range(calls):
-            await registry.call("crm", "lookup", {"customer_id": i})
-        per[name] = (time.perf_counter() - t) / calls * 1e6
+    best: dict[str, float] = {k: float("inf") for k, _ in configs}
+    batch = 50
+    for _ in range(calls // batch):  # interleaved batches: drift hits every config alike
+        for name, r in configs:
+            t = time.perf_counter()
+            for i in range(batch):
+                await r.call("crm", "lookup", {"customer_id": i})
+            spent = (time.perf_counter() - t) / batch * 1e6
+            per[name] = per.get(name, 0.0) + spent * batch / calls
+            best[name] = min(best[name], spent)
     print(
         table(
-            "one direct tool call through the chain (µs)",
-            ["layers", "calls", "mean µs", "added µs"],
-            [[k, calls, v, v - per["off"]] for k, v in per.items()],
+            f"one direct tool call through the chain (µs; best = fastest batch of {batch}, "
+            f"which load disturbs least; {load_note()})",
+            ["layers", "calls", "mean µs", "added µs", "best µs", "best added µs"],
+            [[k, calls, v, v - per["off"], best[k], best[k] - best["off"]] for k, v in per.items()],
         )
     )
 
@@ -190,14 +220,42 @@ async def streaming(lines: int) -> None:
     rows = []
     for name, fn in (("SDK on_output", sdk_latency), ("MCP client (stdio)", mcp_latency)):
         ms = await fn(lines)
-        rows.append([name, len(ms), median(ms), pct(ms, 95), max(ms)])
+        p50 = median(ms)
+        rows.append(
+            [
+                name,
+                len(ms),
+                p50,
+                pct(ms, 95),
+                max(ms),
+                f"<= {STREAM_TARGET_MS:g}",
+                verdict(p50 <= STREAM_TARGET_MS),
+            ]
+        )
     print(
         table(
-            "live output: print in the worker -> listener (ms; a line every 100 ms)",
-            ["receiver", "lines", "p50", "p95", "max"],
+            f"live output: print in the worker -> listener (ms; a line every 100 ms; "
+            f"{load_note()})",
+            ["receiver", "lines", "p50", "p95", "max", "target p50", "verdict"],
             rows,
         )
     )
+
+
+def busy() -> bool:
+    return os.getloadavg()[0] > (os.cpu_count() or 1)
+
+
+def load_note() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f} on {os.cpu_count()} cores"
+
+
+def verdict(met: bool) -> str:
+    """met / missed, or not judgeable while the machine is busier than its cores."""
+    if busy():
+        return "not judgeable (load)"
+    return "met" if met else "missed"
 
 
 async def main(n: int, lines: int) -> None:

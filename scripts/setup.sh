@@ -12,7 +12,8 @@ PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 PYV="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 need_apt=()
-for pkg in bubblewrap redis-server libseccomp2 util-linux; do
+# chromium: the web console's browser tests (Playwright drives it; no browser downloads)
+for pkg in bubblewrap redis-server libseccomp2 util-linux chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 # The sandbox runs a system interpreter of the same version when the venv's base

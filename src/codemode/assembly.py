@@ -39,6 +39,7 @@ from .plugins.capability import PLUGINS
 from .policy.capability import POLICY
 from .privacy.capability import PRIVACY
 from .seeds.capability import SEEDS
+from .web.capability import WEB
 from .workflows.capability import WORKFLOWS
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ Sections = Mapping[str, BaseModel]
 
 BUILTIN: tuple[Capability[Any], ...] = (
     OBSERVABILITY,  # codemode_* metrics (codemode.observability): first, so outermost
+    WEB,  # the console at /ui and its run log (codemode.web)
     MEMORY,  # skills, artifacts, state, deps (codemode.memory)
     AGENT,  # codemode task, execute_task (codemode.agent)
     AUDIT,  # every run, tool call and memory write, HMAC-chained (codemode.audit)
@@ -115,10 +117,14 @@ def configure_memory(memory: Memory, capabilities: Capabilities, sections: Secti
 
 
 def configure_session(session: Session, capabilities: Capabilities, sections: Sections) -> None:
-    """Add every capability's run hooks to ``session`` at their stages."""
+    """Add every capability's run hooks to ``session`` at their stages, and its layers
+    around the calls the session's worker makes."""
     for cap in capabilities:
-        for stage, hook in cap.hooks_for(section(cap, sections)):
+        config = section(cap, sections)
+        for stage, hook in cap.hooks_for(config):
             session.use(hook, stage)
+        for layer in cap.host_layers_for(config):
+            session.host.use(layer)
 
 
 def commands(capabilities: Capabilities | None = None) -> dict[str, str]:

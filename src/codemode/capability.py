@@ -16,6 +16,8 @@ are all optional:
 - ``reply_layers(config)``: layers over every ``codemode serve`` tool's reply (its own
   tools, the core ones and other capabilities' alike), ``layer(call, tool, reply)``.
 - ``http_endpoints(config, ctx)``: its ``HttpEndpoint``s on ``serve --transport http``.
+- ``host_layers(config)``: layers around every worker -> host call of a session
+  (``codemode.hostapi.HostLayer``: e.g. metrics and spans of memory operations).
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -35,6 +37,7 @@ from .config.schema import Section
 if TYPE_CHECKING:
     import click
 
+    from .hostapi import HostLayer
     from .memory.events import MemoryWatcher
     from .tools.registry import Middleware, ToolFilter
 
@@ -68,6 +71,7 @@ HiddenTools = Callable[[C], "ToolFilter | None"]
 MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
 ReplyLayers = Callable[[C], Iterable[Any]]
 HttpEndpoints = Callable[[C, Any], Iterable[HttpEndpoint]]
+HostLayers = Callable[[C], Iterable["HostLayer"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,7 @@ class Capability(Generic[C]):
     (typed loosely for the same reason)."""
     http_endpoints: HttpEndpoints[C] | None = None
     """``(config, ctx)`` -> its ``HttpEndpoint``s; ``ctx`` is the ``ServerContext``."""
+    host_layers: HostLayers[C] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -122,6 +127,9 @@ class Capability(Generic[C]):
 
     def watchers_for(self, config: Any) -> list[MemoryWatcher]:
         return list(self.memory_watchers(config)) if self.memory_watchers is not None else []
+
+    def host_layers_for(self, config: Any) -> list[HostLayer]:
+        return list(self.host_layers(config)) if self.host_layers is not None else []
 
     def replies_for(self, config: Any) -> list[Any]:
         return list(self.reply_layers(config)) if self.reply_layers is not None else []

@@ -14,6 +14,9 @@ from typing import Any
 from .errors import CodemodeError, RelayedCallError
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+HostLayer = Callable[[str, dict[str, Any], Handler], Awaitable[Any]]
+"""``layer(method, params, call_next)``: around every call the worker makes (metrics and
+spans of memory operations); ``call_next(params)`` runs the method."""
 
 log = logging.getLogger("codemode.host")
 
@@ -35,6 +38,11 @@ class HostAPI:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._layers: list[HostLayer] = []
+
+    def use(self, layer: HostLayer) -> None:
+        """Wrap every call in ``layer``; the first added runs outermost."""
+        self._layers.append(layer)
 
     def register(self, method: str, handler: Handler) -> None:
         self._handlers[method] = handler
@@ -53,7 +61,16 @@ class HostAPI:
             raise CodemodeError(
                 f"{method!r} is not available in this session (no {area} are configured for it)"
             )
+        for layer in reversed(self._layers):
+            handler = _wrapped(layer, method, handler)
         return await handler(params)
+
+
+def _wrapped(layer: HostLayer, method: str, inner: Handler) -> Handler:
+    async def call(params: dict[str, Any]) -> Any:
+        return await layer(method, params, inner)
+
+    return call
 
 
 def error_to_wire(exc: BaseException) -> dict[str, Any]:

@@ -191,3 +191,23 @@ async def test_an_approver_that_fails_or_answers_nonsense_refuses(
     assert "the approver failed: the approval service is down" in failed.value[2]
     assert "returned str, not an Approval or a bool" in odd.value[2]
     assert notes_ws.calls() == []
+
+
+async def test_a_question_waiting_for_a_person_is_listed_as_pending_without_its_arguments(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    from codemode.approval.layer import pending_approvals
+
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    seen: list[list[dict[str, Any]]] = []
+
+    async def approver(request: ApprovalRequest) -> bool:
+        seen.append(pending_approvals())
+        return True
+
+    async with open_notes(notes_ws, approve=approver) as s:
+        await s.run(DELETE)
+    [[pending]] = seen
+    assert (pending["server"], pending["tool"]) == ("notes", "delete_note")
+    assert "hello" not in repr(pending)
+    assert pending_approvals() == []

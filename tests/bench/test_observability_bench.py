@@ -21,4 +21,6 @@ def test_the_observability_benchmark_runs_in_quick_mode() -> None:
     assert p.returncode == 0, p.stderr
     assert "run_code with 5 tool calls" in p.stdout
     rows = {line.split("|")[0].strip() for line in p.stdout.splitlines() if "|" in line}
-    assert {"off", "metrics", "metrics+tracing", "SDK on_output", "MCP client (stdio)"} <= rows
+    assert {"off", "metrics", "metrics+tracing", "all (+console run log)"} <= rows
+    assert {"SDK on_output", "MCP client (stdio)"} <= rows
+    assert "<= 3%" in p.stdout and "<= 5" in p.stdout  # the targets beside the figures

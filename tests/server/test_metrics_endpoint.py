@@ -4,10 +4,13 @@ sequence of runs and tool calls, and the endpoint's own auth setting."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
 import httpx2
 import pytest
 
@@ -79,7 +82,45 @@ async def test_a_scrape_after_known_runs_and_tool_calls_shows_exact_counts(
     assert value(text, received, server="fs", tool="list_directory") > 0
     assert value(text, "codemode_context_efficiency_ratio") > 0.5
     label_names = {k for _, labels in samples(text) for k, _ in labels}
-    assert label_names <= {"outcome", "error_type", "server", "tool", "le", "reason", "budget"}
+    assert label_names <= {
+        *("outcome", "error_type", "server", "tool", "le", "reason", "budget"),
+        *("source", "method", "decision", "entity"),
+    }
+
+
+def test_sessions_created_expired_and_closed_are_counted(tmp_path: Path) -> None:
+    base, _ = make_workspace(tmp_path)
+    s = start_http_server(base, "--idle-timeout", "1")
+
+    def wait_expired() -> str:
+        deadline = time.monotonic() + 60
+        text = scrape(s).text
+        while value(text, "codemode_sessions_ended_total", reason="expired") < 1:
+            assert time.monotonic() < deadline, "the idle session never expired"
+            time.sleep(0.1)
+            text = scrape(s).text
+        return text
+
+    async def runs() -> str:
+        async with http_client(s.url) as idle:
+            await idle.call_tool("run_code", {"code": "x = 1"})
+            expired = await anyio.to_thread.run_sync(wait_expired)
+        async with http_client(s.url) as ended:  # ends its session when it leaves
+            await ended.call_tool("run_code", {"code": "x = 2"})
+        return expired
+
+    try:
+        expired = anyio.run(runs)
+        text = scrape(s).text
+    finally:
+        s.stop()
+    assert value(expired, "codemode_sessions_created_total") == 1
+    assert value(expired, "codemode_sessions_active") == 0
+    assert value(text, "codemode_sessions_created_total") == 2
+    assert value(text, "codemode_sessions_ended_total", reason="expired") == 1
+    assert value(text, "codemode_sessions_ended_total", reason="closed") == 1
+    acquired = "codemode_worker_acquire_seconds_count"
+    assert value(text, acquired, source="pool") + value(text, acquired, source="spawn") == 2
 
 
 def test_metrics_need_the_servers_token_by_default(server: HttpServer) -> None:

@@ -224,6 +224,28 @@ async def test_a_tenant_cannot_use_another_tenants_mcp_session(tenancy: Tenancy)
     assert "run_code" not in stolen.text
 
 
+async def test_the_web_console_shows_a_tenant_only_its_own_runs_and_no_shared_metrics(
+    tenancy: Tenancy,
+) -> None:
+    url = tenancy.server.url
+    async with http_client(url, token=ACME_TOKEN) as acme:
+        ran = await acme.call_tool("run_code", {"code": "print('acme-console-secret')"})
+        assert not ran.is_error, _text(ran)
+    api = url.removesuffix("/mcp") + "/api/console"
+
+    def console(token: str) -> dict[str, Any]:
+        got = httpx2.get(api, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert got.status_code == 200, got.text
+        data: dict[str, Any] = got.json()
+        return data
+
+    mine, theirs = console(ACME_TOKEN), console(GLOBEX_TOKEN)
+    assert any("acme-console-secret" in r["output"] for r in mine["runs"])
+    assert "acme-console-secret" not in json.dumps(theirs)
+    assert all(r["tenant"] == "globex" for r in theirs["runs"])
+    assert theirs["metrics"] == [] and "several tenants" in theirs["metrics_note"]
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-" + "x" * 40, f"Basic {ACME_TOKEN}"])
 def test_without_a_tenants_token_the_answer_is_invalid_token_without_oauth_metadata(
     tenancy: Tenancy, authorization: str | None

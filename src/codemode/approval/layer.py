@@ -24,6 +24,7 @@ import anyio.to_thread
 
 from ..errors import ToolDenied
 from ..execution.base import waiting_for_person
+from ..observability import signals
 from ..tools.registry import APPROVAL_PENDING, Middleware, NextCall, ToolCall
 from .config import ApprovalConfig
 from .types import Approval, ApprovalRequest, Approver, current_approver
@@ -40,6 +41,24 @@ NO_APPROVER = (
 
 
 SessionKey = tuple[str, str | None]
+
+# how a decision was had -> the ``codemode_approvals_total`` decision label
+_DECISION = {
+    "approved": "granted",
+    "denied": "refused",
+    "remembered": "remembered",
+    "timeout": "timeout",
+    "no approver": "no_approver",
+    "error": "error",
+}
+
+_pending: dict[int, dict[str, Any]] = {}
+
+
+def pending_approvals() -> list[dict[str, Any]]:
+    """Questions now waiting for a person in this process, oldest first: server, tool,
+    tenant and since (epoch seconds); never the call's arguments."""
+    return sorted((dict(p) for p in list(_pending.values())), key=lambda p: p["since"])
 
 
 class Approvals:
@@ -88,6 +107,21 @@ class Approvals:
         if approver is None:
             return Approval(False, reason=NO_APPROVER), "no approver"
         timeout = self.config.timeout
+        key = id(request)
+        _pending[key] = {
+            "server": request.server,
+            "tool": request.tool,
+            "tenant": request.context.tenant,
+            "since": time.time(),
+        }
+        try:
+            return await self._asked(approver, request, timeout)
+        finally:
+            _pending.pop(key, None)
+
+    async def _asked(
+        self, approver: Approver, request: ApprovalRequest, timeout: float
+    ) -> tuple[Approval, str]:
         with waiting_for_person():
             try:
                 with anyio.fail_after(timeout):
@@ -121,6 +155,7 @@ def approval_layer(approvals: Approvals) -> Middleware:
             return await call_next(call)
         started = time.monotonic()
         answer, how = await approvals.decide(call)
+        signals.approval(_DECISION.get(how, how))
         call.notes["approval_wait"] = time.monotonic() - started  # not running time (budgets)
         if how == "remembered":
             call.notes["approval"] = "remembered-" + ("yes" if answer.approved else "no")
@@ -140,4 +175,10 @@ def approval_layer(approvals: Approvals) -> Middleware:
     return layer
 
 
-__all__ = ["NO_APPROVER", "ApprovalConfig", "Approvals", "approval_layer"]
+__all__ = [
+    "NO_APPROVER",
+    "ApprovalConfig",
+    "Approvals",
+    "approval_layer",
+    "pending_approvals",
+]

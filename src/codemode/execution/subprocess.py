@@ -31,6 +31,7 @@ from codemode_worker import protocol
 
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
+from ..observability import signals
 from ..result import ErrorInfo, ExecutionResult, timeout_error
 from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
 from .frames import FrameError, FrameLimits, load_schema, schema_loaded
@@ -183,11 +184,13 @@ class SubprocessExecutor:
         """One-off checks before the first start (the sandbox runs its probe here)."""
 
     async def start(self, handler: CallHandler) -> SubprocessWorker:
+        began = time.perf_counter()
         await self.prepare()
         if not schema_loaded():
             await off_loop(load_schema)  # pydantic, once per process
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
+        source = "pool" if spawned is not None else "spawn"
         try:
             if spawned is None:
                 spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
@@ -195,6 +198,7 @@ class SubprocessExecutor:
             await worker.attach(self.start_timeout)
         finally:
             pool.refill()  # in the background, once this start is done
+        signals.worker_acquired(time.perf_counter() - began, source)
         return worker
 
     async def warm(self, count: int | None = None) -> None:

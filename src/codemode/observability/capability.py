@@ -14,6 +14,9 @@ from ..chain import RunHook
 from .config import ObservabilityConfig
 
 if TYPE_CHECKING:
+    import click
+
+    from ..hostapi import HostLayer
     from ..server.toolset import ServerContext
     from ..tools.registry import Middleware
     from .tracing import Tracing
@@ -41,6 +44,15 @@ def _run_hooks(config: ObservabilityConfig) -> Iterator[tuple[str, RunHook]]:
         yield "observe", _tracing(config).run_hook
 
 
+def _host_layers(config: ObservabilityConfig) -> Iterator[HostLayer]:
+    if config.metrics:
+        from .metrics import default_metrics
+
+        yield default_metrics().host_layer
+    if config.tracing != "off":
+        yield _tracing(config).host_layer
+
+
 _tracers: dict[tuple[str, str, str | None], Tracing] = {}
 
 
@@ -64,12 +76,21 @@ def _http_endpoints(config: ObservabilityConfig, ctx: ServerContext) -> Iterator
     yield tools_search_endpoint(ctx)
 
 
+def _command(name: str) -> click.Command:
+    from .cli import stats
+
+    return stats
+
+
 OBSERVABILITY = Capability(
     name="observability",
     config=ObservabilityConfig,
     tool_layers=_tool_layers,
     run_hooks=_run_hooks,
     http_endpoints=_http_endpoints,
+    host_layers=_host_layers,
+    commands={"stats": "Show a codemode server's counters (runs, tools, sessions)."},
+    command=_command,
 )
 
 __all__ = ["METRICS_PATH", "OBSERVABILITY"]

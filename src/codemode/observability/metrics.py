@@ -172,6 +172,39 @@ class Metrics:
             ["decision"],
             registry=r,
         )
+        self.sessions_created = Counter(
+            "codemode_sessions_created",
+            "Sessions codemode serve opened (kept between calls; not the one-call sessions "
+            "of stateless requests).",
+            registry=r,
+        )
+        self.sessions_ended = Counter(
+            "codemode_sessions_ended",
+            "Sessions codemode serve closed, by reason: expired (idle), client_gone, "
+            "closed (by its client), shutdown.",
+            ["reason"],
+            registry=r,
+        )
+        self.worker_acquire = Histogram(
+            "codemode_worker_acquire_seconds",
+            "Time a session waited for a ready worker, by source: the warm pool or a spawn.",
+            ["source"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
+        self.memory_ops = Counter(
+            "codemode_memory_operations",
+            "Calls of runs to skills, artifacts, state and deps, by method and outcome.",
+            ["method", "outcome"],
+            registry=r,
+        )
+        self.memory_seconds = Histogram(
+            "codemode_memory_operation_duration_seconds",
+            "Wall time of a memory operation (skills, artifacts, state, deps), by method.",
+            ["method"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
         self.context_tool_bytes = Counter(
             "codemode_context_tool_bytes",
             "Bytes tools returned into runs that called tools.",
@@ -288,6 +321,23 @@ class Metrics:
                 self.budget_hits.labels(budget if self._budgets.admit(budget) else OTHER).inc()
         return outcome
 
+    # -- memory operations (a host layer) --------------------------------------------
+    async def host_layer(
+        self, method: str, params: dict[str, Any], call_next: Callable[[dict[str, Any]], Any]
+    ) -> Any:
+        """Counts and times the run's calls to skills, artifacts, state and deps."""
+        if not is_memory_method(method):
+            return await call_next(params)
+        start = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await call_next(params)
+            outcome = "ok"
+            return result
+        finally:
+            self.memory_seconds.labels(method).observe(time.perf_counter() - start)
+            self.memory_ops.labels(method, outcome).inc()
+
     # -- the run hook (stage "observe") ----------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         run_id = event.context.run_id
@@ -327,6 +377,14 @@ class Metrics:
                 tool, model = self._context
                 self._context = (tool + tool_bytes, model + out)
         return result
+
+
+MEMORY_AREAS = ("skills.", "artifacts.", "state.", "deps.")
+
+
+def is_memory_method(method: str) -> bool:
+    """A worker -> host method of the memory (its names come from the fixed RPC table)."""
+    return method.startswith(MEMORY_AREAS)
 
 
 def run_outcome(result: ExecutionResult) -> str:
@@ -382,6 +440,7 @@ __all__ = [
     "TOOL_OUTCOMES",
     "Metrics",
     "default_metrics",
+    "is_memory_method",
     "output_size",
     "run_outcome",
     "size_of",

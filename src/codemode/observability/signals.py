@@ -1,29 +1,74 @@
-"""What other capabilities report to the metrics, in one line each at the place it happens.
+"""What other packages report to the metrics, in one line each at the place it happens.
 
-Privacy calls ``pii_tokenized(entity, n)`` when it replaces personal data with tokens;
-the approval layer calls ``approval(decision)`` when a person (or a remembered answer)
-decides. Both count into ``default_metrics()`` and cost a dict lookup; label values are
-capped or taken from a fixed vocabulary, so callers may pass what they have.
+- privacy calls ``pii_tokenized(entity, n)`` when it replaces personal data with tokens;
+- the approval layer calls ``approval(decision)`` when a person (or a remembered answer)
+  decides;
+- ``codemode serve``'s session manager calls ``session_started()`` and
+  ``session_ended(reason)``;
+- the subprocess executor calls ``worker_acquired(seconds, source)`` when a session gets
+  its worker (from the warm pool or freshly spawned).
+
+Each counts into ``default_metrics()`` and costs a dict lookup; label values are capped or
+taken from a fixed vocabulary, so callers may pass what they have. This module imports
+``prometheus_client`` only on the first signal, so low layers may import it freely.
 """
 
 from __future__ import annotations
 
-from .labels import OTHER
-from .metrics import default_metrics
+from typing import TYPE_CHECKING
 
-DECISIONS = ("granted", "refused", "timeout", "remembered")
+from .labels import OTHER
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
+
+DECISIONS = ("granted", "refused", "timeout", "remembered", "no_approver", "error")
+SESSION_END_REASONS = ("expired", "client_gone", "closed", "shutdown")
+WORKER_SOURCES = ("pool", "spawn")
+
+
+def _metrics() -> Metrics:
+    from .metrics import default_metrics
+
+    return default_metrics()
 
 
 def pii_tokenized(entity: str, n: int = 1) -> None:
     """``n`` values of type ``entity`` (EMAIL, PHONE, IBAN...) were tokenized."""
-    m = default_metrics()
+    m = _metrics()
     label = entity if isinstance(entity, str) and m.entities.admit(entity) else OTHER
     m.pii_tokenized.labels(label).inc(n)
 
 
 def approval(decision: str) -> None:
-    """A call that needed approval was decided: granted, refused, timeout, remembered."""
-    default_metrics().approvals.labels(decision if decision in DECISIONS else OTHER).inc()
+    """A call that needed approval was decided: granted, refused, timeout, remembered,
+    no_approver (nobody could be asked), error (the approver failed)."""
+    _metrics().approvals.labels(decision if decision in DECISIONS else OTHER).inc()
 
 
-__all__ = ["DECISIONS", "approval", "pii_tokenized"]
+def session_started() -> None:
+    """``codemode serve`` opened a session."""
+    _metrics().sessions_created.inc()
+
+
+def session_ended(reason: str) -> None:
+    """A server session ended: expired (idle), client_gone, closed (by the client), shutdown."""
+    _metrics().sessions_ended.labels(reason if reason in SESSION_END_REASONS else OTHER).inc()
+
+
+def worker_acquired(seconds: float, source: str) -> None:
+    """A session got a ready worker after ``seconds``, from the warm ``pool`` or a ``spawn``."""
+    label = source if source in WORKER_SOURCES else OTHER
+    _metrics().worker_acquire.labels(label).observe(seconds)
+
+
+__all__ = [
+    "DECISIONS",
+    "SESSION_END_REASONS",
+    "WORKER_SOURCES",
+    "approval",
+    "pii_tokenized",
+    "session_ended",
+    "session_started",
+    "worker_acquired",
+]

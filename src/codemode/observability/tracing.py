@@ -1,8 +1,9 @@
 """OpenTelemetry traces of runs and tool calls (the ``otel`` extra).
 
 A span per run (``codemode.run``) with a child span per tool call it makes
-(``execute_tool server.tool``). Tool calls are served on tasks of their own, so the
-parent is found by the run id the call carries, not by the ambient context. Attributes
+(``execute_tool server.tool``) and per memory operation (``codemode.memory state.set``).
+Tool calls are served on tasks of their own, so the parent is found by the run id the
+call carries, not by the ambient context. Attributes
 follow the GenAI semantic conventions where they apply (``gen_ai.operation.name``,
 ``gen_ai.tool.name``, ``error.type``); code, arguments and results never go into a span:
 their SHA-256 and sizes do. A run started inside a remote span (``remote_parent``, from
@@ -17,15 +18,16 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..chain import NextRun, RunEvent
+from ..context import current_context
 from ..errors import ConfigError
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
-from .metrics import output_size, run_outcome, size_of
+from .metrics import is_memory_method, output_size, run_outcome, size_of
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -94,14 +96,6 @@ class Tracing:
             return result
 
     async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        trace = self._trace
-        parent = None
-        run_id = call.context.run_id
-        if run_id:
-            with self._lock:
-                run_span = self._runs.get(run_id)
-            if run_span is not None:
-                parent = trace.set_span_in_context(run_span)
         name = f"{call.server}.{call.tool}"
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -111,10 +105,54 @@ class Tracing:
             "codemode.tool.arguments.bytes": size_of(call.args),
             "codemode.tool.arguments.sha256": digest(_canonical(call.args)),
         }
+        return await self._child(
+            f"execute_tool {name}",
+            call.context.run_id,
+            attrs,
+            "codemode.tool.result.bytes",
+            lambda: call_next(call),
+        )
+
+    async def host_layer(
+        self, method: str, params: dict[str, Any], call_next: Callable[[dict[str, Any]], Any]
+    ) -> Any:
+        """A span per memory operation (``codemode.memory state.set``...), a child of the
+        run that made it; names and values stay out, their size goes in."""
+        if not is_memory_method(method):
+            return await call_next(params)
+        attrs: dict[str, Any] = {
+            "codemode.memory.method": method,
+            "codemode.memory.area": method.partition(".")[0],
+            "codemode.memory.params.bytes": size_of(params),
+        }
+        return await self._child(
+            f"codemode.memory {method}",
+            current_context.get().run_id,
+            attrs,
+            "codemode.memory.result.bytes",
+            lambda: call_next(params),
+        )
+
+    async def _child(
+        self,
+        name: str,
+        run_id: str | None,
+        attrs: dict[str, Any],
+        result_bytes: str,
+        call: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """A span around ``call``, a child of run ``run_id``'s span when it is open (calls
+        are served on tasks of their own: the ambient context is not the run's)."""
+        trace = self._trace
+        parent = None
         if run_id:
             attrs["codemode.run.id"] = run_id
+            with self._lock:
+                run_span = self._runs.get(run_id)
+            if run_span is not None:
+                parent = trace.set_span_in_context(run_span)
         with self.tracer.start_as_current_span(
-            f"execute_tool {name}",
+            name,
             context=parent,
             kind=trace.SpanKind.INTERNAL,
             attributes=attrs,
@@ -122,11 +160,11 @@ class Tracing:
             set_status_on_exception=False,
         ) as span:
             try:
-                result = await call_next(call)
+                result = await call()
             except BaseException as exc:
                 self._failed(span, type(exc).__name__)
                 raise
-            span.set_attribute("codemode.tool.result.bytes", size_of(result))
+            span.set_attribute(result_bytes, size_of(result))
             return result
 
     def _failed(self, span: Span, error_type: str) -> None:

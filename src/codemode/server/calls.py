@@ -9,6 +9,7 @@ there. This module knows nothing about MCP or HTTP.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -24,10 +25,13 @@ __all__ = ["CLIENT_GONE", "CallTracker", "ClientLink", "Running"]
 class Running:
     """One call in progress."""
 
-    __slots__ = ("_scope", "reason")
+    __slots__ = ("_scope", "name", "reason", "started")
 
-    def __init__(self, scope: anyio.CancelScope) -> None:
+    def __init__(self, scope: anyio.CancelScope, name: str = "") -> None:
         self._scope = scope
+        self.name = name
+        """The server tool called (``run_code``...), for the console."""
+        self.started = time.time()
         self.reason: str | None = None
         """Why the call was cancelled (None: it was not)."""
 
@@ -66,13 +70,13 @@ class CallTracker:
         return len(self._running)
 
     @contextmanager
-    def track(self, link: ClientLink | None = None) -> Iterator[Running]:
+    def track(self, link: ClientLink | None = None, name: str = "") -> Iterator[Running]:
         """Run the block as a cancellable call; its cancellation ends the block quietly.
 
         After the block, ``running.reason`` says whether (and why) it was cancelled.
         """
         with anyio.CancelScope() as scope:
-            running = Running(scope)
+            running = Running(scope, name)
             self._running.add(running)
             if link is not None:
                 link.calls.add(running)
@@ -87,6 +91,10 @@ class CallTracker:
                 if not self._running and self._idle is not None:
                     self._idle.set()
                     self._idle = None
+
+    def running(self) -> list[tuple[str, float]]:
+        """(tool name, started at epoch seconds) of every call in progress, oldest first."""
+        return sorted(((r.name, r.started) for r in list(self._running)), key=lambda c: c[1])
 
     def cancel_all(self, reason: str) -> int:
         """Cancel every running call; returns how many."""

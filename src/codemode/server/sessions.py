@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from codemode.errors import CodemodeError
+from codemode.observability import signals
 
 if TYPE_CHECKING:
     from codemode.session import Session
@@ -57,6 +58,7 @@ until all of them miss their start timeout; the rest wait their turn instead."""
 DEFAULT_SHUTDOWN_GRACE = 10.0
 """Seconds running calls may take to finish once the server is asked to stop."""
 _REMEMBER_EXPIRED = 4096
+_CLOSED = ("closed", "Your previous session was closed.")
 _MAX_RETRY_AFTER = 60
 
 
@@ -191,6 +193,14 @@ class SessionManager:
     def keys(self) -> list[str]:
         return list(self._entries)
 
+    def snapshot(self) -> list[tuple[str, float, float, int]]:
+        """(key, created, last used, calls in progress) per open session; times are the
+        manager's clock (monotonic), ``now()`` tells the same clock's present."""
+        return [(e.key, e.created, e.last_used, e.busy) for e in list(self._entries.values())]
+
+    def now(self) -> float:
+        return self._clock()
+
     @property
     def queued(self) -> int:
         """Callers waiting for a session slot."""
@@ -273,6 +283,7 @@ class SessionManager:
         notice = self._expired.pop(key, None)
         try:
             entry.session = await self._start(key)
+            signals.session_started()
         except BaseException as exc:
             entry.error = exc
             if self._entries.get(key) is entry:
@@ -425,15 +436,17 @@ class SessionManager:
 
     # -- expiry and closing --------------------------------------------------------
 
-    def _reason_to_end(self, entry: _Entry) -> str | None:
-        """Why ``entry`` should be closed now (idle or client gone), or None."""
+    def _reason_to_end(self, entry: _Entry) -> tuple[str, str] | None:
+        """Why ``entry`` should be closed now (idle or client gone) as (the
+        ``codemode_sessions_ended_total`` reason, the notice for its client), or None."""
         if entry.busy > 0 or not entry.ready.is_set():
             return None
         now = self._clock()
         if self.idle_timeout is not None and now - entry.last_used > self.idle_timeout:
             return (
+                "expired",
                 f"Your previous session expired after more than {self.idle_timeout:g} s "
-                "without use; its variables and imports are gone. This is a new session."
+                "without use; its variables and imports are gone. This is a new session.",
             )
         link = self._links.get(entry.key)
         if (
@@ -443,9 +456,10 @@ class SessionManager:
             and now - max(link.since, entry.last_used) > self.reclaim_after
         ):
             return (
+                "client_gone",
                 f"Your previous session was closed: its client's connection was gone for more "
                 f"than {self.reclaim_after:g} s; its variables and imports are gone. "
-                "This is a new session."
+                "This is a new session.",
             )
         return None
 
@@ -458,9 +472,10 @@ class SessionManager:
             while len(self._expired) > _REMEMBER_EXPIRED:
                 self._expired.popitem(last=False)
 
-    async def _expire(self, entry: _Entry, notice: str | None = None) -> None:
-        notice = notice or self._reason_to_end(entry) or "Your previous session was closed."
+    async def _expire(self, entry: _Entry, why: tuple[str, str] | None = None) -> None:
+        reason, notice = why or self._reason_to_end(entry) or _CLOSED
         self._forget(entry, notice=notice)
+        signals.session_ended(reason)
         logger.info("session %s closed: %s", entry.key[:24], notice.split(":")[0])
         with anyio.CancelScope(shield=True):
             await _close_quietly(entry.session)
@@ -468,8 +483,8 @@ class SessionManager:
     async def sweep(self) -> int:
         """Close every session idle too long or whose client is gone; returns how many."""
         ending = [(e, r) for e in list(self._entries.values()) if (r := self._reason_to_end(e))]
-        for entry, notice in ending:
-            await self._expire(entry, notice)
+        for entry, why in ending:
+            await self._expire(entry, why)
         self._prune_links()
         return len(ending)
 
@@ -503,6 +518,8 @@ class SessionManager:
             return False
         self._forget(entry, notice=None)
         await entry.ready.wait()
+        if entry.session is not None:
+            signals.session_ended("closed")
         with anyio.CancelScope(shield=True):
             await _close_quietly(entry.session)
         return True
@@ -524,6 +541,9 @@ class SessionManager:
         self._closed = True
         entries = list(self._entries.values())
         self._entries.clear()
+        for entry in entries:
+            if entry.session is not None:
+                signals.session_ended("shutdown")
         with anyio.CancelScope(shield=True), anyio.move_on_after(30):
             async with anyio.create_task_group() as tg:
                 for entry in entries:

@@ -383,7 +383,7 @@ def _adapt(
         # Calls that need a person's yes during this request ask this client's person.
         asking = current_approver.set(client_approver(mcp_ctx))
         try:
-            with context.calls.track(link) as running:
+            with context.calls.track(link, td.name) as running:
                 try:
                     out = await fn(call, **kwargs)
                 except CodemodeError as exc:

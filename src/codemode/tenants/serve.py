@@ -37,6 +37,8 @@ async def serve_tenants(opts: ServeOptions) -> None:
         served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
+        # One process, many tenants: the console leaves out the process-wide metrics.
+        served.context.extras["codemode.web.shared_process"] = True
         apps[name] = build_http_app(
             served.server,
             served.context,

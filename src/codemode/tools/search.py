@@ -138,9 +138,10 @@ class LexicalIndex(Generic[K]):
             return []
         import numpy as np
 
-        scores = np.zeros(len(self.keys), dtype=np.float32)
         if ids:
-            scores = scores + self._retriever.get_scores_from_ids(ids)
+            scores = self._retriever.get_scores_from_ids(ids)
+        else:
+            scores = np.zeros(len(self.keys), dtype=np.float32)
         if extra:
             scores = scores + RELATED_WEIGHT * self._retriever.get_scores_from_ids(extra)
         n = len(scores)

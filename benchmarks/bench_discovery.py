@@ -3,7 +3,10 @@
 Target: ``registry.search`` p50 <= 2 ms. The baseline, measured in the same run, is a
 plain substring scan over names and descriptions (what discovery costs without an index).
 
-    .venv/bin/python benchmarks/bench_discovery.py [--tools 10000] [--queries 400]
+    .venv/bin/python benchmarks/bench_discovery.py [--tools 10000] [--queries 400] [--quick]
+
+``--quick`` (1,000 tools, 100 queries) is the smoke run CI makes. Ranking quality on real
+servers' tools is the other discovery benchmark: ``codemode bench discovery``.
 """
 
 from __future__ import annotations
@@ -204,5 +207,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tools", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=400)
+    ap.add_argument("--quick", action="store_true", help="1,000 tools, 100 queries")
     args = ap.parse_args()
+    if args.quick:
+        args.tools, args.queries = 1_000, 100
     asyncio.run(main(args.tools, args.queries))

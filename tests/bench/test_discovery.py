@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import anyio
 import pytest
 from click.testing import CliRunner
@@ -19,6 +24,8 @@ from codemode.bench.discovery import (
 )
 from codemode.bench.tokens import BenchError
 from codemode.errors import ToolError
+
+REPO = Path(__file__).resolve().parents[2]
 
 SNAP = {
     "name": "notes",
@@ -81,5 +88,22 @@ def test_cli_prints_recall_and_mrr_per_split() -> None:
     result = CliRunner().invoke(bench, ["discovery"])
     assert result.exit_code == 0, result.output
     assert "recall@5" in result.output
+    assert "p50 ms" in result.output
     for split in ("dev", "heldout", "all"):
         assert f"bm25        {split}" in result.output
+    assert "target recall@5 >= 0.95 (all queries), bm25: " in result.output
+
+
+def test_the_latency_benchmark_quick_mode_prints_build_and_search_times() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_discovery.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "discovery over 1,000 tool specs, 100 queries" in proc.stdout
+    for row in ("index build (first search)", "registry.search detail=name", "baseline"):
+        assert row in proc.stdout
+    assert "target p50 <= 2 ms (detail=name): " in proc.stdout

@@ -183,7 +183,7 @@ class EdgeProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait_listening(self.port, self.proc, time.monotonic() + 30)
+        _wait_listening(self.port, self.proc, time.monotonic() + 120)
         return self
 
     def stop(self) -> None:

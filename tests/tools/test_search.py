@@ -76,6 +76,28 @@ def test_a_tool_is_found_by_a_synonym_of_a_word_in_its_name() -> None:
     assert idx_names(ToolIndex(tools).search("list folder", 1)) == ["fs.list_directory"]
 
 
+def test_a_query_word_reaches_descriptions_through_its_synonyms() -> None:
+    # "delete" is nowhere in the catalog; its synonym "erase" is, in a description only.
+    tools = [doc("files.keep", "Keep old entries."), doc("files.tidy", "Erase old entries.")]
+    assert idx_names(ToolIndex(tools).search("delete old entries", 1)) == ["files.tidy"]
+    assert idx_names(ToolIndex(tools).search("remove", 2)) == ["files.tidy"]
+
+
+def test_the_users_own_word_outweighs_its_synonym() -> None:
+    tools = [doc("db.one", "Delete a record."), doc("db.two", "Remove a record.")]
+    hits = ToolIndex(tools).scored("remove record", 2)
+    assert [d.name for d, _ in hits] == ["db.two", "db.one"]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+def test_scored_hits_come_best_first_in_the_order_search_returns() -> None:
+    idx = ToolIndex(TOOLS)
+    hits = idx.scored("read the file", 3)
+    assert [d for d, _ in hits] == idx.search("read the file", 3)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert hits[0][0].name == "fs.read_file"
+
+
 def test_the_server_name_weighs_more_than_a_word_of_a_description() -> None:
     tools = [
         doc("jira.create_issue", "Open an issue, as on github."),
@@ -167,6 +189,15 @@ async def test_search_over_ten_thousand_tools_finds_the_matching_ones() -> None:
     hits = await reg.search("delete invoice", limit=10)
     assert len(hits) == 10
     assert all("delete_invoice" in h["name"] for h in hits)
+
+
+@pytest.mark.anyio
+async def test_the_registry_exposes_the_index_its_search_ranks_with() -> None:
+    reg = registry_of(make_specs(30))
+    index = await reg.tool_index()
+    assert len(index) == 30
+    best = index.scored("delete invoice", 1)[0][0]
+    assert await reg.search("delete invoice", limit=1) == [{"name": best.name}]
 
 
 @pytest.mark.anyio

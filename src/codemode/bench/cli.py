@@ -157,20 +157,30 @@ def discovery(rankers: tuple[str, ...], json_path: Path | None, misses: int) -> 
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(summary)
-    head = f"{'ranker':<11} {'split':<8} {'queries':>7} {'recall@1':>9} {'recall@5':>9} {'MRR':>7}"
+    head = (
+        f"{'ranker':<11} {'split':<8} {'queries':>7} {'recall@1':>9} {'recall@5':>9} "
+        f"{'MRR':>7} {'p50 ms':>8}"
+    )
     click.echo(head)
     click.echo("-" * len(head))
     out: dict[str, dict[str, dict[str, object]]] = {}
     for ranker, by_split in scores.items():
         for split in ("dev", "heldout", "all"):
-            row = by_split[split].row()
+            row = by_split[split].row() | {"p50_ms": round(by_split[split].p50_ms(), 3)}
             out.setdefault(ranker, {})[split] = row
             click.echo(
                 f"{ranker:<11} {split:<8} {row['queries']:>7} {row['recall@1']:>9.3f} "
-                f"{row['recall@5']:>9.3f} {row['mrr']:>7.3f}"
+                f"{row['recall@5']:>9.3f} {row['mrr']:>7.3f} {row['p50_ms']:>8.2f}"
             )
         for qid, query, top in by_split["dev"].misses[:misses]:
             click.echo(f"  miss {qid} {query!r}: {', '.join(top)}")
+    for ranker, by_split in scores.items():
+        got = by_split["all"].row()["recall@5"]
+        verdict = "met" if got >= dq.TARGET_RECALL5 else "NOT met"
+        click.echo(
+            f"target recall@5 >= {dq.TARGET_RECALL5:.2f} (all queries), {ranker}: "
+            f"{verdict} ({got:.3f})"
+        )
     if json_path is not None:
         json_path.write_text(json.dumps(out, indent=2) + "\n")
         click.echo(f"wrote {json_path}")

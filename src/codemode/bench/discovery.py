@@ -13,8 +13,8 @@ Rankers:
   ``search_tools`` and ``tools.search`` run (the snapshots are served by
   :class:`SnapshotSource`, so no process is started);
 - ``embeddings`` and ``hybrid`` (optional extra ``codemode[embeddings]``): all-MiniLM-L6-v2
-  cosine similarity over each tool's name and description, alone or fused with BM25 by
-  reciprocal rank.
+  cosine similarity over each tool's name and description, alone or with BM25's score
+  (see ``codemode.bench.embeddings``).
 
 Metrics per split: recall@1 and recall@5 (a relevant tool among the first k results) and
 MRR (reciprocal rank of the first relevant tool within the first 10, else 0).
@@ -23,6 +23,8 @@ MRR (reciprocal rank of the first relevant tool within the first 10, else 0).
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,8 @@ from codemode.tools.spec import ToolCallResult, ToolSpec
 DATA = REPO_ROOT / "benchmarks" / "discovery"
 DEPTH = 10
 """How many results each query asks for (MRR counts a hit up to this rank)."""
+TARGET_RECALL5 = 0.95
+"""The goal (issue: discovery quality): a relevant tool among the first 5 for 95% of needs."""
 
 Ranker = Callable[[str, int], Awaitable[list[str]]]
 """``(query, limit) -> ["server.tool", ...]`` in original names, best first."""
@@ -118,9 +122,11 @@ class Scores:
     hits5: int = 0
     rr: float = 0.0
     misses: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
 
-    def add(self, q: Query, ranked: list[str]) -> None:
+    def add(self, q: Query, ranked: list[str], seconds: float = 0.0) -> None:
         self.n += 1
+        self.seconds.append(seconds)
         rank = next((i for i, name in enumerate(ranked[:DEPTH], 1) if name in q.relevant), None)
         if rank == 1:
             self.hits1 += 1
@@ -139,14 +145,21 @@ class Scores:
             "mrr": round(self.rr / n, 4),
         }
 
+    def p50_ms(self) -> float:
+        """Median time one query took to rank, in milliseconds."""
+        return statistics.median(self.seconds) * 1e3 if self.seconds else 0.0
+
 
 async def evaluate(rank: Ranker, queries: Sequence[Query]) -> dict[str, Scores]:
     """Scores per split, plus ``all``."""
     out: dict[str, Scores] = {}
+    await rank("warm up", DEPTH)  # index builds and model loads are not per-query costs
     for q in queries:
+        start = time.perf_counter()
         ranked = await rank(q.query, DEPTH)
+        took = time.perf_counter() - start
         for split in (q.split, "all"):
-            out.setdefault(split, Scores()).add(q, ranked)
+            out.setdefault(split, Scores()).add(q, ranked, took)
     return out
 
 
@@ -159,9 +172,9 @@ def check_labels(snapshots: Sequence[dict[str, Any]], queries: Sequence[Query]) 
 
 
 def ranker_by_name(
-    name: str, snapshots: Sequence[dict[str, Any]], built: dict[str, Ranker] | None = None
+    name: str, snapshots: Sequence[dict[str, Any]], built: dict[str, Any] | None = None
 ) -> Ranker:
-    """The ranker called ``name``; ``built`` caches rankers already made (hybrid reuses
+    """The ranker called ``name``; ``built`` caches what rankers share (the hybrid reuses
     the embeddings, which take a while to compute on a CPU)."""
     built = built if built is not None else {}
     if name not in built:
@@ -170,22 +183,23 @@ def ranker_by_name(
         elif name in ("embeddings", "hybrid"):
             from codemode.bench import embeddings
 
+            if "dense" not in built:
+                built["dense"] = embeddings.DenseScores(snapshots)
             if name == "embeddings":
-                built[name] = embeddings.embedding_ranker(snapshots)
+                built[name] = embeddings.embedding_ranker(built["dense"])
             else:
-                dense = ranker_by_name("embeddings", snapshots, built)
-                lexical = ranker_by_name("bm25", snapshots, built)
-                built[name] = embeddings.hybrid_ranker(dense, lexical)
+                built[name] = embeddings.hybrid_ranker(built["dense"], snapshots)
         else:
             raise BenchError(f"unknown ranker {name!r}; choose bm25, embeddings or hybrid")
-    return built[name]
+    ranker: Ranker = built[name]
+    return ranker
 
 
 async def run(rankers: Sequence[str]) -> dict[str, dict[str, Scores]]:
     snapshots = load_snapshots()
     queries = load_queries()
     check_labels(snapshots, queries)
-    built: dict[str, Ranker] = {}
+    built: dict[str, Any] = {}
     return {
         name: await evaluate(ranker_by_name(name, snapshots, built), queries) for name in rankers
     }

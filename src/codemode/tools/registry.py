@@ -431,7 +431,8 @@ class ToolRegistry:
         return convert.to_value(result, server=py_server, tool=py_tool, unwrap=unwrap)
 
     # -- discovery -----------------------------------------------------------------
-    async def _tool_index(self) -> ToolIndex:
+    async def tool_index(self) -> ToolIndex:
+        """The discovery index ``search`` ranks with (rebuilt when the tools change)."""
         servers = await self._all()
         if self._index is None:
             docs = [t.doc() for s in servers for t in self._visible(s.tools)]
@@ -443,7 +444,7 @@ class ToolRegistry:
     ) -> list[dict[str, Any]]:
         """Tools ranked for ``query`` (BM25 over names, descriptions, parameter names)."""
         level = check_detail(detail)
-        index = await self._tool_index()
+        index = await self.tool_index()
         return [render(d, level) for d in index.search(str(query), int(limit))]
 
     async def list(

@@ -11,7 +11,9 @@ split on case and punctuation, and lightly stemmed (``files`` -> ``file``) on bo
 People ask for tools in other words than the tools' authors used ("remove" for
 ``delete_*``, "folder" for "directory"), so a tool's document also carries the synonyms of
 the words of its name, from :data:`SYNONYMS`: general API vocabulary (CRUD verbs and common
-nouns), not tuned to any query set. The discovery benchmark (``codemode bench discovery``)
+nouns), not tuned to any query set. The query is expanded the same way, at a lower weight
+(:data:`RELATED_WEIGHT`), so a synonym also reaches the words of descriptions while the
+user's own words still count most. The discovery benchmark (``codemode bench discovery``)
 measures the effect on held-out queries.
 """
 
@@ -21,7 +23,7 @@ import difflib
 import functools
 import logging
 import re
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -55,6 +57,10 @@ SYNONYMS = (
     "user member people person account",
 )
 """Groups of words that name the same thing in tool APIs (see the module docstring)."""
+
+RELATED_WEIGHT = 0.25
+"""Weight of a query word's synonyms against the word itself (chosen on the benchmark's
+``dev`` queries: 0.2 to 0.35 all help; a synonym is weaker evidence than the word)."""
 
 
 def _stem(token: str) -> str:
@@ -96,10 +102,16 @@ class LexicalIndex(Generic[K]):
     """BM25 over ``(key, text)`` documents; ``search`` returns ``(key, score)`` best first."""
 
     def __init__(
-        self, docs: Sequence[tuple[K, str]], *, tokens: Sequence[list[str]] | None = None
+        self,
+        docs: Sequence[tuple[K, str]],
+        *,
+        tokens: Sequence[list[str]] | None = None,
+        related: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """``tokens`` (one list per doc) replaces tokenizing the texts, for weighted fields."""
+        """``tokens`` (one list per doc) replaces tokenizing the texts, for weighted fields;
+        ``related`` maps a query token to tokens that also count, at :data:`RELATED_WEIGHT`."""
         self.keys: list[K] = [k for k, _ in docs]
+        self._related: Mapping[str, Sequence[str]] = related or {}
         corpus = list(tokens) if tokens is not None else [tokenize(text) for _, text in docs]
         self._retriever: Any = None
         self._vocab: dict[str, int] = {}
@@ -119,18 +131,28 @@ class LexicalIndex(Generic[K]):
     def search(self, query: str, limit: int = 10) -> list[tuple[K, float]]:
         if limit <= 0 or self._retriever is None:
             return []
-        ids = list(dict.fromkeys(self._vocab[t] for t in tokenize(query) if t in self._vocab))
-        if not ids:
+        words = tokenize(query)
+        ids = self._ids(words)
+        extra = self._ids(r for w in words for r in self._related.get(w, ()) if r not in words)
+        if not ids and not extra:
             return []
         import numpy as np
 
-        scores = self._retriever.get_scores_from_ids(ids)
+        if ids:
+            scores = self._retriever.get_scores_from_ids(ids)
+        else:
+            scores = np.zeros(len(self.keys), dtype=np.float32)
+        if extra:
+            scores = scores + RELATED_WEIGHT * self._retriever.get_scores_from_ids(extra)
         n = len(scores)
         k = min(limit, n)
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         # Ties keep insertion order: a stable, predictable ranking.
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
         return [(self.keys[i], float(scores[i])) for i in order if scores[i] > 0]
+
+    def _ids(self, words: Iterable[str]) -> list[int]:
+        return list(dict.fromkeys(self._vocab[t] for t in words if t in self._vocab))
 
 
 # -- the tool layer ----------------------------------------------------------------
@@ -221,20 +243,24 @@ class ToolIndex:
         self.docs: dict[str, ToolDoc] = {d.name: d for d in docs}
         docs_ = list(self.docs.values())
         self._index: LexicalIndex[str] = LexicalIndex(
-            [(d.name, "") for d in docs_], tokens=[d.tokens() for d in docs_]
+            [(d.name, "") for d in docs_], tokens=[d.tokens() for d in docs_], related=_synonyms()
         )
 
     def __len__(self) -> int:
         return len(self.docs)
+
+    def scored(self, query: str, limit: int = 10) -> list[tuple[ToolDoc, float]]:
+        """The BM25 hits with their scores, best first (for fusing with other rankers)."""
+        return [(self.docs[k], s) for k, s in self._index.search(query, limit)]
 
     def search(self, query: str, limit: int = 10) -> list[ToolDoc]:
         if limit <= 0:
             return []
         if not query.strip():
             return [self.docs[k] for k in sorted(self.docs)[:limit]]
-        hits = self._index.search(query, limit)
+        hits = self.scored(query, limit)
         if hits:
-            return [self.docs[k] for k, _ in hits]
+            return [d for d, _ in hits]
         # No shared word: a typo or partial name. Match on names instead.
         needle = query.strip().lower().replace("-", "_").replace(" ", "_")
         names = list(self.docs)

@@ -149,10 +149,10 @@ async def overhead(n: int) -> None:
     best: dict[str, float] = {k: float("inf") for k, _ in configs}
     batch = 50
     for _ in range(calls // batch):  # interleaved batches: drift hits every config alike
-        for name, r in configs:
+        for name, registry in configs:
             t = time.perf_counter()
             for i in range(batch):
-                await r.call("crm", "lookup", {"customer_id": i})
+                await registry.call("crm", "lookup", {"customer_id": i})
             spent = (time.perf_counter() - t) / batch * 1e6
             per[name] = per.get(name, 0.0) + spent * batch / calls
             best[name] = min(best[name], spent)

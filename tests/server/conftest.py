@@ -26,6 +26,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from .browser import browser  # noqa: F401 - the fixture of the web console's tests
+
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / ".ci" / "node"
 FS_SERVER = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"

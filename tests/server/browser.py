@@ -1,8 +1,9 @@
 """A real Chromium (Debian's ``chromium``, installed by scripts/setup.sh) driven by
 Playwright; Playwright's own browser downloads are never used.
 
-Without the browser the tests skip with the fix, except where ``CODEMODE_BROWSER_STRICT=1``
-(set by ``.ci/run``): there a missing browser fails them.
+The ``browser`` fixture (conftest.py imports it). Without the browser the tests skip with
+the fix, except where ``CODEMODE_BROWSER_STRICT=1`` (set by ``.ci/run``): there a missing
+browser fails them.
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
-from server.conftest import TOKEN, HttpServer, http_client, make_workspace, start_http_server
-
-from .conftest import ARTIFACTS
+from .browser import ARTIFACTS
+from .conftest import TOKEN, HttpServer, http_client, make_workspace, start_http_server
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 60_000  # generous: the machine may be loaded

@@ -78,7 +78,9 @@ async def main() -> None:
             shown += len(r.stdout)
             await show(
                 s,
-                f"text = tools.files.read_text_file(path={str(notes / 'trip.txt')!r})['content']\n"
+                "server, name = hit['name'].split('.')\n"
+                "read = getattr(getattr(tools, server), name)  # the tool the search found\n"
+                f"text = read(path={str(notes / 'trip.txt')!r})['content']\n"
                 "print(text.strip())",
             )
 

@@ -42,6 +42,22 @@ def worker_of(session: Session) -> RayWorker:
     return worker
 
 
+SLEEPS_AFTER_PROBE = "tools.probe.ready()\nimport time; time.sleep(600)"
+
+
+def probe(session: Session) -> asyncio.Event:
+    """A host tool ``probe.ready`` the code calls once it runs; the event says it did."""
+    started = asyncio.Event()
+
+    def ready() -> bool:
+        """The code calls this once it runs."""
+        started.set()
+        return True
+
+    session.register_tool(ready, server="probe")
+    return started
+
+
 async def test_variables_persist_across_runs_on_a_remote_sandboxed_actor(
     cluster: RayCluster,
 ) -> None:
@@ -111,17 +127,10 @@ async def test_code_that_ignores_the_interrupt_is_killed_on_the_node(cluster: Ra
 async def test_interrupt_stops_the_code_on_the_node_and_keeps_the_state(
     cluster: RayCluster,
 ) -> None:
-    started = asyncio.Event()
-
-    def ready() -> bool:
-        """The code calls this once it runs."""
-        started.set()
-        return True
-
     async with Session(executor(cluster)) as s:
-        s.register_tool(ready, server="probe")
+        started = probe(s)
         await s.run("kept = 'yes'")
-        run = asyncio.create_task(s.run("tools.probe.ready()\nimport time; time.sleep(600)", 900))
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
         await asyncio.wait_for(started.wait(), 120)
         assert s.interrupt()
         r = await asyncio.wait_for(run, 120)
@@ -137,17 +146,10 @@ async def test_interrupt_stops_the_code_on_the_node_and_keeps_the_state(
 async def test_a_cancelled_run_stops_on_the_node_and_the_next_run_keeps_the_state(
     cluster: RayCluster,
 ) -> None:
-    started = asyncio.Event()
-
-    def ready() -> bool:
-        """The code calls this once it runs."""
-        started.set()
-        return True
-
     async with Session(executor(cluster)) as s:
-        s.register_tool(ready, server="probe")
+        started = probe(s)
         await s.run("kept = 'yes'")
-        run = asyncio.create_task(s.run("tools.probe.ready()\nimport time; time.sleep(600)", 900))
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
         await asyncio.wait_for(started.wait(), 120)
         run.cancel()  # a client that went away: the code must stop on its node
         with pytest.raises(asyncio.CancelledError):
@@ -159,20 +161,13 @@ async def test_a_cancelled_run_stops_on_the_node_and_the_next_run_keeps_the_stat
 async def test_a_node_killed_mid_run_gives_state_lost_and_the_next_run_a_fresh_interpreter(
     cluster: RayCluster,
 ) -> None:
-    started = asyncio.Event()
-
-    def ready() -> bool:
-        """The code calls this once it runs."""
-        started.set()
-        return True
-
     async with Session(executor(cluster)) as s:
-        s.register_tool(ready, server="probe")
+        started = probe(s)
         await s.run("kept = 'before'")
         worker = worker_of(s)
         victim = cluster.node_of(worker.node)
         sandboxed_pid = worker.pid
-        run = asyncio.create_task(s.run("tools.probe.ready()\nimport time; time.sleep(600)", 900))
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
         await asyncio.wait_for(started.wait(), 120)
         # A replacement machine joins; the one running the session dies.
         await asyncio.to_thread(cluster.add_node, f"spare{len(cluster.nodes)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import CodemodeError, RelayedCallError
 
@@ -17,6 +17,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 HostLayer = Callable[[str, dict[str, Any], Handler], Awaitable[Any]]
 """``layer(method, params, call_next)``: around every call the worker makes (metrics and
 spans of memory operations); ``call_next(params)`` runs the method."""
+
+L = TypeVar("L", bound=Callable[..., Any])
 
 log = logging.getLogger("codemode.host")
 
@@ -33,19 +35,34 @@ def warn_caller(message: str) -> None:
         sink.append(message)
 
 
+def for_methods(accepts: Callable[[str], bool]) -> Callable[[L], L]:
+    """Declare that a host layer wraps only the methods ``accepts`` takes: the others
+    (tool calls, most of the time) do not pass through it at all."""
+
+    def mark(layer: L) -> L:
+        layer.host_methods = accepts  # type: ignore[attr-defined]
+        return layer
+
+    return mark
+
+
 class HostAPI:
     """A table of ``method -> async handler``."""
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
-        self._layers: list[HostLayer] = []
+        self._layers: list[tuple[HostLayer, Callable[[str], bool] | None]] = []
+        self._chains: dict[str, Handler] = {}  # method -> handler inside its layers
 
     def use(self, layer: HostLayer) -> None:
-        """Wrap every call in ``layer``; the first added runs outermost."""
-        self._layers.append(layer)
+        """Wrap every call in ``layer`` (or only the methods it was declared for, see
+        ``for_methods``); the first added runs outermost."""
+        self._layers.append((layer, getattr(layer, "host_methods", None)))
+        self._chains.clear()
 
     def register(self, method: str, handler: Handler) -> None:
         self._handlers[method] = handler
+        self._chains.pop(method, None)
 
     def handler(self, method: str) -> Handler | None:
         """The handler registered for ``method`` (to wrap it), or None."""
@@ -55,14 +72,18 @@ class HostAPI:
         return sorted(self._handlers)
 
     async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
-        handler = self._handlers.get(method)
+        handler = self._chains.get(method)
         if handler is None:
-            area = method.partition(".")[0]
-            raise CodemodeError(
-                f"{method!r} is not available in this session (no {area} are configured for it)"
-            )
-        for layer in reversed(self._layers):
-            handler = _wrapped(layer, method, handler)
+            handler = self._handlers.get(method)
+            if handler is None:
+                area = method.partition(".")[0]
+                raise CodemodeError(
+                    f"{method!r} is not available in this session (no {area} are configured for it)"
+                )
+            for layer, accepts in reversed(self._layers):
+                if accepts is None or accepts(method):
+                    handler = _wrapped(layer, method, handler)
+            self._chains[method] = handler
         return await handler(params)
 
 

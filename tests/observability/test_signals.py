@@ -68,6 +68,7 @@ async def test_a_runs_memory_operations_are_child_spans_without_names_or_values(
     s.host.use(tracing.host_layer)
     async with s:
         await s.run(f"state.set('api_key', {SECRET!r})\nartifacts.save('report', 'x' * 100)")
+    tracing.close()  # the spans are built after the run, on the emitter thread
     provider.shutdown()
     spans = {span.name: span for span in exporter.get_finished_spans()}
     run = spans["codemode.run"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,9 +12,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from pydantic import ValidationError
 
 from codemode import Session, SubprocessExecutor, ToolRegistry
-from codemode.observability.tracing import Tracing, digest, remote_parent
+from codemode.errors import ToolError
+from codemode.observability.config import ObservabilityConfig
+from codemode.observability.metrics import ARGS_JSON
+from codemode.observability.tracing import Tracing, digest, exporting_provider, remote_parent
+from codemode.tools.registry import NextCall, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +46,9 @@ def exporter() -> InMemorySpanExporter:
 def tracing(exporter: InMemorySpanExporter) -> Iterator[Tracing]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield Tracing(provider)
+    tracing = Tracing(provider)
+    yield tracing
+    tracing.close()
     provider.shutdown()
 
 
@@ -51,6 +61,12 @@ async def traced_session(tracing: Tracing) -> Session:
     s.use(tracing.run_hook, "observe")
     await s.start()
     return s
+
+
+def finished(tracing: Tracing, exporter: InMemorySpanExporter) -> tuple[ReadableSpan, ...]:
+    """The spans of the runs so far: they are built after each run, so flush first."""
+    assert tracing.flush()
+    return exporter.get_finished_spans()
 
 
 def by_name(spans: tuple[ReadableSpan, ...]) -> dict[str, ReadableSpan]:
@@ -71,7 +87,7 @@ async def test_a_run_with_two_tool_calls_is_a_span_with_two_children(
     finally:
         await s.close()
     assert result.value == "Ada Lovelace"
-    spans = by_name(exporter.get_finished_spans())
+    spans = by_name(finished(tracing, exporter))
     run = spans["codemode.run"]
     ok, failed = spans["execute_tool bank.lookup"], spans["execute_tool bank.down"]
     assert run.parent is None
@@ -96,10 +112,10 @@ async def test_spans_hold_hashes_and_sizes_never_code_arguments_or_results(
         await s.run(f"print(tools.bank.lookup(card={SECRET!r}))")
     finally:
         await s.close()
-    for span in exporter.get_finished_spans():
+    for span in finished(tracing, exporter):
         shown = repr(dict(span.attributes or {})) + repr(span.status.description) + span.name
         assert SECRET not in shown and "Ada" not in shown and "print" not in shown
-    call = by_name(exporter.get_finished_spans())["execute_tool bank.lookup"]
+    call = by_name(finished(tracing, exporter))["execute_tool bank.lookup"]
     assert call.attributes is not None
     size = call.attributes["codemode.tool.result.bytes"]
     assert isinstance(size, int) and size > 20
@@ -113,7 +129,7 @@ async def test_a_failing_run_is_marked_with_its_error_type(
         await s.run("{}['missing']")
     finally:
         await s.close()
-    run = by_name(exporter.get_finished_spans())["codemode.run"]
+    run = by_name(finished(tracing, exporter))["codemode.run"]
     assert run.attributes is not None and run.attributes["error.type"] == "KeyError"
     assert run.status.status_code == trace.StatusCode.ERROR
 
@@ -129,8 +145,8 @@ async def test_a_run_inside_a_remote_traceparent_joins_that_trace(
         await s.run("1")  # outside: a trace of its own
     finally:
         await s.close()
-    runs = [sp for sp in exporter.get_finished_spans() if sp.name == "codemode.run"]
-    call = by_name(exporter.get_finished_spans())["execute_tool bank.lookup"]
+    runs = [sp for sp in finished(tracing, exporter) if sp.name == "codemode.run"]
+    call = by_name(finished(tracing, exporter))["execute_tool bank.lookup"]
     assert format(runs[0].context.trace_id, "032x") == trace_id
     assert runs[0].parent is not None and format(runs[0].parent.span_id, "016x") == parent_id
     assert call.context.trace_id == runs[0].context.trace_id
@@ -142,3 +158,135 @@ def test_a_malformed_traceparent_is_ignored() -> None:
         assert not trace.get_current_span().get_span_context().is_valid
     with remote_parent({"traceparent": 42}):
         pass
+
+
+async def slow(ms: int) -> str:
+    """Answers after ``ms`` milliseconds."""
+    await asyncio.sleep(ms / 1000)
+    return "done"
+
+
+async def test_child_spans_carry_the_times_the_calls_really_took(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    reg = ToolRegistry()
+    reg.register(slow, server="clock")
+    reg.use(tracing.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(tracing.run_hook, "observe")
+    async with s:
+        await s.run("tools.clock.slow(ms=5)\ntools.clock.slow(ms=120)\n'x'")
+    spans = finished(tracing, exporter)
+    run = by_name(spans)["codemode.run"]
+    calls = sorted((sp for sp in spans if sp.name == "execute_tool clock.slow"), key=start_of)
+    assert [c.parent.span_id for c in calls if c.parent] == [run.context.span_id] * 2
+    assert run.start_time is not None and run.end_time is not None
+    first, second = calls
+    assert run.start_time <= start_of(first) and end_of(first) <= start_of(second)
+    assert end_of(second) <= run.end_time
+    assert 120e6 <= end_of(second) - start_of(second) < 10e9  # ns: the call's own wait
+    assert end_of(first) - start_of(first) < end_of(second) - start_of(second)
+
+
+def start_of(span: ReadableSpan) -> int:
+    assert span.start_time is not None
+    return span.start_time
+
+
+def end_of(span: ReadableSpan) -> int:
+    assert span.end_time is not None
+    return span.end_time
+
+
+async def test_a_tool_call_outside_any_run_is_a_span_of_its_own(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    reg = ToolRegistry()
+    reg.register(lookup, server="bank")
+    reg.register(down, server="bank")
+    reg.use(tracing.tool_layer, "observe")
+    assert (await reg.call("bank", "lookup", {"card": SECRET}))["holder"] == "Ada Lovelace"
+    with pytest.raises(ToolError):
+        await reg.call("bank", "down")
+    spans = by_name(finished(tracing, exporter))
+    ok, failed = spans["execute_tool bank.lookup"], spans["execute_tool bank.down"]
+    assert ok.parent is None and ok.attributes is not None
+    assert ok.attributes["codemode.tool.arguments.sha256"] == digest(json.dumps({"card": SECRET}))
+    assert failed.attributes is not None and failed.attributes["error.type"] == "ToolError"
+
+
+def sampled_tracing(ratio: float, exporter: InMemorySpanExporter) -> tuple[Tracing, Any]:
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Tracing(provider), provider
+
+
+async def test_an_unsampled_run_makes_no_spans_and_notes_nothing_of_its_calls(
+    exporter: InMemorySpanExporter,
+) -> None:
+    tracing, provider = sampled_tracing(0.0, exporter)
+    s = await traced_session(tracing)
+    calls: list[ToolCall] = []
+
+    async def spy(call: ToolCall, call_next: NextCall) -> Any:
+        calls.append(call)
+        return await call_next(call)
+
+    s.tools.use(spy, "audit")  # inside observe: sees the notes tracing leaves
+    try:
+        for _ in range(3):
+            assert (await s.run(f"tools.bank.lookup(card={SECRET!r})['holder']")).is_ok
+    finally:
+        await s.close()
+    assert finished(tracing, exporter) == ()
+    assert len(calls) == 3 and all(ARGS_JSON not in c.notes for c in calls)
+    tracing.close()
+    provider.shutdown()
+
+
+async def test_a_clients_sampled_traceparent_is_traced_even_at_ratio_zero(
+    exporter: InMemorySpanExporter,
+) -> None:
+    tracing, provider = sampled_tracing(0.0, exporter)
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    s = await traced_session(tracing)
+    try:
+        with remote_parent({"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"}):
+            await s.run("tools.bank.lookup(card='x')")
+        with remote_parent({"traceparent": f"00-{trace_id}-b7ad6b7169203331-00"}):
+            await s.run("tools.bank.lookup(card='y')")  # the client did not sample it
+    finally:
+        await s.close()
+    spans = finished(tracing, exporter)
+    assert sorted(sp.name for sp in spans) == ["codemode.run", "execute_tool bank.lookup"]
+    assert {format(sp.context.trace_id, "032x") for sp in spans} == {trace_id}
+    tracing.close()
+    provider.shutdown()
+
+
+async def test_half_the_runs_are_traced_at_ratio_one_half(
+    exporter: InMemorySpanExporter,
+) -> None:
+    tracing, provider = sampled_tracing(0.5, exporter)
+    s = await traced_session(tracing)
+    try:
+        for _ in range(60):
+            await s.run("tools.bank.lookup(card='x')")
+    finally:
+        await s.close()
+    spans = finished(tracing, exporter)
+    runs = [sp for sp in spans if sp.name == "codemode.run"]
+    assert 10 <= len(runs) <= 50  # binomial(60, 0.5): outside this, 1 in ~10^6
+    assert len(spans) == 2 * len(runs)  # each traced run with its call, no orphan call
+    tracing.close()
+    provider.shutdown()
+
+
+def test_the_sample_ratio_is_a_checked_setting_that_reaches_the_sampler() -> None:
+    assert ObservabilityConfig(trace_sample_ratio=0.25).trace_sample_ratio == 0.25
+    with pytest.raises(ValidationError, match="trace_sample_ratio"):
+        ObservabilityConfig(trace_sample_ratio=1.5)
+    never = exporting_provider("console", "codemode-test", None, 0.0).get_tracer("t")
+    always = exporting_provider("console", "codemode-test", None, 1.0).get_tracer("t")
+    assert not never.start_span("run").is_recording()
+    assert always.start_span("run").is_recording()  # never ended: never exported

@@ -53,17 +53,17 @@ def _host_layers(config: ObservabilityConfig) -> Iterator[HostLayer]:
         yield _tracing(config).host_layer
 
 
-_tracers: dict[tuple[str, str, str | None], Tracing] = {}
+_tracers: dict[tuple[str, str, str | None, float], Tracing] = {}
 
 
 def _tracing(config: ObservabilityConfig) -> Tracing:
     """One ``Tracing`` per exporter setting in this process (registry and sessions share it)."""
     from .tracing import Tracing, exporting_provider
 
-    key = (config.tracing, config.service_name, config.otlp_endpoint)
+    key = (config.tracing, config.service_name, config.otlp_endpoint, config.trace_sample_ratio)
     got = _tracers.get(key)
     if got is None:
-        provider = exporting_provider(config.tracing, config.service_name, config.otlp_endpoint)
+        provider = exporting_provider(*key)
         got = _tracers[key] = Tracing(provider)
     return got
 

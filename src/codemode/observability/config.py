@@ -42,6 +42,16 @@ class ObservabilityConfig(BaseModel):
     otlp_endpoint: str | None = Field(
         default=None, description="OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces."
     )
+    trace_sample_ratio: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Share of the runs that start a trace which are traced (by trace id); a run "
+            "joining a client's trace (traceparent) follows that trace's sampled flag. "
+            "Unsampled runs cost the tracing layers one lookup per call."
+        ),
+    )
     service_name: str = Field(
         default="codemode", min_length=1, description="service.name of the spans."
     )

@@ -31,6 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..chain import NextRun, RunEvent
 from ..execution.pool import pool_stats
+from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
@@ -62,6 +63,14 @@ _TOOL_ERROR_OUTCOMES = (
     ("TimeoutError", "timeout"),
 )
 DENIAL_REASONS = ("policy", "approval", "budget")
+
+
+MEMORY_AREAS = ("skills.", "artifacts.", "state.", "deps.")
+
+
+def is_memory_method(method: str) -> bool:
+    """A worker -> host method of the memory (its names come from the fixed RPC table)."""
+    return method.startswith(MEMORY_AREAS)
 
 
 @dataclass(slots=True)
@@ -226,6 +235,7 @@ class Metrics:
         self._context = (0, 0)  # tool bytes, model bytes (read together by the gauge)
         self._gauges: dict[str, Gauge] = {}
         self._series: dict[tuple[str, str], _ToolSeries] = {}
+        self._run_outcomes: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.gauge_function(
             "codemode_pool_ready_workers",
@@ -278,8 +288,8 @@ class Metrics:
                     series.server, series.tool, outcome
                 )
             calls.inc()
-            series.sent.inc(size_of(call.args))
-        received = size_of(result)
+            series.sent.inc(args_bytes(call))
+        received = result_bytes(call, result)
         series.received.inc(received)
         run_id = call.context.run_id
         if run_id is not None and run_id in self._run_bytes:
@@ -322,6 +332,7 @@ class Metrics:
         return outcome
 
     # -- memory operations (a host layer) --------------------------------------------
+    @for_methods(is_memory_method)
     async def host_layer(
         self, method: str, params: dict[str, Any], call_next: Callable[[dict[str, Any]], Any]
     ) -> Any:
@@ -339,6 +350,13 @@ class Metrics:
             self.memory_ops.labels(method, outcome).inc()
 
     # -- the run hook (stage "observe") ----------------------------------------------
+    def _run_counter(self, outcome: str) -> Any:
+        """The ``codemode_runs_total`` child of ``outcome`` (bound once, not per run)."""
+        child = self._run_outcomes.get(outcome)
+        if child is None:
+            child = self._run_outcomes[outcome] = self.runs.labels(outcome)
+        return child
+
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         run_id = event.context.run_id
         if run_id is not None:
@@ -350,7 +368,7 @@ class Metrics:
             result = await call_next(event)
         except BaseException as exc:
             cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-            self.runs.labels("cancelled" if cancelled else "refused").inc()
+            self._run_counter("cancelled" if cancelled else "refused").inc()
             if not cancelled:
                 self.run_errors.labels(error_type(type(exc).__name__)).inc()
             raise
@@ -360,7 +378,7 @@ class Metrics:
             if run_id is not None:
                 with self._lock:
                     tool_bytes = self._run_bytes.pop(run_id, 0)
-        self.runs.labels(run_outcome(result)).inc()
+        self._run_counter(run_outcome(result)).inc()
         if result.error is not None:
             self.run_errors.labels(error_type(result.error.type)).inc()
         if result.cpu_seconds is not None:
@@ -377,14 +395,6 @@ class Metrics:
                 tool, model = self._context
                 self._context = (tool + tool_bytes, model + out)
         return result
-
-
-MEMORY_AREAS = ("skills.", "artifacts.", "state.", "deps.")
-
-
-def is_memory_method(method: str) -> bool:
-    """A worker -> host method of the memory (its names come from the fixed RPC table)."""
-    return method.startswith(MEMORY_AREAS)
 
 
 def run_outcome(result: ExecutionResult) -> str:
@@ -408,6 +418,39 @@ def size_of(value: Any) -> int:
     except (TypeError, ValueError):  # circular, or a default that failed
         text = repr(value)
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+ARGS_JSON = "observe.args_json"
+RESULT_BYTES = "observe.result_bytes"
+
+
+def args_json(call: ToolCall) -> str:
+    """The call's arguments as canonical JSON (sorted keys), computed once per call for
+    the metrics and tracing layers (``call.notes``)."""
+    text = call.notes.get(ARGS_JSON)
+    if text is None:
+        try:
+            text = json.dumps(call.args, sort_keys=True, default=str, ensure_ascii=False)
+        except (TypeError, ValueError):  # keys of mixed types, circular
+            text = repr(call.args)
+        call.notes[ARGS_JSON] = text
+    return text
+
+
+def args_bytes(call: ToolCall) -> int:
+    """Bytes of the call's arguments as JSON in UTF-8 (sorting keys changes no length)."""
+    return size_of(args_json(call))
+
+
+def result_bytes(call: ToolCall, result: Any) -> int:
+    """Bytes of what the tool returned: the registry's measure (``notes["bytes"]``, which
+    budgets and the audit log use too) when it made one, else the result as JSON."""
+    n = call.notes.get("bytes")
+    if n is None:
+        n = call.notes.get(RESULT_BYTES)
+        if n is None:
+            n = call.notes[RESULT_BYTES] = size_of(result)
+    return int(n)
 
 
 def output_size(result: ExecutionResult) -> int:
@@ -439,9 +482,12 @@ __all__ = [
     "RUN_OUTCOMES",
     "TOOL_OUTCOMES",
     "Metrics",
+    "args_bytes",
+    "args_json",
     "default_metrics",
     "is_memory_method",
     "output_size",
+    "result_bytes",
     "run_outcome",
     "size_of",
 ]

@@ -2,12 +2,20 @@
 
 A span per run (``codemode.run``) with a child span per tool call it makes
 (``execute_tool server.tool``) and per memory operation (``codemode.memory state.set``).
-Tool calls are served on tasks of their own, so the parent is found by the run id the
-call carries, not by the ambient context. Attributes
-follow the GenAI semantic conventions where they apply (``gen_ai.operation.name``,
-``gen_ai.tool.name``, ``error.type``); code, arguments and results never go into a span:
-their SHA-256 and sizes do. A run started inside a remote span (``remote_parent``, from
-the MCP request's ``_meta.traceparent``) joins that trace.
+Attributes follow the GenAI semantic conventions where they apply
+(``gen_ai.operation.name``, ``gen_ai.tool.name``, ``error.type``); code, arguments and
+results never go into a span: their SHA-256 and sizes do. A run started inside a remote
+span (``remote_parent``, from the MCP request's ``_meta.traceparent``) joins that trace.
+
+Why it is built this way: an SDK span costs tens of microseconds, as much as a tool call
+through a warm worker, and a run with five calls paid it six times on its critical path.
+So only the run's span is started while the run is live (it takes the sampling decision
+and the parent), and the tracer's sampler is honoured before anything else: the calls of
+an unsampled run cost one dict lookup. A sampled run's calls note their clock times and
+sizes; the child spans are built with those explicit times, and the run's span is ended,
+by one emitter thread after the run has returned. ``Tracing.flush()`` waits for it (tests,
+shutdown). Tool calls are served on tasks of their own, so the run is found by the run id
+the call carries, not by the ambient context.
 
 Imports ``opentelemetry`` when a ``Tracing`` is built; ``install_hint`` says what to
 install when it is missing.
@@ -15,25 +23,38 @@ install when it is missing.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import logging
+import queue
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..chain import NextRun, RunEvent
 from ..context import current_context
 from ..errors import ConfigError
+from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
-from .metrics import is_memory_method, output_size, run_outcome, size_of
+from .metrics import args_json, is_memory_method, output_size, result_bytes, run_outcome, size_of
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 INSTALL_HINT = "tracing needs OpenTelemetry: pip install 'codemode[otel]'"
 SCOPE = "codemode"
+MAX_PENDING = 4096
+"""Finished runs waiting for the emitter; past this, runs are not traced (counted in
+``Tracing.dropped``) rather than holding memory without bound."""
+
+log = logging.getLogger("codemode.tracing")
+_now = time.time_ns  # the SDK's clock: explicit span times must come from it
 
 
 def _otel() -> Any:
@@ -48,71 +69,150 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+@dataclass(slots=True)
+class _Op:
+    """A tool call (``method`` None) or memory operation of a run, noted cheaply: only
+    immutable values, so the emitter thread can read them later."""
+
+    server: str
+    tool: str
+    method: str | None
+    run_id: str | None
+    start: int
+    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
+    params_bytes: int = 0
+    result_bytes: int | None = None
+    end: int = 0
+    error: str | None = None
+
+    def name(self) -> str:
+        if self.method is None:
+            return f"execute_tool {self.server}.{self.tool}"
+        return f"codemode.memory {self.method}"
+
+    def attributes(self) -> dict[str, Any]:
+        if self.method is None:
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": f"{self.server}.{self.tool}",
+                "gen_ai.tool.type": "function",
+                "codemode.tool.server": self.server,
+                "codemode.tool.arguments.bytes": size_of(self.args_text),
+                "codemode.tool.arguments.sha256": digest(self.args_text),
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.tool.result.bytes"] = self.result_bytes
+        else:
+            attrs = {
+                "codemode.memory.method": self.method,
+                "codemode.memory.area": self.method.partition(".")[0],
+                "codemode.memory.params.bytes": self.params_bytes,
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.memory.result.bytes"] = self.result_bytes
+        if self.run_id:
+            attrs["codemode.run.id"] = self.run_id
+        return attrs
+
+
+@dataclass(slots=True)
+class _Run:
+    """A sampled run whose span is live, with its operations so far; or (``op`` set) a
+    call outside any run, whose own span is live."""
+
+    span: Span
+    attrs: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    end: int = 0
+    error: str | None = None
+    ops: list[_Op] = field(default_factory=list)
+    op: _Op | None = None
+
+
+_UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
+
+
 class Tracing:
-    """The run hook and tool-call layer that make spans (stage ``observe``)."""
+    """The run hook, tool-call layer and host layer that make spans (stage ``observe``)."""
 
     def __init__(self, provider: TracerProvider | None = None) -> None:
         trace = _otel()
+        from opentelemetry import context as otel_context
+        from opentelemetry.trace import Status, StatusCode
+
         self._trace = trace
+        self._context = otel_context
+        self._error_status = Status(StatusCode.ERROR)  # no description: it may quote values
+        self.provider = provider
         self.tracer: Tracer = (
             provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
         )
-        self._runs: dict[str, Span] = {}
-        self._lock = threading.Lock()
+        self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
+        self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.dropped = 0
+        """Finished runs not traced because the emitter was ``MAX_PENDING`` behind."""
 
+    # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
-        ctx = event.context
-        attrs: dict[str, Any] = {
-            "codemode.run.id": ctx.run_id or "",
-            "codemode.session.id": ctx.session_id or "",
-            "codemode.tenant": ctx.tenant,
-            "codemode.code.sha256": digest(event.code),
-            "codemode.code.bytes": size_of(event.code),
-            "codemode.run.timeout_s": event.timeout,
-        }
-        with self.tracer.start_as_current_span(
-            "codemode.run", attributes=attrs, record_exception=False, set_status_on_exception=False
-        ) as span:
-            if ctx.run_id:
-                with self._lock:
-                    self._runs[ctx.run_id] = span
-            try:
-                result = await call_next(event)
-            except BaseException as exc:
-                self._failed(span, type(exc).__name__)
-                raise
-            finally:
-                if ctx.run_id:
-                    with self._lock:
-                        self._runs.pop(ctx.run_id, None)
-            span.set_attribute("codemode.run.outcome", run_outcome(result))
-            span.set_attribute("codemode.output.bytes", output_size(result))
-            if result.cpu_seconds is not None:
-                span.set_attribute("codemode.run.cpu_s", result.cpu_seconds)
-            if result.peak_memory_bytes is not None:
-                span.set_attribute("codemode.worker.peak_memory_bytes", result.peak_memory_bytes)
-            if result.error is not None:
-                self._failed(span, result.error.type)
-            return result
-
-    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        name = f"{call.server}.{call.tool}"
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.type": "function",
-            "codemode.tool.server": call.server,
-            "codemode.tool.arguments.bytes": size_of(call.args),
-            "codemode.tool.arguments.sha256": digest(_canonical(call.args)),
-        }
-        return await self._child(
-            f"execute_tool {name}",
-            call.context.run_id,
-            attrs,
-            "codemode.tool.result.bytes",
-            lambda: call_next(call),
+        span = self.tracer.start_span(
+            "codemode.run", record_exception=False, set_status_on_exception=False
         )
+        run_id = event.context.run_id
+        if not span.is_recording():
+            if not run_id:
+                return await call_next(event)
+            self._runs[run_id] = _UNSAMPLED
+            try:
+                return await call_next(event)
+            finally:
+                self._runs.pop(run_id, None)
+        run = _Run(span, code=event.code)
+        if run_id:
+            self._runs[run_id] = run
+        # Current in the run's own task, so spans of inner run hooks nest under it.
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        try:
+            result = await call_next(event)
+        except BaseException as exc:
+            run.error = type(exc).__name__
+            raise
+        else:
+            run.attrs = _run_attrs(event, result)
+            if result.error is not None:
+                run.error = result.error.type
+            return result
+        finally:
+            run.end = _now()
+            self._context.detach(token)
+            if run_id:
+                self._runs.pop(run_id, None)
+            self._submit(run)
 
+    # -- the tool-call layer ---------------------------------------------------------
+    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
+        run_id = call.context.run_id
+        run = self._runs.get(run_id) if run_id else None
+        if run is _UNSAMPLED:
+            return await call_next(call)
+        # The arguments as they arrive, before inner layers may rewrite them.
+        op = _Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
+        if run is None and (run := self._own_span(op)) is None:
+            return await call_next(call)
+        try:
+            result = await call_next(call)
+        except BaseException as exc:
+            op.error = type(exc).__name__
+            raise
+        else:
+            op.result_bytes = result_bytes(call, result)
+            return result
+        finally:
+            self._done(run, op)
+
+    # -- memory operations (a host layer) --------------------------------------------
+    @for_methods(is_memory_method)
     async def host_layer(
         self, method: str, params: dict[str, Any], call_next: Callable[[dict[str, Any]], Any]
     ) -> Any:
@@ -120,67 +220,174 @@ class Tracing:
         run that made it; names and values stay out, their size goes in."""
         if not is_memory_method(method):
             return await call_next(params)
-        attrs: dict[str, Any] = {
-            "codemode.memory.method": method,
-            "codemode.memory.area": method.partition(".")[0],
-            "codemode.memory.params.bytes": size_of(params),
-        }
-        return await self._child(
-            f"codemode.memory {method}",
-            current_context.get().run_id,
-            attrs,
-            "codemode.memory.result.bytes",
-            lambda: call_next(params),
-        )
+        run_id = current_context.get().run_id
+        run = self._runs.get(run_id) if run_id else None
+        if run is _UNSAMPLED:
+            return await call_next(params)
+        op = _Op("", "", method, run_id, _now(), params_bytes=size_of(params))
+        if run is None and (run := self._own_span(op)) is None:
+            return await call_next(params)
+        try:
+            result = await call_next(params)
+        except BaseException as exc:
+            op.error = type(exc).__name__
+            raise
+        else:
+            op.result_bytes = size_of(result)  # now: the value may change once returned
+            return result
+        finally:
+            self._done(run, op)
 
-    async def _child(
-        self,
-        name: str,
-        run_id: str | None,
-        attrs: dict[str, Any],
-        result_bytes: str,
-        call: Callable[[], Awaitable[Any]],
-    ) -> Any:
-        """A span around ``call``, a child of run ``run_id``'s span when it is open (calls
-        are served on tasks of their own: the ambient context is not the run's)."""
-        trace = self._trace
-        parent = None
-        if run_id:
-            attrs["codemode.run.id"] = run_id
-            with self._lock:
-                run_span = self._runs.get(run_id)
-            if run_span is not None:
-                parent = trace.set_span_in_context(run_span)
-        with self.tracer.start_as_current_span(
-            name,
-            context=parent,
-            kind=trace.SpanKind.INTERNAL,
-            attributes=attrs,
+    def _own_span(self, op: _Op) -> _Run | None:
+        """A call outside any run: a span of its own in the ambient trace (None when the
+        sampler drops it)."""
+        span = self.tracer.start_span(
+            op.name(),
+            kind=self._trace.SpanKind.INTERNAL,
+            start_time=op.start,
             record_exception=False,
             set_status_on_exception=False,
-        ) as span:
-            try:
-                result = await call()
-            except BaseException as exc:
-                self._failed(span, type(exc).__name__)
-                raise
-            span.set_attribute(result_bytes, size_of(result))
-            return result
+        )
+        return _Run(span, op=op) if span.is_recording() else None
+
+    def _done(self, run: _Run, op: _Op) -> None:
+        op.end = _now()
+        if run.op is op:
+            run.end = op.end
+            self._submit(run)
+        else:
+            run.ops.append(op)
+
+    # -- the emitter -----------------------------------------------------------------
+    def _submit(self, run: _Run) -> None:
+        if self._thread is None:
+            self._start()
+        if self._pending.qsize() >= MAX_PENDING:
+            self.dropped += 1
+            return
+        self._pending.put(run)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=_emit_loop,
+                    args=(weakref.ref(self), self._pending),
+                    name="codemode-tracing",
+                    daemon=True,
+                )
+                self._thread.start()
+                _live.add(self)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every finished run's spans are ended (so the span processor has
+        them), then flush the provider; False when ``timeout`` ran out first."""
+        deadline = time.monotonic() + timeout
+        if self._thread is not None and self._thread.is_alive():
+            done = threading.Event()
+            self._pending.put(done)
+            if not done.wait(timeout):
+                return False
+        force = getattr(self.provider, "force_flush", None)
+        if force is None:
+            return True
+        left = max(0.0, deadline - time.monotonic())
+        return bool(force(int(left * 1000)))
+
+    def close(self) -> None:
+        """Emit what is pending and stop the emitter thread."""
+        self.flush()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._pending.put(None)
+            thread.join(5)
+        _live.discard(self)
+
+    def _emit(self, run: _Run) -> None:
+        """End a finished run's span and build its children (on the emitter thread)."""
+        span = run.span
+        if run.op is not None:
+            attrs = run.op.attributes()
+            error = run.op.error
+        else:
+            attrs = run.attrs
+            attrs["codemode.code.sha256"] = digest(run.code)
+            error = run.error
+        span.set_attributes(attrs)
+        if error is not None:
+            self._failed(span, error)
+        if run.ops:
+            parent = self._trace.set_span_in_context(span)
+            kind = self._trace.SpanKind.INTERNAL
+            for op in run.ops:
+                child = self.tracer.start_span(
+                    op.name(),
+                    context=parent,
+                    kind=kind,
+                    attributes=op.attributes(),
+                    start_time=op.start,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                )
+                if op.error is not None:
+                    self._failed(child, op.error)
+                child.end(end_time=op.end)
+                time.sleep(0)  # hand the GIL to the event loop's thread if it waits
+        span.end(end_time=run.end)
 
     def _failed(self, span: Span, error_type: str) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
         span.set_attribute("error.type", error_type)
-        span.set_status(Status(StatusCode.ERROR))  # no description: it may quote values
+        span.set_status(self._error_status)
 
 
-def _canonical(value: Any) -> str:
-    import json
+def _run_attrs(event: RunEvent, result: ExecutionResult) -> dict[str, Any]:
+    ctx = event.context
+    attrs: dict[str, Any] = {
+        "codemode.run.id": ctx.run_id or "",
+        "codemode.session.id": ctx.session_id or "",
+        "codemode.tenant": ctx.tenant,
+        "codemode.code.bytes": size_of(event.code),
+        "codemode.run.timeout_s": event.timeout,
+        "codemode.run.outcome": run_outcome(result),
+        "codemode.output.bytes": output_size(result),
+    }
+    if result.cpu_seconds is not None:
+        attrs["codemode.run.cpu_s"] = result.cpu_seconds
+    if result.peak_memory_bytes is not None:
+        attrs["codemode.worker.peak_memory_bytes"] = result.peak_memory_bytes
+    return attrs
 
-    try:
-        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
+
+def _emit_loop(
+    owner: weakref.ref[Tracing], pending: queue.SimpleQueue[_Run | threading.Event | None]
+) -> None:
+    while True:
+        item = pending.get()
+        if item is None:
+            return
+        if isinstance(item, threading.Event):
+            item.set()
+            continue
+        tracing = owner()
+        if tracing is None:
+            return
+        try:
+            tracing._emit(item)
+        except Exception:
+            log.exception("could not emit the spans of a run")
+        del tracing
+
+
+_live: weakref.WeakSet[Tracing] = weakref.WeakSet()
+
+
+def _flush_all() -> None:
+    """Emit the runs still pending, before a provider shuts its exporters down."""
+    for tracing in list(_live):
+        tracing.flush(2.0)
+
+
+atexit.register(_flush_all)  # for providers the SDK user shuts down themselves
 
 
 @contextmanager
@@ -207,13 +414,17 @@ def remote_parent(meta: Mapping[str, Any] | None) -> Iterator[None]:
         otel_context.detach(token)
 
 
-_providers: dict[tuple[str, str, str | None], Any] = {}
+_providers: dict[tuple[str, str, str | None, float], Any] = {}
 _providers_lock = threading.Lock()
 
 
-def exporting_provider(exporter: str, service: str, endpoint: str | None) -> TracerProvider:
-    """A process-wide SDK provider exporting to ``console`` (stderr) or ``otlp`` (HTTP)."""
-    key = (exporter, service, endpoint)
+def exporting_provider(
+    exporter: str, service: str, endpoint: str | None, sample_ratio: float = 1.0
+) -> TracerProvider:
+    """A process-wide SDK provider exporting to ``console`` (stderr) or ``otlp`` (HTTP)
+    through a batch processor, sampling ``sample_ratio`` of the traces that start here
+    (a client's ``traceparent`` decides for the runs that join its trace)."""
+    key = (exporter, service, endpoint, sample_ratio)
     with _providers_lock:
         got = _providers.get(key)
         if got is not None:
@@ -221,17 +432,19 @@ def exporting_provider(exporter: str, service: str, endpoint: str | None) -> Tra
         try:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider as SdkProvider
-            from opentelemetry.sdk.trace.export import (
-                BatchSpanProcessor,
-                ConsoleSpanExporter,
-                SimpleSpanProcessor,
-            )
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+            from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
         except ImportError as exc:
             raise ConfigError(INSTALL_HINT) from exc
-        provider = SdkProvider(resource=Resource.create({"service.name": service}))
+        provider = SdkProvider(
+            resource=Resource.create({"service.name": service}),
+            sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
+            shutdown_on_exit=False,  # ours below: pending runs first, then the processor
+        )
         if exporter == "console":
             # stderr: on `serve` (stdio) stdout carries the MCP protocol.
-            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+            console = ConsoleSpanExporter(out=sys.stderr)
+            provider.add_span_processor(BatchSpanProcessor(console, schedule_delay_millis=500))
         else:
             try:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
@@ -241,8 +454,21 @@ def exporting_provider(exporter: str, service: str, endpoint: str | None) -> Tra
                 raise ConfigError(INSTALL_HINT) from exc
             otlp = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
             provider.add_span_processor(BatchSpanProcessor(otlp))
+
+        def shutdown() -> None:
+            _flush_all()
+            provider.shutdown()
+
+        atexit.register(shutdown)
         _providers[key] = provider
         return provider
 
 
-__all__ = ["INSTALL_HINT", "Tracing", "digest", "exporting_provider", "remote_parent"]
+__all__ = [
+    "INSTALL_HINT",
+    "MAX_PENDING",
+    "Tracing",
+    "digest",
+    "exporting_provider",
+    "remote_parent",
+]

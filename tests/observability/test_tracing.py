@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -290,3 +291,18 @@ def test_the_sample_ratio_is_a_checked_setting_that_reaches_the_sampler() -> Non
     always = exporting_provider("console", "codemode-test", None, 1.0).get_tracer("t")
     assert not never.start_span("run").is_recording()
     assert always.start_span("run").is_recording()  # never ended: never exported
+
+
+async def test_the_emitter_thread_ends_with_its_tracing(exporter: InMemorySpanExporter) -> None:
+    tracing, provider = sampled_tracing(1.0, exporter)
+    s = await traced_session(tracing)
+    async with s:
+        await s.run("tools.bank.lookup(card='x')")
+    assert len(finished(tracing, exporter)) == 2
+    thread = tracing._thread
+    assert thread is not None and thread.is_alive()
+    del tracing, s
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
+    provider.shutdown()

@@ -235,7 +235,7 @@ class Metrics:
         self._context = (0, 0)  # tool bytes, model bytes (read together by the gauge)
         self._gauges: dict[str, Gauge] = {}
         self._series: dict[tuple[str, str], _ToolSeries] = {}
-        self._run_outcomes: dict[str, Any] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._lock = threading.Lock()
         self.gauge_function(
             "codemode_pool_ready_workers",
@@ -346,15 +346,21 @@ class Metrics:
             outcome = "ok"
             return result
         finally:
-            self.memory_seconds.labels(method).observe(time.perf_counter() - start)
-            self.memory_ops.labels(method, outcome).inc()
+            self._bound(self.memory_seconds, method).observe(time.perf_counter() - start)
+            self._bound(self.memory_ops, method, outcome).inc()
 
     # -- the run hook (stage "observe") ----------------------------------------------
     def _run_counter(self, outcome: str) -> Any:
-        """The ``codemode_runs_total`` child of ``outcome`` (bound once, not per run)."""
-        child = self._run_outcomes.get(outcome)
+        """The ``codemode_runs_total`` child of ``outcome``."""
+        return self._bound(self.runs, outcome)
+
+    def _bound(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: ``labels()`` takes a lock and
+        builds its key at each call. Only for label values of a bounded set."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
         if child is None:
-            child = self._run_outcomes[outcome] = self.runs.labels(outcome)
+            child = self._children[key] = metric.labels(*labels)
         return child
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:

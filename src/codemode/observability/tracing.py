@@ -278,6 +278,7 @@ class Tracing:
                 )
                 self._thread.start()
                 _live.add(self)
+                weakref.finalize(self, self._pending.put, None)  # collected: thread ends
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every finished run's spans are ended (so the span processor has

@@ -88,8 +88,8 @@ class HostAPI:
 
 
 def _wrapped(layer: HostLayer, method: str, inner: Handler) -> Handler:
-    async def call(params: dict[str, Any]) -> Any:
-        return await layer(method, params, inner)
+    def call(params: dict[str, Any]) -> Awaitable[Any]:
+        return layer(method, params, inner)
 
     return call
 

@@ -306,3 +306,22 @@ async def test_the_emitter_thread_ends_with_its_tracing(exporter: InMemorySpanEx
     thread.join(5)
     assert not thread.is_alive()
     provider.shutdown()
+
+
+def current_trace() -> str:
+    """The trace id current where the tool runs (what an MCP client puts in _meta)."""
+    return format(trace.get_current_span().get_span_context().trace_id, "032x")
+
+
+async def test_a_tool_call_runs_in_its_runs_trace_so_upstream_requests_carry_it(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    reg = ToolRegistry()
+    reg.register(current_trace, server="probe")
+    reg.use(tracing.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(tracing.run_hook, "observe")
+    async with s:
+        seen = (await s.run("tools.probe.current_trace()")).value
+    run = by_name(finished(tracing, exporter))["codemode.run"]
+    assert seen == format(run.context.trace_id, "032x")

@@ -127,6 +127,8 @@ class _Run:
     error: str | None = None
     ops: list[_Op] = field(default_factory=list)
     op: _Op | None = None
+    context: Any = None
+    """The OpenTelemetry context with ``span`` current."""
 
 
 _UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
@@ -168,11 +170,11 @@ class Tracing:
                 return await call_next(event)
             finally:
                 self._runs.pop(run_id, None)
-        run = _Run(span, code=event.code)
+        run = _Run(span, code=event.code, context=self._trace.set_span_in_context(span))
         if run_id:
             self._runs[run_id] = run
         # Current in the run's own task, so spans of inner run hooks nest under it.
-        token = self._context.attach(self._trace.set_span_in_context(span))
+        token = self._context.attach(run.context)
         try:
             result = await call_next(event)
         except BaseException as exc:
@@ -200,6 +202,9 @@ class Tracing:
         op = _Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
         if run is None and (run := self._own_span(op)) is None:
             return await call_next(call)
+        # The run's span is current during the call (calls are served on tasks of their
+        # own), so an upstream MCP client passes the run's trace on in the request _meta.
+        token = self._context.attach(run.context)
         try:
             result = await call_next(call)
         except BaseException as exc:
@@ -209,6 +214,7 @@ class Tracing:
             op.result_bytes = result_bytes(call, result)
             return result
         finally:
+            self._context.detach(token)
             self._done(run, op)
 
     # -- memory operations (a host layer) --------------------------------------------
@@ -248,7 +254,9 @@ class Tracing:
             record_exception=False,
             set_status_on_exception=False,
         )
-        return _Run(span, op=op) if span.is_recording() else None
+        if not span.is_recording():
+            return None
+        return _Run(span, op=op, context=self._trace.set_span_in_context(span))
 
     def _done(self, run: _Run, op: _Op) -> None:
         op.end = _now()

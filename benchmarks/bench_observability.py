@@ -33,10 +33,11 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from codemode.chain import RUN_STAGES, Chain, RunEvent
 from codemode.config import parse_servers
 from codemode.context import CallContext, current_context
 from codemode.observability import Metrics
+from codemode.observability.metrics import is_memory_method
 from codemode.observability.tracing import Tracing
 from codemode.result import ExecutionResult
 from codemode.tools.sources.mcp import MCPSource
@@ -105,46 +107,74 @@ def local_registry() -> ToolRegistry:
     return reg
 
 
-async def open_session(layers: Sequence[Any], registry: ToolRegistry) -> Session:
+class Switch:
+    """The layers of one configuration at a time, in one session: every configuration
+    runs on the same worker, registry and connection, so the sessions' own differences
+    (which exceed the layers' cost on a loaded machine) drop out. Off is a plain call
+    through (a function returning the next step's awaitable: no coroutine of its own)."""
+
+    def __init__(self, configs: dict[str, list[Any]]) -> None:
+        self.configs = configs
+        self.active = "off"
+
+    def tool_layer(self, call: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        return _through([x.tool_layer for x in self.configs[self.active]], call, call_next)
+
+    def run_hook(self, event: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        return _through([x.run_hook for x in self.configs[self.active]], event, call_next)
+
+    def host_layer(self, method: str, params: Any, call_next: Any) -> Any:
+        layers = [x.host_layer for x in self.configs[self.active] if hasattr(x, "host_layer")]
+        if not layers or not is_memory_method(method):
+            return call_next(params)
+        return _through([lambda p, n, f=f: f(method, p, n) for f in layers], params, call_next)
+
+
+def _through(layers: list[Any], event: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    handler = call_next
+    for layer in reversed(layers):
+        handler = (lambda f, n: lambda e: f(e, n))(layer, handler)
+    return handler(event)
+
+
+async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n: int) -> None:
+    configs = {name: make() for name, make in CONFIGS.items()}
+    switch = Switch(configs)
+    registry.use(switch.tool_layer, "observe")
     session = Session(SubprocessExecutor(), tools=registry)
-    for layer in layers:
-        registry.use(layer.tool_layer, "observe")
-        session.use(layer.run_hook, "observe")
-        if hasattr(layer, "host_layer"):
-            session.host.use(layer.host_layer)
+    session.use(switch.run_hook, "observe")
+    session.host.use(switch.host_layer)
     await session.start()
-    return session
-
-
-async def overhead(
-    title: str, registry: Callable[[], ToolRegistry], cell: str, value: str, n: int
-) -> None:
-    layers = {name: make() for name, make in CONFIGS.items()}
-    sessions = {name: await open_session(ls, registry()) for name, ls in layers.items()}
-    wall: dict[str, list[float]] = {k: [] for k in sessions}
-    cpu: dict[str, list[float]] = {k: [] for k in sessions}
+    tracings = {k: [x for x in ls if isinstance(x, Tracing)] for k, ls in configs.items()}
+    wall: dict[str, list[float]] = {k: [] for k in configs}
+    cpu: dict[str, list[float]] = {k: [] for k in configs}
+    order = list(configs)
+    shuffle = random.Random(18).shuffle
     try:
-        for s in sessions.values():  # warm up every one (imports, first calls)
+        for name in order:  # warm up every one (imports, first calls)
+            switch.active = name
             for _ in range(20):
-                r = await s.run(cell)
+                r = await session.run(cell)
                 assert r.value == value, r
-        for i in range(n):
-            order = list(sessions.items())
-            k = i % len(order)
-            order = order[k:] + order[:k]  # each goes first, second... last in turn
-            for name, s in order:
+        for tr in tracings.values():
+            for tracing in tr:
+                tracing.flush()
+        emitted = {k: sum(t.emitter_cpu for t in tr) for k, tr in tracings.items()}
+        for _ in range(n):
+            shuffle(order)  # no configuration always follows the same one
+            for name in order:
+                switch.active = name
                 c, t = time.thread_time(), time.perf_counter()
-                r = await s.run(cell)
+                r = await session.run(cell)
                 wall[name].append(time.perf_counter() - t)
                 cpu[name].append(time.thread_time() - c)
                 assert r.value == value, r
     finally:
-        for s in sessions.values():
-            await s.close()
-        for ls in layers.values():
-            for layer in ls:
-                if isinstance(layer, Tracing):
-                    layer.close()
+        await session.close()
+        for tr in tracings.values():
+            for tracing in tr:
+                tracing.close()
+    emitter = {k: (sum(t.emitter_cpu for t in ts) - emitted[k]) / n for k, ts in tracings.items()}
     base, base_cpu = median(wall["off"]), median(cpu["off"])
     rows = []
     for name, ts in wall.items():
@@ -158,16 +188,17 @@ async def overhead(
                 pct(ts, 95) * 1e3,
                 f"{over:+.2f}%",
                 f"{paired:+.2f}%",
-                median(cpu[name]) * 1e6,
                 (median(cpu[name]) - base_cpu) * 1e6,
+                emitter[name] * 1e6,
                 f"<= {OVERHEAD_TARGET:g}%",
                 "" if name == "off" else verdict(max(over, paired) <= OVERHEAD_TARGET),
             ]
         )
     print(
         table(
-            f"run_code with 5 tool calls, {title} (ms; overhead vs off, same run; "
-            f"cpu = µs of the loop's thread per run; {load_note()})",
+            f"run_code with 5 tool calls, {title} (ms; overhead vs off, same session, "
+            f"shuffled order each round; +cpu = µs of the loop's thread per run, emitter = "
+            f"µs of the tracing thread after it; {load_note()})",
             [
                 "layers",
                 "runs",
@@ -175,8 +206,8 @@ async def overhead(
                 "p95",
                 "overhead",
                 "paired",
-                "cpu µs",
                 "+cpu µs",
+                "emitter µs",
                 "target",
                 "verdict",
             ],
@@ -242,11 +273,7 @@ async def upstream_overhead(n: int) -> None:
     await source.list_tools()
     try:
         await overhead(
-            "a real MCP server (stdio)",
-            lambda: ToolRegistry([source]),
-            UPSTREAM_CELL,
-            UPSTREAM_VALUE,
-            n,
+            "a real MCP server (stdio)", ToolRegistry([source]), UPSTREAM_CELL, UPSTREAM_VALUE, n
         )
     finally:
         await source.aclose()
@@ -346,7 +373,7 @@ def verdict(met: bool) -> str:
 
 async def main(n: int, lines: int) -> None:
     await upstream_overhead(n)
-    await overhead("an in-process Python tool", local_registry, LOCAL_CELL, LOCAL_VALUE, n)
+    await overhead("an in-process Python tool", local_registry(), LOCAL_CELL, LOCAL_VALUE, n)
     await layer_cost(20 if n < 100 else 300)
     await streaming(lines)
 

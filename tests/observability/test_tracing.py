@@ -325,3 +325,16 @@ async def test_a_tool_call_runs_in_its_runs_trace_so_upstream_requests_carry_it(
         seen = (await s.run("tools.probe.current_trace()")).value
     run = by_name(finished(tracing, exporter))["codemode.run"]
     assert seen == format(run.context.trace_id, "032x")
+
+
+async def test_runs_after_close_are_still_traced(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    s = await traced_session(tracing)
+    try:
+        await s.run("tools.bank.lookup(card='x')")
+        tracing.close()
+        await s.run("tools.bank.lookup(card='y')")
+    finally:
+        await s.close()
+    assert [sp.name for sp in finished(tracing, exporter)].count("codemode.run") == 2

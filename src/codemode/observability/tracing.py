@@ -307,12 +307,13 @@ class Tracing:
         return bool(force(int(left * 1000)))
 
     def close(self) -> None:
-        """Emit what is pending and stop the emitter thread."""
+        """Emit what is pending and stop the emitter thread (a later run starts another)."""
         self.flush()
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            self._pending.put(None)
-            thread.join(5)
+        with self._start_lock:
+            thread, self._thread = self._thread, None
+            if thread is not None and thread.is_alive():
+                self._pending.put(None)
+                thread.join(5)
         _live.discard(self)
 
     def _emit(self, run: _Run) -> None:

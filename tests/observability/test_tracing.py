@@ -17,10 +17,12 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from pydantic import ValidationError
 
 from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode.chain import NextRun, RunEvent
 from codemode.errors import ToolError
 from codemode.observability.config import ObservabilityConfig
 from codemode.observability.metrics import ARGS_JSON
 from codemode.observability.tracing import Tracing, digest, exporting_provider, remote_parent
+from codemode.result import ExecutionResult
 from codemode.tools.registry import NextCall, ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -338,3 +340,27 @@ async def test_runs_after_close_are_still_traced(
     finally:
         await s.close()
     assert [sp.name for sp in finished(tracing, exporter)].count("codemode.run") == 2
+
+
+async def test_a_run_refused_inside_observe_keeps_its_identity_and_error(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    class Refused(Exception):
+        pass
+
+    async def refuse(event: RunEvent, call_next: NextRun) -> ExecutionResult:
+        raise Refused("not now")
+
+    s = await traced_session(tracing)
+    s.use(refuse, "checks")
+    try:
+        with pytest.raises(Refused):
+            await s.run("1")
+    finally:
+        await s.close()
+    run = by_name(finished(tracing, exporter))["codemode.run"]
+    assert run.attributes is not None
+    assert run.attributes["error.type"] == "Refused"
+    assert run.attributes["codemode.session.id"] == s.context.session_id
+    assert run.attributes["codemode.code.bytes"] == 1
+    assert "codemode.run.outcome" not in run.attributes

@@ -178,18 +178,19 @@ class Tracing:
             self._runs[run_id] = run
         # Current in the run's own task, so spans of inner run hooks nest under it.
         token = self._context.attach(run.context)
+        result: ExecutionResult | None = None
         try:
             result = await call_next(event)
         except BaseException as exc:
             run.error = type(exc).__name__
             raise
         else:
-            run.attrs = _run_attrs(event, result)
             if result.error is not None:
                 run.error = result.error.type
             return result
         finally:
             run.end = _now()
+            run.attrs = _run_attrs(event, result)
             self._context.detach(token)
             if run_id:
                 self._runs.pop(run_id, None)
@@ -353,7 +354,8 @@ class Tracing:
         span.set_status(self._error_status)
 
 
-def _run_attrs(event: RunEvent, result: ExecutionResult) -> dict[str, Any]:
+def _run_attrs(event: RunEvent, result: ExecutionResult | None) -> dict[str, Any]:
+    """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
     ctx = event.context
     attrs: dict[str, Any] = {
         "codemode.run.id": ctx.run_id or "",
@@ -361,9 +363,11 @@ def _run_attrs(event: RunEvent, result: ExecutionResult) -> dict[str, Any]:
         "codemode.tenant": ctx.tenant,
         "codemode.code.bytes": size_of(event.code),
         "codemode.run.timeout_s": event.timeout,
-        "codemode.run.outcome": run_outcome(result),
-        "codemode.output.bytes": output_size(result),
     }
+    if result is None:
+        return attrs
+    attrs["codemode.run.outcome"] = run_outcome(result)
+    attrs["codemode.output.bytes"] = output_size(result)
     if result.cpu_seconds is not None:
         attrs["codemode.run.cpu_s"] = result.cpu_seconds
     if result.peak_memory_bytes is not None:

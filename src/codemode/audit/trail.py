@@ -84,11 +84,15 @@ class Trail:
             max_bytes=self.config.max_bytes,
             keep=self.config.keep,
             sinks=self.config.sinks,
+            batch_lines=self.config.batch_lines,
+            batch_seconds=self.config.batch_ms / 1000,
         )
 
-    def write(self, ctx: CallContext, record: dict[str, Any]) -> None:
-        """Append ``record`` for ``ctx``; a failed write is logged as an error (what it
-        records has already happened: raising would only hide its result)."""
+    def write(self, ctx: CallContext, record: dict[str, Any], into: AuditLog | None = None) -> None:
+        """Append ``record`` for ``ctx`` (to ``into`` when the caller already holds its log);
+        a tool call inside a run is deferred to the run's batch (``AuditLog.append``). A
+        failed write is logged as an error (what it records has already happened: raising
+        would only hide its result)."""
         record["tenant"] = ctx.tenant
         if ctx.session_id:
             record["session"] = ctx.session_id
@@ -97,12 +101,18 @@ class Trail:
         if ctx.client:
             record["client"] = ctx.client
         try:
-            self.log_for(ctx.workspace).append(record)
+            defer = ctx.run_id is not None and record["kind"] == "tool"
+            (into or self.log_for(ctx.workspace)).append(record, defer=defer)
         except (OSError, ConfigError) as exc:
             log.error("audit: could not record a %s event: %s", record.get("kind"), exc)
 
     def args_hmac(self, args: Any) -> str:
         return hmac.digest(self.keys.args, canonical(args), hashlib.sha256).hex()
+
+    def flush(self) -> None:
+        """Write every log's pending lines now."""
+        for each in list(self._logs.values()):
+            each.flush()
 
     def close(self) -> None:
         for each in self._logs.values():
@@ -124,9 +134,12 @@ def _outcome(exc: BaseException | None) -> tuple[str, str | None]:
     return "error", type(exc).__name__
 
 
+_NOTED = ("bytes", "policy", "approval", "budget")
+
+
 def tool_layer(trail: Trail) -> Middleware:
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
-        trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
+        into = trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
         digest = trail.args_hmac(call.args)  # before inner layers may rewrite them
         start = time.perf_counter()
         failure: BaseException | None = None
@@ -136,24 +149,27 @@ def tool_layer(trail: Trail) -> Middleware:
             failure = exc
             raise
         finally:
-            outcome, error = _outcome(failure)
-            notes = call.notes
+            duration = round((time.perf_counter() - start) * 1000, 3)
             record: dict[str, Any] = {
                 "kind": "tool",
                 "server": call.server,
                 "tool": call.tool,
                 "args_hmac": digest,
-                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
-                "outcome": outcome,
+                "duration_ms": duration,
             }
-            if error is not None:
-                record["error_type"] = error
-            for key in ("bytes", "policy", "approval", "budget"):
+            if failure is None:
+                record["outcome"] = "ok"
+            else:
+                record["outcome"], error = _outcome(failure)
+                if error is not None:
+                    record["error_type"] = error
+                if isinstance(failure, ToolDenied):
+                    record["reason"] = failure.reason
+            notes = call.notes
+            for key in _NOTED:
                 if key in notes:
                     record[key] = notes[key]
-            if isinstance(failure, ToolDenied):
-                record["reason"] = failure.reason
-            trail.write(call.context, record)
+            trail.write(call.context, record, into)
 
     return layer
 

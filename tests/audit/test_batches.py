@@ -1,0 +1,107 @@
+"""Tool-call lines of a run go out in batches: several processes writing batches still
+extend one verifiable chain, pending lines are written at exit, when the run ends or after
+``batch_seconds``, and a crash loses only the pending ones (what was written verifies)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from codemode.audit.keys import Keys
+from codemode.audit.log import AuditLog
+from codemode.audit.verify import verify
+
+from .conftest import KEY
+
+KEYS = Keys.derive(KEY.encode(), "test")
+
+# argv: log, head, name, lines, how the process ends ("exit": normally, "crash": os._exit)
+BATCH_WRITER = """
+import os, sys
+from pathlib import Path
+from codemode.audit.keys import Keys
+from codemode.audit.log import AuditLog
+log = AuditLog(Path(sys.argv[1]), Keys.derive(sys.argv[3].encode(), "test"),
+               head=Path(sys.argv[2]), max_bytes=6000, batch_lines=16, batch_seconds=60)
+for i in range(int(sys.argv[5])):
+    log.append({"kind": "tool", "server": "s", "tool": sys.argv[4] + str(i)}, defer=True)
+if sys.argv[6] == "crash":
+    os._exit(0)
+"""
+
+
+def writer(tmp: Path, name: str, lines: int, end: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-c", BATCH_WRITER, str(tmp / "audit.jsonl"), str(tmp / "head")]
+    return subprocess.Popen([*argv, KEY, name, str(lines), end])
+
+
+def count(path: Path) -> int:
+    return sum(len(p.read_bytes().splitlines()) for p in path.parent.glob("audit*.jsonl"))
+
+
+def test_processes_writing_batches_at_once_extend_one_chain(tmp_path: Path) -> None:
+    procs = [writer(tmp_path, name, 150, "exit") for name in ("a", "b", "c")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    report = verify(tmp_path / "audit.jsonl", tmp_path / "head", KEYS)
+    assert report.ok, report.problems
+    assert report.records == 450  # 150 = 9 batches of 16 + 6 pending, written at exit
+    assert len(list(tmp_path.glob("audit.*.jsonl"))) > 1  # rotated in between
+
+
+def test_a_crash_loses_only_the_pending_batch_and_the_rest_verifies(tmp_path: Path) -> None:
+    assert writer(tmp_path, "a", 40, "crash").wait(timeout=120) == 0
+    report = verify(tmp_path / "audit.jsonl", tmp_path / "head", KEYS)
+    assert report.ok, report.problems
+    assert report.records == 32  # two whole batches; the 8 pending lines died with it
+
+
+def test_an_undeferred_line_writes_the_pending_ones_first_in_order(tmp_path: Path) -> None:
+    log = AuditLog(
+        tmp_path / "audit.jsonl",
+        KEYS,
+        head=tmp_path / "head",
+        max_bytes=10**6,
+        batch_lines=64,
+        batch_seconds=60,
+    )
+    for i in range(3):
+        log.append({"kind": "tool", "tool": f"t{i}"}, defer=True)
+    assert count(tmp_path / "audit.jsonl") == 0
+    log.append({"kind": "run"})
+    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+    assert [line.split('"kind":"')[1][:3] for line in lines] == ["too"] * 3 + ["run"]
+    assert verify(tmp_path / "audit.jsonl", tmp_path / "head", KEYS).ok
+    log.close()
+
+
+@pytest.mark.anyio
+async def test_a_pending_batch_is_written_after_batch_seconds_without_more_calls(
+    tmp_path: Path,
+) -> None:
+    log = AuditLog(
+        tmp_path / "audit.jsonl",
+        KEYS,
+        head=tmp_path / "head",
+        max_bytes=10**6,
+        batch_lines=64,
+        batch_seconds=0.05,
+    )
+    log.append({"kind": "tool", "tool": "t"}, defer=True)
+    assert count(tmp_path / "audit.jsonl") == 0
+    deadline = time.monotonic() + 10
+    while count(tmp_path / "audit.jsonl") == 0 and time.monotonic() < deadline:
+        await anyio.sleep(0.01)
+    assert count(tmp_path / "audit.jsonl") == 1
+    log.close()
+
+
+def test_appending_to_a_closed_log_says_so(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.jsonl", KEYS, head=tmp_path / "head", max_bytes=10**6)
+    log.close()
+    with pytest.raises(OSError, match="is closed"):
+        log.append({"kind": "run"})

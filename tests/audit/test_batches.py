@@ -105,3 +105,25 @@ def test_appending_to_a_closed_log_says_so(tmp_path: Path) -> None:
     log.close()
     with pytest.raises(OSError, match="is closed"):
         log.append({"kind": "run"})
+
+
+def test_two_names_of_one_workspace_share_one_log_so_a_run_writes_its_calls_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode.audit.config import AuditConfig
+    from codemode.audit.trail import Trail
+    from codemode.context import CallContext
+
+    monkeypatch.setenv("CODEMODE_AUDIT_KEY", KEY)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    trail = Trail(AuditConfig(enabled=True, head_file=str(tmp_path / "head")))
+    assert trail.log_for(str(ws)) is trail.log_for(str(ws / "." / ".." / "ws"))
+    in_run = CallContext(session_id="s", run_id="r", workspace=str(ws))
+    trail.write(in_run, {"kind": "tool", "tool": "t"})
+    alias = CallContext(session_id="s", run_id="r", workspace=f"{ws}/.")
+    trail.write(alias, {"kind": "run"})
+    lines = (ws / "audit" / "audit.jsonl").read_text().splitlines()
+    kinds = [line.split('"kind":"')[1][:3] for line in lines]
+    assert kinds == ["too", "run"]
+    trail.close()

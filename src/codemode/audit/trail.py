@@ -58,6 +58,7 @@ class Trail:
         self.config = config
         self.keys = keys if keys is not None else load_keys(config)
         self._logs: dict[str | None, AuditLog] = {}
+        self._by_path: dict[Path, AuditLog] = {}
         self._lock = threading.Lock()
 
     def log_for(self, workspace: str | None) -> AuditLog:
@@ -77,7 +78,10 @@ class Trail:
             check_outside(head, Path(workspace), "head file")
             if self.config.key_file:
                 check_outside(Path(self.config.key_file).expanduser(), Path(workspace), "key file")
-        return AuditLog(
+        same = self._by_path.get(path.resolve())
+        if same is not None:  # one file, one writer in this process: a run's line then
+            return same  # writes its tool calls' pending lines first
+        opened = self._by_path[path.resolve()] = AuditLog(
             path,
             self.keys,
             head=head,
@@ -87,6 +91,7 @@ class Trail:
             batch_lines=self.config.batch_lines,
             batch_seconds=self.config.batch_ms / 1000,
         )
+        return opened
 
     def write(self, ctx: CallContext, record: dict[str, Any], into: AuditLog | None = None) -> None:
         """Append ``record`` for ``ctx`` (to ``into`` when the caller already holds its log);
@@ -111,13 +116,14 @@ class Trail:
 
     def flush(self) -> None:
         """Write every log's pending lines now."""
-        for each in list(self._logs.values()):
+        for each in list(self._by_path.values()):
             each.flush()
 
     def close(self) -> None:
-        for each in self._logs.values():
+        for each in self._by_path.values():
             each.close()
         self._logs.clear()
+        self._by_path.clear()
 
 
 def _outcome(exc: BaseException | None) -> tuple[str, str | None]:

@@ -127,3 +127,31 @@ def test_two_names_of_one_workspace_share_one_log_so_a_run_writes_its_calls_firs
     kinds = [line.split('"kind":"')[1][:3] for line in lines]
     assert kinds == ["too", "run"]
     trail.close()
+
+
+def test_a_batch_left_by_a_closed_event_loop_is_written_by_the_next_loops_timer(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(
+        path, KEYS, head=tmp_path / "head", max_bytes=10**6, batch_lines=64, batch_seconds=0.05
+    )
+
+    async def defer_one() -> None:
+        log.append({"kind": "tool", "tool": "t"}, defer=True)
+
+    async def defer_one_and_wait() -> None:
+        await defer_one()
+        deadline = time.monotonic() + 10
+        while count(path) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(defer_one())  # the loop ends before its timer fires
+    assert count(path) == 0
+    log.flush()
+    assert count(path) == 1
+    asyncio.run(defer_one_and_wait())
+    assert count(path) == 2
+    log.close()

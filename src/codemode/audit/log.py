@@ -192,7 +192,7 @@ class AuditLog:
         self._mutex = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._first_at = 0.0
-        self._timer = False
+        self._timer: asyncio.AbstractEventLoop | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             head.parent.mkdir(parents=True, exist_ok=True)
@@ -233,17 +233,17 @@ class AuditLog:
             self._flush_locked()
 
     def _arm_timer(self) -> None:
-        if self._timer:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: the age check on the next append, run end or exit flush
-        self._timer = True
+        if self._timer is loop:
+            return  # already armed there (a loop that closed first leaves a stale one)
+        self._timer = loop
         loop.call_later(self.batch_seconds, self._on_timer)
 
     def _on_timer(self) -> None:
-        self._timer = False
+        self._timer = None
         try:
             self.flush()
         except OSError as exc:

@@ -125,7 +125,7 @@ class Checker:
             # A statement may be read twice (a plain import inside a parsed block).
             seen = tuple(sorted(dict.fromkeys(self._scan(code)), key=lambda f: f.lineno))
             if len(self._seen) >= _CACHED:
-                self._seen.pop(next(iter(self._seen)))
+                self._seen.clear()  # simplest bound, and safe if threads share a checker
             self._seen[code] = seen
         return list(seen)
 

@@ -93,11 +93,18 @@ def test_words_in_comments_and_strings_are_not_findings() -> None:
     assert findings(code) == []
 
 
-def test_cells_with_top_level_await_are_checked_and_broken_cells_are_left_to_the_worker() -> None:
+def test_cells_with_top_level_await_are_checked_and_broken_statements_are_left_to_the_worker() -> (
+    None
+):
     assert findings("import asyncio\nawait asyncio.sleep(0)\nexec('x')") == [
         "line 3: calls 'exec' (a forbidden call)"
     ]
-    assert findings("import subprocess\ndef broken(:") == []
+    assert findings("def broken(:\n    os.system('x')") == []
+    # Only the statements holding a rule's words are parsed: a syntax error elsewhere does
+    # not hide a finding (the worker still reports it when the code runs).
+    assert findings("import subprocess\ndef broken(:") == [
+        "line 1: imports 'subprocess' (a forbidden import)"
+    ]
 
 
 def test_configured_lists_replace_the_defaults() -> None:

@@ -10,6 +10,10 @@ chained with an HMAC keyed outside the workspace: the key comes from the environ
 ``~/.config/codemode/audit.key`` (``codemode audit keygen`` writes one). The hash of the
 last line is copied to a head file outside the workspace (``head_file``; by default under
 ``~/.local/state/codemode/audit-heads/``), so cutting lines off the end is detected too.
+
+Tool-call lines inside a run are written in batches (``batch_lines``, ``batch_ms``), at the
+latest when the run's own line is written: a crash of the host process loses at most the
+pending batch (docs/guardrails.md, "Audit log").
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ class AuditConfig(BaseModel):
     head_file: str | None = Field(default=None, description="Where the chain's head is copied.")
     sinks: tuple[Literal["stderr", "syslog"], ...] = Field(
         default=(), description="Also copy each record there (stdout carries MCP on serve)."
+    )
+    batch_lines: int = Field(
+        default=64,
+        ge=1,
+        description="Tool-call lines of a run written together (1: each before its call returns).",
+    )
+    batch_ms: int = Field(
+        default=200,
+        gt=0,
+        description="A batch is written at the latest this long after its first line.",
     )
     record_code: bool = Field(default=True, description="Record each run's code.")
     max_code_bytes: int = Field(default=65_536, gt=0, description="Longer code is cut.")

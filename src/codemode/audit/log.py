@@ -9,17 +9,23 @@ The ``mac`` field is appended last: it is the HMAC-SHA256 (chain key) of the lin
 without it, so a verifier recomputes it from the raw line, with no re-serialisation.
 ``prev`` is ``""`` for the first line ever written. ``seq`` counts lines from 1.
 
-After each line, the head (``seq``, ``mac``, file) is written over the head file, outside
+After each write, the head (``seq``, ``mac``, file) is written over the head file, outside
 the workspace: the chain alone cannot show that its last lines were cut off, the head can.
 Every process appending to one log takes a lock file and reads the head first, so several
-processes (``codemode serve``, the CLI) extend one chain. Past ``max_bytes`` the active
+processes (``codemode serve``, the CLI) extend one chain. Tool-call lines inside a run may
+be deferred and written as one batch (``AuditLog.append``): a crash of the host process
+loses the lines still pending, never a line already written, and what was written still
+verifies. Past ``max_bytes`` the active
 file is renamed ``<stem>.<last seq>.jsonl`` and a new one starts; the chain continues
 across files (and ``keep`` bounds how many rotated files remain).
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -28,9 +34,10 @@ import logging
 import os
 import re
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +51,28 @@ MAC_HEX = 64
 _MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}$')
 
 
+# One encoder, built once: ``json.dumps`` with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+).encode
+_second: tuple[int, str] = (-1, "")
+
+
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC with milliseconds (``2026-11-28T04:42:51.123Z``); the second's text is kept, as
+    ``datetime.isoformat`` costs more than the rest of a line's bookkeeping."""
+    global _second
+    t = time.time()
+    sec = int(t)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{cached[1]}.{int((t - sec) * 1000):03d}Z"
 
 
 def canonical(value: Any) -> bytes:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    ).encode()
+    """Sorted keys, no spaces, UTF-8: equal values give equal bytes (for HMACs)."""
+    return _CANONICAL(value).encode()
 
 
 def sign(keys: Keys, body: bytes) -> str:
@@ -138,7 +159,15 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 class AuditLog:
-    """One log file (and its head), appended to by this process."""
+    """One log file (and its head), appended to by this process.
+
+    ``append(record)`` writes at once; ``append(record, defer=True)`` (tool calls inside a
+    run) keeps the record in memory until ``flush``: the next undeferred append (the run's
+    own line), ``batch_lines`` pending records, ``batch_seconds`` after the first one (a
+    timer on the running event loop, and a check on every append), ``close`` or the exit
+    of the process. A flush is one lock, one read of the head, one ``write`` of whole lines
+    and one write of the head, so a batch costs about what one line did.
+    """
 
     def __init__(
         self,
@@ -149,14 +178,21 @@ class AuditLog:
         max_bytes: int,
         keep: int | None = None,
         sinks: tuple[str, ...] = (),
+        batch_lines: int = 1,
+        batch_seconds: float = 1.0,
     ) -> None:
         self.path = path
         self.keys = keys
         self.head_path = head
         self.max_bytes = max_bytes
         self.keep = keep
+        self.batch_lines = max(batch_lines, 1)
+        self.batch_seconds = batch_seconds
         self._sinks = _open_sinks(sinks)
         self._mutex = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._first_at = 0.0
+        self._timer: asyncio.AbstractEventLoop | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             head.parent.mkdir(parents=True, exist_ok=True)
@@ -170,30 +206,83 @@ class AuditLog:
             ) from None
         self._fd = -1
         self._ino = -1
+        _OPEN.add(self)
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Write ``record`` as the next line of the chain (one write, then the head)."""
+    def append(self, record: dict[str, Any], *, defer: bool = False) -> None:
+        """Add ``record`` (stamped now) as the next line of the chain; written at once
+        unless ``defer`` (then by the next flush, see the class doc)."""
+        entry = {**record, "time": now()}
         with self._mutex:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            try:
-                self._write(record)
-            finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            pending = self._pending
+            pending.append(entry)
+            if defer and self.batch_lines > 1:
+                if len(pending) == 1:
+                    self._first_at = time.monotonic()
+                    self._arm_timer()
+                    return
+                if (
+                    len(pending) < self.batch_lines
+                    and time.monotonic() - self._first_at < self.batch_seconds
+                ):
+                    return
+            self._flush_locked()
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def flush(self) -> None:
+        """Write the pending records, if any."""
+        with self._mutex:
+            self._flush_locked()
+
+    def _arm_timer(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: the age check on the next append, run end or exit flush
+        if self._timer is loop:
+            return  # already armed there (a loop that closed first leaves a stale one)
+        self._timer = loop
+        loop.call_later(self.batch_seconds, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.flush()
+        except OSError as exc:
+            log.error("audit: could not write %s: %s", self.path, exc)
+
+    def _flush_locked(self) -> None:
+        if not self._pending:
+            return
+        if self._lock_fd < 0:
+            self._pending.clear()
+            raise OSError(errno.EBADF, f"the audit log {self.path} is closed")
+        pending, self._pending = self._pending, []
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            self._write(pending)
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
         head = Head.decode(os.pread(self._head_fd, HEAD_SIZE, 0)) or Head()
         if head.ino != self._ino or self._fd < 0:
             self._open_active()
             head = Head(head.seq, head.mac, self._ino, os.fstat(self._fd).st_size)
-        seq = head.seq + 1
-        body = canonical({**record, "seq": seq, "prev": head.mac, "time": now()})
-        mac = sign(self.keys, body)
-        line = body[:-1] + b',"mac":"' + mac.encode() + b'"}\n'
-        os.write(self._fd, line)
-        size = head.size + len(line)
+        seq, mac, key = head.seq, head.mac, self.keys.chain
+        lines: list[bytes] = []
+        for record in records:
+            seq += 1
+            record["seq"] = seq
+            record["prev"] = mac
+            body = _CANONICAL(record).encode()
+            mac = hmac.digest(key, body, hashlib.sha256).hex()
+            lines.append(body[:-1] + b',"mac":"' + mac.encode() + b'"}\n')
+        data = lines[0] if len(lines) == 1 else b"".join(lines)
+        _write_all(self._fd, data)
+        size = head.size + len(data)
         os.pwrite(self._head_fd, Head(seq, mac, self._ino, size).encode(), 0)
         for sink in self._sinks:
-            sink(line)
+            for line in lines:
+                sink(line)
         if size >= self.max_bytes:
             self._rotate(seq, mac)
 
@@ -216,11 +305,38 @@ class AuditLog:
                     old.unlink()
 
     def close(self) -> None:
+        """Flush, then close the files (a failed flush is logged: close still closes)."""
+        try:
+            self.flush()
+        except OSError as exc:
+            log.error("audit: could not write %s: %s", self.path, exc)
         for fd in (self._fd, self._lock_fd, self._head_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._fd = self._lock_fd = self._head_fd = -1
+        _OPEN.discard(self)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One ``write`` of whole lines (``O_APPEND``: never interleaved with another
+    writer's); the rare short write (a full disk, a signal) is completed."""
+    done = os.write(fd, data)
+    while done < len(data):
+        done += os.write(fd, data[done:])
+
+
+_OPEN: weakref.WeakSet[AuditLog] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    """Deferred lines still pending when the interpreter exits are written."""
+    for each in list(_OPEN):
+        try:
+            each.flush()
+        except OSError as exc:
+            log.error("audit: could not write %s at exit: %s", each.path, exc)
 
 
 def _open_sinks(names: tuple[str, ...]) -> list[Any]:

@@ -58,6 +58,7 @@ class Trail:
         self.config = config
         self.keys = keys if keys is not None else load_keys(config)
         self._logs: dict[str | None, AuditLog] = {}
+        self._by_path: dict[Path, AuditLog] = {}
         self._lock = threading.Lock()
 
     def log_for(self, workspace: str | None) -> AuditLog:
@@ -77,18 +78,26 @@ class Trail:
             check_outside(head, Path(workspace), "head file")
             if self.config.key_file:
                 check_outside(Path(self.config.key_file).expanduser(), Path(workspace), "key file")
-        return AuditLog(
+        same = self._by_path.get(path.resolve())
+        if same is not None:  # one file, one writer in this process: a run's line then
+            return same  # writes its tool calls' pending lines first
+        opened = self._by_path[path.resolve()] = AuditLog(
             path,
             self.keys,
             head=head,
             max_bytes=self.config.max_bytes,
             keep=self.config.keep,
             sinks=self.config.sinks,
+            batch_lines=self.config.batch_lines,
+            batch_seconds=self.config.batch_ms / 1000,
         )
+        return opened
 
-    def write(self, ctx: CallContext, record: dict[str, Any]) -> None:
-        """Append ``record`` for ``ctx``; a failed write is logged as an error (what it
-        records has already happened: raising would only hide its result)."""
+    def write(self, ctx: CallContext, record: dict[str, Any], into: AuditLog | None = None) -> None:
+        """Append ``record`` for ``ctx`` (to ``into`` when the caller already holds its log);
+        a tool call inside a run is deferred to the run's batch (``AuditLog.append``). A
+        failed write is logged as an error (what it records has already happened: raising
+        would only hide its result)."""
         record["tenant"] = ctx.tenant
         if ctx.session_id:
             record["session"] = ctx.session_id
@@ -97,17 +106,24 @@ class Trail:
         if ctx.client:
             record["client"] = ctx.client
         try:
-            self.log_for(ctx.workspace).append(record)
+            defer = ctx.run_id is not None and record["kind"] == "tool"
+            (into or self.log_for(ctx.workspace)).append(record, defer=defer)
         except (OSError, ConfigError) as exc:
             log.error("audit: could not record a %s event: %s", record.get("kind"), exc)
 
     def args_hmac(self, args: Any) -> str:
         return hmac.digest(self.keys.args, canonical(args), hashlib.sha256).hex()
 
+    def flush(self) -> None:
+        """Write every log's pending lines now."""
+        for each in list(self._by_path.values()):
+            each.flush()
+
     def close(self) -> None:
-        for each in self._logs.values():
+        for each in self._by_path.values():
             each.close()
         self._logs.clear()
+        self._by_path.clear()
 
 
 def _outcome(exc: BaseException | None) -> tuple[str, str | None]:
@@ -124,9 +140,12 @@ def _outcome(exc: BaseException | None) -> tuple[str, str | None]:
     return "error", type(exc).__name__
 
 
+_NOTED = ("bytes", "policy", "approval", "budget")
+
+
 def tool_layer(trail: Trail) -> Middleware:
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
-        trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
+        into = trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
         digest = trail.args_hmac(call.args)  # before inner layers may rewrite them
         start = time.perf_counter()
         failure: BaseException | None = None
@@ -136,24 +155,27 @@ def tool_layer(trail: Trail) -> Middleware:
             failure = exc
             raise
         finally:
-            outcome, error = _outcome(failure)
-            notes = call.notes
+            duration = round((time.perf_counter() - start) * 1000, 3)
             record: dict[str, Any] = {
                 "kind": "tool",
                 "server": call.server,
                 "tool": call.tool,
                 "args_hmac": digest,
-                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
-                "outcome": outcome,
+                "duration_ms": duration,
             }
-            if error is not None:
-                record["error_type"] = error
-            for key in ("bytes", "policy", "approval", "budget"):
+            if failure is None:
+                record["outcome"] = "ok"
+            else:
+                record["outcome"], error = _outcome(failure)
+                if error is not None:
+                    record["error_type"] = error
+                if isinstance(failure, ToolDenied):
+                    record["reason"] = failure.reason
+            notes = call.notes
+            for key in _NOTED:
                 if key in notes:
                     record[key] = notes[key]
-            if isinstance(failure, ToolDenied):
-                record["reason"] = failure.reason
-            trail.write(call.context, record)
+            trail.write(call.context, record, into)
 
     return layer
 

@@ -9,6 +9,8 @@ built-in types; checked numbers beat loose shapes; NER comes last), then by leng
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import islice
+from operator import gt, itemgetter
 from typing import NamedTuple
 
 from .detectors import Detector
@@ -34,6 +36,10 @@ class Span(NamedTuple):
     entity: str
 
 
+_start, _end = itemgetter(0), itemgetter(1)
+_new_span = tuple.__new__  # Span(...) without the call of its Python-level __new__
+
+
 class Scanner:
     """Runs detectors over text; ``allow`` values (case-insensitive) are never reported."""
 
@@ -54,6 +60,7 @@ class Scanner:
         self._last = len(PRIORITY) + 2
         self._ner = frozenset(ner)
         self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
+        self._ranks = {e: self.rank(e) for e in self.entities}
 
     @property
     def line_local(self) -> bool:
@@ -80,20 +87,33 @@ class Scanner:
         """Non-overlapping detections in ``text``, in order."""
         if not text:
             return []
-        rank = self.rank
+        rank, ranks = self.rank, self._ranks
         found: list[tuple[int, int, int, str]] = []
+        add = found.append
         for det in self.detectors:
             for start, end, entity in det.find(text):
                 if end > start:
-                    found.append((start, end, rank(entity), entity))
+                    r = ranks.get(entity)
+                    add((start, end, rank(entity) if r is None else r, entity))
         if not found:
             return []
         # Existing tokens are taken first (rank -1): nothing is detected inside one.
+        tokens = 0
         if "[" in text:
+            tokens = len(found)
             found.extend((m.start(), m.end(), -1, "") for m in TOKEN_RE.finditer(text))
+            tokens = len(found) - tokens
         found.sort()
-        out: list[Span] = []
         allow = self.allow
+        if (
+            not allow
+            and not tokens
+            and not any(map(gt, map(_end, found), map(_start, islice(found, 1, None))))
+        ):
+            # The common case, with no sweep: no candidate overlaps the next (nor, sorted,
+            # any other), no token is among them and nothing is allowed.
+            return [_new_span(Span, (s, e, entity)) for s, e, _, entity in found]
+        out: list[Span] = []
         # Sweep clusters of overlapping candidates; most clusters hold one.
         i, n = 0, len(found)
         while i < n:
@@ -105,7 +125,7 @@ class Scanner:
             if cluster is None:
                 start, end, r, entity = found[i]
                 if r >= 0 and not (allow and text[start:end].strip().casefold() in allow):
-                    out.append(Span(start, end, entity))
+                    out.append(_new_span(Span, (start, end, entity)))
             else:
                 cluster.sort(key=lambda c: (c[2], c[0] - c[1], c[0]))
                 taken: list[tuple[int, int]] = []

@@ -112,6 +112,18 @@ class Leaves:
 
     def apply(self, new_texts: list[str]) -> Any:
         """The value with ``texts[i]`` replaced by ``new_texts[i]`` where they differ."""
+        return self.apply_changes(
+            {
+                i: new
+                for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True))
+                if old is not new and old != new
+            }
+        )
+
+    def apply_changes(self, changes: Mapping[int, str]) -> Any:
+        """The value with ``texts[i]`` replaced by ``changes[i]`` (only those are visited)."""
+        if not changes:
+            return self.root
         copies: dict[int, Any] = {}
         renames: dict[int, dict[str, str]] = {}
 
@@ -132,15 +144,18 @@ class Leaves:
                     copies[parent][key] = dup
             return copies[path[0]]
 
-        for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True)):
-            if old is new or old == new:
+        slots, texts = self.slots, self.texts
+        for i, new in changes.items():
+            if new == texts[i]:
                 continue
-            node, key, kind = self.slots[i]
+            node, key, kind = slots[i]
             if kind == KEY:
                 copy(node)
                 renames.setdefault(node, {})[key] = new
                 continue
-            target = copy(node)
+            target = copies.get(node)
+            if target is None:
+                target = copy(node)
             current = target[key]
             if kind in (BYTES, LATIN1):
                 target[key] = new.encode("utf-8" if kind == BYTES else "latin-1")

@@ -197,9 +197,11 @@ class PhoneDetector:
         )
 
     def find(self, text: str) -> Iterator[Span]:
+        is_phone = self.is_phone
         for m in _PHONE.finditer(text):
-            if self.is_phone(text, m.start(), m.group("num")):
-                yield m.start(), m.end(), "PHONE"
+            start = m.start()
+            if is_phone(text, start, m["num"]):
+                yield start, m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
         if num[:2] in ("+ ", "+.", "+-"):

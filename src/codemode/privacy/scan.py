@@ -8,7 +8,7 @@ built-in types; checked numbers beat loose shapes; NER comes last), then by leng
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from operator import gt, itemgetter
 from typing import NamedTuple
@@ -40,6 +40,18 @@ _start, _end = itemgetter(0), itemgetter(1)
 _new_span = tuple.__new__  # Span(...) without the call of its Python-level __new__
 
 
+class _Ranks(dict[str, int]):
+    """``Scanner.rank`` of each entity type, computed on first use."""
+
+    def __init__(self, rank: Callable[[str], int]) -> None:
+        super().__init__()
+        self._rank = rank
+
+    def __missing__(self, entity: str) -> int:
+        r = self[entity] = self._rank(entity)
+        return r
+
+
 class Scanner:
     """Runs detectors over text; ``allow`` values (case-insensitive) are never reported."""
 
@@ -60,7 +72,7 @@ class Scanner:
         self._last = len(PRIORITY) + 2
         self._ner = frozenset(ner)
         self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
-        self._ranks = {e: self.rank(e) for e in self.entities}
+        self._ranks = _Ranks(self.rank)
 
     @property
     def line_local(self) -> bool:
@@ -87,14 +99,10 @@ class Scanner:
         """Non-overlapping detections in ``text``, in order."""
         if not text:
             return []
-        rank, ranks = self.rank, self._ranks
+        ranks = self._ranks
         found: list[tuple[int, int, int, str]] = []
-        add = found.append
         for det in self.detectors:
-            for start, end, entity in det.find(text):
-                if end > start:
-                    r = ranks.get(entity)
-                    add((start, end, rank(entity) if r is None else r, entity))
+            found += [(s, e, ranks[x], x) for s, e, x in det.find(text) if e > s]
         if not found:
             return []
         # Existing tokens are taken first (rank -1): nothing is detected inside one.

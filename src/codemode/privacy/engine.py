@@ -280,7 +280,11 @@ class Privacy:
         return pieces, copies
 
     def substitute(self, entity: str, value: str) -> str:
-        return self.substitute_many([(entity, value)])[0]
+        if entity == "SECRET":
+            return REDACTED
+        if self.config.action == "redact":
+            return f"[{entity}]"
+        return self.vault.token(entity, value)
 
     def substitute_many(self, items: Iterable[tuple[str, str]]) -> list[str]:
         """What replaces each ``(entity, value)``: a token, ``[EMAIL]`` or ``[redacted]``."""

@@ -109,11 +109,12 @@ def crm_rows(count: int, seed: int = 7) -> list[dict[str, Any]]:
     return rows
 
 
-def table_rows(count: int, seed: int = 11) -> list[dict[str, Any]]:
-    """A narrow customer table (~150 bytes of JSON per row): two personal values a row."""
-    rng = random.Random(seed)
+def table_rows(count: int, seed: int = 11, start: int = 0) -> list[dict[str, Any]]:
+    """A narrow customer table (~150 bytes of JSON per row): two personal values a row;
+    rows ``start`` to ``start + count`` (other pages hold other values)."""
+    rng = random.Random(seed + start)
     out = []
-    for i in range(count):
+    for i in range(start, start + count):
         first, last = rng.choice(FIRST), rng.choice(LAST)
         out.append(
             {

@@ -18,9 +18,9 @@ server = MCPServer("crm")
 
 
 @server.tool()
-def rows(n: int = 10_000) -> list[dict[str, Any]]:
-    """The first n customers of the CRM."""
-    return table_rows(n)
+def rows(n: int = 10_000, start: int = 0) -> list[dict[str, Any]]:
+    """n customers of the CRM, from the start-th on."""
+    return table_rows(n, start=start)
 
 
 if __name__ == "__main__":

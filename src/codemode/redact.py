@@ -98,6 +98,18 @@ _SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...]], ...] = (
     ),
 )
 
+# (pattern, group, anchors as looked up, whether in the lower-cased text); the flags are
+# read once here (``RegexFlag.__and__`` is Python code, slow per call).
+_GATED = tuple(
+    (
+        pattern,
+        group,
+        tuple(a.lower() for a in anchors) if pattern.flags & re.IGNORECASE else anchors,
+        bool(pattern.flags & re.IGNORECASE),
+    )
+    for pattern, group, anchors in _SHAPES
+)
+
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -151,13 +163,22 @@ def find_secrets(text: str) -> Iterator[tuple[int, int]]:
     # case-insensitive shapes): one alternation regex over them costs more than every
     # other detector together on a large result.
     lower: str | None = None
-    for pattern, group, anchors in _SHAPES:
-        if pattern.flags & re.IGNORECASE:
+    looked: dict[tuple[str, bool], bool] = {}  # an anchor gating two shapes: looked up once
+    for pattern, group, anchors, folded in _GATED:
+        if folded:
             if lower is None:
                 lower = text.lower()
-            hit = any(a.lower() in lower for a in anchors)
+            where = lower
         else:
-            hit = any(a in text for a in anchors)
+            where = text
+        hit = False
+        for a in anchors:
+            got = looked.get((a, folded))
+            if got is None:
+                got = looked[a, folded] = a in where
+            if got:
+                hit = True
+                break
         if hit:
             for m in pattern.finditer(text):
                 yield m.start(group), m.end(group)

@@ -119,3 +119,25 @@ def test_regex_and_deny_detectors_report_their_own_type() -> None:
         (9, 12, "TICKET"),
     ]
     assert list(DenyList("NAME", []).find("anything")) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4111111111111111",  # the whole text
+        "x 4111-1111-1111-1111",  # at the end
+        "4111 1111 1111 1111\x00phone",  # before a NUL-joined next text
+        "ids 12 4111111111111111 and 5500 0000 0000 0004 é",  # two runs, non-ASCII after
+    ],
+)
+def test_a_card_is_found_wherever_its_run_of_digits_sits(text: str) -> None:
+    cards = [v for e, v in found(text) if e == "CREDIT_CARD"]
+    assert cards and all(v.replace(" ", "").replace("-", "").isdigit() for v in cards)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["4111111111111111.5", "v4111111111111111", "4111111111111111-12", "1234 5678 9012"],
+)
+def test_digits_that_only_look_like_a_card_are_not_one(text: str) -> None:
+    assert "CREDIT_CARD" not in [e for e, _ in found(text)]

@@ -64,3 +64,22 @@ def test_a_text_repeated_in_many_rows_is_tokenized_in_every_row_with_its_context
         assert row["phone"].startswith(phone) and row["order_ref"] == bare
     assert report.found == {"EMAIL": 50, "PHONE": 50}
     assert rows[0]["notes"] == note  # the tool's own object is never modified
+
+
+def test_a_large_result_is_tokenized_as_each_of_its_strings_would_be_alone() -> None:
+    p = engine()
+    note = "Call +44 20 7946 0958 or write to bob@example.com, " + "then wait. " * 5
+    rows = [
+        {"notes": note, "email": f"a{i}@example.com", "ids": ["x", f"b{i}@example.org"]}
+        for i in range(50)
+    ]
+    rows.append({"alice@example.com": "two: c@example.com and +44 20 7946 0958"})
+    out, report = p.protect(rows)
+    alone = [{k: p.protect_text(v) for k, v in r.items() if isinstance(v, str)} for r in rows]
+    assert [{k: v for k, v in r.items() if k != "ids"} for r in out[:50]] == alone[:50]
+    assert [r["ids"] for r in out[:50]] == [
+        ["x", p.protect_text(f"b{i}@example.org")] for i in range(50)
+    ]
+    assert out[50] == {p.protect_text("alice@example.com"): alone[50]["alice@example.com"]}
+    assert report.found == {"EMAIL": 50 * 3 + 2, "PHONE": 50 + 1}
+    assert rows[0]["email"] == "a0@example.com"  # the caller's value is not modified

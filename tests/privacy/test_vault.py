@@ -147,3 +147,12 @@ def test_a_redis_vault_is_shared_by_two_vaults_and_stores_only_ciphertext() -> N
         stored = redis.Redis.from_url(server.url).hgetall(name)
         values = [v for v in stored.values() if isinstance(v, bytes)]
         assert len(values) == len(stored) == 2 and b"DE89" not in b"".join(values)
+
+
+def test_a_batch_of_values_gets_the_tokens_each_value_gets_alone() -> None:
+    alone, batch = Vault(KEY), Vault(KEY)
+    items = [("EMAIL", "alice@example.com"), ("PHONE", "+1 415-555-0132")] * 2
+    tokens = batch.token_many(items)
+    assert tokens == [alone.token(e, v) for e, v in items]
+    assert tokens[0] == tokens[2] and len(batch) == 2
+    assert [batch.value(t) for t in tokens[:2]] == ["alice@example.com", "+1 415-555-0132"]

@@ -61,7 +61,7 @@ class Detector(Protocol):
 
 # --------------------------------------------------------------------------- e-mail
 
-_LOCAL_TAIL = re.compile(r"[\w.%+'-]{1,64}\Z")
+_LOCAL_REVERSED = re.compile(r"[\w.%+'-]{1,64}")  # the local part, read backwards
 _DOMAIN = re.compile(
     r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-]|\.[^\W_])",
 )
@@ -76,10 +76,16 @@ class EmailDetector:
 
     def find(self, text: str) -> Iterator[Span]:
         at = text.find("@")
+        if at == -1:
+            return
+        # The local part is the run of its characters that ends at the "@": matched
+        # forwards in the reversed text (a backwards search would try every start).
+        rev = text[::-1]
+        n = len(text)
         while at != -1:
-            m = _LOCAL_TAIL.search(text, max(0, at - 64), at)
+            m = _LOCAL_REVERSED.match(rev, n - at)
             if m is not None:
-                start = m.start()
+                start = at - (m.end() - m.start())
                 while start < at and text[start] in ".-'+%":
                     start += 1
                 d = _DOMAIN.match(text, at + 1)
@@ -107,21 +113,59 @@ _PHONE = re.compile(
     (?![\w@/:-]|\.\d)""",
     re.X,
 )
-_NOT_PHONE = re.compile(
-    r"""\d{4}[-./]\d{1,2}[-./]\d{1,2}         # dates, ISO first
-    |\d{1,2}[-./]\d{1,2}[-./](?:19|20)\d{2}  # dates, day or month first
-    |--|//
-    |^(?:\d{1,3}(?:\.\d{1,3}){1,3}           # IPv4, versions
-    |\d{3}-\d{2}-\d{4}                       # SSN shape
-    |\d{1,3}(?:[.,]\d{3})+(?:[.,]\d{1,2})?   # amounts with thousands
-    |-?\d+[.,]\d+                            # decimals, coordinates
-    |\d{1,5}(?:-\d{1,7}){2,3}-[\dX])$        # ISBN-10/13 with hyphens
+# What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
+# whole one of the shapes below. Three checks instead of one alternation searched at
+# every position: the dates' regex runs only when two separators enclose 1-2 digits.
+_DATE_SEPARATORS = re.compile(r"[-./]\d{1,2}[-./]")
+_DATES = re.compile(
+    r"""\d{4}[-./]\d{1,2}[-./]\d{1,2}          # ISO first
+    |\d{1,2}[-./]\d{1,2}[-./](?:19|20)\d{2}   # day or month first
     """,
     re.X,
 )
+_NOT_PHONE_WHOLE = re.compile(
+    r"""\d{1,3}(?:\.\d{1,3}){1,3}              # IPv4, versions
+    |\d{3}-\d{2}-\d{4}                       # SSN shape
+    |\d{1,3}(?:[.,]\d{3})+(?:[.,]\d{1,2})?   # amounts with thousands
+    |-?\d+[.,]\d+                            # decimals, coordinates
+    |\d{1,5}(?:-\d{1,7}){2,3}-[\dX]          # ISBN-10/13 with hyphens
+    """,
+    re.X,
+)
+
+
+def _not_phone(num: str) -> bool:
+    if "--" in num or "//" in num:
+        return True
+    if _DATE_SEPARATORS.search(num) is not None and _DATES.search(num) is not None:
+        return True
+    return _NOT_PHONE_WHOLE.fullmatch(num) is not None
+
+
 _NEG_CONTEXT = re.compile(
     r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
 )
+_NEG_SEPARATORS = ":.#=-"
+_NEG_LAST = frozenset("unrefodv")  # the last letters of _NEG_CONTEXT's words
+
+
+def _neg_context(before: str) -> bool:
+    """``_NEG_CONTEXT.search(before)``, without the search when no word of it can end
+    right before the trailing separators (most texts: a regex try at each position)."""
+    tail = before
+    while True:
+        cut = tail.rstrip().rstrip(_NEG_SEPARATORS)
+        if cut == tail:
+            break
+        tail = cut
+    if not tail:
+        return "#" in before
+    last = tail[-1]
+    if last.isascii() and last.lower() not in _NEG_LAST and "#" not in before[len(tail) :]:
+        return False
+    return _NEG_CONTEXT.search(before) is not None
+
+
 _PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
 _SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
 _NON_DIGIT = re.compile(r"\D+")
@@ -153,18 +197,20 @@ class PhoneDetector:
         )
 
     def find(self, text: str) -> Iterator[Span]:
+        is_phone = self.is_phone
         for m in _PHONE.finditer(text):
-            if self.is_phone(text, m.start(), m.group("num")):
-                yield m.start(), m.end(), "PHONE"
+            start = m.start()
+            if is_phone(text, start, m["num"]):
+                yield start, m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
         if num[:2] in ("+ ", "+.", "+-"):
             return False
         digits = num.replace("(0)", "", 1).translate(_PHONE_SEPARATORS)  # num: digits, these
-        if not 7 <= len(digits) <= 15 or _NOT_PHONE.search(num):
+        if not 7 <= len(digits) <= 15 or _not_phone(num):
             return False
         before = text[max(0, start - 24) : start]
-        if _NEG_CONTEXT.search(before):
+        if _neg_context(before):
             return False
         if num[0] == "+" or num.startswith("00"):
             d = digits[2:] if num[0] == "0" else digits
@@ -268,6 +314,39 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+# Where a card can be: one byte per character (ASCII digits and any non-ASCII
+# character, which may be another script's digit -> "d"; the separators " " and "-" ->
+# "s"; the rest -> "."). Every card the checks below accept holds four digits, a
+# separator and four more (all accepted groupings start 4, 4+), or twelve digits in a
+# row: two ``bytes.find`` scans at C speed instead of a regex try at every digit.
+_CARD_MASK = bytes(
+    0x64 if chr(c).isdigit() or c == 0x3F or c > 0x7F else 0x73 if c in b" -" else 0x2E
+    for c in range(256)
+)
+_CARD_SEEDS = (b"ddddsdddd", b"dddddddddddd")
+
+
+def _card_regions(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the runs of digits and separators that may hold a card."""
+    if len(text) < 12:
+        return
+    mask = text.encode("ascii", "replace").translate(_CARD_MASK)
+    n = len(mask)
+    # The next hit of each seed, found again only once passed (each scan is linear).
+    nxt = [mask.find(seed) for seed in _CARD_SEEDS]
+    while True:
+        hit = min((h for h in nxt if h != -1), default=-1)
+        if hit == -1:
+            return
+        start = mask.rfind(b".", 0, hit) + 1
+        end = mask.find(b".", hit)
+        end = n if end == -1 else end
+        yield start, end
+        for i, seed in enumerate(_CARD_SEEDS):
+            if nxt[i] != -1 and nxt[i] < end:
+                nxt[i] = mask.find(seed, end)
+
+
 class CardDetector:
     """Payment card numbers: issuer prefix and length, Luhn, and consistent grouping."""
 
@@ -276,7 +355,12 @@ class CardDetector:
     local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
-        for m in _CARD.finditer(text):
+        for start, end in _card_regions(text):
+            # The lookahead sees two characters past the run, as on the whole text.
+            yield from self._find(text, start, min(len(text), end + 2))
+
+    def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
+        for m in _CARD.finditer(text, start, end):
             raw = m.group()
             sep = " " if " " in raw else "-" if "-" in raw else ""
             if sep and ("-" if sep == " " else " ") in raw:

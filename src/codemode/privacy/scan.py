@@ -8,7 +8,9 @@ built-in types; checked numbers beat loose shapes; NER comes last), then by leng
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from operator import gt, itemgetter
 from typing import NamedTuple
 
 from .detectors import Detector
@@ -34,6 +36,22 @@ class Span(NamedTuple):
     entity: str
 
 
+_start, _end = itemgetter(0), itemgetter(1)
+_new_span = tuple.__new__  # Span(...) without the call of its Python-level __new__
+
+
+class _Ranks(dict[str, int]):
+    """``Scanner.rank`` of each entity type, computed on first use."""
+
+    def __init__(self, rank: Callable[[str], int]) -> None:
+        super().__init__()
+        self._rank = rank
+
+    def __missing__(self, entity: str) -> int:
+        r = self[entity] = self._rank(entity)
+        return r
+
+
 class Scanner:
     """Runs detectors over text; ``allow`` values (case-insensitive) are never reported."""
 
@@ -54,6 +72,7 @@ class Scanner:
         self._last = len(PRIORITY) + 2
         self._ner = frozenset(ner)
         self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
+        self._ranks = _Ranks(self.rank)
 
     @property
     def line_local(self) -> bool:
@@ -80,20 +99,29 @@ class Scanner:
         """Non-overlapping detections in ``text``, in order."""
         if not text:
             return []
-        rank = self.rank
+        ranks = self._ranks
         found: list[tuple[int, int, int, str]] = []
         for det in self.detectors:
-            for start, end, entity in det.find(text):
-                if end > start:
-                    found.append((start, end, rank(entity), entity))
+            found += [(s, e, ranks[x], x) for s, e, x in det.find(text) if e > s]
         if not found:
             return []
         # Existing tokens are taken first (rank -1): nothing is detected inside one.
+        tokens = 0
         if "[" in text:
+            tokens = len(found)
             found.extend((m.start(), m.end(), -1, "") for m in TOKEN_RE.finditer(text))
+            tokens = len(found) - tokens
         found.sort()
-        out: list[Span] = []
         allow = self.allow
+        if (
+            not allow
+            and not tokens
+            and not any(map(gt, map(_end, found), map(_start, islice(found, 1, None))))
+        ):
+            # The common case, with no sweep: no candidate overlaps the next (nor, sorted,
+            # any other), no token is among them and nothing is allowed.
+            return [_new_span(Span, (s, e, entity)) for s, e, _, entity in found]
+        out: list[Span] = []
         # Sweep clusters of overlapping candidates; most clusters hold one.
         i, n = 0, len(found)
         while i < n:
@@ -105,7 +133,7 @@ class Scanner:
             if cluster is None:
                 start, end, r, entity = found[i]
                 if r >= 0 and not (allow and text[start:end].strip().casefold() in allow):
-                    out.append(Span(start, end, entity))
+                    out.append(_new_span(Span, (start, end, entity)))
             else:
                 cluster.sort(key=lambda c: (c[2], c[0] - c[1], c[0]))
                 taken: list[tuple[int, int]] = []

@@ -48,7 +48,7 @@ class Leaves:
         nodes.append((-1, None, holder))
         stack: list[tuple[Any, int, Any]] = [(value, 0, 0)]
         texts, slots = out.texts, out.slots
-        add_text, add_slot, push = texts.append, slots.append, stack.append
+        add_text, add_slot = texts.append, slots.append
         # Exact type checks first (``type(x) is str``): several times cheaper than
         # isinstance over the many small leaves of a JSON result; subclasses fall through
         # to the isinstance branches.
@@ -57,7 +57,7 @@ class Leaves:
             if type(v) is str or isinstance(v, str):
                 add_text(v)
                 add_slot((parent, key, TEXT))
-            elif type(v) is dict or isinstance(v, Mapping):
+            elif type(v) is dict or (type(v) is not list and isinstance(v, Mapping)):
                 node = len(nodes)
                 nodes.append((parent, key, v))
                 later = []
@@ -90,8 +90,21 @@ class Leaves:
             elif isinstance(v, list | tuple):
                 node = len(nodes)
                 nodes.append((parent, key, v))
-                for i in range(len(v) - 1, -1, -1):
-                    push((v[i], node, i))
+                n = len(v)
+                for i in range(n):  # leading strings and scalars at once, in order
+                    item = v[i]
+                    t = type(item)
+                    if t is str:
+                        add_text(item)
+                        add_slot((node, i, TEXT))
+                    elif not (
+                        item is None
+                        or t is float
+                        or t is bool
+                        or (t is int and -_BIG_INT < item < _BIG_INT)
+                    ):
+                        stack.extend((v[j], node, j) for j in range(n - 1, i - 1, -1))
+                        break
             elif isinstance(v, bytes | bytearray | Blob):
                 data = bytes(v.data if isinstance(v, Blob) else v)
                 text, latin1 = _as_text(data)
@@ -112,6 +125,18 @@ class Leaves:
 
     def apply(self, new_texts: list[str]) -> Any:
         """The value with ``texts[i]`` replaced by ``new_texts[i]`` where they differ."""
+        return self.apply_changes(
+            {
+                i: new
+                for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True))
+                if old is not new and old != new
+            }
+        )
+
+    def apply_changes(self, changes: Mapping[int, str]) -> Any:
+        """The value with ``texts[i]`` replaced by ``changes[i]`` (only those are visited)."""
+        if not changes:
+            return self.root
         copies: dict[int, Any] = {}
         renames: dict[int, dict[str, str]] = {}
 
@@ -132,15 +157,18 @@ class Leaves:
                     copies[parent][key] = dup
             return copies[path[0]]
 
-        for i, (old, new) in enumerate(zip(self.texts, new_texts, strict=True)):
-            if old is new or old == new:
+        slots, texts = self.slots, self.texts
+        for i, new in changes.items():
+            if new == texts[i]:
                 continue
-            node, key, kind = self.slots[i]
+            node, key, kind = slots[i]
             if kind == KEY:
                 copy(node)
                 renames.setdefault(node, {})[key] = new
                 continue
-            target = copy(node)
+            target = copies.get(node)
+            if target is None:
+                target = copy(node)
             current = target[key]
             if kind in (BYTES, LATIN1):
                 target[key] = new.encode("utf-8" if kind == BYTES else "latin-1")

@@ -107,3 +107,15 @@ def test_the_latency_benchmark_quick_mode_prints_build_and_search_times() -> Non
     for row in ("index build (first search)", "registry.search detail=name", "baseline"):
         assert row in proc.stdout
     assert "target p50 <= 2 ms (detail=name): " in proc.stdout
+
+
+def test_a_tool_is_embedded_whole_by_its_opening_paragraph_and_by_its_name() -> None:
+    from codemode.bench.embeddings import VIEW_WEIGHTS, tool_views
+
+    tool = {"name": "list_files", "description": "List a folder.\n\nGuardrails: never on /."}
+    views = tool_views("local_fs", tool)
+    assert set(views) == set(VIEW_WEIGHTS)
+    assert views["full"] == "local_fs: list files. List a folder.\n\nGuardrails: never on /."
+    assert views["first"] == "local fs: list files. List a folder."
+    assert views["name"] == "local fs list files"
+    assert sum(VIEW_WEIGHTS.values()) == pytest.approx(1.0)

@@ -218,3 +218,16 @@ async def test_a_misspelt_checkpoint_setting_is_an_error(tmp_path: Path) -> None
     (tmp_path / "config.json").write_text(json.dumps({"checkpoint": {"autp": True}}))
     with pytest.raises(ConfigError, match="autp"):
         Session.from_base(tmp_path, executor=SubprocessExecutor())
+
+
+async def test_checkpoints_of_sessions_that_never_came_back_are_swept(storage: Storage) -> None:
+    old = Checkpoints(storage, "old", tenant="acme")
+    await old.write(b"CMCKPT1\n{}\n", [], {}, "3")
+    other_tenant = Checkpoints(storage, "old", tenant="globex")
+    await other_tenant.write(b"x", [], {}, "3")
+    fresh = Checkpoints(storage, "new", tenant="acme", keep_seconds=0.0)
+    async with Session(SubprocessExecutor(), checkpoints=fresh) as s:
+        await s.run("x = 1")
+    assert await old.info() is None  # acme's stale checkpoint is gone
+    assert await other_tenant.info() is not None  # another tenant's is not touched
+    assert await fresh.info() is not None

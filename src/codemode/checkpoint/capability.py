@@ -22,6 +22,7 @@ def _setup(config: CheckpointConfig, session: Session) -> None:
             session.context,
             max_bytes=config.max_mb << 20,
             timeout=config.timeout,
+            keep_seconds=config.keep_hours * 3600 or None,
         )
     )
 

@@ -16,4 +16,10 @@ class CheckpointConfig(BaseModel):
         "crash or an eviction costs at most the last run.",
     )
     max_mb: int = Field(256, ge=1, le=1024, description="Largest checkpoint, in MB (pickled size).")
+    keep_hours: float = Field(
+        168.0,
+        ge=0,
+        description="Delete checkpoints not written for this long (sessions that never "
+        "came back); 0: keep them.",
+    )
     timeout: float = Field(300.0, gt=0, description="Seconds a checkpoint or a restore may take.")

@@ -68,16 +68,21 @@ class Checkpoints:
         auto: bool = True,
         max_bytes: int = DEFAULT_MAX_BYTES,
         timeout: float = 300.0,
+        keep_seconds: float | None = 7 * 86400.0,
     ) -> None:
         if max_bytes <= 0:
             raise CheckpointError("max_bytes must be positive")
         self.storage = storage
         digest = hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()[:40]
-        self.name = check_name(f"{_safe(tenant)}@{digest}", "checkpoint name")
+        self.prefix = f"{_safe(tenant)}@"
+        self.name = check_name(f"{self.prefix}{digest}", "checkpoint name")
         """The record's name: the tenant, then a hash of tenant and key."""
         self.auto = auto
         self.max_bytes = max_bytes
         self.timeout = timeout
+        self.keep_seconds = keep_seconds
+        """Checkpoints of this tenant not written for this long are deleted (None: kept)."""
+        self._swept = False
 
     @classmethod
     def for_context(cls, storage: Storage, context: CallContext, **kwargs: Any) -> Checkpoints:
@@ -104,7 +109,23 @@ class Checkpoints:
             )
         meta = {"names": names, "skipped": skipped, "python": python, "created": time.time()}
         rec = await self.storage.put(KIND, self.name, data, meta)
+        if not self._swept:
+            self._swept = True
+            await self.sweep()
         return CheckpointInfo.from_meta(self.name, rec.size, rec.meta)
+
+    async def sweep(self) -> int:
+        """Delete this tenant's checkpoints older than ``keep_seconds`` (sessions that
+        never came back); done at a slot's first write. Returns how many."""
+        if self.keep_seconds is None:
+            return 0
+        horizon = time.time() - self.keep_seconds
+        gone = 0
+        for rec in await self.storage.list(KIND, self.prefix):
+            created = rec.meta.get("created")
+            if isinstance(created, int | float) and created < horizon and rec.name != self.name:
+                gone += await self.storage.delete(KIND, rec.name)
+        return gone
 
     async def read(self) -> bytes:
         _, data = await self.storage.read(KIND, self.name)

@@ -47,11 +47,13 @@ SHAPES: dict[str, str] = {
 
 def executor_factory(name: str) -> Callable[[], Executor]:
     if name == "subprocess":
-        return lambda: SubprocessExecutor(memory_limit_mb=4096)
+        return lambda: SubprocessExecutor(memory_limit_mb=4096, start_timeout=120)
     from codemode.execution.sandbox import SandboxExecutor
 
     workspace = tempfile.mkdtemp(prefix="cm-bench-ckpt-", dir="/var/tmp")
-    return lambda: SandboxExecutor(workspace=workspace, pool_size=0, memory_limit_mb=4096)
+    return lambda: SandboxExecutor(
+        workspace=workspace, pool_size=0, memory_limit_mb=4096, start_timeout=120
+    )
 
 
 @asynccontextmanager

@@ -445,12 +445,12 @@ class Session:
         async with self._lock:
             if self._worker is not None:
                 await self._worker.idle()
-            if self._worker is None or not self._worker.alive:
-                await self.start()
-            assert self._worker is not None
-            await self._worker.reset()
             if self.checkpoints is not None:
                 await self.checkpoints.delete()  # a crash must not bring them back
+            if self._worker is None or not self._worker.alive:
+                await self.start()
+                return
+            await self._worker.reset()
 
 
 _CKPT = "codemode_worker.checkpoint"

@@ -8,6 +8,8 @@ from ..capability import Capability
 from .config import CheckpointConfig
 
 if TYPE_CHECKING:
+    import click
+
     from ..session import Session
 
 
@@ -27,6 +29,17 @@ def _setup(config: CheckpointConfig, session: Session) -> None:
     )
 
 
+def _command(name: str) -> click.Command:
+    from .cli import checkpoints
+
+    return checkpoints
+
+
 CHECKPOINT: Capability[CheckpointConfig] = Capability(
-    name="checkpoint", config=CheckpointConfig, strict_keys=True, session_setup=_setup
+    name="checkpoint",
+    config=CheckpointConfig,
+    strict_keys=True,
+    session_setup=_setup,
+    commands={"checkpoints": "List and delete sessions' saved variables."},
+    command=_command,
 )

@@ -220,20 +220,40 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _problem(name: str, value: Any, ns: dict[str, Any]) -> str | None:
+    """Why ``value`` cannot be saved, or None when it can."""
+    try:
+        _dump({name: value}, ns)
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot be saved"
+        return f"{type(exc).__name__}: {_reason(exc)}"
+    return None
+
+
+_last_skipped: set[str] = set()
+"""Names the last checkpoint could not save: tried alone first next time (usually a lock
+or a file, refused at once), so a namespace with one of them is not pickled three times."""
+
+
 def dumps(ns: dict[str, Any]) -> tuple[bytes, list[str], dict[str, str]]:
     """The namespace as checkpoint bytes, the names saved, and {name: why} of those not."""
+    global _last_skipped
     values = _saveable(ns)
     skipped: dict[str, str] = {}
+    for name in _last_skipped & set(values):
+        why = _problem(name, values[name], ns)
+        if why is not None:
+            skipped[name] = why
+            del values[name]
     try:
         body = _dump(values, ns)
     except Exception:  # noqa: BLE001 - find the names that cannot be saved, keep the rest
         for name, value in list(values.items()):
-            try:
-                _dump({name: value}, ns)
-            except Exception as exc:  # noqa: BLE001 - any failure means "cannot be saved"
-                skipped[name] = f"{type(exc).__name__}: {_reason(exc)}"
+            why = _problem(name, value, ns)
+            if why is not None:
+                skipped[name] = why
                 del values[name]
         body = _dump(values, ns)
+    _last_skipped = set(skipped)
     header = json.dumps({"python": PYTHON, "names": sorted(values)}).encode()
     return MAGIC + header + b"\n" + body, sorted(values), skipped
 

@@ -90,3 +90,12 @@ def test_a_checkpoint_of_another_python_version_is_refused_naming_both() -> None
 def test_bytes_that_are_not_a_checkpoint_are_refused() -> None:
     with pytest.raises(checkpoint.CheckpointError, match="not a codemode checkpoint"):
         checkpoint.loads(pickle.dumps({"x": 1}), {})
+
+
+def test_a_name_skipped_before_is_saved_again_once_it_can_be() -> None:
+    ns = _ns("import threading\nbox = [threading.Lock()]\nkept = 1")
+    _, names, skipped = checkpoint.dumps(ns)
+    assert set(skipped) == {"box"} and names == ["kept", "threading"]
+    ns["box"].clear()  # the same list, now picklable
+    _, names, skipped = checkpoint.dumps(ns)
+    assert skipped == {} and "box" in names

@@ -405,7 +405,7 @@ class Session:
         if info is None:
             return None
         return (
-            f"{len(info.names)} variables were restored from the checkpoint of the last "
+            f"{info.count} variables were restored from the checkpoint of the last "
             f"completed run{_skipped_text(info.skipped)}"
         )
 

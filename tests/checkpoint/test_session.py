@@ -231,3 +231,17 @@ async def test_checkpoints_of_sessions_that_never_came_back_are_swept(storage: S
     assert await old.info() is None  # acme's stale checkpoint is gone
     assert await other_tenant.info() is not None  # another tenant's is not touched
     assert await fresh.info() is not None
+
+
+async def test_a_namespace_of_many_long_names_is_saved_and_counted(storage: Storage) -> None:
+    store = Checkpoints(storage, "many")
+    async with Session(SubprocessExecutor(), checkpoints=store) as s:
+        r = await s.run("for i in range(5000):\n    globals()['v' * 40 + str(i)] = i")
+        assert r.error is None and not r.warnings, r.warnings
+    info = await store.info()
+    assert info is not None and info.count == 5001  # the 5000 names and the loop's i
+    assert 0 < len(info.names) < info.count  # the listing is cut to fit the metadata
+    async with Session(SubprocessExecutor(), checkpoints=store) as s:
+        r = await s.run("globals()['v' * 40 + '4999']")
+        assert r.value == 4999
+        assert any("5001 variables were restored" in w for w in r.warnings)

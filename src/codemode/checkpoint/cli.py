@@ -63,7 +63,7 @@ def list_cmd(base: Path | None, as_json: bool) -> None:
                 "name": r.name,
                 "size": r.size,
                 "created": r.meta.get("created"),
-                "names": len(r.meta.get("names", ())),
+                "names": r.meta.get("count", len(r.meta.get("names", ()))),
                 "skipped": sorted(r.meta.get("skipped", {})),
             }
             for r in listing

@@ -30,7 +30,10 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """One stored checkpoint: what it holds and what could not be saved (name -> why)."""
+    """One stored checkpoint: what it holds and what could not be saved (name -> why).
+
+    Read back from storage, ``names`` and ``skipped`` may be cut to fit the record's
+    metadata (64 KB); ``count`` and ``skipped_count`` are always whole."""
 
     name: str
     size: int
@@ -38,17 +41,44 @@ class CheckpointInfo:
     skipped: dict[str, str] = field(default_factory=dict)
     created: float = 0.0
     python: str = ""
+    count: int = 0
+    skipped_count: int = 0
 
     @classmethod
     def from_meta(cls, name: str, size: int, meta: dict[str, Any]) -> CheckpointInfo:
+        names = tuple(str(n) for n in meta.get("names", ()))
+        skipped = {str(k): str(v) for k, v in dict(meta.get("skipped", {})).items()}
         return cls(
             name=name,
             size=size,
-            names=tuple(str(n) for n in meta.get("names", ())),
-            skipped={str(k): str(v) for k, v in dict(meta.get("skipped", {})).items()},
+            names=names,
+            skipped=skipped,
             created=float(meta.get("created", 0.0)),
             python=str(meta.get("python", "")),
+            count=int(meta.get("count", len(names))),
+            skipped_count=int(meta.get("skipped_count", len(skipped))),
         )
+
+
+def _fit_meta(names: list[str], skipped: dict[str, str]) -> dict[str, Any]:
+    """The names and reasons that fit the record's metadata, with their whole counts
+    (names come from the worker: any number, any length)."""
+    shown: list[str] = []
+    room = 24_000
+    for n in names:
+        room -= len(n.encode()) + 4
+        if room < 0:
+            break
+        shown.append(n)
+    why: dict[str, str] = {}
+    room = 24_000
+    for k, v in skipped.items():
+        v = v[:200]
+        room -= len(k.encode()) + len(v.encode()) + 8
+        if room < 0:
+            break
+        why[k] = v
+    return {"names": shown, "count": len(names), "skipped": why, "skipped_count": len(skipped)}
 
 
 class Checkpoints:
@@ -107,12 +137,21 @@ class Checkpoints:
                 f"the checkpoint is {len(data):,} bytes, over the limit of "
                 f"{self.max_bytes:,} (checkpoint.max_mb)"
             )
-        meta = {"names": names, "skipped": skipped, "python": python, "created": time.time()}
+        meta = {**_fit_meta(names, skipped), "python": python[:20], "created": time.time()}
         rec = await self.storage.put(KIND, self.name, data, meta)
         if not self._swept:
             self._swept = True
             await self.sweep()
-        return CheckpointInfo.from_meta(self.name, rec.size, rec.meta)
+        return CheckpointInfo(
+            self.name,
+            rec.size,
+            tuple(names),
+            dict(skipped),
+            meta["created"],
+            python,
+            len(names),
+            len(skipped),
+        )
 
     async def sweep(self) -> int:
         """Delete this tenant's checkpoints older than ``keep_seconds`` (sessions that

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from codemode import FileStorage, InProcessExecutor, Session, SubprocessExecutor, ToolRegistry
+from codemode.checkpoint.store import CHECKPOINT_METHODS, Checkpoints, Exchange
 from codemode.hostapi import HostAPI
 from codemode.live_rpc import OUTPUT_METHODS
 from codemode.memory import Memory
@@ -99,6 +100,7 @@ def test_the_host_serves_exactly_the_table(memory: Memory) -> None:
     ToolRegistry().install(host)
     memory.install(host)
     OUTPUT_METHODS.install(host, Session(InProcessExecutor()))
+    CHECKPOINT_METHODS.install(host, Exchange(Checkpoints(memory.storage, "k")))
     assert host.methods() == sorted(TABLE)
 
 

@@ -31,6 +31,7 @@ from .approval.capability import APPROVAL
 from .audit.capability import AUDIT
 from .budget.capability import BUDGET
 from .capability import Capability, HttpEndpoint
+from .checkpoint.capability import CHECKPOINT
 from .checks.capability import CODE_CHECKS
 from .cluster.capability import RAY
 from .memory.capability import MEMORY
@@ -68,6 +69,7 @@ BUILTIN: tuple[Capability[Any], ...] = (
     SEEDS,  # the seed systems' server tool names (codemode.seeds)
     WORKFLOWS,  # codemode workflow, run_workflow (codemode.workflows)
     RAY,  # the ray executor's settings (codemode.cluster)
+    CHECKPOINT,  # sessions' variables saved after each run (codemode.checkpoint)
 )
 
 
@@ -117,14 +119,16 @@ def configure_memory(memory: Memory, capabilities: Capabilities, sections: Secti
 
 
 def configure_session(session: Session, capabilities: Capabilities, sections: Sections) -> None:
-    """Add every capability's run hooks to ``session`` at their stages, and its layers
-    around the calls the session's worker makes."""
+    """Add every capability's run hooks to ``session`` at their stages, its layers
+    around the calls the session's worker makes, and its ``session_setup``."""
     for cap in capabilities:
         config = section(cap, sections)
         for stage, hook in cap.hooks_for(config):
             session.use(hook, stage)
         for layer in cap.host_layers_for(config):
             session.host.use(layer)
+        if cap.session_setup is not None:
+            cap.session_setup(config, session)
 
 
 def commands(capabilities: Capabilities | None = None) -> dict[str, str]:

@@ -18,6 +18,8 @@ are all optional:
 - ``http_endpoints(config, ctx)``: its ``HttpEndpoint``s on ``serve --transport http``.
 - ``host_layers(config)``: layers around every worker -> host call of a session
   (``codemode.hostapi.HostLayer``: e.g. metrics and spans of memory operations).
+- ``session_setup(config, session)``: equips a session with what is not a layer (e.g. its
+  checkpoint slot, ``codemode.checkpoint``).
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -104,6 +106,8 @@ class Capability(Generic[C]):
     http_endpoints: HttpEndpoints[C] | None = None
     """``(config, ctx)`` -> its ``HttpEndpoint``s; ``ctx`` is the ``ServerContext``."""
     host_layers: HostLayers[C] | None = None
+    session_setup: Callable[[C, Any], None] | None = None
+    """``(config, session)``: typed loosely so that declaring one never imports Session."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():

@@ -8,6 +8,7 @@ Errors are grouped by who must react::
     │   └── SandboxUnavailable   isolation is required but this machine cannot provide it
     ├── RelayedCallError         a host call's error, carried back through a relay (Ray)
     ├── SessionClosed            the session was used after close()
+    ├── CheckpointError          a session's namespace could not be saved or restored
     ├── ToolError                a tool call failed (the agent's code sees this as ToolError)
     │   ├── ToolNotFound         no such server or tool (carries close matches)
     │   ├── ToolArgumentError    arguments do not match the tool's input schema
@@ -61,6 +62,11 @@ class RelayedCallError(CodemodeError):
 
 class SessionClosed(CodemodeError):
     """The session is closed; open a new one."""
+
+
+class CheckpointError(CodemodeError):
+    """A checkpoint of a session's namespace could not be written or restored (over its
+    size limit, written by another Python version, refused by the worker)."""
 
 
 class ToolError(CodemodeError):
@@ -190,6 +196,7 @@ class LLMAuthError(LLMError):
 
 __all__ = [
     "BudgetExceeded",
+    "CheckpointError",
     "CodemodeError",
     "ConfigError",
     "CorruptRecord",

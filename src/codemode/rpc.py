@@ -14,7 +14,7 @@ agent's code receives as an exception; it never reaches the host as an unhandled
 
 The rows live beside their handlers: ``codemode.tools.rpc`` (``tools.*``) and
 ``codemode.memory.rpc`` (``skills.*``, ``artifacts.*``, ``state.*``, ``deps.*``),
-``codemode.live_rpc`` (``output.write``);
+``codemode.live_rpc`` (``output.write``), ``codemode.checkpoint.store`` (``checkpoint.*``);
 ``methods()`` is the whole table.
 """
 
@@ -115,11 +115,12 @@ def _bound(method: Method[T], target: T) -> Callable[[dict[str, Any]], Awaitable
 
 def methods() -> dict[str, Method[Any]]:
     """The whole table: every method the worker may call, by name."""
+    from .checkpoint.store import CHECKPOINT_METHODS
     from .live_rpc import OUTPUT_METHODS
     from .memory.rpc import MEMORY_METHODS
     from .tools.rpc import TOOL_METHODS
 
-    tables = (TOOL_METHODS, MEMORY_METHODS, OUTPUT_METHODS)
+    tables = (TOOL_METHODS, MEMORY_METHODS, OUTPUT_METHODS, CHECKPOINT_METHODS)
     return {m.name: m for table in tables for m in table}
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
-from .errors import ConfigError, SessionClosed
+from .errors import CheckpointError, ConfigError, SessionClosed, StorageError
 from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
 from .live import METHOD as OUTPUT_METHOD
@@ -27,6 +27,7 @@ from .live import handler as output_handler
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
+    from .checkpoint.store import CheckpointInfo, Checkpoints, Exchange
     from .memory.core import Memory
     from .storage.base import Storage
     from .tools.registry import ToolRegistry
@@ -53,6 +54,10 @@ class Session:
         assert r.value == 42
     ```
 
+    ``checkpoints=`` (``codemode.checkpoint.Checkpoints``) saves the variables after each
+    run and restores them into every fresh worker (after a crash, or when the session is
+    opened again later): see docs/checkpoints.md.
+
     ``storage=`` (a ``FileStorage`` or ``RedisStorage``) gives the code ``skills``,
     ``artifacts`` and ``state`` on that storage (closed with the session); ``memory=`` passes
     a ``Memory`` you keep and close yourself. ``tools=`` is the ``ToolRegistry`` its code
@@ -69,6 +74,7 @@ class Session:
         default_timeout: float = 60.0,
         context: CallContext | None = None,
         approve: Approver | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         if storage is not None and memory is not None:
             raise ConfigError(
@@ -108,6 +114,13 @@ class Session:
         self._owns_memory = owns_memory
         self._install_deps = False
         self._run_warnings: list[str] = []
+        self.checkpoints: Checkpoints | None = None
+        """Where this session's variables are saved (``codemode.checkpoint``), or None."""
+        self._exchange: Exchange | None = None
+        self._restore_note: str | None = None
+        self._skipped_shown: dict[str, str] = {}
+        if checkpoints is not None:
+            self.use_checkpoints(checkpoints)
 
     # -- construction from a workspace ------------------------------------------------
     @classmethod
@@ -187,6 +200,8 @@ class Session:
             await self.memory.prepare(install_deps=True)  # the workspace's configured deps
         if self._worker is None or not self._worker.alive:
             self._worker = await self.executor.start(self._dispatch)
+            if self.checkpoints is not None:
+                self._restore_note = await self._restore_fresh()
 
     async def __aenter__(self) -> Session:
         await self.start()
@@ -279,6 +294,7 @@ class Session:
                 await self._worker.idle()  # a cancelled run may still be stopping
             restarted = self._worker is not None and not self._worker.alive
             await self.start()
+            note, self._restore_note = self._restore_note, None
             assert self._worker is not None
             self._run_warnings = []
             self._run_context = event.context
@@ -298,11 +314,113 @@ class Session:
                 # Start the replacement now, so the next run does not wait for it.
                 self._worker = None
                 await self.start()
+                after, self._restore_note = self._restore_note, None
+                if after is not None:
+                    result = _with_warning(
+                        result, f"the next run starts where the last completed run ended: {after}"
+                    )
             elif restarted:
                 result = _with_warning(
-                    result, "the worker was restarted before this run; earlier state was lost"
+                    result,
+                    f"the worker was restarted before this run: {note}"
+                    if note is not None
+                    else "the worker was restarted before this run; earlier state was lost",
                 )
+            elif note is not None:
+                result = _with_warning(result, f"this session was resumed: {note}")
+            if not result.state_lost and self.checkpoints is not None and self.checkpoints.auto:
+                result = await self._auto_checkpoint(result)
             return result
+
+    # -- checkpoints -----------------------------------------------------------------
+    def use_checkpoints(self, checkpoints: Checkpoints) -> None:
+        """Save this session's variables to ``checkpoints`` (and restore them from it)."""
+        from .checkpoint.store import CHECKPOINT_METHODS, Exchange
+
+        self.checkpoints = checkpoints
+        self._exchange = Exchange(checkpoints)
+        CHECKPOINT_METHODS.install(self.host, self._exchange)
+
+    def _need_checkpoints(self) -> tuple[Checkpoints, Exchange]:
+        if self.checkpoints is None or self._exchange is None:
+            raise ConfigError(
+                "this session has no checkpoint storage: pass checkpoints=Checkpoints(...) "
+                "or set checkpoint.auto in the workspace config"
+            )
+        return self.checkpoints, self._exchange
+
+    async def checkpoint(self) -> CheckpointInfo:
+        """Save the variables now; the result lists the names that could not be saved."""
+        self._need_checkpoints()
+        async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()
+            await self.start()
+            return await self._save()
+
+    async def restore(self) -> CheckpointInfo:
+        """Replace the variables with those of the stored checkpoint."""
+        store, _ = self._need_checkpoints()
+        async with self._lock:
+            if self._worker is not None:
+                await self._worker.idle()
+            await self.start()
+            self._restore_note = None
+            info = await self._load()
+            if info is None:
+                raise CheckpointError(f"no checkpoint is stored for this session ({store.name})")
+            return info
+
+    async def _save(self) -> CheckpointInfo:
+        store, exchange = self._need_checkpoints()
+        assert self._worker is not None
+        exchange.saved = None
+        code = f"__import__({_CKPT!r}, fromlist=['_']).save_to_host(globals(), {store.max_bytes})"
+        result = await self._worker.run(code, store.timeout)
+        if result.state_lost:
+            raise CheckpointError(f"the worker was lost while saving a checkpoint: {result.error}")
+        if result.error is not None or exchange.saved is None:
+            raise CheckpointError(f"the checkpoint was not saved: {result.error}")
+        return exchange.saved
+
+    async def _load(self) -> CheckpointInfo | None:
+        store, exchange = self._need_checkpoints()
+        assert self._worker is not None
+        info = await store.info()
+        if info is None:
+            return None
+        exchange.restored = None
+        code = f"__import__({_CKPT!r}, fromlist=['_']).restore_from_host(globals())"
+        result = await self._worker.run(code, store.timeout)
+        if result.error is not None or exchange.restored is None:
+            raise CheckpointError(f"the checkpoint {store.name} was not restored: {result.error}")
+        return info
+
+    async def _restore_fresh(self) -> str | None:
+        """Restore the checkpoint into a worker just started; what to tell the user."""
+        try:
+            info = await self._load()
+        except (CheckpointError, StorageError) as exc:
+            return f"its checkpoint could not be restored ({exc}); the interpreter starts empty"
+        if info is None:
+            return None
+        return (
+            f"{info.count} variables were restored from the checkpoint of the last "
+            f"completed run{_skipped_text(info.skipped)}"
+        )
+
+    async def _auto_checkpoint(self, result: ExecutionResult) -> ExecutionResult:
+        try:
+            info = await self._save()
+        except (CheckpointError, StorageError) as exc:
+            return _with_warning(result, f"the variables were not checkpointed: {exc}")
+        if info.skipped and info.skipped != self._skipped_shown:
+            self._skipped_shown = dict(info.skipped)
+            return _with_warning(
+                result, f"not in the checkpoint (a crash would lose them): {_reasons(info.skipped)}"
+            )
+        self._skipped_shown = dict(info.skipped)
+        return result
 
     def interrupt(self, *, force: bool = False, kill_stuck: bool = True) -> bool:
         """Stop the running code as Ctrl-C would: it gets KeyboardInterrupt, its run
@@ -327,10 +445,25 @@ class Session:
         async with self._lock:
             if self._worker is not None:
                 await self._worker.idle()
+            if self.checkpoints is not None:
+                await self.checkpoints.delete()  # a crash must not bring them back
             if self._worker is None or not self._worker.alive:
                 await self.start()
                 return
             await self._worker.reset()
+
+
+_CKPT = "codemode_worker.checkpoint"
+
+
+def _reasons(skipped: Mapping[str, str], limit: int = 10) -> str:
+    shown = [f"{name} ({why})" for name, why in list(skipped.items())[:limit]]
+    more = len(skipped) - limit
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def _skipped_text(skipped: Mapping[str, str]) -> str:
+    return f"; not saved, so not restored: {', '.join(skipped)}" if skipped else ""
 
 
 def _with_warning(result: ExecutionResult, *warnings: str) -> ExecutionResult:
@@ -352,6 +485,12 @@ class SyncSession:
 
     def reset(self) -> None:
         self._runner.run(self._session.reset())
+
+    def checkpoint(self) -> CheckpointInfo:
+        return self._runner.run(self._session.checkpoint())
+
+    def restore(self) -> CheckpointInfo:
+        return self._runner.run(self._session.restore())
 
     def close(self) -> None:
         try:

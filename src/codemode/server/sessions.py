@@ -104,6 +104,16 @@ class _Entry:
     busy: int = 0
 
 
+def _what_remains(entry: _Entry) -> str:
+    """What a closed session leaves to the next one: nothing, or its checkpoint."""
+    if entry.session is not None and getattr(entry.session, "checkpoints", None) is not None:
+        return (
+            "its variables were checkpointed and come back in the new one (the run's "
+            "result names any that could not be saved)."
+        )
+    return "its variables and imports are gone."
+
+
 @dataclass(eq=False, slots=True)
 class _Waiter:
     """A caller queued for a session slot."""
@@ -446,7 +456,7 @@ class SessionManager:
             return (
                 "expired",
                 f"Your previous session expired after more than {self.idle_timeout:g} s "
-                "without use; its variables and imports are gone. This is a new session.",
+                f"without use; {_what_remains(entry)} This is a new session.",
             )
         link = self._links.get(entry.key)
         if (
@@ -458,8 +468,7 @@ class SessionManager:
             return (
                 "client_gone",
                 f"Your previous session was closed: its client's connection was gone for more "
-                f"than {self.reclaim_after:g} s; its variables and imports are gone. "
-                "This is a new session.",
+                f"than {self.reclaim_after:g} s; {_what_remains(entry)} This is a new session.",
             )
         return None
 

@@ -8,7 +8,9 @@ Rules (docs/server.md, "HTTP"):
 - No CORS headers are sent, so browsers on other origins cannot call the server. On
   loopback the SDK also checks ``Host``/``Origin`` against DNS rebinding.
 - ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
-  behind a lock, the session manager or the SDK.
+  behind a lock, the session manager or the SDK; still on the event loop. With a
+  ``health`` socket (``--health-port``) a thread answers them too, off the loop
+  (:mod:`.health`).
 - Every ``/mcp`` request carries a :class:`~codemode.server.calls.ClientLink`: when its
   client disconnects before the answer was sent, the call it carries is cancelled.
   Requests and event streams naming an ``Mcp-Session-Id`` tell the session manager
@@ -42,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from codemode.capability import HttpEndpoint
 
 from .calls import CallTracker, ClientLink
+from .health import DEFAULT_STALL_AFTER, Facts, HealthServer, Heartbeat
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY, ServerContext
@@ -63,6 +66,7 @@ __all__ = [
     "Traffic",
     "bind_socket",
     "build_http_app",
+    "health_facts",
     "is_loopback",
     "serve_http",
 ]
@@ -133,31 +137,28 @@ class BearerAuth:
         await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
 
 
-class HealthCheck:
-    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
+def health_facts(
+    sessions: SessionManager, calls: CallTracker, heartbeat: Heartbeat | None = None
+) -> Facts:
+    """``facts(path)`` for ``/healthz`` and ``/readyz``, read from counters only: the ASGI
+    layer and the health thread (``--health-port``) answer alike.
 
-    Both are answered from counters before auth and before anything that can wait.
     ``/readyz`` is 503 while the server stops or when a new client could neither get a
-    session nor a place in the queue, so a load balancer sends it elsewhere.
+    session nor a place in the queue, so a load balancer sends it elsewhere. With a
+    ``heartbeat``, both say how late the loop is, and are 503 ``"stalled"`` once it has not
+    ticked for ``heartbeat.stall_after`` s.
     """
 
-    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
-        self.app = app
-        self._sessions = sessions
-        self._calls = calls
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path") if scope["type"] == "http" else None
-        if path not in (HEALTH_PATH, READY_PATH) or scope["method"] not in ("GET", "HEAD"):
-            await self.app(scope, receive, send)
-            return
-        s = self._sessions
+    def facts(path: str) -> tuple[int, dict[str, Any]] | None:
+        if path not in (HEALTH_PATH, READY_PATH):
+            return None
+        s = sessions
         data: dict[str, Any] = {
             "status": "ok",
             "sessions": len(s),
             "max_sessions": s.max_sessions,
             "queued": s.queued,
-            "calls": len(self._calls),
+            "calls": len(calls),
             "stopping": s.draining,
         }
         status = 200
@@ -165,6 +166,34 @@ class HealthCheck:
             ready = s.accepting
             data["status"] = "ready" if ready else ("stopping" if s.draining else "busy")
             status = 200 if ready else 503
+        if heartbeat is not None:
+            data["loop_lag_ms"] = round(heartbeat.lag() * 1000, 1)
+            if heartbeat.stalled:
+                data["status"] = "stalled"
+                status = 503
+        return status, data
+
+    return facts
+
+
+class HealthCheck:
+    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
+
+    Both are answered from counters (:func:`health_facts`) before auth and before anything
+    that can wait; still on the event loop (the health port's thread is not).
+    """
+
+    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
+        self.app = app
+        self._facts = health_facts(sessions, calls)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        found = self._facts(path) if isinstance(path, str) else None
+        if found is None or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        status, data = found
         await _send_json(send, status, data, [])
 
 
@@ -273,12 +302,17 @@ def build_http_app(
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
     on_ready: Callable[[], None] | None = None,
     stop: GracefulStop | None = None,
+    health: socket.socket | None = None,
+    stall_after: float = DEFAULT_STALL_AFTER,
 ) -> Starlette:
     """The ASGI app: ``/mcp`` (streamable HTTP), ``/healthz``, ``/readyz``.
 
     The app's lifespan runs the SDK's session manager, the session reaper and the
     graceful stop (``stop``, requested by :func:`serve_http` on a signal); at the end it
     closes every codemode session, then calls ``on_shutdown`` (upstream servers...).
+    ``health``: a listening socket where a thread of its own answers ``/healthz`` and
+    ``/readyz`` off the event loop (:mod:`.health`), from the start of the lifespan to
+    its very end (through the graceful stop).
     """
     from sse_starlette.sse import AppStatus
 
@@ -302,13 +336,24 @@ def build_http_app(
             AppStatus.should_exit = True  # ends the remaining event streams (GET)
             stop.drained()
 
+    heartbeat = Heartbeat(stall_after) if health is not None else None
+    health_server = (
+        HealthServer(health, health_facts(sessions, context.calls, heartbeat))
+        if health is not None
+        else None
+    )
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop.bind()
+        if health_server is not None:
+            health_server.start()
         try:
             async with server.session_manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(sessions.run_reaper)
                 tg.start_soon(graceful)
+                if heartbeat is not None:
+                    tg.start_soon(heartbeat.run)
                 if on_ready is not None:
                     on_ready()
                 try:
@@ -321,6 +366,8 @@ def build_http_app(
                 if on_shutdown is not None:
                     await on_shutdown()
             AppStatus.should_exit = False
+            if health_server is not None:
+                health_server.close()
 
     routes: list[BaseRoute] = [*sdk_app.routes]
     open_paths: set[str] = set()

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 
-from .spawn import Spawned, reap_later, starts
+from .spawn import Spawned, reap_later, refills, starts
 
 
 class WorkerPool:
@@ -75,7 +75,8 @@ class WorkerPool:
                 while len(self._ready) > self.target:
                     reap_later(self._ready.pop())
             for _ in range(self.target - len(self._ready) - len(self._starting)):
-                fut = starts().submit(self._start_one, self._generation, background)
+                lane = refills() if background else starts()
+                fut = lane.submit(self._start_one, self._generation, background)
                 self._starting.add(fut)
                 fut.add_done_callback(self._started)
 

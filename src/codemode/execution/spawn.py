@@ -272,6 +272,7 @@ MAX_STARTS = _default_max_starts()
 
 _lock = threading.Lock()
 _starts: ThreadPoolExecutor | None = None
+_refills: ThreadPoolExecutor | None = None
 _reapers: ThreadPoolExecutor | None = None
 
 
@@ -282,6 +283,20 @@ def starts() -> ThreadPoolExecutor:
         if _starts is None:
             _starts = ThreadPoolExecutor(MAX_STARTS, thread_name_prefix="codemode-start")
         return _starts
+
+
+def refills() -> ThreadPoolExecutor:
+    """The one thread that starts workers ahead of demand (warm pools' refills).
+
+    One at a time, apart from :func:`starts`: the host's share of a start (cgroups, the
+    launch line, fork) runs in this process and competes with the event loop for the
+    GIL, so a refill after a burst is spread out instead of crowding the burst's calls,
+    and never delays a start a session waits for."""
+    global _refills
+    with _lock:
+        if _refills is None:
+            _refills = ThreadPoolExecutor(1, thread_name_prefix="codemode-refill")
+        return _refills
 
 
 def _reaper() -> ThreadPoolExecutor:
@@ -331,5 +346,6 @@ __all__ = [
     "pipe",
     "raise_open_files_limit",
     "reap_later",
+    "refills",
     "starts",
 ]

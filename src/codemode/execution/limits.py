@@ -362,12 +362,14 @@ class WorkerLimits:
                 _write(os.path.join(bg, "cgroup.procs"), str(pid))
 
     def foreground(self, pids: list[int]) -> None:
-        """Move the worker's processes into its own cpu group (full share, its quota)."""
+        """Move the worker's processes into its own cpu group (full share, its quota).
+        Raises ``OSError`` when a live one cannot be moved: it would run without its
+        cpu limit."""
         cpu = self.groups.get("cpu")
         if cpu is None:
             return
         for pid in pids:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
                 _write(os.path.join(cpu, "cgroup.procs"), str(pid))
 
     def procs_files(self) -> list[str]:

@@ -57,8 +57,12 @@ class WorkerPool:
             while self._ready:
                 spawned = self._ready.popleft()
                 if spawned.alive():
+                    try:
+                        spawned.boost()  # started in the background: it serves a session now
+                    except OSError:  # it could not get its own cgroup: not usable
+                        reap_later(spawned)
+                        continue
                     found = spawned
-                    found.boost()  # started in the background: it serves a session now
                     break
                 reap_later(spawned)
             if found is None and self.size > 0:

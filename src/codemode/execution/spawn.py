@@ -77,7 +77,8 @@ class Spawned:
     def boost(self, *, last: bool = False) -> None:
         """Give a background-started worker normal CPU priority (it now serves a session).
         Done when it is taken, and again (``last``) once it said it is ready: by then its
-        launcher has surely joined its cgroups."""
+        launcher has surely joined its cgroups. Raises ``OSError`` when the worker could
+        not be moved to its own cpu group (it must not run code without its limits)."""
         foreground = self.foreground
         if foreground is not None:
             foreground()
@@ -124,7 +125,7 @@ def in_background(proc: subprocess.Popen[bytes], spec: LaunchSpec) -> Callable[[
     thread (``background_prefix`` started it niced), the nice value of its autogroup (the
     worker runs in a session of its own, and the kernel shares CPU between autogroups
     before nice values count), and its cpu cgroup (likewise, between cgroups: the sandbox
-    starts it in a shared background group, ``spec.foreground`` moves it to its own).
+    starts it in a shared background group, ``spec.cpu_group`` moves it to its own).
     """
     _autogroup(proc.pid, BACKGROUND_NICE)
     if spec.cpu_group is not None:

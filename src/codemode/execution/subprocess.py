@@ -212,7 +212,11 @@ class SubprocessExecutor:
                 spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
             worker = SubprocessWorker(self, spawned, handler)
             await worker.attach(self.start_timeout)
-            spawned.boost(last=True)
+            try:
+                spawned.boost(last=True)
+            except OSError as exc:
+                await worker.close()
+                raise ExecutorError(f"the worker could not join its cpu cgroup: {exc}") from exc
         finally:
             pool.refill()  # in the background, once this start is done
         signals.worker_acquired(time.perf_counter() - began, source)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -207,11 +208,14 @@ class SubprocessExecutor:
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
         source = "pool" if spawned is not None else "spawn"
+        # Only a cold start waits at the gate: a warm worker has booted already.
+        gate = _boot_gate() if spawned is None else contextlib.nullcontext()
         try:
-            if spawned is None:
-                spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
-            worker = SubprocessWorker(self, spawned, handler)
-            await worker.attach(self.start_timeout)
+            async with gate:
+                if spawned is None:
+                    spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
+                worker = SubprocessWorker(self, spawned, handler)
+                await worker.attach(self.start_timeout)
             try:
                 spawned.boost(last=True)
             except OSError as exc:
@@ -226,6 +230,23 @@ class SubprocessExecutor:
         """Fill the warm pool (to ``count`` workers if given) and wait until it is full."""
         await self.prepare()
         await get_pool(self.pool_key(), self.spawn, self.pool_size).fill(count)
+
+
+MAX_BOOTS = max(4, 2 * (os.cpu_count() or 1))
+"""Workers booting cold at once (per event loop): more would boot side by side, each
+slower, until all of them miss their start timeout; the others wait their turn. Starts
+from the warm pool do not count: they boot nothing."""
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _boot_gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MAX_BOOTS)
+    return gate
 
 
 class _Crash(Exception):

@@ -1,4 +1,4 @@
-"""The health port (``--health-port``): answered by a thread, off the event loop.
+"""The health port (``--health-port``): answered by a process of its own, off the loop.
 
 Real processes: a ``codemode serve`` with the flag, and a server built the same way
 (``build_http_app(health=...)``) with one tool that blocks its event loop, so the test
@@ -123,7 +123,10 @@ async def test_serve_answers_health_and_readiness_on_its_health_port(tmp_path: P
         assert httpx2.get(m.group(1) + "/mcp", timeout=30).status_code == 404
         async with http_client(server.url) as client:
             await client.call_tool("run_code", {"code": "1"})
-            assert _get(m.group(1) + "/healthz")[1]["sessions"] == 1
+            deadline = time.monotonic() + 10  # the port's page is a heartbeat (0.1 s) old
+            while _get(m.group(1) + "/healthz")[1]["sessions"] != 1:
+                assert time.monotonic() < deadline, "the health port never saw the session"
+                time.sleep(0.05)
     finally:
         assert server.stop() == 0
 

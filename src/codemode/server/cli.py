@@ -231,9 +231,9 @@ class ServeOptions:
     "--health-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
-    help="HTTP: also answer /healthz and /readyz on this port (same --host), from a thread "
-    "of their own: within milliseconds even when the event loop is saturated (0 picks a "
-    "free one). Point liveness and readiness probes here.",
+    help="HTTP: also answer /healthz and /readyz on this port (same --host), from a small "
+    "process of their own: within milliseconds even when the event loop is saturated (0 "
+    "picks a free one). Point liveness and readiness probes here.",
 )
 @click.option(
     "--health-stall",

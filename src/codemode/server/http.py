@@ -9,8 +9,8 @@ Rules (docs/server.md, "HTTP"):
   loopback the SDK also checks ``Host``/``Origin`` against DNS rebinding.
 - ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
   behind a lock, the session manager or the SDK; still on the event loop. With a
-  ``health`` socket (``--health-port``) a thread answers them too, off the loop
-  (:mod:`.health`).
+  ``health`` socket (``--health-port``) a process of its own answers them too, off the
+  loop (:mod:`.health`).
 - Every ``/mcp`` request carries a :class:`~codemode.server.calls.ClientLink`: when its
   client disconnects before the answer was sent, the call it carries is cancelled.
   Requests and event streams naming an ``Mcp-Session-Id`` tell the session manager
@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from codemode.capability import HttpEndpoint
 
 from .calls import CallTracker, ClientLink
-from .health import DEFAULT_STALL_AFTER, Facts, HealthServer, Heartbeat
+from .health import DEFAULT_STALL_AFTER, Facts, HealthPort
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY, ServerContext
@@ -137,16 +137,12 @@ class BearerAuth:
         await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
 
 
-def health_facts(
-    sessions: SessionManager, calls: CallTracker, heartbeat: Heartbeat | None = None
-) -> Facts:
+def health_facts(sessions: SessionManager, calls: CallTracker) -> Facts:
     """``facts(path)`` for ``/healthz`` and ``/readyz``, read from counters only: the ASGI
-    layer and the health thread (``--health-port``) answer alike.
+    layer and the health port (``--health-port``) answer alike.
 
     ``/readyz`` is 503 while the server stops or when a new client could neither get a
-    session nor a place in the queue, so a load balancer sends it elsewhere. With a
-    ``heartbeat``, both say how late the loop is, and are 503 ``"stalled"`` once it has not
-    ticked for ``heartbeat.stall_after`` s.
+    session nor a place in the queue, so a load balancer sends it elsewhere.
     """
 
     def facts(path: str) -> tuple[int, dict[str, Any]] | None:
@@ -166,11 +162,6 @@ def health_facts(
             ready = s.accepting
             data["status"] = "ready" if ready else ("stopping" if s.draining else "busy")
             status = 200 if ready else 503
-        if heartbeat is not None:
-            data["loop_lag_ms"] = round(heartbeat.lag() * 1000, 1)
-            if heartbeat.stalled:
-                data["status"] = "stalled"
-                status = 503
         return status, data
 
     return facts
@@ -180,7 +171,7 @@ class HealthCheck:
     """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
 
     Both are answered from counters (:func:`health_facts`) before auth and before anything
-    that can wait; still on the event loop (the health port's thread is not).
+    that can wait; still on the event loop (the health port's process is not).
     """
 
     def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
@@ -310,7 +301,7 @@ def build_http_app(
     The app's lifespan runs the SDK's session manager, the session reaper and the
     graceful stop (``stop``, requested by :func:`serve_http` on a signal); at the end it
     closes every codemode session, then calls ``on_shutdown`` (upstream servers...).
-    ``health``: a listening socket where a thread of its own answers ``/healthz`` and
+    ``health``: a listening socket where a process of its own answers ``/healthz`` and
     ``/readyz`` off the event loop (:mod:`.health`), from the start of the lifespan to
     its very end (through the graceful stop).
     """
@@ -336,24 +327,35 @@ def build_http_app(
             AppStatus.should_exit = True  # ends the remaining event streams (GET)
             stop.drained()
 
-    heartbeat = Heartbeat(stall_after) if health is not None else None
-    health_server = (
-        HealthServer(health, health_facts(sessions, context.calls, heartbeat))
+    health_port = (
+        HealthPort(
+            health, health_facts(sessions, context.calls), (HEALTH_PATH, READY_PATH), stall_after
+        )
         if health is not None
         else None
     )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as beat:  # the health port's heartbeat
+            if health_port is not None:
+                health_port.start()
+                beat.start_soon(health_port.run)
+            try:
+                async with serving(app):
+                    yield
+            finally:
+                beat.cancel_scope.cancel()
+                if health_port is not None:
+                    health_port.close()
+
+    @asynccontextmanager
+    async def serving(app: Starlette) -> AsyncIterator[None]:
         stop.bind()
-        if health_server is not None:
-            health_server.start()
         try:
             async with server.session_manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(sessions.run_reaper)
                 tg.start_soon(graceful)
-                if heartbeat is not None:
-                    tg.start_soon(heartbeat.run)
                 if on_ready is not None:
                     on_ready()
                 try:
@@ -366,8 +368,6 @@ def build_http_app(
                 if on_shutdown is not None:
                     await on_shutdown()
             AppStatus.should_exit = False
-            if health_server is not None:
-                health_server.close()
 
     routes: list[BaseRoute] = [*sdk_app.routes]
     open_paths: set[str] = set()

@@ -75,6 +75,8 @@ class Server:
     url: str
     token: str | None
     lines: list[str] = field(default_factory=list)
+    health: str | None = None
+    """The health port's /healthz (answered off the event loop), when there is one."""
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -98,7 +100,7 @@ def start_codemode(base: Path, args: argparse.Namespace, sessions: int) -> Serve
     argv = [sys.executable, "-m", "codemode", "serve", "--base", str(base),
             "--transport", "http", "--port", "0", "--executor", args.executor,
             "--max-sessions", str(max(sessions, 500)), "--pool-size", str(args.pool),
-            "--idle-timeout", "0"]  # fmt: skip
+            "--idle-timeout", "0", "--health-port", "0"]  # fmt: skip
     env = {**os.environ, "CODEMODE_TOKEN": TOKEN}
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
@@ -109,7 +111,8 @@ def start_codemode(base: Path, args: argparse.Namespace, sessions: int) -> Serve
     if m is None:
         proc.kill()
         raise SystemExit("codemode serve did not start:\n" + "".join(lines[-20:]))
-    return Server(proc, m.group(1), TOKEN, lines)
+    h = next((re.search(r"health on (\S+)", x) for x in lines if "health on" in x), None)
+    return Server(proc, m.group(1), TOKEN, lines, h.group(1) if h else None)
 
 
 def start_bare() -> Server:
@@ -207,11 +210,12 @@ def _children(root: int) -> list[int]:
 
 class HealthProbe(threading.Thread):
     """Polls ``/healthz`` every 100 ms and keeps each answer's latency (the bare server
-    has none: its 404 costs it about as much, so both carry the same extra load)."""
+    has none: its 404 costs it about as much, so both carry the same extra load).
+    ``url`` is the MCP endpoint's (``/healthz`` beside it) or a health port's ``/healthz``."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
-        self.url = url.removesuffix("/mcp") + "/healthz"
+        self.url = url.removesuffix("/mcp") + "/healthz" if url.endswith("/mcp") else url
         self.latencies: list[float] = []
         self.failures = 0
         self.failed_at: list[float] = []
@@ -381,6 +385,9 @@ class Row:
     worker_cpu_ms: float = 0.0
     health_ms: list[float] = field(default_factory=list)
     health_failures: int = 0
+    port_health_ms: list[float] = field(default_factory=list)
+    """Latencies of the health port's ``/healthz`` (its own thread, off the event loop)."""
+    port_health_failures: int = 0
 
     @property
     def rate(self) -> float:
@@ -390,6 +397,10 @@ class Row:
         h = f"{max(self.health_ms):.1f}" if self.health_ms else "-"
         if self.health_failures:
             h += f" ({self.health_failures} failed)"
+        if self.port_health_ms:
+            h += f" / {max(self.port_health_ms):.1f}"
+            if self.port_health_failures:
+                h += f" ({self.port_health_failures} failed)"
         workers = f"{self.worker_rss_mb:.0f} ({self.workers} procs)" if self.workers else "-"
         cpu = f"{self.server_cpu_ms:.2f}" + (f" + {self.worker_cpu_ms:.2f}" if self.workers else "")
         return [self.name, self.sessions, self.calls, len(self.errors), self.hung,
@@ -410,6 +421,8 @@ class Row:
             "worker_cpu_ms_per_call": self.worker_cpu_ms,
             "healthz_max_ms": max(self.health_ms) if self.health_ms else None,
             "healthz_failures": self.health_failures, "error_samples": self.errors[:5],
+            "health_port_max_ms": max(self.port_health_ms) if self.port_health_ms else None,
+            "health_port_failures": self.port_health_failures,
         }  # fmt: skip
 
 
@@ -428,6 +441,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
     ]
     row = Row(name, sessions)
     probe = HealthProbe(server.url)
+    port_probe = HealthProbe(server.health) if server.health else None
     try:
         for child in children:
             assert child.stdout is not None
@@ -435,6 +449,8 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
                 raise SystemExit(f"a client process of {name} did not get ready")
         settle(server.proc.pid)
         probe.start()
+        if port_probe is not None:
+            port_probe.start()
         workers = _children(server.proc.pid)
         cpu0 = _cpu_s(server.proc.pid), sum(_cpu_s(p) for p in workers)
         spy = profile(server, args, f"{kind}-{sessions}") if args.profile else None
@@ -466,6 +482,10 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             row.workers = len(workers)
     finally:
         probe.stop()
+        if port_probe is not None:
+            port_probe.stop()
+            row.port_health_ms = port_probe.latencies
+            row.port_health_failures = port_probe.failures + len(port_probe.refused_at)
         if kind == "codemode":
             row.health_ms = probe.latencies
             row.health_failures = probe.failures + len(probe.refused_at)
@@ -606,7 +626,7 @@ def main(args: argparse.Namespace) -> None:
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
         ["server", "sessions", "calls", "errors", "hung", "calls/s", "p50", "p95", "p99",
          "first p50", "first p95", "CPU ms/call (server + workers)", "server RSS MB",
-         "workers RSS MB", "healthz max ms"],
+         "workers RSS MB", "healthz max ms (port / health port)"],
         [r.cells() for r in rows],
     ))  # fmt: skip
     if stop is not None:
@@ -625,7 +645,8 @@ def main(args: argparse.Namespace) -> None:
         ratio = ours_row.rate / bare_row.rate if bare_row.rate else float("nan")
         tail = pct(ours_row.latencies, 99) / pct(ours_row.latencies, 50)
         print(f"{ours_row.sessions} sessions: throughput {ratio:.0%} of the bare SDK server, "
-              f"p99/p50 {tail:.1f}x, first call p95 {pct(ours_row.first, 95):.1f} ms, "
+              f"p99/p50 {tail:.1f}x, first call p95 {pct(ours_row.first, 95):.1f} ms "
+              f"(bare server's {pct(bare_row.first, 95):.1f} ms), "
               f"errors {len(ours_row.errors)}")  # fmt: skip
     for r in rows:
         for e in r.errors[:3]:

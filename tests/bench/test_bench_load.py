@@ -29,6 +29,8 @@ def test_bench_load_quick_serves_every_call_and_stops_gracefully(tmp_path: Path)
     for row in rows.values():
         assert (row["calls"], row["errors"], row["hung_sessions"]) == (10 * 5, 0, 0), row
     assert rows["codemode run_code"]["healthz_failures"] == 0
+    assert rows["codemode run_code"]["health_port_max_ms"] is not None  # the port answered
+    assert rows["codemode run_code"]["health_port_failures"] == 0
     assert rows["codemode run_code"]["worker_processes"] > 0
     stop = data["graceful_stop"]
     assert (stop["calls"], stop["finished"], stop["exit_status"]) == (4, 4, 0), stop

@@ -8,9 +8,12 @@ workers start, and record each start from inside the executor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,13 +37,13 @@ class RecordingSandbox(SandboxExecutor):
         self.most_at_once = 0
         self._count = threading.Lock()
 
-    def spawn(self) -> Any:
+    def spawn(self, *, background: bool = False) -> Any:
         with self._count:
             self.busy += 1
             self.most_at_once = max(self.most_at_once, self.busy)
         began = time.monotonic()
         try:
-            return super().spawn()
+            return super().spawn(background=background)
         finally:
             self.starts.append((began, time.monotonic()))
             with self._count:
@@ -125,3 +128,51 @@ async def test_a_burst_that_empties_the_pool_leaves_more_warm_workers_for_the_ne
         assert first == 1 and await burst() == 4
     finally:
         pool.close()
+
+
+BACKGROUND = "/sys/fs/cgroup/cpu/codemode-background/cgroup.procs"
+
+
+def _cpu_group(pid: int) -> str:
+    with open(f"/proc/{pid}/cgroup") as f:
+        return next(line.split(":", 2)[2].strip() for line in f if ":cpu:" in line)
+
+
+def _inner(pid: int) -> list[int]:
+    """The worker's processes below the launcher (bwrap's children: the Python inside)."""
+    tids = os.listdir(f"/proc/{pid}/task")
+    return [
+        int(c) for t in tids for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
+    ]
+
+
+@needs_bwrap
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/cpu"),
+    reason="needs root and the cgroup v1 cpu controller",
+)
+async def test_pool_refills_boot_in_the_background_and_a_taken_worker_gets_a_full_share() -> None:
+    """A refill must not slow the running sessions: the workers it starts boot niced in
+    the shared background cpu group; the one a session takes gets its own group, nice 0."""
+    executor = SandboxExecutor(pool_size=2)
+    await executor.warm()  # the first fill: someone waits for it, so at full speed
+    async with Session(executor) as session:
+        await session.run("1")  # took a worker: the pool refills in the background
+        pid = session._worker.pid  # type: ignore[union-attr]
+        for p in [pid, *_inner(pid)]:
+            assert _cpu_group(p).startswith("/codemode/w-"), _cpu_group(p)
+            assert os.getpriority(os.PRIO_PROCESS, p) == 0
+        deadline = time.monotonic() + 30
+        while not _niced(waiting := {int(p) for p in Path(BACKGROUND).read_text().split()}):
+            assert time.monotonic() < deadline, f"no refilled worker is niced in {waiting}"
+            await asyncio.sleep(0.05)
+
+
+def _niced(pids: set[int]) -> bool:
+    """Some of ``pids`` and all at nice 19 (``nice`` sets it right after the exec that
+    put its pid in the group; a pid that ended since does not count)."""
+    nices = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            nices.append(os.getpriority(os.PRIO_PROCESS, pid))
+    return bool(nices) and all(n == 19 for n in nices)

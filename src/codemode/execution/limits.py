@@ -187,6 +187,33 @@ def sweep_stale(base: str, older_than: float = 60.0) -> int:
     return removed
 
 
+BACKGROUND_SHARES = "2"
+"""cpu.shares of the background group (the minimum): it runs when nothing else wants to."""
+
+
+def background_cpu_group(support: CgroupSupport) -> str | None:
+    """The cpu group where workers started ahead of demand boot (cgroup v1 only: in v2 a
+    process moves between groups for every controller at once), beside codemode's own
+    group so that it competes with the server itself, at the lowest weight. None when it
+    cannot be made."""
+    base = support.base.get("cpu")
+    if support.version != 1 or base is None:
+        return None
+    path = os.path.join(os.path.dirname(base), GROUP_NAME + "-background")
+    if path in _made:
+        return path
+    try:
+        os.makedirs(path, exist_ok=True)
+        _write(os.path.join(path, "cpu.shares"), BACKGROUND_SHARES)
+    except OSError:
+        return None
+    _made.add(path)
+    return path
+
+
+_made: set[str] = set()
+
+
 def _rlimit_value(res: int, wanted: int) -> int:
     """Never ask for more than the current hard limit (raising it would fail)."""
     _, hard = resource.getrlimit(res)
@@ -314,6 +341,36 @@ class WorkerLimits:
                 if fname.endswith("memsw.limit_in_bytes") and not os.path.exists(target):
                     continue  # swap accounting off: memory.limit_in_bytes alone holds
                 _write(target, value)
+
+    def launch_procs_files(self, background: bool = False) -> list[str]:
+        """The ``cgroup.procs`` files the launcher writes ``0`` into: its own groups, but
+        for a worker started ahead of demand (``background``) not its cpu group: the host
+        puts it in the background one (:meth:`background`), and moves it to its own when a
+        session takes it (:meth:`foreground`). The launcher never touches its cpu group
+        then, so it cannot undo a move made while it was still starting."""
+        files = self.procs_files()
+        cpu = self.groups.get("cpu")
+        if not background or cpu is None or background_cpu_group(self.support) is None:
+            return files
+        return [f for f in files if f != os.path.join(cpu, "cgroup.procs")]
+
+    def background(self, pid: int) -> None:
+        """Put a just-started worker in the shared background cpu group (cgroup v1)."""
+        bg = background_cpu_group(self.support)
+        if bg is not None and "cpu" in self.groups:
+            with contextlib.suppress(OSError):
+                _write(os.path.join(bg, "cgroup.procs"), str(pid))
+
+    def foreground(self, pids: list[int]) -> None:
+        """Move the worker's processes into its own cpu group (full share, its quota).
+        Raises ``OSError`` when a live one cannot be moved: it would run without its
+        cpu limit."""
+        cpu = self.groups.get("cpu")
+        if cpu is None:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                _write(os.path.join(cpu, "cgroup.procs"), str(pid))
 
     def procs_files(self) -> list[str]:
         """The ``cgroup.procs`` files the launcher writes ``0`` into (deduplicated for v2)."""

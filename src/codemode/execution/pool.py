@@ -5,9 +5,13 @@ serves every loop and every session of the process. Pools are keyed by the launc
 configuration: executors configured alike share one.
 
 Pools refill in the background, on the start threads (:mod:`.spawn`), never on the event
-loop. The target follows demand: ``size`` workers are kept ready once a pool is used; each
-start that finds it empty raises the target by one, up to ``max_size``, so the next burst
-of sessions finds warm workers; after ``idle_after`` seconds without such a miss the
+loop, and the workers a refill starts boot at a low CPU priority (when the host may raise it
+back: root or CAP_SYS_NICE), which :meth:`WorkerPool.take` gives back to normal: a refill
+after a burst uses CPU time the running sessions do not need.
+
+The target follows demand: ``size`` workers are kept ready once a pool is used; each
+start that finds it empty raises the target by one, up to ``max_size``, so the next
+burst of sessions finds warm workers; after ``idle_after`` seconds without such a miss the
 target falls back to ``size`` and the extra workers are stopped.
 """
 
@@ -21,13 +25,13 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 
-from .spawn import Spawned, reap_later, starts
+from .spawn import Spawned, reap_later, refills, starts
 
 
 class WorkerPool:
     def __init__(
         self,
-        spawn: Callable[[], Spawned],
+        spawn: Callable[..., Spawned],
         size: int,
         *,
         max_size: int | None = None,
@@ -53,6 +57,11 @@ class WorkerPool:
             while self._ready:
                 spawned = self._ready.popleft()
                 if spawned.alive():
+                    try:
+                        spawned.boost()  # started in the background: it serves a session now
+                    except OSError:  # it could not get its own cgroup: not usable
+                        reap_later(spawned)
+                        continue
                     found = spawned
                     break
                 reap_later(spawned)
@@ -61,15 +70,17 @@ class WorkerPool:
                 self._last_miss = time.monotonic()
         return found
 
-    def refill(self) -> None:
-        """Start (on the start threads) as many workers as the target lacks; no waiting."""
+    def refill(self, *, background: bool = True) -> None:
+        """Start (on the start threads) as many workers as the target lacks; no waiting.
+        ``background``: at a low CPU priority (see the module doc)."""
         with self._lock:
             if self.target > self.size and time.monotonic() - self._last_miss > self.idle_after:
                 self.target = self.size
                 while len(self._ready) > self.target:
                     reap_later(self._ready.pop())
             for _ in range(self.target - len(self._ready) - len(self._starting)):
-                fut = starts().submit(self._start_one, self._generation)
+                lane = refills() if background else starts()
+                fut = lane.submit(self._start_one, self._generation, background)
                 self._starting.add(fut)
                 fut.add_done_callback(self._started)
 
@@ -77,9 +88,9 @@ class WorkerPool:
         with self._lock:
             self._starting.discard(fut)
 
-    def _start_one(self, generation: int) -> None:
+    def _start_one(self, generation: int, background: bool) -> None:
         try:
-            spawned: Spawned | None = self._spawn()
+            spawned: Spawned | None = self._spawn(background=background)
         except Exception:  # noqa: BLE001 - a failed pre-start is reported by the next start()
             spawned = None
         with self._lock:
@@ -97,7 +108,7 @@ class WorkerPool:
                 self.size = count
                 self.max_size = max(self.max_size, count)
             self.target = max(self.target, self.size)
-        self.refill()
+        self.refill(background=False)  # someone waits for these: at full speed
         with self._lock:
             starting = list(self._starting)
         if starting:
@@ -120,7 +131,8 @@ _pools: dict[Hashable, WorkerPool] = {}
 _pools_lock = threading.Lock()
 
 
-def get_pool(key: Hashable, spawn: Callable[[], Spawned], size: int) -> WorkerPool:
+def get_pool(key: Hashable, spawn: Callable[..., Spawned], size: int) -> WorkerPool:
+    """The pool for ``key``; ``spawn(background=bool)`` starts one worker."""
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:

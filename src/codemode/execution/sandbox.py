@@ -385,22 +385,27 @@ class SandboxExecutor(SubprocessExecutor):
             self.requested_python,
         )
 
-    def launch_spec(self, config: dict[str, Any]) -> LaunchSpec:
+    def launch_spec(self, config: dict[str, Any], *, background: bool = False) -> LaunchSpec:
         prep = self._prepare()
         if prep["weak"]:
-            return super().launch_spec(config)
+            return super().launch_spec(config, background=background)
         site = None
         if self.site_packages:
             import sysconfig
 
             site = sysconfig.get_paths()["purelib"]
 
+        made: list[WorkerLimits] = []
+
         def boot_line(limits: WorkerLimits) -> list[str]:
+            made.append(limits)
             self.cgroup_dirs += limits.groups.values()
             boot = {**config, "rlimits": limits.rlimits()}
             return [prep["python"], "-I", "-S", "-c", _RLIMITS_BOOT + BOOTSTRAP, json.dumps(boot)]
 
-        launched = self._launch(prep, boot_line, worker=True, deps=self.deps_dir, site=site)
+        launched = self._launch(
+            prep, boot_line, worker=True, background=background, deps=self.deps_dir, site=site
+        )
         fds = (launched.bpf_fd,) if launched.bpf_fd is not None else ()
         return LaunchSpec(
             argv=launched.argv,
@@ -410,6 +415,7 @@ class SandboxExecutor(SubprocessExecutor):
             close_after_spawn=fds,
             cleanup=launched.cleanup,
             workspace=launched.workspace,
+            cpu_group=made[0] if made and background else None,
         )
 
     def command_line(
@@ -441,6 +447,7 @@ class SandboxExecutor(SubprocessExecutor):
         tail: Callable[[WorkerLimits], list[str]],
         *,
         worker: bool = False,
+        background: bool = False,
         **options: Any,
     ) -> _Launched:
         """The full launch line (``tail`` appended) and the cleanup to run after it exits.
@@ -472,7 +479,8 @@ class SandboxExecutor(SubprocessExecutor):
                 workspace = tempfile.mkdtemp(prefix="ws-", dir=rundir())
                 made.append(workspace)
             self._own_workspace(workspace)
-            line, points = self._command(prep, limits.procs_files(), workspace=workspace, **options)
+            procs = limits.launch_procs_files(background)
+            line, points = self._command(prep, procs, workspace=workspace, **options)
             if points:
                 made.append(points)
             return _Launched([*line, *tail(limits)], cleanup, workspace, bpf_fd)

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import threading
@@ -24,9 +25,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class CpuGroup(Protocol):
+    """Moves a worker's processes between the background cpu group and its own."""
+
+    def background(self, pid: int) -> None: ...
+
+    def foreground(self, pids: list[int]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -41,6 +50,8 @@ class LaunchSpec:
     cleanup: Callable[[], None] | None = None
     workspace: str | None = None
     """The host directory the worker sees as /workspace (sandbox only): swept by the host."""
+    cpu_group: CpuGroup | None = None
+    """Where a worker started ahead of demand waits, then works (sandbox with cgroups)."""
 
 
 @dataclass(slots=True)
@@ -56,9 +67,23 @@ class Spawned:
     cleanup: Callable[[], None] | None = None
     workspace: str | None = None
     started: float = field(default_factory=time.perf_counter)
+    foreground: Callable[[], None] | None = None
+    """Gives a worker started in the background (a warm pool's refill) its normal CPU
+    priority back; None when it was started at normal priority."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def boost(self, *, last: bool = False) -> None:
+        """Give a background-started worker normal CPU priority (it now serves a session).
+        Done when it is taken, and again (``last``) once it said it is ready: by then its
+        launcher has surely joined its cgroups. Raises ``OSError`` when the worker could
+        not be moved to its own cpu group (it must not run code without its limits)."""
+        foreground = self.foreground
+        if foreground is not None:
+            foreground()
+        if last:
+            self.foreground = None
 
     def kill(self) -> None:
         """SIGKILL the worker's process group now (cheap: safe on the event loop)."""
@@ -85,6 +110,88 @@ class Spawned:
     def destroy(self) -> None:
         self.kill()
         self.reap()
+
+
+BACKGROUND_NICE = 19
+"""Nice value of workers started ahead of demand: they boot on CPU time nobody else
+wants, instead of slowing the calls of running sessions (on 2 cores, refilling a pool
+after a burst of 50 sessions cost as much CPU as the burst's calls themselves)."""
+
+
+def in_background(proc: subprocess.Popen[bytes], spec: LaunchSpec) -> Callable[[], None]:
+    """Lower a just-started worker's CPU priority; returns what raises it back.
+
+    Three knobs, because each alone is neutralised by the others: the nice value of every
+    thread (``background_prefix`` started it niced), the nice value of its autogroup (the
+    worker runs in a session of its own, and the kernel shares CPU between autogroups
+    before nice values count), and its cpu cgroup (likewise, between cgroups: the sandbox
+    starts it in a shared background group, ``spec.cpu_group`` moves it to its own).
+    """
+    _autogroup(proc.pid, BACKGROUND_NICE)
+    if spec.cpu_group is not None:
+        spec.cpu_group.background(proc.pid)
+
+    def foreground() -> None:
+        tree = _tree(proc.pid)
+        if spec.cpu_group is not None:
+            spec.cpu_group.foreground(list(tree))
+        _autogroup(proc.pid, 0)
+        for tids in tree.values():
+            for tid in tids:
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, tid, 0)
+
+    return foreground
+
+
+def _autogroup(pid: int, nice: int) -> None:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as f:
+        f.write(str(nice))
+
+
+def background_prefix() -> list[str]:
+    """``nice -n 19`` to start a worker in the background, or ``[]`` when a started
+    worker could not be given normal priority back (that needs root or CAP_SYS_NICE)."""
+    global _nice
+    if _nice is None:  # start threads may race here: each computes the same answer
+        path = shutil.which("nice")
+        may = path is not None and _may_renice()
+        _nice = [path, "-n", str(BACKGROUND_NICE)] if path is not None and may else []
+    return _nice
+
+
+_nice: list[str] | None = None
+
+
+def _may_renice() -> bool:
+    if os.geteuid() == 0:
+        return True
+    try:
+        with open("/proc/self/status") as f:
+            caps = next((line.split()[1] for line in f if line.startswith("CapEff:")), "0")
+    except OSError:
+        return False
+    return bool(int(caps, 16) >> 23 & 1)  # CAP_SYS_NICE
+
+
+def _tree(root: int) -> dict[int, list[int]]:
+    """``{pid: thread ids}`` of ``root`` and its descendants (Linux /proc; {} elsewhere)."""
+    out: dict[int, list[int]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        out[pid] = [int(t) for t in tids]
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return out
 
 
 def above_stdio(fd: int) -> int:
@@ -166,6 +273,7 @@ MAX_STARTS = _default_max_starts()
 
 _lock = threading.Lock()
 _starts: ThreadPoolExecutor | None = None
+_refills: ThreadPoolExecutor | None = None
 _reapers: ThreadPoolExecutor | None = None
 
 
@@ -176,6 +284,20 @@ def starts() -> ThreadPoolExecutor:
         if _starts is None:
             _starts = ThreadPoolExecutor(MAX_STARTS, thread_name_prefix="codemode-start")
         return _starts
+
+
+def refills() -> ThreadPoolExecutor:
+    """The one thread that starts workers ahead of demand (warm pools' refills).
+
+    One at a time, apart from :func:`starts`: the host's share of a start (cgroups, the
+    launch line, fork) runs in this process and competes with the event loop for the
+    GIL, so a refill after a burst is spread out instead of crowding the burst's calls,
+    and never delays a start a session waits for."""
+    global _refills
+    with _lock:
+        if _refills is None:
+            _refills = ThreadPoolExecutor(1, thread_name_prefix="codemode-refill")
+        return _refills
 
 
 def _reaper() -> ThreadPoolExecutor:
@@ -213,14 +335,18 @@ def reap_later(spawned: Spawned) -> Future[None]:
 
 
 __all__ = [
+    "BACKGROUND_NICE",
     "MAX_STARTS",
     "LaunchSpec",
     "Spawned",
     "above_stdio",
+    "background_prefix",
     "describe_exit",
+    "in_background",
     "off_loop",
     "pipe",
     "raise_open_files_limit",
     "reap_later",
+    "refills",
     "starts",
 ]

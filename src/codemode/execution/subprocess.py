@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -40,7 +41,9 @@ from .pool import get_pool
 from .spawn import (
     LaunchSpec,
     Spawned,
+    background_prefix,
     describe_exit,
+    in_background,
     off_loop,
     pipe,
     raise_open_files_limit,
@@ -117,8 +120,9 @@ class SubprocessExecutor:
             "frame_limits": self.frame_limits.for_worker(),
         }
 
-    def launch_spec(self, config: dict[str, Any]) -> LaunchSpec:
-        """The command for one worker; override to wrap it (see SandboxExecutor)."""
+    def launch_spec(self, config: dict[str, Any], *, background: bool = False) -> LaunchSpec:
+        """The command for one worker; override to wrap it (see SandboxExecutor).
+        ``background``: it is started ahead of demand (see :func:`.spawn.in_background`)."""
         argv = [self.python, "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)]
         return LaunchSpec(argv=argv, env={**DEFAULT_ENV, **self.env}, cwd=self.cwd)
 
@@ -135,20 +139,25 @@ class SubprocessExecutor:
             self.python,
         )
 
-    def spawn(self) -> Spawned:
-        """Start one worker process (blocking: called on a start thread, see :mod:`.spawn`)."""
+    def spawn(self, *, background: bool = False) -> Spawned:
+        """Start one worker process (blocking: called on a start thread, see :mod:`.spawn`).
+
+        ``background``: ahead of demand (a warm pool's refill), at a low CPU priority
+        until a session takes it (``Spawned.boost``)."""
         out_r, out_w = pipe()
         ctrl_r, ctrl_w = pipe()
         config = {**self.worker_config(), "out_fd": out_w, "ctrl_fd": ctrl_r}
+        background = background and bool(background_prefix())
         try:
-            spec = self.launch_spec(config)
+            spec = self.launch_spec(config, background=background)
         except BaseException:
             for fd in (out_r, out_w, ctrl_r, ctrl_w):
                 os.close(fd)
             raise
+        prefix = background_prefix() if background else []
         try:
             proc = subprocess.Popen(
-                spec.argv,
+                [*prefix, *spec.argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -176,7 +185,15 @@ class SubprocessExecutor:
         for fd in (from_fd, ctrl_w):
             os.set_blocking(fd, False)  # a worker that stops reading never blocks the host
         return Spawned(
-            proc, to_fd, from_fd, err_fd, out_r, ctrl_w, spec.cleanup, workspace=spec.workspace
+            proc,
+            to_fd,
+            from_fd,
+            err_fd,
+            out_r,
+            ctrl_w,
+            spec.cleanup,
+            workspace=spec.workspace,
+            foreground=in_background(proc, spec) if prefix else None,
         )
 
     # -- Executor protocol -------------------------------------------------------
@@ -191,11 +208,19 @@ class SubprocessExecutor:
         pool = get_pool(self.pool_key(), self.spawn, self.pool_size)
         spawned = pool.take()
         source = "pool" if spawned is not None else "spawn"
+        # Only a cold start waits at the gate: a warm worker has booted already.
+        gate = _boot_gate() if spawned is None else contextlib.nullcontext()
         try:
-            if spawned is None:
-                spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
-            worker = SubprocessWorker(self, spawned, handler)
-            await worker.attach(self.start_timeout)
+            async with gate:
+                if spawned is None:
+                    spawned = await off_loop(self.spawn, orphan=Spawned.destroy)
+                worker = SubprocessWorker(self, spawned, handler)
+                await worker.attach(self.start_timeout)
+            try:
+                spawned.boost(last=True)
+            except OSError as exc:
+                await worker.close()
+                raise ExecutorError(f"the worker could not join its cpu cgroup: {exc}") from exc
         finally:
             pool.refill()  # in the background, once this start is done
         signals.worker_acquired(time.perf_counter() - began, source)
@@ -205,6 +230,23 @@ class SubprocessExecutor:
         """Fill the warm pool (to ``count`` workers if given) and wait until it is full."""
         await self.prepare()
         await get_pool(self.pool_key(), self.spawn, self.pool_size).fill(count)
+
+
+MAX_BOOTS = max(4, 2 * (os.cpu_count() or 1))
+"""Workers booting cold at once (per event loop): more would boot side by side, each
+slower, until all of them miss their start timeout; the others wait their turn. Starts
+from the warm pool do not count: they boot nothing."""
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _boot_gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MAX_BOOTS)
+    return gate
 
 
 class _Crash(Exception):

@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 import secrets
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import click
 
 from codemode.errors import CodemodeError, ConfigError, ExecutorError
 
+from .health import DEFAULT_STALL_AFTER
 from .sessions import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
@@ -108,6 +110,9 @@ class ServeOptions:
     tenants: Path | None = None
     """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
     privacy: bool = False
+    health_port: int | None = None
+    """HTTP: a port where a thread answers /healthz and /readyz off the event loop."""
+    health_stall: float = DEFAULT_STALL_AFTER
 
 
 @click.command("serve")
@@ -223,6 +228,22 @@ class ServeOptions:
     "settings, turned on). See docs/privacy.md.",
 )
 @click.option(
+    "--health-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="HTTP: also answer /healthz and /readyz on this port (same --host), from a small "
+    "process of their own: within milliseconds even when the event loop is saturated (0 "
+    "picks a free one). Point liveness and readiness probes here.",
+)
+@click.option(
+    "--health-stall",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_STALL_AFTER,
+    show_default=True,
+    help="Health port: /healthz answers 503 'stalled' once the event loop has not run for "
+    "this many seconds.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
     default="WARNING",
@@ -246,6 +267,8 @@ def serve(
     tool_profile: Literal["all", "core", "minimal"],
     tenants: Path | None,
     privacy: bool,
+    health_port: int | None,
+    health_stall: float,
     log_level: LogLevel,
 ) -> None:
     """Serve code mode to MCP clients: one Python session per client, every tool inside.
@@ -276,6 +299,8 @@ def serve(
                 _say(f"generated bearer token (set {TOKEN_ENV} to choose one): {token}")
     elif no_auth:
         raise click.UsageError("--no-auth only applies to --transport http")
+    if health_port is not None and (transport != "http" or tenants is not None):
+        raise click.UsageError("--health-port needs --transport http (and no --tenants)")
     opts = ServeOptions(
         base=base.expanduser() if base is not None else None,
         transport=transport,
@@ -296,6 +321,8 @@ def serve(
         pool_size=pool_size,
         tenants=tenants,
         privacy=privacy,
+        health_port=health_port,
+        health_stall=health_stall,
     )
     import anyio
 
@@ -398,21 +425,20 @@ async def run_server(opts: ServeOptions) -> None:
     stop = GracefulStop(opts.shutdown_grace, watchdog=True)
 
     if opts.transport == "http":
-        from .http import bind_socket, build_http_app, serve_http
+        from .http import build_http_app, serve_http
 
-        try:
-            sock = bind_socket(opts.host, opts.port)
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise CodemodeError(  # not a config mistake: exit status 1
-                f"port {opts.port} on {opts.host} is already in use; choose another with "
-                "--port N, or --port 0 to pick a free one"
-            ) from None
+        sock = _bind(opts.host, opts.port, "--port")
+        health = (
+            None
+            if opts.health_port is None
+            else _bind(opts.host, opts.health_port, "--health-port")
+        )
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         url = f"http://{shown}:{bound[1]}/mcp"
         auth = "none, loopback only" if opts.token is None else "Authorization: Bearer <token>"
+        if health is not None:
+            auth += f"; health on http://{shown}:{health.getsockname()[1]}/healthz"
         app = build_http_app(
             server,
             context,
@@ -423,6 +449,8 @@ async def run_server(opts: ServeOptions) -> None:
                 f"serving MCP on {url} (streamable HTTP; auth: {auth}; executor: {opts.executor})"
             ),
             stop=stop,
+            health=health,
+            stall_after=opts.health_stall,
         )
         _freeze_startup_heap()
         async with anyio.create_task_group() as tg:
@@ -454,6 +482,20 @@ async def run_server(opts: ServeOptions) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
+
+
+def _bind(host: str, port: int, option: str) -> socket.socket:
+    from .http import bind_socket
+
+    try:
+        return bind_socket(host, port)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise CodemodeError(  # not a config mistake: exit status 1
+            f"port {port} on {host} is already in use; choose another with "
+            f"{option} N, or {option} 0 to pick a free one"
+        ) from None
 
 
 def _hint_on_a_terminal() -> None:

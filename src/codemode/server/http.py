@@ -8,7 +8,9 @@ Rules (docs/server.md, "HTTP"):
 - No CORS headers are sent, so browsers on other origins cannot call the server. On
   loopback the SDK also checks ``Host``/``Origin`` against DNS rebinding.
 - ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
-  behind a lock, the session manager or the SDK.
+  behind a lock, the session manager or the SDK; still on the event loop. With a
+  ``health`` socket (``--health-port``) a process of its own answers them too, off the
+  loop (:mod:`.health`).
 - Every ``/mcp`` request carries a :class:`~codemode.server.calls.ClientLink`: when its
   client disconnects before the answer was sent, the call it carries is cancelled.
   Requests and event streams naming an ``Mcp-Session-Id`` tell the session manager
@@ -42,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from codemode.capability import HttpEndpoint
 
 from .calls import CallTracker, ClientLink
+from .health import DEFAULT_STALL_AFTER, Facts, HealthPort
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY, ServerContext
@@ -63,6 +66,7 @@ __all__ = [
     "Traffic",
     "bind_socket",
     "build_http_app",
+    "health_facts",
     "is_loopback",
     "serve_http",
 ]
@@ -133,31 +137,24 @@ class BearerAuth:
         await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
 
 
-class HealthCheck:
-    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
+def health_facts(sessions: SessionManager, calls: CallTracker) -> Facts:
+    """``facts(path)`` for ``/healthz`` and ``/readyz``, read from counters only: the ASGI
+    layer and the health port (``--health-port``) answer alike.
 
-    Both are answered from counters before auth and before anything that can wait.
     ``/readyz`` is 503 while the server stops or when a new client could neither get a
     session nor a place in the queue, so a load balancer sends it elsewhere.
     """
 
-    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
-        self.app = app
-        self._sessions = sessions
-        self._calls = calls
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path") if scope["type"] == "http" else None
-        if path not in (HEALTH_PATH, READY_PATH) or scope["method"] not in ("GET", "HEAD"):
-            await self.app(scope, receive, send)
-            return
-        s = self._sessions
+    def facts(path: str) -> tuple[int, dict[str, Any]] | None:
+        if path not in (HEALTH_PATH, READY_PATH):
+            return None
+        s = sessions
         data: dict[str, Any] = {
             "status": "ok",
             "sessions": len(s),
             "max_sessions": s.max_sessions,
             "queued": s.queued,
-            "calls": len(self._calls),
+            "calls": len(calls),
             "stopping": s.draining,
         }
         status = 200
@@ -165,6 +162,29 @@ class HealthCheck:
             ready = s.accepting
             data["status"] = "ready" if ready else ("stopping" if s.draining else "busy")
             status = 200 if ready else 503
+        return status, data
+
+    return facts
+
+
+class HealthCheck:
+    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
+
+    Both are answered from counters (:func:`health_facts`) before auth and before anything
+    that can wait; still on the event loop (the health port's process is not).
+    """
+
+    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
+        self.app = app
+        self._facts = health_facts(sessions, calls)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        found = self._facts(path) if isinstance(path, str) else None
+        if found is None or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        status, data = found
         await _send_json(send, status, data, [])
 
 
@@ -273,12 +293,17 @@ def build_http_app(
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
     on_ready: Callable[[], None] | None = None,
     stop: GracefulStop | None = None,
+    health: socket.socket | None = None,
+    stall_after: float = DEFAULT_STALL_AFTER,
 ) -> Starlette:
     """The ASGI app: ``/mcp`` (streamable HTTP), ``/healthz``, ``/readyz``.
 
     The app's lifespan runs the SDK's session manager, the session reaper and the
     graceful stop (``stop``, requested by :func:`serve_http` on a signal); at the end it
     closes every codemode session, then calls ``on_shutdown`` (upstream servers...).
+    ``health``: a listening socket where a process of its own answers ``/healthz`` and
+    ``/readyz`` off the event loop (:mod:`.health`), from the start of the lifespan to
+    its very end (through the graceful stop).
     """
     from sse_starlette.sse import AppStatus
 
@@ -302,8 +327,30 @@ def build_http_app(
             AppStatus.should_exit = True  # ends the remaining event streams (GET)
             stop.drained()
 
+    health_port = (
+        HealthPort(
+            health, health_facts(sessions, context.calls), (HEALTH_PATH, READY_PATH), stall_after
+        )
+        if health is not None
+        else None
+    )
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as beat:  # the health port's heartbeat
+            if health_port is not None:
+                health_port.start()
+                beat.start_soon(health_port.run)
+            try:
+                async with serving(app):
+                    yield
+            finally:
+                beat.cancel_scope.cancel()
+                if health_port is not None:
+                    health_port.close()
+
+    @asynccontextmanager
+    async def serving(app: Starlette) -> AsyncIterator[None]:
         stop.bind()
         try:
             async with server.session_manager.run(), anyio.create_task_group() as tg:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,9 +51,11 @@ DEFAULT_MAX_SESSIONS = 32
 DEFAULT_RECLAIM_AFTER = 120.0
 DEFAULT_QUEUE_SIZE = 64
 DEFAULT_QUEUE_TIMEOUT = 15.0
-DEFAULT_START_CONCURRENCY = max(4, 2 * (os.cpu_count() or 1))
-"""Sessions started at once: more would boot their workers side by side, each slower,
-until all of them miss their start timeout; the rest wait their turn instead."""
+DEFAULT_START_CONCURRENCY = 64
+"""Sessions started at once. Executors bound their own cold boots (``execution.subprocess.
+MAX_BOOTS``); a start from the warm pool boots nothing, so a burst of new clients is
+not lined up behind a few: at 50 simultaneous first calls, a bound of 4 here made the
+last ones wait for a dozen rounds of session starts."""
 DEFAULT_SHUTDOWN_GRACE = 10.0
 """Seconds running calls may take to finish once the server is asked to stop."""
 _REMEMBER_EXPIRED = 4096

@@ -48,6 +48,10 @@ EXTRA_HINT = "the ray executor needs Ray: pip install 'codemode[ray]'"
 ACTOR_OVERHEAD_MB = 150
 """What the actor's own Ray worker process holds, beside the sandboxed worker."""
 
+STOP_SLACK = 30.0
+"""Seconds past the node's interrupt grace that a cancelled run may take to end there."""
+CANCELLED_REPLY = {"type": "HostError", "message": "the run was cancelled"}
+
 _connect_lock = threading.Lock()
 
 
@@ -352,6 +356,8 @@ class RayWorker:
         self._dead = False
         self._running = False
         self._calls: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Task[None] | None = None
+        """A cancelled run's end on its node, awaited by ``idle``."""
         self._idle: asyncio.TimerHandle | None = None
         self._arm_idle()
 
@@ -371,21 +377,21 @@ class RayWorker:
 
     # -- runs ------------------------------------------------------------------------
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        await self.idle()
         start = time.perf_counter()
         if self._dead:
             return _lost("the session's Ray actor is gone", start)
         self._disarm_idle()
         self._running = True
         ray = _ray()
+        ref = self._handle.run.remote(code, timeout)
         try:
-            events = await self._handle.run.remote(code, timeout)
             while True:
+                events = await ref
                 for event in events:
                     op = event.get("op")
                     if op == "call":
-                        task = asyncio.get_running_loop().create_task(self._serve(event))
-                        self._calls.add(task)
-                        task.add_done_callback(self._calls.discard)
+                        self._spawn_serve(event)
                     elif op == "done":
                         result = _result(event["result"], (time.perf_counter() - start) * 1000)
                         if result.state_lost:  # the node's worker died: so does this actor
@@ -394,7 +400,12 @@ class RayWorker:
                     elif op == "failed":
                         self._end()
                         return _lost(f"the run failed on its node: {event.get('message')}", start)
-                events = await self._handle.poll.remote()
+                ref = self._handle.poll.remote()
+        except asyncio.CancelledError:
+            # The caller is gone: stop the code on its node as a timeout would (interrupt,
+            # then kill after the node's grace), without making the caller wait for it.
+            self._stop_cancelled(ref)
+            raise
         except ray.exceptions.RayActorError as exc:
             self._end()
             return _lost(f"the Ray node running this session was lost ({_why(exc)})", start)
@@ -407,9 +418,52 @@ class RayWorker:
                 task.cancel()
             self._arm_idle()
 
+    def _spawn_serve(self, event: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(event))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+
+    def _stop_cancelled(self, pending: Any) -> None:
+        """Interrupt the node's run and follow it to its end in the background: the
+        answer in flight (``pending``) and the polls after it are read, never dropped, so
+        the actor's event queue is empty again before the next run."""
+        if self._dead:
+            return
+        self._handle.interrupt.remote(True)
+        task = asyncio.get_running_loop().create_task(self._drain(pending))
+        self._stopping = task
+
+    async def _drain(self, ref: Any) -> None:
+        ray = _ray()
+        # The node kills a run that ignores the interrupt after its grace; past that (and
+        # a relay's worth of slack) the actor itself is given up, with the state.
+        bound = self._ex.interrupt_grace + STOP_SLACK
+        try:
+            async with asyncio.timeout(bound):
+                while True:
+                    for event in await ref:
+                        op = event.get("op")
+                        if op == "call":  # nobody waits for an answer any more
+                            self._refuse(event.get("id"))
+                        elif op == "failed" or (op == "done" and event["result"].get("state_lost")):
+                            self._end()
+                            return
+                        elif op == "done":
+                            return
+                    ref = self._handle.poll.remote()
+        except (TimeoutError, ray.exceptions.RayError):
+            self._end()
+
+    def _refuse(self, cid: Any) -> None:
+        with contextlib.suppress(Exception):
+            self._handle.reply.remote(cid, False, CANCELLED_REPLY)
+
     async def idle(self) -> None:
-        """Nothing to wait for on the host: a cancelled run is not stopped on its node yet
-        (it runs to its timeout there; the next run of the session waits for it)."""
+        """Wait until a cancelled run has ended on its node (bounded: see ``_drain``)."""
+        task = self._stopping
+        if task is not None:
+            await asyncio.wait([task])
+            self._stopping = None
 
     async def _serve(self, event: dict[str, Any]) -> None:
         ray = _ray()
@@ -417,6 +471,7 @@ class RayWorker:
             value = await self._handler(str(event.get("method")), event.get("params") or {})
             ok = True
         except asyncio.CancelledError:
+            self._refuse(event.get("id"))  # the run was cancelled: the code must not wait
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
@@ -456,6 +511,8 @@ class RayWorker:
             raise ExecutorError(f"the session's Ray actor did not reset: {exc}") from None
 
     async def close(self) -> None:
+        if self._stopping is not None:
+            self._stopping.cancel()
         if self._dead:
             return
         ray = _ray()

@@ -235,8 +235,11 @@ class RayExecutor:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
 
-    async def _launch(self) -> tuple[Any, dict[str, Any]]:
-        """Place an actor, check its versions, start its worker (retrying a dead node)."""
+    async def _launch(self, *, detached: bool = False) -> tuple[Any, dict[str, Any]]:
+        """Place an actor, check its versions, start its worker (retrying a dead node).
+
+        ``detached``: the actor outlives this process (shared sessions: any replica may
+        find it by name); it ends itself once idle (``SessionActor.expire_after``)."""
         ray = _ray()
         if not ray.is_initialized():
             await asyncio.to_thread(connect, self.config)
@@ -248,6 +251,10 @@ class RayExecutor:
             "memory": self.memory_bytes(),
             "max_restarts": 0,
         }
+        if detached:
+            options["lifetime"] = "detached"
+        if self.config.spread:
+            options["scheduling_strategy"] = "SPREAD"
         if self.config.resources:
             options["resources"] = dict(self.config.resources)
         if self.runtime_env is not None:
@@ -279,6 +286,26 @@ class RayExecutor:
 
     def _deadline(self) -> float:
         return asyncio.get_running_loop().time() + self.config.start_timeout
+
+    async def attach(self, name: str, handler: CallHandler) -> RayWorker | None:
+        """The worker of the live detached actor ``name`` (another replica may have
+        started it), or None when no such actor lives any more."""
+        ray = _ray()
+        if not ray.is_initialized():
+            await asyncio.to_thread(connect, self.config)
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, name, self.namespace)
+        except ValueError:
+            return None
+        try:
+            info = await self._call(handle.hello.remote(), "answer", self._deadline())
+            info["pid"] = await self._call(handle.pid.remote(), "answer", self._deadline())
+        except ExecutorError:
+            return None
+        if not info["pid"]:
+            return None  # its worker is gone (the actor is ending)
+        info["name"] = name
+        return RayWorker(self, handle, handler, info, detached=True)
 
     async def _call(self, ref: Any, what: str, deadline: float) -> Any:
         ray = _ray()
@@ -347,9 +374,17 @@ class RayWorker:
     """Host side of one session's actor: runs relay calls; calls come back to be served."""
 
     def __init__(
-        self, executor: RayExecutor, handle: Any, handler: CallHandler, info: dict[str, Any]
+        self,
+        executor: RayExecutor,
+        handle: Any,
+        handler: CallHandler,
+        info: dict[str, Any],
+        *,
+        detached: bool = False,
     ) -> None:
         self._ex = executor
+        self.detached = detached
+        """A shared session's actor: closing this worker leaves it to the next replica."""
         self._handle = handle
         self._handler = handler
         self.info = info
@@ -515,6 +550,10 @@ class RayWorker:
             self._stopping.cancel()
         if self._dead:
             return
+        if self.detached:  # the session lives on: only this host lets go of it
+            self._dead = True
+            self._disarm_idle()
+            return
         ray = _ray()
         with contextlib.suppress(TimeoutError, ray.exceptions.RayError):
             await asyncio.wait_for(self._handle.close.remote(), 5)
@@ -531,7 +570,7 @@ class RayWorker:
 
     def _arm_idle(self) -> None:
         idle = self._ex.config.idle_timeout
-        if idle and not self._dead:
+        if idle and not self._dead and not self.detached:  # a detached actor times itself
             self._idle = asyncio.get_running_loop().call_later(idle, self._end)
 
     def _disarm_idle(self) -> None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import SESSION_RESOURCES, RayCluster
+from .conftest import SESSION_RESOURCES, RayCluster, ray
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
 from redis_server import RedisServer
@@ -158,6 +159,25 @@ def _value(result: dict[str, Any]) -> Any:
     return result["structuredContent"]["value"]
 
 
+def _redis_records(url: str) -> dict[str, Any]:
+    """The shared-session records in Redis: key -> JSON value."""
+    import redis as redis_client
+
+    r = redis_client.Redis.from_url(url)
+    try:
+        return {
+            key.decode(): json.loads(r.get(key) or b"null")
+            for key in r.scan_iter("codemode:replicas:*")
+        }
+    finally:
+        r.close()
+
+
+def _actor_names(namespace: str) -> list[str]:
+    named = ray.util.list_named_actors(all_namespaces=True)
+    return [n["name"] for n in named if n["namespace"] == namespace]
+
+
 @pytest.fixture
 def redis() -> Iterator[RedisServer]:
     server = RedisServer().start()
@@ -191,6 +211,24 @@ def test_a_session_moves_between_replicas_and_survives_a_killed_one(
         r = s.http.post(b.url, json={"jsonrpc": "2.0", "id": 99, "method": "tools/list"},
                         headers=bogus)  # fmt: skip
         assert r.status_code == 404
+        # Redis holds hashes of the session id, never the id (a bearer secret) itself.
+        stored = _redis_records(redis.url)
+        assert len(stored) == 2 and s.sid not in json.dumps(stored)
+        [actor] = [v["name"] for v in stored.values() if "name" in v]
+        assert actor in _actor_names("codemode-default")
+        # The client ends its session: its actor ends and no replica finds it again.
+        assert s.http.delete(b.url, headers=s.headers).status_code < 300
+        deadline = time.monotonic() + 60
+        while actor in _actor_names("codemode-default") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert actor not in _actor_names("codemode-default")
+        assert _redis_records(redis.url) == {}
+        c = start_replica(tmp_path / "c", cluster, redis.url)
+        try:
+            call = {"jsonrpc": "2.0", "id": 100, "method": "tools/list"}
+            assert s.http.post(c.url, json=call, headers=s.headers).status_code == 404
+        finally:
+            c.stop()
     finally:
         s.close()
         a.stop()

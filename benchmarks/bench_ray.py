@@ -35,6 +35,7 @@ from _stats import median, pct, table
 from codemode import Session
 from codemode.cluster import RayConfig, RayExecutor
 from codemode.cluster.local import LocalCluster
+from codemode.errors import ExecutorError
 from codemode.execution.pool import close_pools
 from codemode.execution.sandbox import SandboxExecutor
 
@@ -202,23 +203,33 @@ async def main_async(args: argparse.Namespace, address: str) -> None:
 
 
 def scaling(args: argparse.Namespace, address: str, cluster: LocalCluster | None) -> None:
-    """Throughput on one worker node, then (own cluster only) on two."""
+    """Throughput on one worker node, then (own cluster only) on two. Each round's row is
+    printed as soon as it ends, so a later round that fails leaves the earlier figures."""
     runs: list[tuple[str, dict[str, Any]]] = []
-    label = "1 worker node" if cluster is not None else "the given cluster"
-    runs.append((label, asyncio.run(throughput(address, args.sessions, args.seconds))))
-    if cluster is not None:
+    headers = ["cluster", "runs", "runs/s", "host CPU ms/run", "nodes used", "errors",
+               "start all (s)", "during"]  # fmt: skip
+    title = f"throughput: {args.sessions} concurrent sessions, x + 1 back to back"
+
+    def measure(label: str) -> bool:
+        try:
+            r = asyncio.run(throughput(address, args.sessions, args.seconds))
+        except ExecutorError as exc:
+            print(f"{title}, {label}: FAILED ({exc}; {_load()})")
+            return False
+        runs.append((label, r))
+        row = [label, r["runs"], r["runs/s"], r["host_cpu_ms"], r["nodes"], r["errors"],
+               r["start_s"], r["load"]]  # fmt: skip
+        print(table(f"{title} ({args.seconds:g} s), {label}", headers, [row]))
+        return True
+
+    ok = measure("1 worker node" if cluster is not None else "the given cluster")
+    if ok and cluster is not None:
         t = time.perf_counter()
         cluster.add_node("c")
         print(f"second worker node started in {time.perf_counter() - t:.1f} s")
-        runs.append(("2 worker nodes", asyncio.run(throughput(address, args.sessions,
-                                                              args.seconds))))  # fmt: skip
-    rows = [[name, r["runs"], r["runs/s"], r["host_cpu_ms"], r["nodes"], r["errors"],
-             r["start_s"], r["load"]] for name, r in runs]  # fmt: skip
-    title = (
-        f"throughput: {args.sessions} concurrent sessions, x + 1 back to back ({args.seconds:g} s)"
-    )
-    print(table(title, ["cluster", "runs", "runs/s", "host CPU ms/run", "nodes used", "errors",
-                        "start all (s)", "during"], rows))  # fmt: skip
+        measure("2 worker nodes")
+    if not runs:
+        return
     cpu = median([r["host_cpu_ms"] for _, r in runs])
     print(f"the host process (one event loop) relays at most ~{1000 / cpu:.0f} runs/s per core "
           f"at {cpu:.2f} ms of its CPU per run")  # fmt: skip

@@ -31,3 +31,4 @@ def test_bench_ray_quick_prints_run_overhead_tool_calls_start_times_and_throughp
     assert "run with one tool call served on the host (ms)" in r.stdout
     assert "ray (a ready actor from the pool)" in r.stdout
     assert "throughput: 4 concurrent sessions" in r.stdout and "the given cluster" in r.stdout
+    assert "runs/s per core" in r.stdout

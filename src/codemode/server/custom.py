@@ -173,7 +173,11 @@ def server_context(
         return session
 
     sessions = SessionManager(
-        new_session, idle_timeout=idle_timeout, max_sessions=max_sessions, **admission
+        new_session,
+        idle_timeout=idle_timeout,
+        max_sessions=max_sessions,
+        shared=shared is not None,
+        **admission,
     )
     context = ServerContext(
         sessions,

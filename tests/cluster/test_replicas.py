@@ -85,7 +85,7 @@ def start_replica(base: Path, cluster: RayCluster, redis_url: str) -> Replica:
     (base / "config.json").write_text(json.dumps(config))
     env = {**os.environ, "CODEMODE_TOKEN": TOKEN}
     argv = [sys.executable, "-m", "codemode", "serve", "--base", str(base), "--transport",
-            "http", "--port", "0", "--pool-size", "0"]  # fmt: skip
+            "http", "--port", "0"]  # fmt: skip
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     found: queue.Queue[str | None] = queue.Queue()

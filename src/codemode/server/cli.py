@@ -395,6 +395,10 @@ def _shared_sessions(opts: ServeOptions, workspace: Workspace, executor: Executo
     from codemode.cluster.directory import SessionDirectory
     from codemode.cluster.shared import SharedSessions
 
+    # Shared sessions start detached actors of their own: actors this replica owns and
+    # keeps ready would never be used.
+    executor.pool_size = 0
+    executor.close()
     ttl = executor.config.idle_timeout or opts.idle_timeout or 1800.0
     directory = SessionDirectory(settings.redis_url, tenant=settings.tenant, ttl=ttl)
     _say("sessions are shared with other replicas (ray executor, Redis storage)")

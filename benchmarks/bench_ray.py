@@ -6,11 +6,17 @@
 2. A tool call from the code (``tools.bench.echo(x=1)``), served on the host: Ray vs local.
 3. Session start: RayExecutor.start (actor placed, worker started on its node, versions
    checked) vs a cold local sandbox start (no warm pool).
+4. Throughput: ``--sessions`` (100) concurrent sessions, each running ``x + 1`` in a loop
+   for ``--seconds``, on one worker node, then on two (sessions spread over them): runs/s
+   and the scaling ratio. On one machine both nodes share its cores with the host
+   process, so the ratio says what the relay costs, not what a second machine would add.
 
 Without ``--address`` it starts its own cluster on this machine (a head plus one worker
-node: ``codemode.cluster.local``) and stops it after.
+node, then a second: ``codemode.cluster.local``) and stops it after; with ``--address``
+the throughput is measured on that cluster as it is (no scaling ratio).
 
 python benchmarks/bench_ray.py [--quick] [--address HOST:PORT] [--runs 300] [--starts 10]
+       [--sessions 100] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from _stats import median, pct, table
 from codemode import Session
 from codemode.cluster import RayConfig, RayExecutor
 from codemode.cluster.local import LocalCluster
+from codemode.errors import ExecutorError
 from codemode.execution.pool import close_pools
 from codemode.execution.sandbox import SandboxExecutor
 
@@ -44,9 +51,61 @@ def echo(x: int) -> int:
     return x
 
 
-def _ray_executor(address: str, pool_size: int = 0) -> RayExecutor:
-    config = RayConfig(address=address, resources={"codemode": 0.01}, memory_mb=200)
-    return RayExecutor(config, pool_size=pool_size)
+def _ray_executor(address: str, pool_size: int = 0, memory_mb: int = 200) -> RayExecutor:
+    config = RayConfig(
+        address=address, resources={"codemode": 0.01}, memory_mb=memory_mb, start_timeout=600
+    )
+    return RayExecutor(config, pool_size=pool_size, worker_start_timeout=60)
+
+
+STARTS_AT_ONCE = 8
+"""Sessions started side by side (as ``serve`` caps them): all at once, each start is
+slower, and on a small loaded machine some miss their start timeout."""
+
+
+async def throughput(address: str, sessions: int, seconds: float) -> dict[str, Any]:
+    """``sessions`` sessions running ``x + 1`` back to back for ``seconds``: runs/s."""
+    # Placement reserves little memory here: the bench measures the relay, not the limit.
+    ex = _ray_executor(address, memory_mb=64)
+    group = [Session(ex) for _ in range(sessions)]
+    gate = asyncio.Semaphore(STARTS_AT_ONCE)
+
+    async def start(s: Session) -> None:
+        async with gate:
+            await s.start()
+
+    t = time.perf_counter()
+    try:
+        await asyncio.gather(*(start(s) for s in group))
+        started = time.perf_counter() - t
+        await asyncio.gather(*(s.run("x = 1") for s in group))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        counts = [0] * sessions
+        errors = 0
+
+        async def drive(i: int, s: Session) -> None:
+            nonlocal errors
+            while loop.time() < deadline:
+                r = await s.run("x + 1")
+                counts[i] += 1
+                errors += r.error is not None
+
+        t, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(drive(i, s) for i, s in enumerate(group)))
+        elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
+        nodes = {str(getattr(s._worker, "node", "")) for s in group}
+    finally:
+        await asyncio.gather(*(s.close() for s in group), return_exceptions=True)
+    return {
+        "runs/s": sum(counts) / elapsed,
+        "host_cpu_ms": cpu * 1000 / max(sum(counts), 1),
+        "runs": sum(counts),
+        "errors": errors,
+        "nodes": len(nodes),
+        "start_s": started,
+        "load": _load(),
+    }
 
 
 async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str, list[float]]:
@@ -55,6 +114,8 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
         "ray": Session(_ray_executor(address)),
     }
     out: dict[str, list[float]] = {name: [] for name in sessions}
+    floor = "ray actor call alone (no-op)"
+    out[floor] = []
     try:
         for s in sessions.values():
             await s.start()
@@ -62,12 +123,17 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
             for _ in range(20):  # warm-up: imports, first tool listing
                 r = await s.run(code)
                 assert r.error is None, r.error
+        handle: Any = getattr(sessions["ray"]._worker, "_handle", None)
         for _ in range(rounds):
             for name, s in sessions.items():
                 for _ in range(runs // rounds):
                     t = time.perf_counter()
                     await s.run(code)
                     out[name].append((time.perf_counter() - t) * 1000)
+            for _ in range(runs // rounds):  # what one Ray round trip costs by itself
+                t = time.perf_counter()
+                await handle.pid.remote()
+                out[floor].append((time.perf_counter() - t) * 1000)
         rss = actor_rss_mb()
         if rss:
             print(f"session actor processes: {len(rss)}, resident {median(rss):.0f} MB each (p50)")
@@ -117,9 +183,11 @@ async def main_async(args: argparse.Namespace, address: str) -> None:
     runs = await warm_runs(address, args.runs, args.rounds, "x = 1\nx + 1")
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in runs.items()]
     added = median(runs["ray"]) - median(runs["sandbox"])
+    floor = median(runs["ray actor call alone (no-op)"])
     print(table('warm run("x+1") (ms)', ["executor", "runs", "p50", "p95"], rows))
     verdict = "met" if added <= TARGET_ADDED_P50_MS else "NOT met"
-    print(f"added p50 by Ray: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: {verdict})")
+    print(f"added p50 by Ray: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: {verdict}); "
+          f"one Ray actor round trip alone: {floor:.3f} ms")  # fmt: skip
 
     calls = await warm_runs(address, args.runs // 2, args.rounds, "tools.bench.echo(x=1)")
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in calls.items()]
@@ -134,6 +202,43 @@ async def main_async(args: argparse.Namespace, address: str) -> None:
     print(f"after: {_load()}")
 
 
+def scaling(args: argparse.Namespace, address: str, cluster: LocalCluster | None) -> None:
+    """Throughput on one worker node, then (own cluster only) on two. Each round's row is
+    printed as soon as it ends, so a later round that fails leaves the earlier figures."""
+    runs: list[tuple[str, dict[str, Any]]] = []
+    headers = ["cluster", "runs", "runs/s", "host CPU ms/run", "nodes used", "errors",
+               "start all (s)", "during"]  # fmt: skip
+    title = f"throughput: {args.sessions} concurrent sessions, x + 1 back to back"
+
+    def measure(label: str) -> bool:
+        try:
+            r = asyncio.run(throughput(address, args.sessions, args.seconds))
+        except ExecutorError as exc:
+            print(f"{title}, {label}: FAILED ({exc}; {_load()})")
+            return False
+        runs.append((label, r))
+        row = [label, r["runs"], r["runs/s"], r["host_cpu_ms"], r["nodes"], r["errors"],
+               r["start_s"], r["load"]]  # fmt: skip
+        print(table(f"{title} ({args.seconds:g} s), {label}", headers, [row]))
+        return True
+
+    ok = measure("1 worker node" if cluster is not None else "the given cluster")
+    if ok and cluster is not None:
+        t = time.perf_counter()
+        cluster.add_node("c")
+        print(f"second worker node started in {time.perf_counter() - t:.1f} s")
+        measure("2 worker nodes")
+    if not runs:
+        return
+    cpu = median([r["host_cpu_ms"] for _, r in runs])
+    print(f"the host process (one event loop) relays at most ~{1000 / cpu:.0f} runs/s per core "
+          f"at {cpu:.2f} ms of its CPU per run")  # fmt: skip
+    if len(runs) == 2:
+        ratio = runs[1][1]["runs/s"] / runs[0][1]["runs/s"]
+        print(f"scaling ratio 2 nodes / 1 node: {ratio:.2f} (on {os.cpu_count()} cores shared "
+              "by the host, both nodes and their actors: docs/ray.md, capacity model)")  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="few runs (CI)")
@@ -141,9 +246,13 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=600)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--starts", type=int, default=10)
+    p.add_argument("--sessions", type=int, default=100)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--only", choices=["latency", "throughput"], help="run one part")
     args = p.parse_args()
     if args.quick:
         args.runs, args.rounds, args.starts = 60, 2, 2
+        args.sessions, args.seconds = 4, 2.0
     cluster = None
     address = args.address
     try:
@@ -154,7 +263,10 @@ def main() -> None:
             cluster.add_node("b")
             address = cluster.address
             print(f"local cluster (head + 1 node) started in {time.perf_counter() - t:.1f} s")
-        asyncio.run(main_async(args, address))
+        if args.only != "throughput":
+            asyncio.run(main_async(args, address))
+        if args.only != "latency":
+            scaling(args, address, cluster)
     finally:
         close_pools()
         if "ray" in sys.modules:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.ray
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_bench_ray_quick_prints_run_overhead_tool_calls_and_start_times(
+def test_bench_ray_quick_prints_run_overhead_tool_calls_start_times_and_throughput(
     cluster: RayCluster,
 ) -> None:
     r = subprocess.run(
@@ -30,3 +30,5 @@ def test_bench_ray_quick_prints_run_overhead_tool_calls_and_start_times(
     assert "added p50 by Ray:" in r.stdout and "(target <= 1.0 ms:" in r.stdout
     assert "run with one tool call served on the host (ms)" in r.stdout
     assert "ray (a ready actor from the pool)" in r.stdout
+    assert "throughput: 4 concurrent sessions" in r.stdout and "the given cluster" in r.stdout
+    assert "runs/s per core" in r.stdout

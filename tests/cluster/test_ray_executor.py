@@ -139,10 +139,6 @@ async def test_interrupt_stops_the_code_on_the_node_and_keeps_the_state(
         assert (await s.run("kept")).value == "yes"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not built yet: a cancelled run goes on on its node until its timeout (issue 20)",
-)
 async def test_a_cancelled_run_stops_on_the_node_and_the_next_run_keeps_the_state(
     cluster: RayCluster,
 ) -> None:

@@ -103,6 +103,26 @@ async def test_an_idle_session_expires_and_the_next_lease_says_so(started: list[
     assert result.value is False
 
 
+async def test_shared_sessions_end_here_without_telling_their_client_of_a_loss(
+    started: list[Session],
+) -> None:
+    """Replicas sharing sessions (docs/ray.md): the session lives on elsewhere, so a lease
+    after this replica let go of it carries no "expired" notice."""
+    clock = Clock()
+    manager = make_manager(started, idle_timeout=60, shared=True, clock=clock)
+    try:
+        async with manager.lease("a"):
+            pass
+        clock.now += 61
+        assert await manager.sweep() == 1
+        async with manager.lease("a") as again:
+            pass
+    finally:
+        await manager.aclose()
+    assert started[0].closed
+    assert again.new and again.notice is None
+
+
 async def test_a_session_in_use_never_expires(started: list[Session]) -> None:
     clock = Clock()
     manager = make_manager(started, idle_timeout=60, clock=clock)

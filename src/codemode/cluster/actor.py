@@ -57,6 +57,8 @@ class SessionActor:
         self._calls: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
         self._seq = 0
         self._holds: list[AbstractContextManager[None]] = []
+        self._expiry: asyncio.TimerHandle | None = None
+        self._idle_after = 0.0
 
     # -- lifecycle -----------------------------------------------------------------
     def hello(self) -> dict[str, Any]:
@@ -84,12 +86,33 @@ class SessionActor:
         if worker is not None:
             await worker.close()
 
+    def expire_after(self, seconds: float) -> None:
+        """End this actor once no run has started for ``seconds`` (a detached actor has
+        no owner whose exit would end it)."""
+        self._idle_after = seconds
+        self._touch()
+
+    def _touch(self, *, arm: bool = True) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if arm and self._idle_after > 0:
+            loop = asyncio.get_running_loop()
+            self._expiry = loop.call_later(self._idle_after, lambda: loop.create_task(self._end()))
+
+    async def _end(self) -> None:
+        import ray
+
+        await self.close()
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
     # -- runs ------------------------------------------------------------------------
     async def run(self, code: str, timeout: float) -> list[dict[str, Any]]:
         """Start a run; answers with the first events (the result, or calls to serve)."""
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
+        self._touch(arm=False)  # a run never expires: the idle time starts at its end
         asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
         return await self.poll()
 
@@ -103,6 +126,7 @@ class SessionActor:
             for cm in reversed(self._holds):
                 cm.__exit__(None, None, None)
             self._holds.clear()
+            self._touch()  # idle from the end of the run on
         self._push({"op": "done", "result": dataclasses.asdict(result)})
 
     async def poll(self) -> list[dict[str, Any]]:

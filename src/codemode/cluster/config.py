@@ -40,6 +40,12 @@ class RayConfig(BaseModel):
         description="Custom Ray resources each actor needs, to keep sessions on the nodes "
         'that offer them (e.g. {"codemode": 0.01}).',
     )
+    spread: bool = Field(
+        default=True,
+        description="Spread sessions over the nodes (Ray's SPREAD strategy); false packs "
+        "them onto as few nodes as fit (Ray's default), which a fractional CPU per actor "
+        "would make one node.",
+    )
     worker: Literal["sandbox", "subprocess"] = Field(
         default="sandbox",
         description="The worker the actor starts on its node: sandbox (bubblewrap, seccomp, "

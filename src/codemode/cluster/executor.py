@@ -48,6 +48,10 @@ EXTRA_HINT = "the ray executor needs Ray: pip install 'codemode[ray]'"
 ACTOR_OVERHEAD_MB = 150
 """What the actor's own Ray worker process holds, beside the sandboxed worker."""
 
+STOP_SLACK = 30.0
+"""Seconds past the node's interrupt grace that a cancelled run may take to end there."""
+CANCELLED_REPLY = {"type": "HostError", "message": "the run was cancelled"}
+
 _connect_lock = threading.Lock()
 
 
@@ -231,8 +235,11 @@ class RayExecutor:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
 
-    async def _launch(self) -> tuple[Any, dict[str, Any]]:
-        """Place an actor, check its versions, start its worker (retrying a dead node)."""
+    async def _launch(self, *, detached: bool = False) -> tuple[Any, dict[str, Any]]:
+        """Place an actor, check its versions, start its worker (retrying a dead node).
+
+        ``detached``: the actor outlives this process (shared sessions: any replica may
+        find it by name); it ends itself once idle (``SessionActor.expire_after``)."""
         ray = _ray()
         if not ray.is_initialized():
             await asyncio.to_thread(connect, self.config)
@@ -244,6 +251,10 @@ class RayExecutor:
             "memory": self.memory_bytes(),
             "max_restarts": 0,
         }
+        if detached:
+            options["lifetime"] = "detached"
+        if self.config.spread:
+            options["scheduling_strategy"] = "SPREAD"
         if self.config.resources:
             options["resources"] = dict(self.config.resources)
         if self.runtime_env is not None:
@@ -275,6 +286,26 @@ class RayExecutor:
 
     def _deadline(self) -> float:
         return asyncio.get_running_loop().time() + self.config.start_timeout
+
+    async def attach(self, name: str, handler: CallHandler) -> RayWorker | None:
+        """The worker of the live detached actor ``name`` (another replica may have
+        started it), or None when no such actor lives any more."""
+        ray = _ray()
+        if not ray.is_initialized():
+            await asyncio.to_thread(connect, self.config)
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, name, self.namespace)
+        except ValueError:
+            return None
+        try:
+            info = await self._call(handle.hello.remote(), "answer", self._deadline())
+            info["pid"] = await self._call(handle.pid.remote(), "answer", self._deadline())
+        except ExecutorError:
+            return None
+        if not info["pid"]:
+            return None  # its worker is gone (the actor is ending)
+        info["name"] = name
+        return RayWorker(self, handle, handler, info, detached=True)
 
     async def _call(self, ref: Any, what: str, deadline: float) -> Any:
         ray = _ray()
@@ -343,15 +374,25 @@ class RayWorker:
     """Host side of one session's actor: runs relay calls; calls come back to be served."""
 
     def __init__(
-        self, executor: RayExecutor, handle: Any, handler: CallHandler, info: dict[str, Any]
+        self,
+        executor: RayExecutor,
+        handle: Any,
+        handler: CallHandler,
+        info: dict[str, Any],
+        *,
+        detached: bool = False,
     ) -> None:
         self._ex = executor
+        self.detached = detached
+        """A shared session's actor: closing this worker leaves it to the next replica."""
         self._handle = handle
         self._handler = handler
         self.info = info
         self._dead = False
         self._running = False
         self._calls: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Task[None] | None = None
+        """A cancelled run's end on its node, awaited by ``idle``."""
         self._idle: asyncio.TimerHandle | None = None
         self._arm_idle()
 
@@ -371,21 +412,21 @@ class RayWorker:
 
     # -- runs ------------------------------------------------------------------------
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        await self.idle()
         start = time.perf_counter()
         if self._dead:
             return _lost("the session's Ray actor is gone", start)
         self._disarm_idle()
         self._running = True
         ray = _ray()
+        ref = self._handle.run.remote(code, timeout)
         try:
-            events = await self._handle.run.remote(code, timeout)
             while True:
+                events = await ref
                 for event in events:
                     op = event.get("op")
                     if op == "call":
-                        task = asyncio.get_running_loop().create_task(self._serve(event))
-                        self._calls.add(task)
-                        task.add_done_callback(self._calls.discard)
+                        self._spawn_serve(event)
                     elif op == "done":
                         result = _result(event["result"], (time.perf_counter() - start) * 1000)
                         if result.state_lost:  # the node's worker died: so does this actor
@@ -394,7 +435,12 @@ class RayWorker:
                     elif op == "failed":
                         self._end()
                         return _lost(f"the run failed on its node: {event.get('message')}", start)
-                events = await self._handle.poll.remote()
+                ref = self._handle.poll.remote()
+        except asyncio.CancelledError:
+            # The caller is gone: stop the code on its node as a timeout would (interrupt,
+            # then kill after the node's grace), without making the caller wait for it.
+            self._stop_cancelled(ref)
+            raise
         except ray.exceptions.RayActorError as exc:
             self._end()
             return _lost(f"the Ray node running this session was lost ({_why(exc)})", start)
@@ -407,9 +453,52 @@ class RayWorker:
                 task.cancel()
             self._arm_idle()
 
+    def _spawn_serve(self, event: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(event))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+
+    def _stop_cancelled(self, pending: Any) -> None:
+        """Interrupt the node's run and follow it to its end in the background: the
+        answer in flight (``pending``) and the polls after it are read, never dropped, so
+        the actor's event queue is empty again before the next run."""
+        if self._dead:
+            return
+        self._handle.interrupt.remote(True)
+        task = asyncio.get_running_loop().create_task(self._drain(pending))
+        self._stopping = task
+
+    async def _drain(self, ref: Any) -> None:
+        ray = _ray()
+        # The node kills a run that ignores the interrupt after its grace; past that (and
+        # a relay's worth of slack) the actor itself is given up, with the state.
+        bound = self._ex.interrupt_grace + STOP_SLACK
+        try:
+            async with asyncio.timeout(bound):
+                while True:
+                    for event in await ref:
+                        op = event.get("op")
+                        if op == "call":  # nobody waits for an answer any more
+                            self._refuse(event.get("id"))
+                        elif op == "failed" or (op == "done" and event["result"].get("state_lost")):
+                            self._end()
+                            return
+                        elif op == "done":
+                            return
+                    ref = self._handle.poll.remote()
+        except (TimeoutError, ray.exceptions.RayError):
+            self._end()
+
+    def _refuse(self, cid: Any) -> None:
+        with contextlib.suppress(Exception):
+            self._handle.reply.remote(cid, False, CANCELLED_REPLY)
+
     async def idle(self) -> None:
-        """Nothing to wait for on the host: a cancelled run is not stopped on its node yet
-        (it runs to its timeout there; the next run of the session waits for it)."""
+        """Wait until a cancelled run has ended on its node (bounded: see ``_drain``)."""
+        task = self._stopping
+        if task is not None:
+            await asyncio.wait([task])
+            self._stopping = None
 
     async def _serve(self, event: dict[str, Any]) -> None:
         ray = _ray()
@@ -417,6 +506,7 @@ class RayWorker:
             value = await self._handler(str(event.get("method")), event.get("params") or {})
             ok = True
         except asyncio.CancelledError:
+            self._refuse(event.get("id"))  # the run was cancelled: the code must not wait
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
@@ -456,7 +546,13 @@ class RayWorker:
             raise ExecutorError(f"the session's Ray actor did not reset: {exc}") from None
 
     async def close(self) -> None:
+        if self._stopping is not None:
+            self._stopping.cancel()
         if self._dead:
+            return
+        if self.detached:  # the session lives on: only this host lets go of it
+            self._dead = True
+            self._disarm_idle()
             return
         ray = _ray()
         with contextlib.suppress(TimeoutError, ray.exceptions.RayError):
@@ -474,7 +570,7 @@ class RayWorker:
 
     def _arm_idle(self) -> None:
         idle = self._ex.config.idle_timeout
-        if idle and not self._dead:
+        if idle and not self._dead and not self.detached:  # a detached actor times itself
             self._idle = asyncio.get_running_loop().call_later(idle, self._end)
 
     def _disarm_idle(self) -> None:

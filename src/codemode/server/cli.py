@@ -372,10 +372,12 @@ async def open_served(
         opts.executor, workspace, chosen=opts.executor_chosen, pool_size=opts.pool_size
     )
 
+    shared = _shared_sessions(opts, workspace, executor)
     context = server_context(
         workspace,
         executor,
         memory=memory,
+        shared=shared,
         run_timeout=run_timeout,
         idle_timeout=opts.idle_timeout,
         max_sessions=opts.max_sessions,
@@ -399,10 +401,35 @@ async def open_served(
             if aclose is not None:
                 with anyio.move_on_after(10):
                     await aclose()
+            if shared is not None:
+                await shared.directory.aclose()
         finally:
             close_pools()
 
     return Served(server, context, close_rest)
+
+
+def _shared_sessions(opts: ServeOptions, workspace: Workspace, executor: Executor) -> Any:
+    """With the ray executor and Redis storage over HTTP, sessions are shared by every
+    replica (``codemode.server.replicas``); otherwise None."""
+    from codemode.cluster.executor import RayExecutor
+
+    settings = workspace.settings
+    if not isinstance(executor, RayExecutor) or opts.transport != "http":
+        return None
+    if settings.storage != "redis" or not settings.redis_url:
+        return None
+    from codemode.cluster.directory import SessionDirectory
+    from codemode.cluster.shared import SharedSessions
+
+    # Shared sessions start detached actors of their own: actors this replica owns and
+    # keeps ready would never be used.
+    executor.pool_size = 0
+    executor.close()
+    ttl = executor.config.idle_timeout or opts.idle_timeout or 1800.0
+    directory = SessionDirectory(settings.redis_url, tenant=settings.tenant, ttl=ttl)
+    _say("sessions are shared with other replicas (ray executor, Redis storage)")
+    return SharedSessions(executor, directory)
 
 
 async def run_server(opts: ServeOptions) -> None:

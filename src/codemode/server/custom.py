@@ -142,11 +142,14 @@ def server_context(
     run_timeout: float,
     idle_timeout: float | None,
     max_sessions: int,
+    shared: Any = None,
     **admission: Any,
 ) -> ServerContext:
     """What every tool of one server shares: the workspace's registry and memory, and a
     session manager opening one session per client (run hooks of every capability).
-    ``admission``: the session manager's reclaim and queue settings (``codemode serve``)."""
+    ``admission``: the session manager's reclaim and queue settings (``codemode serve``).
+    ``shared`` (``codemode.cluster.shared.SharedSessions``): keyed sessions live in
+    detached Ray actors that every replica finds (stateless replicas)."""
     from ..assembly import configure_session
     from ..context import CallContext
     from ..output import DEFAULT_LIMIT
@@ -159,7 +162,7 @@ def server_context(
 
     async def new_session(key: str | None) -> Session:
         session = Session(
-            executor,
+            shared.for_key(key) if shared is not None and key is not None else executor,
             tools=registry,
             memory=memory,
             default_timeout=run_timeout,
@@ -170,9 +173,13 @@ def server_context(
         return session
 
     sessions = SessionManager(
-        new_session, idle_timeout=idle_timeout, max_sessions=max_sessions, **admission
+        new_session,
+        idle_timeout=idle_timeout,
+        max_sessions=max_sessions,
+        shared=shared is not None,
+        **admission,
     )
-    return ServerContext(
+    context = ServerContext(
         sessions,
         base=workspace.path,
         tools=registry,
@@ -182,6 +189,9 @@ def server_context(
         run_timeout=run_timeout,
         output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
+    if shared is not None:
+        context.extras["shared_sessions"] = shared
+    return context
 
 
 def _settings(config: Settings | Config | Mapping[str, Any] | None) -> dict[str, Any]:

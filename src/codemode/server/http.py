@@ -377,6 +377,13 @@ def build_http_app(
             open_paths.add(ep.path)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.graceful_stop = stop
+    shared = context.extras.get("shared_sessions")
+    if shared is not None:  # stateless replicas: adopt the sessions others opened
+        from .replicas import SessionAdoption
+
+        app.add_middleware(
+            SessionAdoption, manager=server.session_manager, shared=shared, path=MCP_PATH
+        )
     app.add_middleware(ClientWatch, sessions=sessions, traffic=traffic, path=MCP_PATH)
     app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
     app.add_middleware(HealthCheck, sessions=sessions, calls=context.calls)

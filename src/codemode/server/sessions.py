@@ -162,6 +162,7 @@ class SessionManager:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
         start_concurrency: int = DEFAULT_START_CONCURRENCY,
+        shared: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("reclaim_after", reclaim_after)):
@@ -174,6 +175,9 @@ class SessionManager:
         if start_concurrency < 1:
             raise ValueError("start_concurrency must be at least 1")
         self._factory = factory
+        self.shared = shared
+        """Sessions outlive this manager (``serve`` replicas sharing them): ending an entry
+        only lets go of it here, so its client's next call is told of no loss."""
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self.reclaim_after = reclaim_after
@@ -477,7 +481,7 @@ class SessionManager:
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
             self._free_slot()
-        if notice is not None:
+        if notice is not None and not self.shared:
             self._expired[entry.key] = notice
             while len(self._expired) > _REMEMBER_EXPIRED:
                 self._expired.popitem(last=False)

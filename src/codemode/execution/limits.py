@@ -214,6 +214,17 @@ def background_cpu_group(support: CgroupSupport) -> str | None:
 _made: set[str] = set()
 
 
+def release_background_groups() -> None:
+    """Remove the background cpu group once no worker is left in it, so a stopped server
+    leaves no cgroup behind; another server still using it keeps it (rmdir fails busy)."""
+    for path in list(_made):
+        try:
+            os.rmdir(path)
+        except OSError:
+            continue
+        _made.discard(path)
+
+
 def _rlimit_value(res: int, wanted: int) -> int:
     """Never ask for more than the current hard limit (raising it would fail)."""
     _, hard = resource.getrlimit(res)

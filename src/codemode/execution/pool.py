@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 
+from .limits import release_background_groups
 from .spawn import Spawned, reap_later, refills, starts
 
 
@@ -147,6 +148,7 @@ def close_pools() -> None:
         _pools.clear()
     for pool in pools:
         pool.close()
+    release_background_groups()
 
 
 atexit.register(close_pools)

@@ -19,6 +19,8 @@ import pytest
 from mcp import Client
 from mcp.client import ClientSession
 from mcp.server import MCPServer
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from packaging.requirements import Requirement
 
@@ -30,7 +32,15 @@ SDK_MODULES = [
     *(REPO / "src/codemode/server").glob("*.py"),
 ]
 
-PRIVATE_HOOKS = {"server._lowlevel_server"}
+PRIVATE_HOOKS = {
+    "server._lowlevel_server",
+    # server/replicas.py: adopting a session another serve replica issued
+    "manager._server_instances",
+    "self._manager._server_instances",
+    "manager._task_group",
+    "manager._lifespan_state",
+    "manager._discard_session",
+}
 """Private attributes of SDK objects that codemode touches (each has a test below)."""
 
 
@@ -103,3 +113,34 @@ async def test_call_tool_validates_results_through_the_sessions_attribute() -> N
         setattr(client.session, "validate_tool_result", recorder)  # noqa: B010
         await client.call_tool("count", {})
     assert seen == ["count"]
+
+
+@pytest.mark.anyio
+async def test_the_session_manager_takes_a_session_adopted_from_another_replica() -> None:
+    """server/replicas.py registers a transport under an id another replica issued, runs
+    its server in the manager's task group with its lifespan state, and drops it with
+    ``_discard_session`` (after which the id is unknown again: 404)."""
+    server: MCPServer[Any] = MCPServer("contract")
+    manager = StreamableHTTPSessionManager(app=server._lowlevel_server)
+    assert manager._server_instances == {}
+    assert manager._task_group is None
+    assert inspect.iscoroutinefunction(manager._discard_session)
+    assert list(inspect.signature(manager._discard_session).parameters) == [
+        "session_id",
+        "transport",
+    ]
+    async with manager.run():
+        assert manager._task_group is not None
+        assert hasattr(manager, "_lifespan_state")
+        transport = StreamableHTTPServerTransport(mcp_session_id="adopted")
+        manager._server_instances["adopted"] = transport
+        started: list[str] = []
+
+        async def run_server(*, task_status: Any) -> None:
+            started.append("adopted")
+            task_status.started()
+
+        await manager._task_group.start(run_server)
+        await manager._discard_session("adopted", transport)
+        assert started == ["adopted"]
+        assert "adopted" not in manager._server_instances

@@ -16,7 +16,6 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import (
@@ -35,6 +34,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
+from .tally import Tally, TallyCollector, ToolSeries
 
 MEMORY_BUCKETS = tuple(float(2**i * 1024 * 1024) for i in range(4, 14))  # 16 MiB .. 8 GiB
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -73,16 +73,6 @@ def is_memory_method(method: str) -> bool:
     return method.startswith(MEMORY_AREAS)
 
 
-@dataclass(slots=True)
-class _ToolSeries:
-    server: str
-    tool: str
-    seconds: Any
-    sent: Any
-    received: Any
-    calls: dict[str, Any]  # outcome -> counter child
-
-
 class Metrics:
     """The ``codemode_*`` metrics of one process (or one test)."""
 
@@ -91,69 +81,16 @@ class Metrics:
         if process:
             ProcessCollector(registry=self.registry)
         r = self.registry
+        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS)
+        r.register(TallyCollector(self.tally, BYTES_PER_TOKEN))
         self.tool_labels = Capped(max_tool_labels)
         self._budgets = Capped(64)
 
-        self.runs = Counter("codemode_runs", "Runs by outcome.", ["outcome"], registry=r)
         self.run_errors = Counter(
             "codemode_run_errors",
             "Runs that ended in an error, by error type (Python's and codemode's; others "
             "are _other).",
             ["error_type"],
-            registry=r,
-        )
-        self.run_seconds = Histogram(
-            "codemode_run_duration_seconds",
-            "Wall time of a run, its hooks included.",
-            buckets=RUN_BUCKETS,
-            registry=r,
-        )
-        self.run_cpu = Histogram(
-            "codemode_run_cpu_seconds",
-            "CPU time the worker spent on a run (all its threads; rusage).",
-            buckets=RUN_BUCKETS,
-            registry=r,
-        )
-        self.run_memory = Histogram(
-            "codemode_worker_peak_memory_bytes",
-            "The worker's peak resident memory at the end of each run (rusage).",
-            buckets=MEMORY_BUCKETS,
-            registry=r,
-        )
-        self.runs_active = Gauge("codemode_runs_in_progress", "Runs now running.", registry=r)
-        self.output_bytes = Counter(
-            "codemode_run_output_bytes",
-            "Bytes runs returned to the model (stdout, stderr, value or error text).",
-            registry=r,
-        )
-        self.output_tokens = Counter(
-            "codemode_run_output_tokens_estimated",
-            f"Estimated tokens runs returned to the model (bytes / {BYTES_PER_TOKEN}).",
-            registry=r,
-        )
-        self.tool_calls = Counter(
-            "codemode_tool_calls",
-            "Tool calls by server, tool and outcome.",
-            ["server", "tool", "outcome"],
-            registry=r,
-        )
-        self.tool_seconds = Histogram(
-            "codemode_tool_call_duration_seconds",
-            "Wall time of a tool call, the layers inside observe included.",
-            ["server", "tool"],
-            buckets=TOOL_BUCKETS,
-            registry=r,
-        )
-        self.tool_sent = Counter(
-            "codemode_tool_call_sent_bytes",
-            "Bytes of arguments sent to tools (JSON, UTF-8).",
-            ["server", "tool"],
-            registry=r,
-        )
-        self.tool_received = Counter(
-            "codemode_tool_call_received_bytes",
-            "Bytes of results tools returned into the sandbox (JSON, UTF-8).",
-            ["server", "tool"],
             registry=r,
         )
         self.denials = Counter(
@@ -214,16 +151,6 @@ class Metrics:
             buckets=TOOL_BUCKETS,
             registry=r,
         )
-        self.context_tool_bytes = Counter(
-            "codemode_context_tool_bytes",
-            "Bytes tools returned into runs that called tools.",
-            registry=r,
-        )
-        self.context_model_bytes = Counter(
-            "codemode_context_model_bytes",
-            "Bytes those same runs returned to the model.",
-            registry=r,
-        )
         self.context_ratio = Gauge(
             "codemode_context_efficiency_ratio",
             "Share of the bytes tools returned that stayed in the sandbox (1 - model/tool "
@@ -232,11 +159,9 @@ class Metrics:
         )
         self.context_ratio.set_function(self._ratio)
         self._run_bytes: dict[str, int] = {}
-        self._context = (0, 0)  # tool bytes, model bytes (read together by the gauge)
         self._gauges: dict[str, Gauge] = {}
-        self._series: dict[tuple[str, str], _ToolSeries] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self._lock = threading.Lock()
+        self._lock = self.tally.lock
         self.gauge_function(
             "codemode_pool_ready_workers",
             "Pre-started workers waiting in the warm pools.",
@@ -264,58 +189,54 @@ class Metrics:
         gauge.set_function(fn)
 
     def _ratio(self) -> float:
-        tool, model = self._context
+        with self._lock:
+            tool, model = self.tally.context_tool, self.tally.context_model
         return max(0.0, 1.0 - model / tool) if tool > 0 else 0.0
 
     # -- the tool-call layer (stage "observe") ---------------------------------------
     async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        series = self._series.get((call.server, call.tool))
+        tally = self.tally
+        series = tally.series.get((call.server, call.tool))
         if series is None:
             series = self._tool_series(call.server, call.tool)
         start = time.perf_counter()
-        outcome = "error"
         try:
             result = await call_next(call)
-            outcome = "ok"
         except BaseException as exc:
-            outcome = self._tool_failure(exc)
+            elapsed = time.perf_counter() - start
+            self._count_call(series, self._tool_failure(exc), elapsed, args_bytes(call), 0, None)
             raise
-        finally:
-            series.seconds.observe(time.perf_counter() - start)
-            calls = series.calls.get(outcome)
-            if calls is None:
-                calls = series.calls[outcome] = self.tool_calls.labels(
-                    series.server, series.tool, outcome
-                )
-            calls.inc()
-            series.sent.inc(args_bytes(call))
+        elapsed = time.perf_counter() - start
         received = result_bytes(call, result)
-        series.received.inc(received)
-        run_id = call.context.run_id
-        if run_id is not None and run_id in self._run_bytes:
-            with self._lock:
-                if run_id in self._run_bytes:
-                    self._run_bytes[run_id] += received
+        self._count_call(series, "ok", elapsed, args_bytes(call), received, call.context.run_id)
         return result
 
-    def _tool_series(self, server: str, tool: str) -> _ToolSeries:
-        """The labelled children of one server/tool pair (``_other`` past the cap), kept so
-        a call does not look them up again."""
+    def _count_call(
+        self,
+        series: ToolSeries,
+        outcome: str,
+        seconds: float,
+        sent: int,
+        received: int,
+        run_id: str | None,
+    ) -> None:
+        with self.tally.lock:
+            series.seconds.observe(seconds)
+            series.calls[outcome] = series.calls.get(outcome, 0) + 1
+            series.sent += sent
+            series.received += received
+            if run_id is not None and run_id in self._run_bytes:
+                self._run_bytes[run_id] += received
+
+    def _tool_series(self, server: str, tool: str) -> ToolSeries:
+        """The tallies of one server/tool pair (``_other`` past the cap), kept so a call
+        does not look them up again."""
         if not self.tool_labels.admit((server, tool)):
-            got = self._series.get((OTHER, OTHER))
-            if got is not None:
-                return got
             server = tool = OTHER
-        series = _ToolSeries(
-            server,
-            tool,
-            self.tool_seconds.labels(server, tool),
-            self.tool_sent.labels(server, tool),
-            self.tool_received.labels(server, tool),
-            {},
-        )
         with self._lock:
-            self._series[(server, tool)] = series
+            series = self.tally.series.get((server, tool))
+            if series is None:
+                series = self.tally.series[(server, tool)] = ToolSeries(server, tool, TOOL_BUCKETS)
         return series
 
     def _tool_failure(self, exc: BaseException) -> str:
@@ -350,10 +271,6 @@ class Metrics:
             self._bound(self.memory_ops, method, outcome).inc()
 
     # -- the run hook (stage "observe") ----------------------------------------------
-    def _run_counter(self, outcome: str) -> Any:
-        """The ``codemode_runs_total`` child of ``outcome``."""
-        return self._bound(self.runs, outcome)
-
     def _bound(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, looked up once: ``labels()`` takes a lock and
         builds its key at each call. Only for label values of a bounded set."""
@@ -365,42 +282,46 @@ class Metrics:
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         run_id = event.context.run_id
-        if run_id is not None:
-            with self._lock:
+        tally = self.tally
+        with self._lock:
+            tally.active += 1
+            if run_id is not None:
                 self._run_bytes[run_id] = 0
-        self.runs_active.inc()
         start = time.perf_counter()
         try:
             result = await call_next(event)
         except BaseException as exc:
+            elapsed = time.perf_counter() - start
             cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-            self._run_counter("cancelled" if cancelled else "refused").inc()
+            self._end_run("cancelled" if cancelled else "refused", elapsed, run_id, None)
             if not cancelled:
                 self.run_errors.labels(error_type(type(exc).__name__)).inc()
             raise
-        finally:
-            self.run_seconds.observe(time.perf_counter() - start)
-            self.runs_active.dec()
-            if run_id is not None:
-                with self._lock:
-                    tool_bytes = self._run_bytes.pop(run_id, 0)
-        self._run_counter(run_outcome(result)).inc()
+        self._end_run(run_outcome(result), time.perf_counter() - start, run_id, result)
         if result.error is not None:
-            self.run_errors.labels(error_type(result.error.type)).inc()
-        if result.cpu_seconds is not None:
-            self.run_cpu.observe(result.cpu_seconds)
-        if result.peak_memory_bytes is not None:
-            self.run_memory.observe(result.peak_memory_bytes)
-        out = output_size(result)
-        self.output_bytes.inc(out)
-        self.output_tokens.inc(out / BYTES_PER_TOKEN)
-        if tool_bytes > 0:
-            self.context_tool_bytes.inc(tool_bytes)
-            self.context_model_bytes.inc(out)
-            with self._lock:
-                tool, model = self._context
-                self._context = (tool + tool_bytes, model + out)
+            self._bound(self.run_errors, error_type(result.error.type)).inc()
         return result
+
+    def _end_run(
+        self, outcome: str, seconds: float, run_id: str | None, result: ExecutionResult | None
+    ) -> None:
+        out = 0 if result is None else output_size(result)
+        tally = self.tally
+        with self._lock:
+            tally.active -= 1
+            tally.run_seconds.observe(seconds)
+            tally.runs[outcome] = tally.runs.get(outcome, 0) + 1
+            tool_bytes = 0 if run_id is None else self._run_bytes.pop(run_id, 0)
+            if result is None:
+                return
+            if result.cpu_seconds is not None:
+                tally.run_cpu.observe(result.cpu_seconds)
+            if result.peak_memory_bytes is not None:
+                tally.run_memory.observe(result.peak_memory_bytes)
+            tally.output_bytes += out
+            if tool_bytes > 0:
+                tally.context_tool += tool_bytes
+                tally.context_model += out
 
 
 def run_outcome(result: ExecutionResult) -> str:
@@ -418,6 +339,8 @@ _PLAIN = json.JSONEncoder(default=str, ensure_ascii=False)
 
 def size_of(value: Any) -> int:
     """Bytes of ``value`` as JSON in UTF-8 (bytes and strings as themselves)."""
+    if type(value) is str:  # the common case first: one type check
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
     if value is None:
         return 0
     if isinstance(value, bytes | bytearray | memoryview):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..chain import NextRun, RunEvent
-from ..context import current_context
+from ..context import CallContext, current_context
 from ..errors import ConfigError
 from ..hostapi import for_methods
 from ..result import ExecutionResult
@@ -121,7 +121,9 @@ class _Run:
     call outside any run, whose own span is live."""
 
     span: Span
-    attrs: dict[str, Any] = field(default_factory=dict)
+    facts: tuple[str, float, CallContext, ExecutionResult | None] | None = None
+    """Code, timeout, context and result of a finished run (all immutable): the emitter
+    turns them into the span's attributes, off the run's critical path."""
     code: str = ""
     end: int = 0
     error: str | None = None
@@ -190,7 +192,7 @@ class Tracing:
             return result
         finally:
             run.end = _now()
-            run.attrs = _run_attrs(event, result)
+            run.facts = (event.code, event.timeout, event.context, result)
             self._context.detach(token)
             if run_id:
                 self._runs.pop(run_id, None)
@@ -324,7 +326,7 @@ class Tracing:
             attrs = run.op.attributes()
             error = run.op.error
         else:
-            attrs = run.attrs
+            attrs = _run_attrs(*run.facts) if run.facts is not None else {}
             attrs["codemode.code.sha256"] = digest(run.code)
             error = run.error
         span.set_attributes(attrs)
@@ -354,15 +356,16 @@ class Tracing:
         span.set_status(self._error_status)
 
 
-def _run_attrs(event: RunEvent, result: ExecutionResult | None) -> dict[str, Any]:
+def _run_attrs(
+    code: str, timeout: float, ctx: CallContext, result: ExecutionResult | None
+) -> dict[str, Any]:
     """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
-    ctx = event.context
     attrs: dict[str, Any] = {
         "codemode.run.id": ctx.run_id or "",
         "codemode.session.id": ctx.session_id or "",
         "codemode.tenant": ctx.tenant,
-        "codemode.code.bytes": size_of(event.code),
-        "codemode.run.timeout_s": event.timeout,
+        "codemode.code.bytes": size_of(code),
+        "codemode.run.timeout_s": timeout,
     }
     if result is None:
         return attrs

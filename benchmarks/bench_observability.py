@@ -2,8 +2,9 @@
 latency of live output from ``print`` in the worker to the listener / MCP client.
 
 Overhead: sessions on real subprocess workers, one per configuration (layers off;
-metrics; tracing; metrics and tracing; the same with 10 % of traces sampled; all of it
-plus the web console's run log), run the same cell in turn, in the same process, so drift
+metrics; tracing; metrics and tracing; the same with 10 % of traces sampled; the same
+without passing the trace on to upstream servers; all of it plus the web console's run
+log), run the same cell in turn, in the same process, so drift
 of the machine hits all alike; each round rotates which goes first. The "off" session is
 the same code path with no layer added. Two tools:
 
@@ -71,7 +72,7 @@ def lookup(customer_id: int) -> dict[str, Any]:
     return {"id": customer_id, "name": f"customer {customer_id}", "tier": "gold"}
 
 
-def tracer(ratio: float = 1.0) -> Tracing:
+def tracer(ratio: float = 1.0, *, propagate: bool = True) -> Tracing:
     """Tracing as ``codemode serve`` sets it up (batch processor, parent-based ratio
     sampler) with an exporter that drops the spans."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -88,7 +89,7 @@ def tracer(ratio: float = 1.0) -> Tracing:
 
     provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(Drop()))
-    return Tracing(provider)
+    return Tracing(provider, propagate=propagate)
 
 
 CONFIGS: dict[str, Callable[[], list[Any]]] = {
@@ -97,6 +98,7 @@ CONFIGS: dict[str, Callable[[], list[Any]]] = {
     "tracing": lambda: [tracer()],
     "metrics+tracing": lambda: [Metrics(), tracer()],
     "metrics+tracing 10% sampled": lambda: [Metrics(), tracer(0.1)],
+    "metrics+tracing, no propagation": lambda: [Metrics(), tracer(propagate=False)],
     "all (+console run log)": lambda: [Metrics(), tracer(), RunLog()],
 }
 

@@ -295,6 +295,16 @@ def test_the_sample_ratio_is_a_checked_setting_that_reaches_the_sampler() -> Non
     assert always.start_span("run").is_recording()  # never ended: never exported
 
 
+def test_the_propagation_setting_reaches_the_tracing_layers() -> None:
+    from codemode.observability.capability import _tracing
+
+    on = ObservabilityConfig(tracing="console", service_name="codemode-test")
+    off = ObservabilityConfig(
+        tracing="console", service_name="codemode-test", trace_propagation=False
+    )
+    assert _tracing(on).propagate and not _tracing(off).propagate
+
+
 async def test_the_emitter_thread_ends_with_its_tracing(exporter: InMemorySpanExporter) -> None:
     tracing, provider = sampled_tracing(1.0, exporter)
     s = await traced_session(tracing)
@@ -327,6 +337,25 @@ async def test_a_tool_call_runs_in_its_runs_trace_so_upstream_requests_carry_it(
         seen = (await s.run("tools.probe.current_trace()")).value
     run = by_name(finished(tracing, exporter))["codemode.run"]
     assert seen == format(run.context.trace_id, "032x")
+
+
+async def test_without_propagation_a_tool_call_runs_outside_its_runs_trace(
+    exporter: InMemorySpanExporter,
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider, propagate=False)
+    reg = ToolRegistry()
+    reg.register(current_trace, server="probe")
+    reg.use(tracing.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(tracing.run_hook, "observe")
+    async with s:
+        seen = (await s.run("tools.probe.current_trace()")).value
+    spans = by_name(finished(tracing, exporter))
+    tracing.close()
+    assert seen == "0" * 32  # no span current: an MCP client sends no traceparent
+    assert spans["execute_tool probe.current_trace"].parent is not None  # still a child
 
 
 async def test_runs_after_close_are_still_traced(

@@ -53,7 +53,7 @@ def _host_layers(config: ObservabilityConfig) -> Iterator[HostLayer]:
         yield _tracing(config).host_layer
 
 
-_tracers: dict[tuple[str, str, str | None, float], Tracing] = {}
+_tracers: dict[tuple[tuple[str, str, str | None, float], bool], Tracing] = {}
 
 
 def _tracing(config: ObservabilityConfig) -> Tracing:
@@ -61,10 +61,12 @@ def _tracing(config: ObservabilityConfig) -> Tracing:
     from .tracing import Tracing, exporting_provider
 
     key = (config.tracing, config.service_name, config.otlp_endpoint, config.trace_sample_ratio)
-    got = _tracers.get(key)
+    got = _tracers.get((key, config.trace_propagation))
     if got is None:
         provider = exporting_provider(*key)
-        got = _tracers[key] = Tracing(provider)
+        got = _tracers[(key, config.trace_propagation)] = Tracing(
+            provider, propagate=config.trace_propagation
+        )
     return got
 
 

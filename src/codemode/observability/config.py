@@ -52,6 +52,14 @@ class ObservabilityConfig(BaseModel):
             "Unsampled runs cost the tracing layers one lookup per call."
         ),
     )
+    trace_propagation: bool = Field(
+        default=True,
+        description=(
+            "Pass a run's trace on to upstream MCP servers (traceparent in each tool "
+            "request's _meta), so their spans join it. Off saves the per-call cost of "
+            "writing and reading it; codemode's own spans are unchanged."
+        ),
+    )
     service_name: str = Field(
         default="codemode", min_length=1, description="service.name of the spans."
     )

@@ -139,7 +139,7 @@ _UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
 class Tracing:
     """The run hook, tool-call layer and host layer that make spans (stage ``observe``)."""
 
-    def __init__(self, provider: TracerProvider | None = None) -> None:
+    def __init__(self, provider: TracerProvider | None = None, *, propagate: bool = True) -> None:
         trace = _otel()
         from opentelemetry import context as otel_context
         from opentelemetry.trace import Status, StatusCode
@@ -152,6 +152,10 @@ class Tracing:
             provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
         )
         self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
+        self.propagate = propagate
+        """Whether a tool call runs with its run's span current, so the MCP SDK passes the
+        trace on to upstream servers in the request's ``_meta`` (about 20 µs of the loop's
+        CPU per upstream call, and the upstream server's work to read it)."""
         self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -210,7 +214,7 @@ class Tracing:
             return await call_next(call)
         # The run's span is current during the call (calls are served on tasks of their
         # own), so an upstream MCP client passes the run's trace on in the request _meta.
-        token = self._context.attach(run.context)
+        token = self._context.attach(run.context) if self.propagate else None
         try:
             result = await call_next(call)
         except BaseException as exc:
@@ -220,7 +224,8 @@ class Tracing:
             op.result_bytes = result_bytes(call, result)
             return result
         finally:
-            self._context.detach(token)
+            if token is not None:
+                self._context.detach(token)
             self._done(run, op)
 
     # -- memory operations (a host layer) --------------------------------------------

@@ -4,8 +4,8 @@ latency of live output from ``print`` in the worker to the listener / MCP client
 Overhead: sessions on real subprocess workers, one per configuration (layers off;
 metrics; tracing; metrics and tracing; the same with 10 % of traces sampled; the same
 without passing the trace on to upstream servers; all of it plus the web console's run
-log), run the same cell in turn, in the same process, so drift
-of the machine hits all alike; each round rotates which goes first. The "off" session is
+log), run the same cell in turn, in the same process, so drift of the machine hits all
+alike; each round rotates which goes first. The "off" session is
 the same code path with no layer added. Two tools:
 
 - ``upstream``: a real MCP server over stdio (``tests/fixtures/servers/edge_server.py``,

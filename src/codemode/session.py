@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
 from .context import CallContext, current_context
-from .errors import CheckpointError, ConfigError, SessionClosed, StorageError
+from .errors import CheckpointError, ConfigError, SessionClosed
 from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
 from .live import METHOD as OUTPUT_METHOD
@@ -27,7 +27,8 @@ from .live import handler as output_handler
 from .result import ExecutionResult
 
 if TYPE_CHECKING:
-    from .checkpoint.store import CheckpointInfo, Checkpoints, Exchange
+    from .checkpoint.runner import SessionCheckpoints
+    from .checkpoint.store import CheckpointInfo, Checkpoints
     from .memory.core import Memory
     from .storage.base import Storage
     from .tools.registry import ToolRegistry
@@ -116,9 +117,8 @@ class Session:
         self._run_warnings: list[str] = []
         self.checkpoints: Checkpoints | None = None
         """Where this session's variables are saved (``codemode.checkpoint``), or None."""
-        self._exchange: Exchange | None = None
+        self._checkpointing: SessionCheckpoints | None = None
         self._restore_note: str | None = None
-        self._skipped_shown: dict[str, str] = {}
         if checkpoints is not None:
             self.use_checkpoints(checkpoints)
 
@@ -200,8 +200,8 @@ class Session:
             await self.memory.prepare(install_deps=True)  # the workspace's configured deps
         if self._worker is None or not self._worker.alive:
             self._worker = await self.executor.start(self._dispatch)
-            if self.checkpoints is not None:
-                self._restore_note = await self._restore_fresh()
+            if self._checkpointing is not None:
+                self._restore_note = await self._checkpointing.restore_fresh(self._worker)
 
     async def __aenter__(self) -> Session:
         await self.start()
@@ -328,99 +328,53 @@ class Session:
                 )
             elif note is not None:
                 result = _with_warning(result, f"this session was resumed: {note}")
-            if not result.state_lost and self.checkpoints is not None and self.checkpoints.auto:
-                result = await self._auto_checkpoint(result)
+            if self._checkpointing is not None and self._worker is not None:
+                warning = await self._checkpointing.after_run(self._worker, result)
+                if warning is not None:
+                    result = _with_warning(result, warning)
             return result
 
-    # -- checkpoints -----------------------------------------------------------------
+    # -- checkpoints (codemode.checkpoint) --------------------------------------------
     def use_checkpoints(self, checkpoints: Checkpoints) -> None:
         """Save this session's variables to ``checkpoints`` (and restore them from it)."""
-        from .checkpoint.store import CHECKPOINT_METHODS, Exchange
+        from .checkpoint.runner import SessionCheckpoints
 
         self.checkpoints = checkpoints
-        self._exchange = Exchange(checkpoints)
-        CHECKPOINT_METHODS.install(self.host, self._exchange)
+        self._checkpointing = SessionCheckpoints(checkpoints, self.host)
 
-    def _need_checkpoints(self) -> tuple[Checkpoints, Exchange]:
-        if self.checkpoints is None or self._exchange is None:
+    def _need_checkpoints(self) -> SessionCheckpoints:
+        if self._checkpointing is None:
             raise ConfigError(
                 "this session has no checkpoint storage: pass checkpoints=Checkpoints(...) "
                 "or set checkpoint.auto in the workspace config"
             )
-        return self.checkpoints, self._exchange
+        return self._checkpointing
 
     async def checkpoint(self) -> CheckpointInfo:
         """Save the variables now; the result lists the names that could not be saved."""
-        self._need_checkpoints()
+        checkpointing = self._need_checkpoints()
         async with self._lock:
             if self._worker is not None:
                 await self._worker.idle()
             await self.start()
-            return await self._save()
+            assert self._worker is not None
+            return await checkpointing.save(self._worker)
 
     async def restore(self) -> CheckpointInfo:
         """Replace the variables with those of the stored checkpoint."""
-        store, _ = self._need_checkpoints()
+        checkpointing = self._need_checkpoints()
         async with self._lock:
             if self._worker is not None:
                 await self._worker.idle()
             await self.start()
             self._restore_note = None
-            info = await self._load()
+            assert self._worker is not None
+            info = await checkpointing.load(self._worker)
             if info is None:
-                raise CheckpointError(f"no checkpoint is stored for this session ({store.name})")
+                raise CheckpointError(
+                    f"no checkpoint is stored for this session ({checkpointing.store.name})"
+                )
             return info
-
-    async def _save(self) -> CheckpointInfo:
-        store, exchange = self._need_checkpoints()
-        assert self._worker is not None
-        exchange.saved = None
-        code = f"__import__({_CKPT!r}, fromlist=['_']).save_to_host(globals(), {store.max_bytes})"
-        result = await self._worker.run(code, store.timeout)
-        if result.state_lost:
-            raise CheckpointError(f"the worker was lost while saving a checkpoint: {result.error}")
-        if result.error is not None or exchange.saved is None:
-            raise CheckpointError(f"the checkpoint was not saved: {result.error}")
-        return exchange.saved
-
-    async def _load(self) -> CheckpointInfo | None:
-        store, exchange = self._need_checkpoints()
-        assert self._worker is not None
-        info = await store.info()
-        if info is None:
-            return None
-        exchange.restored = None
-        code = f"__import__({_CKPT!r}, fromlist=['_']).restore_from_host(globals())"
-        result = await self._worker.run(code, store.timeout)
-        if result.error is not None or exchange.restored is None:
-            raise CheckpointError(f"the checkpoint {store.name} was not restored: {result.error}")
-        return info
-
-    async def _restore_fresh(self) -> str | None:
-        """Restore the checkpoint into a worker just started; what to tell the user."""
-        try:
-            info = await self._load()
-        except (CheckpointError, StorageError) as exc:
-            return f"its checkpoint could not be restored ({exc}); the interpreter starts empty"
-        if info is None:
-            return None
-        return (
-            f"{info.count} variables were restored from the checkpoint of the last "
-            f"completed run{_skipped_text(info.skipped)}"
-        )
-
-    async def _auto_checkpoint(self, result: ExecutionResult) -> ExecutionResult:
-        try:
-            info = await self._save()
-        except (CheckpointError, StorageError) as exc:
-            return _with_warning(result, f"the variables were not checkpointed: {exc}")
-        if info.skipped and info.skipped != self._skipped_shown:
-            self._skipped_shown = dict(info.skipped)
-            return _with_warning(
-                result, f"not in the checkpoint (a crash would lose them): {_reasons(info.skipped)}"
-            )
-        self._skipped_shown = dict(info.skipped)
-        return result
 
     def interrupt(self, *, force: bool = False, kill_stuck: bool = True) -> bool:
         """Stop the running code as Ctrl-C would: it gets KeyboardInterrupt, its run
@@ -451,19 +405,6 @@ class Session:
                 await self.start()
                 return
             await self._worker.reset()
-
-
-_CKPT = "codemode_worker.checkpoint"
-
-
-def _reasons(skipped: Mapping[str, str], limit: int = 10) -> str:
-    shown = [f"{name} ({why})" for name, why in list(skipped.items())[:limit]]
-    more = len(skipped) - limit
-    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
-
-
-def _skipped_text(skipped: Mapping[str, str]) -> str:
-    return f"; not saved, so not restored: {', '.join(skipped)}" if skipped else ""
 
 
 def _with_warning(result: ExecutionResult, *warnings: str) -> ExecutionResult:

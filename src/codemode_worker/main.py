@@ -14,6 +14,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -45,17 +46,28 @@ def _apply_limits(config: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+RESEND = 0.02
+"""Seconds between SIGINTs for a run whose handler has not run yet (see ``_Gate``)."""
+
+
 class _Gate:
     """Interrupts reach only the run they name, never a later run or a reply in progress.
 
     The host names the run (``i<id>\\n`` on the control pipe): an interrupt for a run that
     has not started yet (cancelled while its frame was in flight) stops it before it starts.
+
+    A SIGINT can be taken by the C-level handler and still never reach the Python one: on
+    CPython 3.11 another thread taking the GIL can clear the main thread's pending-signal
+    check, and a main thread that then enters a blocking call (``time.sleep``) sleeps
+    through it. So the SIGINT is sent again until its handler has run for that run; once
+    it has, the run got its one KeyboardInterrupt (as one Ctrl-C gives), and no more.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.running: int | None = None
         self.interrupted = 0  # the highest run id the host interrupted
+        self.raised = 0  # the last run id the handler raised KeyboardInterrupt in
 
     def start(self, run_id: int) -> bool:
         with self.lock:
@@ -70,23 +82,38 @@ class _Gate:
 
     def on_sigint(self, signum: int, frame: Any) -> None:
         """SIGINT's handler: Python runs it in the main thread at a safe point, which can be
-        just after the run ended; then it is dropped instead of breaking the reply."""
-        if self.running is not None:
+        just after the run ended; then it is dropped instead of breaking the reply.
+        Lock-free: it may run while the main thread holds ``lock`` (in ``start``)."""
+        running = self.running
+        if running is not None:
+            self.raised = running
             raise KeyboardInterrupt
 
-    def interrupt(self, run_id: int, main_ident: int) -> None:
+    def interrupt(self, run_id: int, main_ident: int) -> bool:
+        """Note the interrupt; signal the run if it is running. True: it must be checked
+        again (``unanswered``) until its handler ran."""
         with self.lock:
             self.interrupted = max(self.interrupted, run_id)
-            if self.running == run_id:
+            if self.running == run_id and self.raised != run_id:
                 signal.pthread_kill(main_ident, signal.SIGINT)
+                return True
+            return False
 
 
 def _watch_interrupts(ctrl_fd: int, main_ident: int, gate: _Gate) -> None:
-    """Turn each ``i<run id>`` line on the control pipe into SIGINT for that run."""
+    """Turn each ``i<run id>\\n`` line on the control pipe into SIGINT for that run, sent
+    again every ``RESEND`` s until the run's handler has run (see ``_Gate``)."""
 
     def loop() -> None:
         pending = b""
+        poller = select.poll()  # no fd-number ceiling, unlike select()
+        poller.register(ctrl_fd, select.POLLIN)
+        unanswered = 0  # a run signalled whose handler has not run yet
         while True:
+            if unanswered and not poller.poll(RESEND * 1000):
+                if not gate.interrupt(unanswered, main_ident):
+                    unanswered = 0
+                continue
             try:
                 data = os.read(ctrl_fd, 256)
             except OSError:
@@ -97,7 +124,9 @@ def _watch_interrupts(ctrl_fd: int, main_ident: int, gate: _Gate) -> None:
             pending = pending[-64:]
             for line in lines:
                 if line[:1] == b"i" and line[1:].isdigit():
-                    gate.interrupt(int(line[1:]), main_ident)
+                    run_id = int(line[1:])
+                    if gate.interrupt(run_id, main_ident):
+                        unanswered = run_id
 
     threading.Thread(target=loop, name="codemode-interrupts", daemon=True).start()
 

@@ -92,3 +92,21 @@ async def test_a_run_cancelled_as_soon_as_it_is_sent_does_not_hold_up_the_next(
     # that missed a run not yet started would show as a lost state.
     r = await asyncio.wait_for(arena.attacker.run("kept"), 120)
     assert r.value == "state", r.to_text()
+
+
+async def test_an_interrupt_the_code_did_not_take_is_sent_again_until_it_does(
+    arena: Arena, cancel_when_started: Cancel
+) -> None:
+    """A SIGINT whose Python handler never ran (here the code ignored SIGINT for a moment;
+    on CPython 3.11 one can also be lost to a race between threads, and the run then sleeps
+    through it) is sent again until it is taken: the run stops and the state survives."""
+    arena.executor.interrupt_grace = GENEROUS_GRACE
+    await arena.attacker.run("kept = 'state'")
+    code = (
+        "import signal, time\nold = signal.signal(signal.SIGINT, signal.SIG_IGN)\nMARK\n"
+        "time.sleep(2)\nsignal.signal(signal.SIGINT, old)\ntime.sleep(3600)"
+    )
+    await _cancel(arena, cancel_when_started, code)
+    r = await asyncio.wait_for(arena.attacker.run("kept"), 60)
+    assert r.value == "state", r.to_text()
+    assert not r.warnings, r.warnings

@@ -87,6 +87,8 @@ class Spawned:
 
     def kill(self) -> None:
         """SIGKILL the worker's process group now (cheap: safe on the event loop)."""
+        if self.proc.returncode is not None:
+            return  # waited for already: its pid (and group id) may belong to another now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -94,9 +96,14 @@ class Spawned:
 
     def reap(self) -> None:
         """Close the pipes, wait for the process, remove its cgroups (blocking: a thread)."""
-        for fd in (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        fds = (self.to_fd, self.from_fd, self.err_fd, self.out_fd, self.ctrl_fd)
+        # Once only, and never again by number: a later close or write (an interrupt sent
+        # to a worker already gone) would reach whatever file got the number since.
+        self.to_fd = self.from_fd = self.err_fd = self.out_fd = self.ctrl_fd = -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         while True:  # killed already: it ends, however slowly a loaded machine lets it
             try:
                 self.proc.wait(timeout=5)

@@ -104,8 +104,10 @@ class HealthPort:
         self._sock.close()
         with contextlib.suppress(BufferError, ValueError):
             self._page.close()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        fd, self._fd = self._fd, -1  # closed once: a second close would hit a reused number
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _now() -> float:

@@ -242,14 +242,24 @@ def test_a_phrasal_verb_finds_the_tool_named_by_its_plain_verb() -> None:
     assert idx_names(ToolIndex(tools).search("turn off the beta flag", 1)) == ["flags.disable_flag"]
 
 
-def test_a_file_name_in_the_query_counts_as_the_word_file() -> None:
-    assert canonical("read the config.yaml") == "read the config.yaml file"
-    assert canonical("open https://example.com") == "open https://example.com url"
-    assert canonical("list my tools") == "list my tools"
+def test_values_in_the_query_count_as_their_kind_and_weigh_less() -> None:
+    assert canonical("read the config.yaml") == ("read the file", "config.yaml")
+    assert canonical("open https://example.com now") == ("open url now", "https://example.com")
+    assert canonical("mail bob@example.com") == ("mail email", "bob@example.com")
+    assert canonical("what's new in #general") == ("what's new in channel", "#general")
+    assert canonical("list my tools") == ("list my tools", "")
     tools = [doc("web.fetch_url", "Fetch it."), doc("fs.read_file", "Read it.")]
     assert idx_names(ToolIndex(tools).search("show notes.md", 1)) == ["fs.read_file"]
+    tools = [doc("cfg.get_config", "Settings."), doc("fs.read_file", "Read it.")]
+    assert idx_names(ToolIndex(tools).search("read config.yaml", 1)) == ["fs.read_file"]
+
+
+def test_abbreviations_and_phrasal_verbs_add_their_plain_words() -> None:
+    assert canonical("merge PR 17") == ("merge PR 17 pull request", "")
+    assert canonical("turn on dark mode") == ("turn on dark mode enable", "")
 
 
 def test_the_plain_query_adds_the_plain_word_of_each_synonym() -> None:
     assert plain_query("how much did we spend") == "how much did we spend cost"
     assert plain_query("turn on dark mode") == "turn on dark mode enable"
+    assert plain_query("read config.yaml") == "read file get"

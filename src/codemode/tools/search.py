@@ -119,12 +119,14 @@ class LexicalIndex(Generic[K]):
     def __len__(self) -> int:
         return len(self.keys)
 
-    def search(self, query: str, limit: int = 10) -> list[tuple[K, float]]:
+    def search(self, query: str, limit: int = 10, *, weak: str = "") -> list[tuple[K, float]]:
+        """``weak`` words count at :data:`RELATED_WEIGHT`, like the synonyms of ``query``'s."""
         if limit <= 0 or self._retriever is None:
             return []
         words = tokenize(query)
         ids = self._ids(words)
-        extra = self._ids(r for w in words for r in self._related.get(w, ()) if r not in words)
+        related = [r for w in words for r in self._related.get(w, ()) if r not in words]
+        extra = self._ids([*related, *(w for w in tokenize(weak) if w not in words)])
         if not ids and not extra:
             return []
         import numpy as np
@@ -210,12 +212,13 @@ def _plain() -> dict[str, str]:
 
 
 def plain_query(query: str) -> str:
-    """:func:`canonical` ``query`` plus the plain word of each of its words that has a
-    synonym group ("remember" -> "remember ... memory"): a rewrite for rankers that take
-    text, not tokens (the benchmark's embeddings)."""
+    """What ``query`` asks for (:func:`~codemode.tools.vocabulary.canonical`: values
+    replaced by their kind) plus the plain word of each of its words that has a synonym
+    group ("how much did we spend" -> "... cost"): a rewrite for rankers that take text,
+    not tokens (the benchmark's embeddings)."""
     plain = _plain()
-    extra = [plain[t] for t in dict.fromkeys(tokenize(query)) if t in plain]
-    text = canonical(query)
+    text = canonical(query)[0]
+    extra = [plain[t] for t in dict.fromkeys(tokenize(text)) if t in plain]
     return " ".join([text, *extra]) if extra else text
 
 
@@ -264,7 +267,9 @@ class ToolIndex:
 
     def scored(self, query: str, limit: int = 10) -> list[tuple[ToolDoc, float]]:
         """The BM25 hits with their scores, best first (for fusing with other rankers)."""
-        return [(self.docs[k], s) for k, s in self._index.search(canonical(query), limit)]
+        intent, values = canonical(query)
+        hits = self._index.search(intent, limit, weak=values)
+        return [(self.docs[k], s) for k, s in hits]
 
     def search(self, query: str, limit: int = 10) -> list[ToolDoc]:
         if limit <= 0:

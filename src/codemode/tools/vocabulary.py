@@ -12,15 +12,16 @@ held-out queries say whether they generalise. Used by the lexical index
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 SYNONYMS = (
     # verbs
     "get fetch retrieve read show view display",
     "list enumerate browse",
     "search find query lookup locate",
-    "create add new make insert generate",
+    "create add new make insert generate post",
     "update edit modify change set patch",
-    "delete remove drop erase clear purge destroy",
+    "delete remove drop erase clear purge destroy flush",
     "send post notify",
     "run execute trigger start launch invoke evaluate eval",
     "stop kill terminate cancel abort halt",
@@ -32,7 +33,7 @@ SYNONYMS = (
     "click tap press",
     "navigate visit goto",
     "fill type enter",
-    "remember memorize memory",
+    "memory remember memorize",
     "copy duplicate clone",
     "compare diff difference",
     "close resolve finish complete",
@@ -54,18 +55,20 @@ SYNONYMS = (
     "environment env",
     "application app",
     "image picture photo img",
-    "meeting event appointment",
+    "event meeting appointment",
     "calendar agenda",
     "statistics stats metrics analytics",
-    "field input textbox",
+    "input field textbox",
     "email mail",
-    "phone mobile device",
+    "device phone mobile",
     "url link address",
     "spreadsheet sheet workbook",
     "chart plot diagram graph",
     "cost spend expense price billing",
     "error exception failure crash",
     "task todo",
+    "current now latest",
+    "anomaly unusual abnormal outlier spike",
 )
 """Groups of words that name the same thing in tool APIs; the first word of a group is its
 plain form (``codemode.tools.search.plain_query``)."""
@@ -94,6 +97,8 @@ PHRASES = {
     "write down": "save",
     "what's in": "list contents",
     "what is in": "list contents",
+    "pr": "pull request",
+    "mr": "merge request",
 }
 """Phrasal verbs -> the verb an API names the action with (added to the query)."""
 
@@ -104,15 +109,30 @@ _EXTENSIONS = (
 )
 _KINDS = (
     (re.compile(r"\bhttps?://\S+"), "url"),
+    (re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), "channel"),
     (re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b"), "email"),
     (re.compile(r"\b[\w-]+\.(?:" + "|".join(_EXTENSIONS.split()) + r")\b", re.I), "file"),
 )
 
 
-def canonical(query: str) -> str:
-    """``query`` plus the plain words of its phrasal verbs and of the kinds of values it
-    names (a URL, an e-mail address, a file name), which tool descriptions use."""
+def canonical(query: str) -> tuple[str, str]:
+    """``query`` as what it asks for, and the values it names apart.
+
+    A value (a URL, an e-mail address, a file name, a #channel) is an argument, not what
+    the tool does: it is replaced by its kind, which tool descriptions use ("read
+    config.yaml" -> "read file"), and given back apart so a ranker can weigh it less. The
+    plain verb of each phrasal verb is added ("turn off" -> "disable")."""
+    values: list[str] = []
+
+    def kind_of(kind: str) -> Callable[[re.Match[str]], str]:
+        def sub(match: re.Match[str]) -> str:
+            values.append(match.group(0))
+            return kind
+
+        return sub
+
+    for pattern, kind in _KINDS:
+        query = pattern.sub(kind_of(kind), query)
     low = query.lower().replace("\u2019", "'")
-    extra = [PHRASES[m] for m in _PHRASE.findall(low)]
-    extra += [kind for pattern, kind in _KINDS if pattern.search(query)]
-    return " ".join([query, *extra]) if extra else query
+    plain = [PHRASES[m] for m in _PHRASE.findall(low)]
+    return " ".join([query, *plain]), " ".join(values)

@@ -248,6 +248,8 @@ def test_values_in_the_query_count_as_their_kind_and_weigh_less() -> None:
     assert canonical("mail bob@example.com") == ("mail email", "bob@example.com")
     assert canonical("what's new in #general") == ("what's new in channel", "#general")
     assert canonical("list my tools") == ("list my tools", "")
+    assert canonical("unpack v1.2.tar.gz") == ("unpack file", "v1.2.tar.gz")
+    assert canonical("Next.js routing and app.js") == ("Next.js routing and file", "app.js")
     tools = [doc("web.fetch_url", "Fetch it."), doc("fs.read_file", "Read it.")]
     assert idx_names(ToolIndex(tools).search("show notes.md", 1)) == ["fs.read_file"]
     tools = [doc("cfg.get_config", "Settings."), doc("fs.read_file", "Read it.")]

@@ -100,7 +100,7 @@ PHRASES = {
     "pr": "pull request",
     "mr": "merge request",
 }
-"""Phrasal verbs -> the verb an API names the action with (added to the query)."""
+"""Phrasal verbs and abbreviations -> the words an API names them with (added to the query)."""
 
 _PHRASE = re.compile(r"\b(" + "|".join(re.escape(p) for p in PHRASES) + r")\b")
 _EXTENSIONS = (
@@ -111,7 +111,15 @@ _KINDS = (
     (re.compile(r"\bhttps?://\S+"), "url"),
     (re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), "channel"),
     (re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b"), "email"),
-    (re.compile(r"\b[\w-]+\.(?:" + "|".join(_EXTENSIONS.split()) + r")\b", re.I), "file"),
+    # A capitalised word before .js is a library (Next.js, Node.js), not a file.
+    (
+        re.compile(
+            r"\b(?![A-Z][a-z]+\.js\b)[\w-]+(?:\.[\w-]+)*\.(?i:"
+            + "|".join(_EXTENSIONS.split())
+            + r")\b"
+        ),
+        "file",
+    ),
 )
 
 

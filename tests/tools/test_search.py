@@ -7,7 +7,7 @@ import random
 import pytest
 
 from codemode.tools import LexicalIndex, PythonSource, ToolRegistry, ToolSpec, tokenize
-from codemode.tools.search import ToolDoc, ToolIndex
+from codemode.tools.search import ToolDoc, ToolIndex, plain_query
 
 
 def test_identifiers_are_split_on_snake_camel_and_kebab_case() -> None:
@@ -229,3 +229,26 @@ async def test_results_grow_with_the_detail_level() -> None:
     assert "Longer explanation" in full[0]["description"]
     with pytest.raises(ValueError, match="detail must be one of"):
         await reg.search("add", detail="huge")
+
+
+def test_a_verb_and_its_noun_or_gerund_meet_after_stemming() -> None:
+    assert tokenize("stage staging") == ["stag", "stag"]
+    assert tokenize("associate association") == ["associat", "associat"]
+
+
+def test_a_phrasal_verb_finds_the_tool_named_by_its_plain_verb() -> None:
+    tools = [doc("flags.get_flag", "One flag."), doc("flags.disable_flag", "One flag.")]
+    assert idx_names(ToolIndex(tools).search("turn off the beta flag", 1)) == ["flags.disable_flag"]
+
+
+def test_a_value_in_the_query_counts_as_its_kind_and_weighs_less() -> None:
+    tools = [doc("web.fetch_url", "Fetch it."), doc("fs.read_file", "Read it.")]
+    assert idx_names(ToolIndex(tools).search("show notes.md", 1)) == ["fs.read_file"]
+    tools = [doc("cfg.get_config", "Settings."), doc("fs.read_file", "Read it.")]
+    assert idx_names(ToolIndex(tools).search("read config.yaml", 1)) == ["fs.read_file"]
+
+
+def test_the_plain_query_adds_the_plain_word_of_each_synonym() -> None:
+    assert plain_query("how much did we spend") == "how much did we spend cost"
+    assert plain_query("turn on dark mode") == "turn on dark mode enable"
+    assert plain_query("read config.yaml") == "read file get"

@@ -13,6 +13,11 @@ split says whether they generalise; docs/benchmarks.md has both):
   description's first paragraph, and as server + name alone, and the query's similarity
   is a mix of the three (:data:`VIEW_WEIGHTS`): long descriptions (usage notes, guardrails,
   examples) dilute a vector, while the name and the opening sentence say what the tool does;
+- the query is embedded as :func:`~codemode.tools.search.plain_query` rewrites it (phrasal
+  verbs, kinds of values and the plain word of each synonym added: "how much did we spend"
+  -> "... cost"), and so is the name view (``fetch`` -> ``... get``): the same general
+  vocabulary as ``search_tools`` (:mod:`codemode.tools.vocabulary`), which moved the
+  embeddings' ``dev`` recall@5 from 0.901 to 0.934;
 - the hybrid adds the BM25 score (scaled by the best hit's) and the dense score (scaled so
   the catalog's mean is 0 and the best tool 1) with :data:`LEXICAL_WEIGHT`. Score fusion
   beat reciprocal-rank fusion on ``dev`` (recall@5 0.90-0.92 against 0.87-0.91): BM25's score
@@ -28,7 +33,7 @@ from typing import Any
 from codemode.bench.discovery import Ranker, SnapshotSource
 from codemode.bench.tokens import BenchError
 from codemode.tools.registry import ToolRegistry
-from codemode.tools.search import first_paragraph
+from codemode.tools.search import first_paragraph, plain_query
 
 VIEW_WEIGHTS = {"full": 0.4, "first": 0.3, "name": 0.3}
 """Share of each embedding of a tool in its dense similarity (see :func:`tool_views`).
@@ -61,7 +66,7 @@ def tool_views(server: str, tool: dict[str, Any]) -> dict[str, str]:
     return {
         "full": f"{server}: {name}. {description}"[:2000],
         "first": f"{_words(server)}: {name}. {first_paragraph(description)}",
-        "name": f"{_words(server)} {name}",
+        "name": plain_query(f"{_words(server)} {name}"),
     }
 
 
@@ -84,7 +89,7 @@ class DenseScores:
         return np.asarray(self._model.encode(texts, batch_size=64, normalize_embeddings=True))
 
     def __call__(self, query: str) -> Any:
-        return self._matrix @ self._encode([query])[0]
+        return self._matrix @ self._encode([plain_query(query)])[0]
 
 
 def embedding_ranker(dense: DenseScores) -> Ranker:

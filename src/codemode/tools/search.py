@@ -6,14 +6,17 @@ tool's text (the name weighted up, split on snake/camel/kebab case) and renders 
 the three detail levels.
 
 Scoring uses ``bm25s`` (numpy only, imported on first build). Tokens are lower-cased,
-split on case and punctuation, and lightly stemmed (``files`` -> ``file``) on both sides.
+split on case and punctuation, and lightly stemmed (``files`` -> ``file``, ``staging`` ->
+``stag`` like ``stage``) on both sides.
 
 People ask for tools in other words than the tools' authors used ("remove" for
 ``delete_*``, "folder" for "directory"), so a tool's document also carries the synonyms of
-the words of its name, from :data:`SYNONYMS`: general API vocabulary (CRUD verbs and common
-nouns), not tuned to any query set. The query is expanded the same way, at a lower weight
-(:data:`RELATED_WEIGHT`), so a synonym also reaches the words of descriptions while the
-user's own words still count most. The discovery benchmark (``codemode bench discovery``)
+the words of its name, from :data:`~codemode.tools.vocabulary.SYNONYMS` (general software
+vocabulary, not tuned to any query set). The query is expanded the same way, at a lower
+weight (:data:`RELATED_WEIGHT`), so a synonym also reaches the words of descriptions while
+the user's own words still count most; before that, :func:`~codemode.tools.vocabulary.canonical`
+adds the plain verb of a phrasal one ("turn off" -> "disable") and the kind of a value the
+query names (a file name -> "file"). The discovery benchmark (``codemode bench discovery``)
 measures the effect on held-out queries.
 """
 
@@ -27,6 +30,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from codemode.tools.vocabulary import SYNONYMS, canonical
+
 K = TypeVar("K", bound=Hashable)
 Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")
@@ -38,44 +43,30 @@ _STOP = frozenset(
 )
 
 
-SYNONYMS = (
-    "get fetch retrieve read show view display",
-    "list enumerate browse",
-    "search find query lookup locate",
-    "create add new make insert generate",
-    "update edit modify change set patch",
-    "delete remove drop erase clear purge destroy",
-    "send post notify",
-    "run execute trigger start launch invoke",
-    "stop kill terminate cancel abort halt",
-    "download export save",
-    "upload import attach",
-    "directory folder",
-    "repository repo",
-    "issue ticket",
-    "comment note reply",
-    "user member people person account",
-)
-"""Groups of words that name the same thing in tool APIs (see the module docstring)."""
-
 RELATED_WEIGHT = 0.25
 """Weight of a query word's synonyms against the word itself (chosen on the benchmark's
 ``dev`` queries: 0.2 to 0.35 all help; a synonym is weaker evidence than the word)."""
 
 
 def _stem(token: str) -> str:
+    """Strip at most one suffix (plural, -ing, -ed, -ion, a final -e), so that "stage" and
+    "staging", "associate" and "association" meet; short words are kept whole."""
     if len(token) <= 3:
         return token
     if token.endswith("ies") and len(token) > 4:
-        return token[:-3] + "y"
-    if token.endswith(("sses", "xes", "ches", "shes")):
-        return token[:-2]
-    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
-        return token[:-1]
-    if token.endswith("ing") and len(token) > 5:
-        return token[:-3]
-    if token.endswith("ed") and len(token) > 4:
-        return token[:-2]
+        token = token[:-3] + "y"
+    elif token.endswith(("sses", "xes", "ches", "shes")):
+        token = token[:-2]
+    elif token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        token = token[:-1]
+    elif token.endswith("ing") and len(token) > 5:
+        token = token[:-3]
+    elif token.endswith("ed") and len(token) > 4:
+        token = token[:-2]
+    elif token.endswith("ion") and len(token) > 6:
+        token = token[:-3]
+    elif token.endswith("e") and len(token) > 4:
+        token = token[:-1]
     return token
 
 
@@ -128,12 +119,14 @@ class LexicalIndex(Generic[K]):
     def __len__(self) -> int:
         return len(self.keys)
 
-    def search(self, query: str, limit: int = 10) -> list[tuple[K, float]]:
+    def search(self, query: str, limit: int = 10, *, weak: str = "") -> list[tuple[K, float]]:
+        """``weak`` words count at :data:`RELATED_WEIGHT`, like the synonyms of ``query``'s."""
         if limit <= 0 or self._retriever is None:
             return []
         words = tokenize(query)
         ids = self._ids(words)
-        extra = self._ids(r for w in words for r in self._related.get(w, ()) if r not in words)
+        related = [r for w in words for r in self._related.get(w, ()) if r not in words]
+        extra = self._ids([*related, *(w for w in tokenize(weak) if w not in words)])
         if not ids and not extra:
             return []
         import numpy as np
@@ -206,6 +199,29 @@ def _synonyms() -> dict[str, tuple[str, ...]]:
     return out
 
 
+@functools.cache
+def _plain() -> dict[str, str]:
+    """Stemmed word -> the first word of its :data:`SYNONYMS` group, when not that word."""
+    out: dict[str, str] = {}
+    for group in SYNONYMS:
+        head, *rest = group.split()
+        for word in rest:
+            if _stem(word) != _stem(head):
+                out.setdefault(_stem(word), head)
+    return out
+
+
+def plain_query(query: str) -> str:
+    """What ``query`` asks for (:func:`~codemode.tools.vocabulary.canonical`: values
+    replaced by their kind) plus the plain word of each of its words that has a synonym
+    group ("how much did we spend" -> "... cost"): a rewrite for rankers that take text,
+    not tokens (the benchmark's embeddings)."""
+    plain = _plain()
+    text = canonical(query)[0]
+    extra = [plain[t] for t in dict.fromkeys(tokenize(text)) if t in plain]
+    return " ".join([text, *extra]) if extra else text
+
+
 def first_paragraph(text: str, limit: int = 400) -> str:
     para = text.strip().split("\n\n", 1)[0]
     para = " ".join(para.split())
@@ -251,7 +267,9 @@ class ToolIndex:
 
     def scored(self, query: str, limit: int = 10) -> list[tuple[ToolDoc, float]]:
         """The BM25 hits with their scores, best first (for fusing with other rankers)."""
-        return [(self.docs[k], s) for k, s in self._index.search(query, limit)]
+        intent, values = canonical(query)
+        hits = self._index.search(intent, limit, weak=values)
+        return [(self.docs[k], s) for k, s in hits]
 
     def search(self, query: str, limit: int = 10) -> list[ToolDoc]:
         if limit <= 0:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import secrets
 import socket
@@ -36,7 +35,7 @@ from ..execution.base import CallHandler, check_protocol
 from ..execution.limits import Limits
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult
-from .actor import RELAY_VERSION, SessionActor, versions
+from .actor import CALL, DONE, FAILED, RELAY_VERSION, SessionActor, from_result_fields, versions
 from .config import RayConfig
 
 if TYPE_CHECKING:
@@ -359,17 +358,6 @@ def _why(exc: BaseException) -> str:
     return text if len(text) < 1500 else text[:1500] + " ..."
 
 
-def _result(data: dict[str, Any], duration_ms: float) -> ExecutionResult:
-    """The node's result, rebuilt from plain fields (the actor sent ``asdict``)."""
-    fields = {f.name for f in dataclasses.fields(ExecutionResult)}
-    values = {k: v for k, v in data.items() if k in fields}
-    err = values.get("error")
-    values["error"] = ErrorInfo.from_dict(err) if isinstance(err, dict) else None
-    values["warnings"] = tuple(values.get("warnings") or ())
-    values["duration_ms"] = duration_ms
-    return ExecutionResult(**values)
-
-
 class RayWorker:
     """Host side of one session's actor: runs relay calls; calls come back to be served."""
 
@@ -422,19 +410,19 @@ class RayWorker:
         ref = self._handle.run.remote(code, timeout)
         try:
             while True:
-                events = await ref
-                for event in events:
-                    op = event.get("op")
-                    if op == "call":
+                for event in await ref:
+                    op = event[0]
+                    if op == CALL:
                         self._spawn_serve(event)
-                    elif op == "done":
-                        result = _result(event["result"], (time.perf_counter() - start) * 1000)
+                    elif op == DONE:
+                        ms = (time.perf_counter() - start) * 1000
+                        result = from_result_fields(event[1], ms)
                         if result.state_lost:  # the node's worker died: so does this actor
                             self._end()
                         return result
-                    elif op == "failed":
+                    elif op == FAILED:
                         self._end()
-                        return _lost(f"the run failed on its node: {event.get('message')}", start)
+                        return _lost(f"the run failed on its node: {event[1]}", start)
                 ref = self._handle.poll.remote()
         except asyncio.CancelledError:
             # The caller is gone: stop the code on its node as a timeout would (interrupt,
@@ -453,7 +441,7 @@ class RayWorker:
                 task.cancel()
             self._arm_idle()
 
-    def _spawn_serve(self, event: dict[str, Any]) -> None:
+    def _spawn_serve(self, event: tuple[Any, ...]) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(event))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
@@ -477,13 +465,15 @@ class RayWorker:
             async with asyncio.timeout(bound):
                 while True:
                     for event in await ref:
-                        op = event.get("op")
-                        if op == "call":  # nobody waits for an answer any more
-                            self._refuse(event.get("id"))
-                        elif op == "failed" or (op == "done" and event["result"].get("state_lost")):
+                        op = event[0]
+                        if op == CALL:  # nobody waits for an answer any more
+                            self._refuse(event[1])
+                        elif op == FAILED or (
+                            op == DONE and from_result_fields(event[1], 0).state_lost
+                        ):
                             self._end()
                             return
-                        elif op == "done":
+                        elif op == DONE:
                             return
                     ref = self._handle.poll.remote()
         except (TimeoutError, ray.exceptions.RayError):
@@ -500,18 +490,19 @@ class RayWorker:
             await asyncio.wait([task])
             self._stopping = None
 
-    async def _serve(self, event: dict[str, Any]) -> None:
+    async def _serve(self, event: tuple[Any, ...]) -> None:
         ray = _ray()
+        _, cid, method, params = event
         try:
-            value = await self._handler(str(event.get("method")), event.get("params") or {})
+            value = await self._handler(str(method), params or {})
             ok = True
         except asyncio.CancelledError:
-            self._refuse(event.get("id"))  # the run was cancelled: the code must not wait
+            self._refuse(cid)  # the run was cancelled: the code must not wait
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
         with contextlib.suppress(ray.exceptions.RayError):
-            await self._handle.reply.remote(event.get("id"), ok, value)
+            await self._handle.reply.remote(cid, ok, value)
 
     @contextmanager
     def hold_timeout(self) -> Iterator[None]:

@@ -20,6 +20,18 @@ from ..errors import ConfigError
 
 PREFIX = "codemode:replicas"
 
+_CLAIM = """
+local cur = redis.call('GET', KEYS[1])
+if cur == false or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  return ARGV[2]
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return cur
+"""
+"""Write a session's actor down unless another replica wrote one first (or replace the
+record ``ARGV[1]`` known to be stale); answers the record that holds afterwards."""
+
 
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
@@ -62,8 +74,19 @@ class SessionDirectory:
         name = record.get("name") if record else None
         return name if isinstance(name, str) else None
 
-    async def set_actor(self, key: str, name: str) -> None:
-        await self._set("actor", key, {"name": name})
+    async def claim_actor(self, key: str, name: str, *, stale: str | None = None) -> str | None:
+        """Record ``name`` as the session's actor unless another replica recorded one
+        first (two replicas starting the same session at once): the name that holds.
+        ``stale``: a recorded name found dead, which ``name`` may replace."""
+        old = json.dumps({"name": stale}) if stale is not None else ""
+        new = json.dumps({"name": name})
+        raw = await self._r.eval(_CLAIM, 1, self._k("actor", key), old, new, str(self.ttl))
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return None
+        held = record.get("name") if isinstance(record, dict) else None
+        return held if isinstance(held, str) else None
 
     async def forget(self, key: str) -> None:
         await self._r.delete(self._k("actor", key))

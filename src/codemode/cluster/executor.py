@@ -35,7 +35,17 @@ from ..execution.base import CallHandler, check_protocol
 from ..execution.limits import Limits
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult
-from .actor import CALL, DONE, FAILED, RELAY_VERSION, SessionActor, from_result_fields, versions
+from .actor import (
+    CALL,
+    DONE,
+    FAILED,
+    RELAY_VERSION,
+    SessionActor,
+    from_result_fields,
+    pack,
+    unpack,
+    versions,
+)
 from .config import RayConfig
 
 if TYPE_CHECKING:
@@ -407,10 +417,10 @@ class RayWorker:
         self._disarm_idle()
         self._running = True
         ray = _ray()
-        ref = self._handle.run.remote(code, timeout)
+        ref = self._handle.run.remote(pack((code, timeout)))
         try:
             while True:
-                for event in await ref:
+                for event in unpack(await ref):
                     op = event[0]
                     if op == CALL:
                         self._spawn_serve(event)
@@ -464,7 +474,7 @@ class RayWorker:
         try:
             async with asyncio.timeout(bound):
                 while True:
-                    for event in await ref:
+                    for event in unpack(await ref):
                         op = event[0]
                         if op == CALL:  # nobody waits for an answer any more
                             self._refuse(event[1])

@@ -88,11 +88,27 @@ def _probe(address: str, timeout: float) -> None:
         ) from None
 
 
+_joined: list[str] = []
+"""The ``ray.address`` this process joined through :func:`connect` ("" for a private
+local Ray); empty when it joined some other way (the application's own ``ray.init``)."""
+
+
 def connect(config: RayConfig) -> None:
-    """Join the cluster once per process (a process already connected keeps its link)."""
+    """Join the cluster once per process (a process already connected keeps its link).
+
+    Ray joins one cluster per process: a workspace asking for another one (a tenant of
+    ``serve --tenants`` with its own ``ray.address``) is refused, not silently placed on
+    the first."""
     ray = _ray()
     with _connect_lock:
         if ray.is_initialized():
+            wanted = config.address or ""
+            if _joined and "auto" not in (wanted, _joined[0]) and wanted != _joined[0]:
+                raise ConfigError(
+                    f"this process already joined {_where(_joined[0])}; ray.address asks "
+                    f"for {_where(wanted)}. A process joins one Ray cluster: give every "
+                    "workspace it serves (every tenant of serve --tenants) the same ray.address"
+                )
             return
         address = config.address
         options: dict[str, Any] = {
@@ -110,6 +126,11 @@ def connect(config: RayConfig) -> None:
             raise ExecutorError(
                 f"cannot join the Ray cluster at {address or 'a new local Ray'}: {exc}"
             ) from exc
+        _joined[:] = [address or ""]
+
+
+def _where(address: str) -> str:
+    return f"the Ray cluster at {address}" if address else "a private local Ray (no ray.address)"
 
 
 class RayExecutor:

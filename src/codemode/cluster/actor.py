@@ -209,7 +209,9 @@ class SessionActor:
             raise RelayedCallError(value)
         return value
 
-    def reply(self, cid: int, ok: bool, value: Any) -> None:
+    def reply(self, answer: bytes | tuple[int, bool, Any]) -> None:
+        """The host's answer to a call: ``pack((id, ok, value))``."""
+        cid, ok, value = unpack(answer)
         fut = self._calls.get(cid)
         if fut is not None and not fut.done():
             fut.set_result((ok, value))

@@ -512,7 +512,7 @@ class RayWorker:
 
     def _refuse(self, cid: Any) -> None:
         with contextlib.suppress(Exception):
-            self._handle.reply.remote(cid, False, CANCELLED_REPLY)
+            self._handle.reply.remote(pack((cid, False, CANCELLED_REPLY)))
 
     async def idle(self) -> None:
         """Wait until a cancelled run has ended on its node (bounded: see ``_drain``)."""
@@ -533,7 +533,7 @@ class RayWorker:
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
         with contextlib.suppress(ray.exceptions.RayError):
-            await self._handle.reply.remote(cid, ok, value)
+            await self._handle.reply.remote(pack((cid, ok, value)))
 
     @contextmanager
     def hold_timeout(self) -> Iterator[None]:

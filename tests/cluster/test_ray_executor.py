@@ -293,3 +293,30 @@ def test_an_unreachable_cluster_is_a_clear_error_naming_the_address(tmp_path: Pa
     )  # fmt: skip
     assert r.returncode != 0
     assert f"the Ray cluster at {address} cannot be reached" in r.stderr
+
+
+JOIN_TWO = """
+import sys
+from codemode.cluster import RayConfig
+from codemode.cluster.executor import connect
+from codemode.errors import ConfigError
+
+connect(RayConfig(address=sys.argv[1]))
+connect(RayConfig(address=sys.argv[1]))  # the same cluster again: fine
+try:
+    connect(RayConfig(address="10.9.9.9:6379"))
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+def test_a_second_workspace_asking_for_another_cluster_is_refused_naming_both(
+    cluster: RayCluster,
+) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", JOIN_TWO, cluster.address],
+        capture_output=True, text=True, timeout=180, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"already joined the Ray cluster at {cluster.address}" in r.stdout
+    assert "asks for the Ray cluster at 10.9.9.9:6379" in r.stdout

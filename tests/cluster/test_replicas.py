@@ -28,6 +28,7 @@ from redis_server import RedisServer
 pytestmark = pytest.mark.ray
 
 TOKEN = "replica-token-0123456789"
+TENANT_TOKENS = {"ACME_TOKEN": "acme-token-" + "a" * 32, "GLOBEX_TOKEN": "globex-token-" + "g" * 32}
 HEADERS = {
     "Authorization": f"Bearer {TOKEN}",
     "Accept": "application/json, text/event-stream",
@@ -69,9 +70,9 @@ class Replica:
         self.drain.join(timeout=10)
 
 
-def start_replica(base: Path, cluster: RayCluster, redis_url: str) -> Replica:
-    base.mkdir(parents=True, exist_ok=True)
-    config = {
+def shared_config(cluster: RayCluster, redis_url: str) -> dict[str, Any]:
+    """A workspace whose sessions replicas share: the ray executor and Redis storage."""
+    return {
         "executor": "ray",
         "storage": "redis",
         "redis_url": redis_url,
@@ -82,10 +83,22 @@ def start_replica(base: Path, cluster: RayCluster, redis_url: str) -> Replica:
             "start_timeout": 120,
         },
     }
-    (base / "config.json").write_text(json.dumps(config))
-    env = {**os.environ, "CODEMODE_TOKEN": TOKEN}
-    argv = [sys.executable, "-m", "codemode", "serve", "--base", str(base), "--transport",
-            "http", "--port", "0"]  # fmt: skip
+
+
+def start_replica(
+    base: Path, cluster: RayCluster, redis_url: str, *, tenants: Path | None = None
+) -> Replica:
+    """One ``serve`` replica: of the workspace ``base``, or of a ``tenants`` file."""
+    base.mkdir(parents=True, exist_ok=True)
+    if tenants is None:
+        (base / "config.json").write_text(json.dumps(shared_config(cluster, redis_url)))
+        where = ["--base", str(base)]
+        env = {**os.environ, "CODEMODE_TOKEN": TOKEN}
+    else:
+        where = ["--tenants", str(tenants)]
+        env = {**os.environ, **TENANT_TOKENS}
+    argv = [sys.executable, "-m", "codemode", "serve", *where, "--transport", "http",
+            "--port", "0"]  # fmt: skip
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     found: queue.Queue[str | None] = queue.Queue()
@@ -127,13 +140,14 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
 class McpSession:
     """One MCP session spoken over raw HTTP, so each call can go to any replica."""
 
-    def __init__(self, first: Replica) -> None:
+    def __init__(self, first: Replica, token: str = TOKEN) -> None:
         self.http = httpx.Client(timeout=httpx.Timeout(30, read=240))
-        r = self.http.post(first.url, json=INITIALIZE, headers=HEADERS)
+        auth = {**HEADERS, "Authorization": f"Bearer {token}"}
+        r = self.http.post(first.url, json=INITIALIZE, headers=auth)
         _answer(r)
         self.sid = r.headers["mcp-session-id"]
         self.headers = {
-            **HEADERS,
+            **auth,
             "Mcp-Session-Id": self.sid,
             "MCP-Protocol-Version": INITIALIZE["params"]["protocolVersion"],  # type: ignore[index]
         }
@@ -231,5 +245,37 @@ def test_a_session_moves_between_replicas_and_survives_a_killed_one(
             c.stop()
     finally:
         s.close()
+        a.stop()
+        b.stop()
+
+
+def test_with_tenants_each_tenants_session_moves_between_replicas_and_stays_its_own(
+    cluster: RayCluster, redis: RedisServer, tmp_path: Path
+) -> None:
+    tenants: dict[str, Any] = {}
+    for name in ("acme", "globex"):
+        ws = tmp_path / name
+        ws.mkdir()
+        (ws / "config.json").write_text(json.dumps(shared_config(cluster, redis.url)))
+        tenants[name] = {"workspace": str(ws), "token_env": f"{name.upper()}_TOKEN"}
+    spec = tmp_path / "tenants.json"
+    spec.write_text(json.dumps({"tenants": tenants}))
+    a = start_replica(tmp_path / "a", cluster, redis.url, tenants=spec)
+    b = start_replica(tmp_path / "b", cluster, redis.url, tenants=spec)
+    acme = McpSession(a, TENANT_TOKENS["ACME_TOKEN"])
+    try:
+        _value(acme.run(a, "x = 'acme on a'"))
+        assert _value(acme.run(b, "x")) == "acme on a"
+        # Another tenant holding acme's session id finds nothing, on either replica.
+        other = {**acme.headers, "Authorization": f"Bearer {TENANT_TOKENS['GLOBEX_TOKEN']}"}
+        call = {"jsonrpc": "2.0", "id": 50, "method": "tools/list"}
+        for replica in (a, b):
+            assert acme.http.post(replica.url, json=call, headers=other).status_code == 404
+        # Each tenant's actors live in the tenant's own namespace.
+        assert len(_actor_names("codemode-acme")) == 1
+        assert _actor_names("codemode-globex") == []
+        assert acme.http.delete(b.url, headers=acme.headers).status_code < 300
+    finally:
+        acme.close()
         a.stop()
         b.stop()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import marshal
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,9 +25,57 @@ import codemode_worker.protocol as worker_protocol
 
 from ..errors import ExecutorError, RelayedCallError
 from ..execution.base import PROTOCOL_VERSION, Worker
+from ..result import ErrorInfo, ExecutionResult
 
-RELAY_VERSION = 1
+RELAY_VERSION = 2
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
+
+CALL, DONE, FAILED = "call", "done", "failed"
+"""Event kinds. Events are plain tuples: ``(CALL, id, method, params)``,
+``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``."""
+
+MARSHAL_VERSION = 4
+"""Stable since Python 3.4: a host and a node on different Python versions agree."""
+
+
+def pack(data: Any) -> bytes | Any:
+    """A run's request and events cross Ray as ``marshal`` bytes: Ray passes bytes as
+    they are, while a tuple or a list of tuples goes through its pickling (measured: a
+    run's actor call is ~0.1 ms faster each way). Everything on this path is plain data
+    (the worker's JSON, result fields); anything else is sent as is, for Ray to pickle.
+    marshal runs no code when loading, and both ends are codemode itself."""
+    try:
+        return marshal.dumps(data, MARSHAL_VERSION)
+    except ValueError:  # an object marshal does not know (a subclass): Ray pickles it
+        return data
+
+
+def unpack(data: bytes | Any) -> Any:
+    return marshal.loads(data) if isinstance(data, bytes) else data
+
+
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(ExecutionResult))
+
+
+def result_fields(result: ExecutionResult) -> tuple[Any, ...]:
+    """A result as a tuple in field order, its error as a tuple too: the cheapest shape
+    to send (``dataclasses.asdict`` deep-copies every field; a run's result is flat)."""
+    values = [getattr(result, name) for name in _RESULT_FIELDS]
+    err = result.error
+    values[_RESULT_FIELDS.index("error")] = (
+        None if err is None else (err.type, err.message, err.traceback, err.lineno, err.offset)
+    )
+    return tuple(values)
+
+
+def from_result_fields(values: tuple[Any, ...], duration_ms: float) -> ExecutionResult:
+    """The host's side of :func:`result_fields` (same release on both ends: ``hello``)."""
+    data = dict(zip(_RESULT_FIELDS, values, strict=True))
+    err = data["error"]
+    data["error"] = None if err is None else ErrorInfo(*err)
+    data["warnings"] = tuple(data["warnings"] or ())
+    data["duration_ms"] = duration_ms
+    return ExecutionResult(**data)
 
 
 def versions() -> dict[str, Any]:
@@ -52,7 +101,7 @@ class SessionActor:
         self._kind = kind
         self._options = options
         self._worker: Worker | None = None
-        self._events: list[dict[str, Any]] = []
+        self._events: list[tuple[Any, ...]] = []
         self._wake: asyncio.Event | None = None
         self._calls: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
         self._seq = 0
@@ -107,8 +156,10 @@ class SessionActor:
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     # -- runs ------------------------------------------------------------------------
-    async def run(self, code: str, timeout: float) -> list[dict[str, Any]]:
-        """Start a run; answers with the first events (the result, or calls to serve)."""
+    async def run(self, request: bytes) -> bytes | list[tuple[Any, ...]]:
+        """Start a run (``pack((code, timeout))``); answers with the first events (the
+        result, or calls to serve), packed."""
+        code, timeout = unpack(request)
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
@@ -120,25 +171,25 @@ class SessionActor:
         try:
             result = await worker.run(code, timeout)
         except Exception as exc:  # noqa: BLE001 - reported to the host as the run's end
-            self._push({"op": "failed", "message": f"{type(exc).__name__}: {exc}"})
+            self._push((FAILED, f"{type(exc).__name__}: {exc}"))
             return
         finally:
             for cm in reversed(self._holds):
                 cm.__exit__(None, None, None)
             self._holds.clear()
             self._touch()  # idle from the end of the run on
-        self._push({"op": "done", "result": dataclasses.asdict(result)})
+        self._push((DONE, result_fields(result)))
 
-    async def poll(self) -> list[dict[str, Any]]:
+    async def poll(self) -> bytes | list[tuple[Any, ...]]:
         """Wait for events: calls the worker made, or the end of the run."""
         assert self._wake is not None
         while not self._events:
             self._wake.clear()
             await self._wake.wait()
         events, self._events = self._events, []
-        return events
+        return pack(events)
 
-    def _push(self, event: dict[str, Any]) -> None:
+    def _push(self, event: tuple[Any, ...]) -> None:
         self._events.append(event)
         if self._wake is not None:
             self._wake.set()
@@ -149,7 +200,7 @@ class SessionActor:
         cid = self._seq
         fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
         self._calls[cid] = fut
-        self._push({"op": "call", "id": cid, "method": method, "params": params})
+        self._push((CALL, cid, method, params))
         try:
             ok, value = await fut
         finally:
@@ -158,7 +209,9 @@ class SessionActor:
             raise RelayedCallError(value)
         return value
 
-    def reply(self, cid: int, ok: bool, value: Any) -> None:
+    def reply(self, answer: bytes | tuple[int, bool, Any]) -> None:
+        """The host's answer to a call: ``pack((id, ok, value))``."""
+        cid, ok, value = unpack(answer)
         fut = self._calls.get(cid)
         if fut is not None and not fut.done():
             fut.set_result((ok, value))

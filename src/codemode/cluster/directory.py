@@ -14,11 +14,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StorageUnavailable
 
 PREFIX = "codemode:replicas"
+
+_CLAIM = """
+local cur = redis.call('GET', KEYS[1])
+if cur == false or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  return ARGV[2]
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return cur
+"""
+"""Write a session's actor down unless another replica wrote one first (or replace the
+record ``ARGV[1]`` known to be stale); answers the record that holds afterwards."""
 
 
 def _digest(key: str) -> str:
@@ -33,15 +48,33 @@ class SessionDirectory:
             import redis.asyncio as aioredis
         except ImportError as exc:
             raise ConfigError("shared sessions need Redis: pip install 'codemode[redis]'") from exc
+        from redis.exceptions import RedisError
+
         self._r = aioredis.Redis.from_url(url)
+        self._errors = RedisError
+        parts = urlsplit(url)
+        self.where = f"{parts.hostname or '?'}:{parts.port or 6379}"
+        """Host and port only: the URL may hold a password."""
         self.ttl = max(int(ttl), 1)
         self._prefix = f"{PREFIX}:{tenant}"
+
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Redis errors, translated once: who calls needs to know the directory is down."""
+        try:
+            yield
+        except self._errors as exc:
+            raise StorageUnavailable(
+                f"the shared session directory (Redis at {self.where}) cannot be reached: "
+                f"{exc}. Sessions shared between replicas need it; retry once it is back"
+            ) from exc
 
     def _k(self, kind: str, key: str) -> str:
         return f"{self._prefix}:{kind}:{_digest(key)}"
 
     async def _get(self, kind: str, key: str) -> dict[str, Any] | None:
-        raw = await self._r.get(self._k(kind, key))
+        with self._reaching():
+            raw = await self._r.get(self._k(kind, key))
         if raw is None:
             return None
         try:
@@ -50,11 +83,13 @@ class SessionDirectory:
             return None
         if not isinstance(value, dict):
             return None
-        await self._r.expire(self._k(kind, key), self.ttl)  # used: kept as long again
+        with self._reaching():
+            await self._r.expire(self._k(kind, key), self.ttl)  # used: kept as long again
         return value
 
     async def _set(self, kind: str, key: str, value: dict[str, Any]) -> None:
-        await self._r.set(self._k(kind, key), json.dumps(value), ex=self.ttl)
+        with self._reaching():
+            await self._r.set(self._k(kind, key), json.dumps(value), ex=self.ttl)
 
     # -- actors ------------------------------------------------------------------------
     async def actor(self, key: str) -> str | None:
@@ -62,11 +97,24 @@ class SessionDirectory:
         name = record.get("name") if record else None
         return name if isinstance(name, str) else None
 
-    async def set_actor(self, key: str, name: str) -> None:
-        await self._set("actor", key, {"name": name})
+    async def claim_actor(self, key: str, name: str, *, stale: str | None = None) -> str | None:
+        """Record ``name`` as the session's actor unless another replica recorded one
+        first (two replicas starting the same session at once): the name that holds.
+        ``stale``: a recorded name found dead, which ``name`` may replace."""
+        old = json.dumps({"name": stale}) if stale is not None else ""
+        new = json.dumps({"name": name})
+        with self._reaching():
+            raw = await self._r.eval(_CLAIM, 1, self._k("actor", key), old, new, str(self.ttl))
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return None
+        held = record.get("name") if isinstance(record, dict) else None
+        return held if isinstance(held, str) else None
 
     async def forget(self, key: str) -> None:
-        await self._r.delete(self._k("actor", key))
+        with self._reaching():
+            await self._r.delete(self._k("actor", key))
 
     # -- MCP sessions ------------------------------------------------------------------
     async def mcp_session(self, sid: str) -> dict[str, Any] | None:
@@ -77,7 +125,8 @@ class SessionDirectory:
         await self._set("mcp", sid, handshake)
 
     async def forget_mcp_session(self, sid: str) -> None:
-        await self._r.delete(self._k("mcp", sid))
+        with self._reaching():
+            await self._r.delete(self._k("mcp", sid))
 
     async def aclose(self) -> None:
         await self._r.aclose()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import secrets
 import socket
@@ -36,7 +35,17 @@ from ..execution.base import CallHandler, check_protocol
 from ..execution.limits import Limits
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult
-from .actor import RELAY_VERSION, SessionActor, versions
+from .actor import (
+    CALL,
+    DONE,
+    FAILED,
+    RELAY_VERSION,
+    SessionActor,
+    from_result_fields,
+    pack,
+    unpack,
+    versions,
+)
 from .config import RayConfig
 
 if TYPE_CHECKING:
@@ -79,11 +88,27 @@ def _probe(address: str, timeout: float) -> None:
         ) from None
 
 
+_joined: list[str] = []
+"""The ``ray.address`` this process joined through :func:`connect` ("" for a private
+local Ray); empty when it joined some other way (the application's own ``ray.init``)."""
+
+
 def connect(config: RayConfig) -> None:
-    """Join the cluster once per process (a process already connected keeps its link)."""
+    """Join the cluster once per process (a process already connected keeps its link).
+
+    Ray joins one cluster per process: a workspace asking for another one (a tenant of
+    ``serve --tenants`` with its own ``ray.address``) is refused, not silently placed on
+    the first."""
     ray = _ray()
     with _connect_lock:
         if ray.is_initialized():
+            wanted = config.address or ""
+            if _joined and "auto" not in (wanted, _joined[0]) and wanted != _joined[0]:
+                raise ConfigError(
+                    f"this process already joined {_where(_joined[0])}; ray.address asks "
+                    f"for {_where(wanted)}. A process joins one Ray cluster: give every "
+                    "workspace it serves (every tenant of serve --tenants) the same ray.address"
+                )
             return
         address = config.address
         options: dict[str, Any] = {
@@ -101,6 +126,11 @@ def connect(config: RayConfig) -> None:
             raise ExecutorError(
                 f"cannot join the Ray cluster at {address or 'a new local Ray'}: {exc}"
             ) from exc
+        _joined[:] = [address or ""]
+
+
+def _where(address: str) -> str:
+    return f"the Ray cluster at {address}" if address else "a private local Ray (no ray.address)"
 
 
 class RayExecutor:
@@ -359,17 +389,6 @@ def _why(exc: BaseException) -> str:
     return text if len(text) < 1500 else text[:1500] + " ..."
 
 
-def _result(data: dict[str, Any], duration_ms: float) -> ExecutionResult:
-    """The node's result, rebuilt from plain fields (the actor sent ``asdict``)."""
-    fields = {f.name for f in dataclasses.fields(ExecutionResult)}
-    values = {k: v for k, v in data.items() if k in fields}
-    err = values.get("error")
-    values["error"] = ErrorInfo.from_dict(err) if isinstance(err, dict) else None
-    values["warnings"] = tuple(values.get("warnings") or ())
-    values["duration_ms"] = duration_ms
-    return ExecutionResult(**values)
-
-
 class RayWorker:
     """Host side of one session's actor: runs relay calls; calls come back to be served."""
 
@@ -419,22 +438,22 @@ class RayWorker:
         self._disarm_idle()
         self._running = True
         ray = _ray()
-        ref = self._handle.run.remote(code, timeout)
+        ref = self._handle.run.remote(pack((code, timeout)))
         try:
             while True:
-                events = await ref
-                for event in events:
-                    op = event.get("op")
-                    if op == "call":
+                for event in unpack(await ref):
+                    op = event[0]
+                    if op == CALL:
                         self._spawn_serve(event)
-                    elif op == "done":
-                        result = _result(event["result"], (time.perf_counter() - start) * 1000)
+                    elif op == DONE:
+                        ms = (time.perf_counter() - start) * 1000
+                        result = from_result_fields(event[1], ms)
                         if result.state_lost:  # the node's worker died: so does this actor
                             self._end()
                         return result
-                    elif op == "failed":
+                    elif op == FAILED:
                         self._end()
-                        return _lost(f"the run failed on its node: {event.get('message')}", start)
+                        return _lost(f"the run failed on its node: {event[1]}", start)
                 ref = self._handle.poll.remote()
         except asyncio.CancelledError:
             # The caller is gone: stop the code on its node as a timeout would (interrupt,
@@ -453,7 +472,7 @@ class RayWorker:
                 task.cancel()
             self._arm_idle()
 
-    def _spawn_serve(self, event: dict[str, Any]) -> None:
+    def _spawn_serve(self, event: tuple[Any, ...]) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(event))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
@@ -476,14 +495,16 @@ class RayWorker:
         try:
             async with asyncio.timeout(bound):
                 while True:
-                    for event in await ref:
-                        op = event.get("op")
-                        if op == "call":  # nobody waits for an answer any more
-                            self._refuse(event.get("id"))
-                        elif op == "failed" or (op == "done" and event["result"].get("state_lost")):
+                    for event in unpack(await ref):
+                        op = event[0]
+                        if op == CALL:  # nobody waits for an answer any more
+                            self._refuse(event[1])
+                        elif op == FAILED or (
+                            op == DONE and from_result_fields(event[1], 0).state_lost
+                        ):
                             self._end()
                             return
-                        elif op == "done":
+                        elif op == DONE:
                             return
                     ref = self._handle.poll.remote()
         except (TimeoutError, ray.exceptions.RayError):
@@ -491,7 +512,7 @@ class RayWorker:
 
     def _refuse(self, cid: Any) -> None:
         with contextlib.suppress(Exception):
-            self._handle.reply.remote(cid, False, CANCELLED_REPLY)
+            self._handle.reply.remote(pack((cid, False, CANCELLED_REPLY)))
 
     async def idle(self) -> None:
         """Wait until a cancelled run has ended on its node (bounded: see ``_drain``)."""
@@ -500,18 +521,19 @@ class RayWorker:
             await asyncio.wait([task])
             self._stopping = None
 
-    async def _serve(self, event: dict[str, Any]) -> None:
+    async def _serve(self, event: tuple[Any, ...]) -> None:
         ray = _ray()
+        _, cid, method, params = event
         try:
-            value = await self._handler(str(event.get("method")), event.get("params") or {})
+            value = await self._handler(str(method), params or {})
             ok = True
         except asyncio.CancelledError:
-            self._refuse(event.get("id"))  # the run was cancelled: the code must not wait
+            self._refuse(cid)  # the run was cancelled: the code must not wait
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
         with contextlib.suppress(ray.exceptions.RayError):
-            await self._handle.reply.remote(event.get("id"), ok, value)
+            await self._handle.reply.remote(pack((cid, ok, value)))
 
     @contextmanager
     def hold_timeout(self) -> Iterator[None]:

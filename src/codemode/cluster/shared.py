@@ -9,11 +9,18 @@ ends itself after ``ttl`` seconds without a run, when the directory forgets the 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from ..errors import ExecutorError
 from ..execution.base import CallHandler
 from .directory import SessionDirectory
 from .executor import RayExecutor, RayWorker
+
+log = logging.getLogger("codemode.cluster")
+
+CLAIM_ATTEMPTS = 3
+"""Start-or-attach rounds before giving up (each loses only to a live, newer actor)."""
 
 
 class SharedSessions:
@@ -34,8 +41,7 @@ class SharedSessions:
             return
         worker = await self.executor.attach(name, _no_calls)
         if worker is not None:
-            worker.detached = False
-            await worker.close()
+            await _end(worker)
 
 
 class SharedSessionExecutor:
@@ -52,20 +58,35 @@ class SharedSessionExecutor:
     async def start(self, handler: CallHandler) -> RayWorker:
         ex, directory = self._shared.executor, self._shared.directory
         name = await directory.actor(self.key)
-        if name is not None:
-            worker = await ex.attach(name, handler)
-            if worker is not None:
-                return worker
-        handle, info = await ex._launch(detached=True)
-        worker = RayWorker(ex, handle, handler, info, detached=True)
-        try:
-            await ex._call(handle.expire_after.remote(directory.ttl), "answer", ex._deadline())
-            await directory.set_actor(self.key, info["name"])
-        except BaseException:
-            worker.detached = False
-            await worker.close()
-            raise
-        return worker
+        for _ in range(CLAIM_ATTEMPTS):
+            if name is not None:
+                worker = await ex.attach(name, handler)
+                if worker is not None:
+                    return worker
+            # No live actor: start one, and keep it only if no other replica recorded
+            # one meanwhile (else two interpreters would serve one session).
+            handle, info = await ex._launch(detached=True)
+            mine = RayWorker(ex, handle, handler, info, detached=True)
+            try:
+                await ex._call(handle.expire_after.remote(directory.ttl), "answer", ex._deadline())
+                held = await directory.claim_actor(self.key, info["name"], stale=name)
+            except BaseException:
+                await _end(mine)
+                raise
+            if held == info["name"]:
+                return mine
+            await _end(mine)
+            log.info("another replica started this session at the same time: using its actor")
+            name = held
+        raise ExecutorError(
+            f"the session's actor could not be settled in {CLAIM_ATTEMPTS} attempts: "
+            "replicas keep replacing it (see the replicas' logs)"
+        )
+
+
+async def _end(worker: RayWorker) -> None:
+    worker.detached = False
+    await worker.close()
 
 
 async def _no_calls(method: str, params: dict[str, Any]) -> Any:

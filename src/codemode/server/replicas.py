@@ -38,6 +38,8 @@ from mcp_types import InitializeRequestParams
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from codemode.errors import StorageUnavailable
+
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+UNAVAILABLE = -32000
+"""JSON-RPC server error code of a request refused because the shared directory is down."""
 MAX_HANDSHAKE_BYTES = 64 * 1024
 """An ``initialize`` request larger than this is served but not shared."""
 
@@ -78,7 +82,11 @@ class SessionAdoption:
                 await self._opening(scope, receive, send)
                 return
         elif sid not in self._manager._server_instances:
-            await self._adopt(sid, scope)
+            try:
+                await self._adopt(sid, scope)
+            except StorageUnavailable as exc:
+                await _unavailable(send, str(exc))
+                return
         status = 0
 
         async def watch(message: Message) -> None:
@@ -89,8 +97,11 @@ class SessionAdoption:
 
         await self.app(scope, receive, watch)
         if sid is not None and scope["method"] == "DELETE" and 200 <= status < 300:
-            await self._shared.directory.forget_mcp_session(sid)
-            await self._shared.end(f"mcp:{sid}")
+            try:
+                await self._shared.directory.forget_mcp_session(sid)
+                await self._shared.end(f"mcp:{sid}")
+            except StorageUnavailable as exc:  # the answer is sent: the records expire
+                logger.warning("an ended session stays recorded until it expires: %s", exc)
 
     # -- a new session ---------------------------------------------------------------
     async def _opening(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -108,7 +119,10 @@ class SessionAdoption:
                 params = _initialize_params(bytes(body))
                 if new and params is not None:
                     # Before the client learns the id: any replica may see it next.
-                    await self._shared.directory.add_mcp_session(new, {"params": params})
+                    try:
+                        await self._shared.directory.add_mcp_session(new, {"params": params})
+                    except StorageUnavailable as exc:
+                        logger.warning("a new session is served by this replica only: %s", exc)
             await send(message)
 
         await self.app(scope, seen, record)
@@ -156,6 +170,17 @@ class SessionAdoption:
 
             await manager._task_group.start(run_server)
         logger.info("adopted an MCP session another replica opened")
+
+
+async def _unavailable(send: Send, why: str) -> None:
+    """503 with a JSON-RPC error saying why: the client may retry, nothing was run."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"5"),
+               (b"content-length", str(len(body)).encode())]  # fmt: skip
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _initialize_params(body: bytes) -> dict[str, Any] | None:

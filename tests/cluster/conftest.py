@@ -9,12 +9,17 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from codemode.cluster.local import LocalCluster, Node
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
+from redis_server import RedisServer as RedisServer  # tests/storage's real Redis; re-exported
 
 # Token authentication on, as docs/ray.md asks of a real cluster. Ray reads these when it
 # is imported, so the driver (this process) gets them first; nothing else reads them.
@@ -62,3 +67,13 @@ def cluster() -> Iterator[RayCluster]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A real Redis of its own for the test (the replicas' shared directory)."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

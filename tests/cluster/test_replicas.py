@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import SESSION_RESOURCES, RayCluster, ray
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
-from redis_server import RedisServer
+from .conftest import SESSION_RESOURCES, RayCluster, RedisServer, ray
 
 pytestmark = pytest.mark.ray
 
@@ -190,15 +186,6 @@ def _redis_records(url: str) -> dict[str, Any]:
 def _actor_names(namespace: str) -> list[str]:
     named = ray.util.list_named_actors(all_namespaces=True)
     return [n["name"] for n in named if n["namespace"] == namespace]
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_session_moves_between_replicas_and_survives_a_killed_one(

@@ -4,9 +4,6 @@ two replicas do when they reach the same session at the same moment."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,21 +12,9 @@ from codemode.cluster import RayConfig, RayExecutor
 from codemode.cluster.directory import SessionDirectory
 from codemode.cluster.shared import SharedSessions
 
-from .conftest import SESSION_RESOURCES, RayCluster, ray
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
-from redis_server import RedisServer
+from .conftest import SESSION_RESOURCES, RayCluster, RedisServer, ray
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ray]
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def replica(cluster: RayCluster, redis: RedisServer, tenant: str) -> SharedSessions:

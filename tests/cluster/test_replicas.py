@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serve_process import launch_serve
 
 from .conftest import SESSION_RESOURCES, RayCluster, RedisServer, ray
 
@@ -95,31 +94,8 @@ def start_replica(
         env = {**os.environ, **TENANT_TOKENS}
     argv = [sys.executable, "-m", "codemode", "serve", *where, "--transport", "http",
             "--port", "0"]  # fmt: skip
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    found: queue.Queue[str | None] = queue.Queue()
-
-    def drain() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if m := re.search(r"serving MCP on (\S+)", line):
-                found.put(m.group(1))
-        proc.stderr.close()
-        found.put(None)
-
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
-    try:
-        url = found.get(timeout=180)
-    except queue.Empty:
-        url = None
-    if url is None:
-        proc.kill()
-        proc.wait(timeout=30)
-        thread.join(timeout=10)
-        raise RuntimeError("codemode serve did not start:\n" + "".join(lines[-30:]))
-    return Replica(proc, url, lines, thread)
+    served = launch_serve(argv, env, timeout=180)
+    return Replica(served.proc, served.url, served.lines, served.drain)
 
 
 def _answer(response: httpx.Response) -> dict[str, Any]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import re
 import subprocess
 import sys
 import threading
@@ -27,6 +25,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from .browser import browser  # noqa: F401 - the fixture of the web console's tests
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
+from serve_process import launch_serve
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / ".ci" / "node"
@@ -175,32 +176,8 @@ def start_http_server(
         env["CODEMODE_TOKEN"] = token
     chosen = ("--executor", executor) if executor is not None else ()
     argv = serve_argv(base, "--transport", "http", "--port", "0", *chosen, *extra)
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines: list[str] = []
-    found: queue.Queue[str | None] = queue.Queue()
-
-    def drain() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if m := re.search(r"serving MCP on (\S+)", line):
-                found.put(m.group(1))
-        proc.stderr.close()
-        found.put(None)
-
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
-    try:
-        url = found.get(timeout=60)
-    except queue.Empty:
-        url = None
-    if url is None:
-        proc.kill()
-        proc.wait(timeout=10)
-        thread.join(timeout=10)
-        raise RuntimeError("codemode serve did not start:\n" + "".join(lines[-30:]))
-    return HttpServer(proc, url, lines, drain=thread)
+    served = launch_serve(argv, env, timeout=60)
+    return HttpServer(served.proc, served.url, served.lines, drain=served.drain)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_process import launch_serve
+from serve_process import INITIALIZE, PROTOCOL_VERSION, launch_serve
 
 from .conftest import SESSION_RESOURCES, RayCluster, RedisServer, ray
 
@@ -28,16 +28,6 @@ HEADERS = {
     "Authorization": f"Bearer {TOKEN}",
     "Accept": "application/json, text/event-stream",
     "Content-Type": "application/json",
-}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "replica-test", "version": "1"},
-    },
 }
 
 
@@ -121,7 +111,7 @@ class McpSession:
         self.headers = {
             **auth,
             "Mcp-Session-Id": self.sid,
-            "MCP-Protocol-Version": INITIALIZE["params"]["protocolVersion"],  # type: ignore[index]
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
         }
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         self.http.post(first.url, json=note, headers=self.headers).raise_for_status()

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from .browser import browser  # noqa: F401 - the fixture of the web console's tests
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
+from serve_process import INITIALIZE as INITIALIZE
 from serve_process import launch_serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,16 +35,6 @@ NODE_DIR = REPO / ".ci" / "node"
 FS_SERVER = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
 INSTALL_HINT = "run .ci/install-test-servers.sh to install the real test servers"
 TOKEN = "test-token-0123456789"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 """A raw MCP ``initialize`` request, for tests that speak HTTP without a client."""
 NOTES = {f"note{i}.txt": f"note number {i}\n" for i in range(6)} | {"todo.md": "- write tests\n"}
 

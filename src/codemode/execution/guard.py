@@ -139,8 +139,7 @@ class GuardedWorker:
 
     async def _watch(self, before: Usage, breach: list[str]) -> None:
         """Sweep while the code runs; stop it when it takes the workspace over its quota.
-        The first sweep waits one interval: short runs never pay for one."""
-        await asyncio.sleep(self.interval)
+        Started one interval into the run (see ``run``)."""
         while True:
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
@@ -158,13 +157,22 @@ class GuardedWorker:
             small = self.hints.small(self.workspace)
             before = self._sweep() if small else await asyncio.to_thread(self._sweep)
         breach: list[str] = []
-        watch = asyncio.get_running_loop().create_task(self._watch(before, breach))
+        loop = asyncio.get_running_loop()
+        watch: list[asyncio.Task[None]] = []
+        # The watch starts one interval in, from a timer: a short run (most of them) only
+        # cancels the timer, where a task to cancel and wait for cost it two turns of the
+        # loop, which a saturated loop makes long.
+        timer = loop.call_later(
+            self.interval, lambda: watch.append(loop.create_task(self._watch(before, breach)))
+        )
         try:
             result: ExecutionResult = await self.inner.run(code, timeout)
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            timer.cancel()
+            for task in watch:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
         usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
         notes: list[str] = []

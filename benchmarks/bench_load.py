@@ -13,11 +13,24 @@ waits, and a "busy" answer counts as an error. A thread polls ``/healthz`` all a
 Sessions beyond the pool start cold, on demand: at 200 and 500 sessions their first call
 includes a worker's boot.
 
-Reported per row: calls/s, latency p50/p95/p99, first-call latency (the codemode
-session starts then), errors, hung sessions (one answer took longer than ``--hang`` s),
-server RSS and the workers' RSS at the end (all sessions still open), and the slowest
-``/healthz`` answer. Then the graceful stop: SIGTERM while ``--stop-calls`` calls of
-``--stop-seconds`` s run; how many finish, exit status, stop time, what is left behind.
+Reported per row: calls/s, latency p50/p95/p99, first-call latency, errors, hung
+sessions (one answer took longer than ``--hang`` s), CPU per call of the server, its
+workers and the client processes, server RSS and the workers' RSS at the end (all
+sessions still open), the slowest ``/healthz`` answer, and the load average at the start
+and end of the row.
+
+The first call is each session's first ``run_code`` (codemode starts the session then:
+it takes a warm worker and runs its first cell; the call that used to wait for a cold
+worker start), or its first ``echo``. Every session has already initialized and listed
+its tools; all of them send their first call at the same instant, so the first calls are
+a burst of ``--sessions`` concurrent calls, and on a small machine their p95 is mostly
+the time the server and the clients (which share its cores) take for the whole burst.
+Each session's second call follows its first at once, with every session started and
+as many calls in flight: first p95 minus second p95 is about what starting a session
+adds, beside the bare server's same difference.
+
+Then the graceful stop: SIGTERM while ``--stop-calls`` calls of ``--stop-seconds`` s
+run; how many finish, exit status, stop time, what is left behind.
 Goals (issue 13): 500 sessions with 0 errors; at 50 sessions codemode's throughput
 >= 70 % of the bare server's and p99 <= 10x p50; first call p95 <= 100 ms at 50 sessions.
 
@@ -273,6 +286,7 @@ async def _client(
     go, close = anyio.Event(), anyio.Event()
     opened = 0
     first: list[float] = []
+    second: list[float] = []
     rest: list[float] = []
     errors: list[str] = []
     hung = 0
@@ -320,6 +334,8 @@ async def _client(
                         with anyio.fail_after(hang):
                             ms, ok, err = await call(client, i, n)
                         (first if n == 0 else rest).append(ms)
+                        if n == 1:
+                            second.append(ms)
                         if not ok:
                             errors.append(err)
                     finished += 1
@@ -348,7 +364,9 @@ async def _client(
         assert line.strip() == "go"
         go.set()
         await all_done.wait()
-        report = {"first": first, "rest": rest, "errors": errors, "hung": hung}
+        cpu = time.process_time()
+        report = {"first": first, "second": second, "rest": rest, "errors": errors,
+                  "hung": hung, "cpu_s": cpu}  # fmt: skip
         print(json.dumps(report), flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # "close"
         close.set()
@@ -377,6 +395,15 @@ class Row:
     wall: float = 0.0
     latencies: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
+    """Each session's first call: its first ``run_code`` (codemode starts its session
+    then) or ``echo``, sent by all sessions at the same instant."""
+    second: list[float] = field(default_factory=list)
+    """Each session's second call: the same burst of calls, sessions already started."""
+    client_cpu_ms: float = 0.0
+    """CPU of the client processes (the official MCP client) per call: the load generator
+    shares the machine's cores with the server."""
+    load: tuple[float, float] = (0.0, 0.0)
+    """The 1-minute load average when the row started and when it ended."""
     server_rss_mb: float = 0.0
     worker_rss_mb: float = 0.0
     workers: int = 0
@@ -406,8 +433,9 @@ class Row:
         return [self.name, self.sessions, self.calls, len(self.errors), self.hung,
                 f"{self.rate:.0f}",
                 pct(self.latencies, 50), pct(self.latencies, 95), pct(self.latencies, 99),
-                pct(self.first, 50), pct(self.first, 95), cpu, f"{self.server_rss_mb:.0f}",
-                workers, h]  # fmt: skip
+                pct(self.first, 50), pct(self.first, 95), pct(self.second, 95), cpu,
+                f"{self.client_cpu_ms:.2f}", f"{self.server_rss_mb:.0f}", workers, h,
+                f"{self.load[0]:.1f} / {self.load[1]:.1f}"]  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -415,7 +443,9 @@ class Row:
             "errors": len(self.errors), "hung_sessions": self.hung, "calls_per_s": self.rate,
             "p50": pct(self.latencies, 50), "p95": pct(self.latencies, 95),
             "p99": pct(self.latencies, 99), "first_p50": pct(self.first, 50),
-            "first_p95": pct(self.first, 95), "server_rss_mb": self.server_rss_mb,
+            "first_p95": pct(self.first, 95), "second_p95": pct(self.second, 95),
+            "client_cpu_ms_per_call": self.client_cpu_ms, "load_start": self.load[0],
+            "load_end": self.load[1], "server_rss_mb": self.server_rss_mb,
             "worker_rss_mb": self.worker_rss_mb, "worker_processes": self.workers,
             "server_cpu_ms_per_call": self.server_cpu_ms,
             "worker_cpu_ms_per_call": self.worker_cpu_ms,
@@ -440,6 +470,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
         for n in shares
     ]
     row = Row(name, sessions)
+    load0 = os.getloadavg()[0]
     probe = HealthProbe(server.url)
     port_probe = HealthProbe(server.health) if server.health else None
     try:
@@ -453,6 +484,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             port_probe.start()
         workers = _children(server.proc.pid)
         cpu0 = _cpu_s(server.proc.pid), sum(_cpu_s(p) for p in workers)
+        client0 = sum(_cpu_s(c.pid) for c in children)
         spy = profile(server, args, f"{kind}-{sessions}") if args.profile else None
         t0 = time.perf_counter()
         for child in children:
@@ -463,6 +495,8 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             assert child.stdout is not None
             data = json.loads(child.stdout.readline())
             row.first += data["first"]
+            row.second += data["second"]
+            row.client_cpu_ms += data["cpu_s"] * 1000
             row.latencies += data["rest"]
             row.errors += data["errors"]
             row.hung += data["hung"]
@@ -475,6 +509,8 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
         workers = sorted(set(workers) | set(_children(server.proc.pid)))
         calls = max(row.calls, 1)
         row.server_cpu_ms = (_cpu_s(server.proc.pid) - cpu0[0]) * 1000 / calls
+        row.client_cpu_ms = (row.client_cpu_ms - client0 * 1000) / calls
+        row.load = (load0, os.getloadavg()[0])
         row.worker_cpu_ms = (sum(_cpu_s(p) for p in workers) - cpu0[1]) * 1000 / calls
         row.server_rss_mb = _rss_kb(server.proc.pid) / 1024
         if kind == "codemode":
@@ -625,8 +661,9 @@ def main(args: argparse.Namespace) -> None:
         f"processes, executor {args.executor}, warm pool {args.pool} (latency ms; load at the end "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
         ["server", "sessions", "calls", "errors", "hung", "calls/s", "p50", "p95", "p99",
-         "first p50", "first p95", "CPU ms/call (server + workers)", "server RSS MB",
-         "workers RSS MB", "healthz max ms (port / health port)"],
+         "first p50", "first p95", "second p95", "CPU ms/call (server + workers)",
+         "client CPU ms/call", "server RSS MB", "workers RSS MB",
+         "healthz max ms (port / health port)", "load start / end"],
         [r.cells() for r in rows],
     ))  # fmt: skip
     if stop is not None:
@@ -648,6 +685,12 @@ def main(args: argparse.Namespace) -> None:
               f"p99/p50 {tail:.1f}x, first call p95 {pct(ours_row.first, 95):.1f} ms "
               f"(bare server's {pct(bare_row.first, 95):.1f} ms), "
               f"errors {len(ours_row.errors)}")  # fmt: skip
+        for r in (ours_row, bare_row):
+            added = pct(r.first, 95) - pct(r.second, 95)
+            print(f"    {r.name}: first call p95 {pct(r.first, 95):.1f} ms, the same sessions' "
+                  f"second call p95 {pct(r.second, 95):.1f} ms (a session's start adds "
+                  f"{added:+.1f} ms); CPU per call: server {r.server_cpu_ms:.2f} ms, clients "
+                  f"{r.client_cpu_ms:.2f} ms; load {r.load[0]:.1f} -> {r.load[1]:.1f}")  # fmt: skip
     for r in rows:
         for e in r.errors[:3]:
             print(f"error ({r.name}, {r.sessions}): {e}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import shutil
 import threading
 import time
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from codemode import Session, SubprocessExecutor
-from codemode.execution.pool import get_pool
+from codemode.execution.pool import WorkerPool, get_pool
 from codemode.execution.sandbox import SandboxExecutor
 
 pytestmark = pytest.mark.anyio
@@ -130,6 +131,61 @@ async def test_a_burst_that_empties_the_pool_leaves_more_warm_workers_for_the_ne
         pool.close()
 
 
+async def test_a_warm_worker_is_handed_out_without_waiting_for_a_turn_of_the_loop() -> None:
+    """Its "ready" was written long ago: a session start from the pool reads it at once,
+    so under load a new session does not wait behind every other session's callbacks."""
+    ex = SubprocessExecutor(pool_size=1, memory_limit_mb=556)  # a pool of its own
+    await ex.warm()
+    pool = get_pool(ex.pool_key(), ex.spawn, ex.pool_size)
+    deadline = time.monotonic() + 60
+    while not select.select([s.from_fd for s in pool._ready], [], [], 0.05)[0]:
+        assert time.monotonic() < deadline, "the pre-started worker never said it was ready"
+    other_ran = asyncio.Event()
+    asyncio.get_running_loop().call_soon(other_ran.set)
+    session = Session(ex)
+    try:
+        await session.start()
+        assert not other_ran.is_set(), "the start waited for the loop"
+        assert (await session.run("6 * 7")).value == 42
+    finally:
+        await session.close()
+        pool.close()
+
+
+async def test_a_refill_waits_while_workers_are_taken_and_starts_once_the_pool_is_empty() -> None:
+    """Background starts compete with a burst's first calls: they wait for a quiet
+    moment (at most ``max_delay``), but never while the pool is empty."""
+    ex = SubprocessExecutor(pool_size=2, memory_limit_mb=557)
+    spawned: list[float] = []
+
+    def spawn(*, background: bool = False) -> Any:
+        if background:
+            spawned.append(time.monotonic())
+        return ex.spawn(background=background)
+
+    pool = WorkerPool(spawn, 2, quiet=600.0, max_delay=5.0)
+    taken = []
+    try:
+        await pool.fill()
+        taken.append(pool.take())
+        pool.refill()
+        await asyncio.sleep(0.5)
+        assert spawned == [], "a refill started while sessions were taking workers"
+        emptied = time.monotonic()
+        taken.append(pool.take())  # the last one: the next session would boot cold
+        pool.refill()
+        deadline = time.monotonic() + 60
+        while len(pool) < 2:  # one at once, the other after at most max_delay
+            assert time.monotonic() < deadline, f"{len(spawned)} of 2 refills started"
+            await asyncio.sleep(0.02)
+        assert spawned[0] >= emptied, "the first refill did not wait for the pool to empty"
+    finally:
+        pool.close()
+        for worker in taken:
+            if worker is not None:
+                worker.destroy()
+
+
 BACKGROUND = "/sys/fs/cgroup/cpu/codemode-background/cgroup.procs"
 
 
@@ -163,9 +219,17 @@ async def test_pool_refills_boot_in_the_background_and_a_taken_worker_gets_a_ful
             assert _cpu_group(p).startswith("/codemode/w-"), _cpu_group(p)
             assert os.getpriority(os.PRIO_PROCESS, p) == 0
         deadline = time.monotonic() + 30
-        while not _niced(waiting := {int(p) for p in Path(BACKGROUND).read_text().split()}):
+        while not _niced(waiting := _background_pids()):  # the refill waits for quiet first
             assert time.monotonic() < deadline, f"no refilled worker is niced in {waiting}"
             await asyncio.sleep(0.05)
+
+
+def _background_pids() -> set[int]:
+    """Processes in the shared background group (made by the first background start)."""
+    try:
+        return {int(p) for p in Path(BACKGROUND).read_text().split()}
+    except FileNotFoundError:
+        return set()
 
 
 def _niced(pids: set[int]) -> bool:

@@ -213,3 +213,35 @@ async def test_a_full_disk_during_a_state_write_keeps_the_old_document(full_disk
     with pytest.raises(StorageUnavailable, match="is full"):
         await state.set("b", "x" * 200_000)
     assert await state.get() == {"a": 1}
+
+
+async def test_a_new_workers_first_sweep_runs_inline_once_its_workspace_is_known_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's first run waits for no thread hop when another worker of the same
+    executor found the shared workspace small; the first one ever cannot know."""
+    import threading
+
+    from codemode.execution import guard
+
+    ws = str(tmp_path / "ws")
+    os.mkdir(ws)
+    where: list[bool] = []  # each sweep: did it run on the event loop's thread?
+
+    from codemode.isolation.sweep import Usage, sweep
+
+    def spy(root: str, **kwargs: int) -> Usage:
+        where.append(threading.current_thread() is threading.main_thread())
+        return sweep(root, **kwargs)
+
+    monkeypatch.setattr(guard, "sweep", spy)
+    limits = Limits(**{**SUITE_LIMITS.__dict__, "workspace_mb": 16, "workspace_files": 500})
+    executor = SandboxExecutor(workspace=ws, limits=limits, pool_size=0)
+    async with Session(executor) as first:
+        assert (await first.run("open('a.txt', 'w').write('x')")).error is None
+    assert where[0] is False  # unknown size: on a thread
+    where.clear()
+    async with Session(executor) as second:
+        result = await second.run("open('a.txt').read()")
+    assert result.value == "x"
+    assert where[0] is True

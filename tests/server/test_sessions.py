@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -62,6 +63,20 @@ async def test_one_key_always_gets_the_same_session(manager: SessionManager) -> 
     async with manager.lease("a") as second:
         result = await second.session.run("x")
     assert (first.new, second.new, result.value) == (True, False, 1)
+
+
+async def test_a_call_on_a_started_free_session_gets_it_without_a_turn_of_the_loop(
+    manager: SessionManager,
+) -> None:
+    """On a saturated loop each turn costs a call tens of ms: borrowing an idle session
+    (its lock free, its start long done) must not give the loop away."""
+    async with manager.lease("a"):
+        pass
+    others_ran = anyio.Event()
+    asyncio.get_running_loop().call_soon(others_ran.set)
+    async with manager.lease("a") as lease:
+        assert not others_ran.is_set(), "borrowing the session yielded to the loop"
+        assert not lease.new
 
 
 async def test_each_session_is_made_for_its_key_and_an_ephemeral_one_for_none(

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,16 +70,45 @@ def _count(n: int | None) -> str:
     return "no" if n is None else f"{n:,}"
 
 
+class SizeHints:
+    """How many files the last sweep of each workspace found, shared by the guards of one
+    executor: a new worker's first sweep runs inline when its workspace was small the last
+    time any worker swept it, so a session's first run waits for no thread hop."""
+
+    def __init__(self, keep: int = 256) -> None:
+        self._files: OrderedDict[str, int] = OrderedDict()
+        self._keep = keep
+        self._lock = threading.Lock()  # sweeps also run on threads
+
+    def small(self, workspace: str) -> bool:
+        files = self._files.get(workspace)
+        return files is not None and files < INLINE_FILES
+
+    def note(self, workspace: str, usage: Usage) -> None:
+        with self._lock:
+            self._files[workspace] = usage.files
+            self._files.move_to_end(workspace)
+            while len(self._files) > self._keep:
+                self._files.popitem(last=False)
+
+
 class GuardedWorker:
     """A sandboxed worker whose workspace is swept after, and watched during, each run."""
 
     def __init__(
-        self, inner: Any, workspace: str, quota: WorkspaceQuota, interval: float = 0.25
+        self,
+        inner: Any,
+        workspace: str,
+        quota: WorkspaceQuota,
+        interval: float = 0.25,
+        *,
+        hints: SizeHints | None = None,
     ) -> None:
         self.inner = inner
         self.workspace = workspace
         self.quota = quota
         self.interval = interval
+        self.hints = hints if hints is not None else SizeHints()
         self.last_usage: Usage | None = None
 
     @property
@@ -95,6 +126,7 @@ class GuardedWorker:
         limit = self.quota.max_files
         usage = sweep(self.workspace, max_entries=limit + 1 if limit is not None else 10**7)
         self.last_usage = usage
+        self.hints.note(self.workspace, usage)
         return usage
 
     def _grew_over(self, usage: Usage, before: Usage) -> str | None:
@@ -107,8 +139,7 @@ class GuardedWorker:
 
     async def _watch(self, before: Usage, breach: list[str]) -> None:
         """Sweep while the code runs; stop it when it takes the workspace over its quota.
-        The first sweep waits one interval: short runs never pay for one."""
-        await asyncio.sleep(self.interval)
+        Started one interval into the run (see ``run``)."""
         while True:
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
@@ -123,15 +154,25 @@ class GuardedWorker:
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         before = self.last_usage
         if before is None:
-            before = await asyncio.to_thread(self._sweep)
+            small = self.hints.small(self.workspace)
+            before = self._sweep() if small else await asyncio.to_thread(self._sweep)
         breach: list[str] = []
-        watch = asyncio.get_running_loop().create_task(self._watch(before, breach))
+        loop = asyncio.get_running_loop()
+        watch: list[asyncio.Task[None]] = []
+        # The watch starts one interval in, from a timer: a short run (most of them) only
+        # cancels the timer, where a task to cancel and wait for cost it two turns of the
+        # loop, which a saturated loop makes long.
+        timer = loop.call_later(
+            self.interval, lambda: watch.append(loop.create_task(self._watch(before, breach)))
+        )
         try:
             result: ExecutionResult = await self.inner.run(code, timeout)
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            timer.cancel()
+            for task in watch:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
         usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
         notes: list[str] = []
@@ -156,4 +197,4 @@ class GuardedWorker:
         await self.inner.close()
 
 
-__all__ = ["GuardedWorker", "WorkspaceQuota"]
+__all__ = ["GuardedWorker", "SizeHints", "WorkspaceQuota"]

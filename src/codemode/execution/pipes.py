@@ -69,6 +69,11 @@ class Inbox:
         self._loop = loop
         loop.add_reader(self.fd, self._on_readable)
 
+    def read_now(self) -> None:
+        """Take what the pipe already holds, as the reader callback would (no wait)."""
+        if not self._paused and not self._closed and self._loop is not None:
+            self._on_readable()
+
     def pause(self, why: str) -> None:
         if not self._paused and not self._closed and self._loop is not None:
             self._loop.remove_reader(self.fd)

@@ -13,6 +13,12 @@ The target follows demand: ``size`` workers are kept ready once a pool is used; 
 start that finds it empty raises the target by one, up to ``max_size``, so the next
 burst of sessions finds warm workers; after ``idle_after`` seconds without such a miss the
 target falls back to ``size`` and the extra workers are stopped.
+
+A refill waits for a quiet moment: while sessions keep taking workers (a burst of new
+clients), the host's share of each start (fork, cgroups, the launch line) would compete
+with their first calls for this process's CPU and GIL. Each background start waits until
+no worker was taken for ``quiet`` seconds, at most ``max_delay``, and never while the
+pool is empty (the next session would boot cold).
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from concurrent.futures import Future
 from .limits import release_background_groups
 from .spawn import Spawned, reap_later, refills, starts
 
+REFILL_QUIET = 0.25
+"""Seconds without a worker taken before a background refill starts one."""
+REFILL_MAX_DELAY = 2.0
+"""The longest a background refill waits for such a quiet moment."""
+
 
 class WorkerPool:
     def __init__(
@@ -37,17 +48,23 @@ class WorkerPool:
         *,
         max_size: int | None = None,
         idle_after: float = 60.0,
+        quiet: float = REFILL_QUIET,
+        max_delay: float = REFILL_MAX_DELAY,
     ) -> None:
         self._spawn = spawn
         self.size = size
         self.max_size = max(size, max_size if max_size is not None else 4 * size)
         self.target = size
         self.idle_after = idle_after
+        self.quiet = quiet
+        self.max_delay = max_delay
         self._ready: deque[Spawned] = deque()
         self._starting: set[Future[None]] = set()
         self._last_miss = 0.0
+        self._last_take = 0.0
         self._generation = 0  # close() starts a new one: starts begun before are dropped
         self._lock = threading.RLock()  # a start may finish, and call back, while refill holds it
+        self._changed = threading.Condition(self._lock)  # wakes refills waiting for quiet
 
     def take(self) -> Spawned | None:
         """A live pre-started worker, or None when the pool is empty (a miss: the target
@@ -55,6 +72,7 @@ class WorkerPool:
         the GIL with the event loop while it forks)."""
         found: Spawned | None = None
         with self._lock:
+            self._last_take = time.monotonic()
             while self._ready:
                 spawned = self._ready.popleft()
                 if spawned.alive():
@@ -69,6 +87,8 @@ class WorkerPool:
             if found is None and self.size > 0:
                 self.target = min(self.max_size, self.target + 1)
                 self._last_miss = time.monotonic()
+            if not self._ready:
+                self._changed.notify_all()  # empty: waiting refills start now
         return found
 
     def refill(self, *, background: bool = True) -> None:
@@ -90,6 +110,8 @@ class WorkerPool:
             self._starting.discard(fut)
 
     def _start_one(self, generation: int, background: bool) -> None:
+        if background and not self._wait_quiet(generation):
+            return
         try:
             spawned: Spawned | None = self._spawn(background=background)
         except Exception:  # noqa: BLE001 - a failed pre-start is reported by the next start()
@@ -101,6 +123,19 @@ class WorkerPool:
                 return
         if spawned is not None:
             spawned.destroy()
+
+    def _wait_quiet(self, generation: int) -> bool:
+        """Block this refill thread until a background start may begin (see the module
+        doc); False when the pool was closed meanwhile (nothing to start)."""
+        deadline = time.monotonic() + self.max_delay
+        with self._changed:
+            while generation == self._generation:
+                now = time.monotonic()
+                wait = min(self._last_take + self.quiet, deadline) - now
+                if wait <= 0 or not self._ready:
+                    return True
+                self._changed.wait(wait)
+            return False
 
     async def fill(self, count: int | None = None) -> None:
         """Raise the pool's size to ``count`` (if given) and wait until it is full."""
@@ -124,6 +159,7 @@ class WorkerPool:
             self._generation += 1
             self.target = self.size
             items, self._ready = list(self._ready), deque()
+            self._changed.notify_all()
         for spawned in items:
             spawned.destroy()
 

@@ -65,7 +65,7 @@ from .bwrap import (
     bwrap_args,
     setpriv_args,
 )
-from .guard import GuardedWorker, WorkspaceQuota
+from .guard import GuardedWorker, SizeHints, WorkspaceQuota
 from .hostchecks import (
     Check,
     can_private_mount,
@@ -170,6 +170,7 @@ class SandboxExecutor(SubprocessExecutor):
         self.allow_weaker = allow_weaker
         self._prepared: dict[str, Any] | None = None
         self._prepare_lock = threading.Lock()
+        self._size_hints = SizeHints()
         self.cgroup_dirs: list[str] = []
         """Every cgroup directory made for this executor's workers (each removed at exit)."""
 
@@ -583,7 +584,7 @@ class SandboxExecutor(SubprocessExecutor):
         worker = await super().start(handler)
         if worker.workspace is None:
             return worker  # weaker mode: a plain subprocess, nothing mounted
-        return GuardedWorker(worker, worker.workspace, self.quota)
+        return GuardedWorker(worker, worker.workspace, self.quota, hints=self._size_hints)
 
 
 def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:

@@ -229,6 +229,8 @@ class SubprocessExecutor:
     async def warm(self, count: int | None = None) -> None:
         """Fill the warm pool (to ``count`` workers if given) and wait until it is full."""
         await self.prepare()
+        if not schema_loaded():
+            await off_loop(load_schema)  # now, rather than in the first session's start
         await get_pool(self.pool_key(), self.spawn, self.pool_size).fill(count)
 
 
@@ -329,8 +331,14 @@ class SubprocessWorker:
             loop.add_reader(self._pidfd, self._on_exit)
         except (AttributeError, OSError):
             self._pidfd = None
+        # A worker from the warm pool said "ready" long ago: read it now instead of
+        # waiting a turn of the loop for it (under load, each turn costs every session).
+        self._in.read_now()
         try:
-            await asyncio.wait_for(self._ready, timeout)
+            if not self._ready.done():
+                await asyncio.wait_for(self._ready, timeout)
+            elif (failed := self._ready.exception()) is not None:
+                raise failed
         except (TimeoutError, _Crash) as exc:
             info = exc.info if isinstance(exc, _Crash) else f"no answer within {timeout} s"
             self._fail(info)

@@ -160,7 +160,7 @@ def server_context(
     registry, settings = workspace.registry(), workspace.settings
     base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
 
-    async def new_session(key: str | None) -> Session:
+    def new_idle(key: str | None) -> Session:
         session = Session(
             shared.for_key(key) if shared is not None and key is not None else executor,
             tools=registry,
@@ -169,8 +169,17 @@ def server_context(
             context=replace(base_context, client=key or "ephemeral"),
         )
         configure_session(session, workspace.capabilities, workspace.sections)
+        return session
+
+    async def new_session(key: str | None) -> Session:
+        session = new_idle(key)
         await session.start()
         return session
+
+    # One session built now and dropped (never started: no worker): whatever building
+    # one imports or compiles on first use is done before the first client, not on the
+    # event loop while a burst of new clients waits.
+    new_idle(None)
 
     sessions = SessionManager(
         new_session,

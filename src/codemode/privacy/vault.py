@@ -57,6 +57,8 @@ __all__ = [
 
 COMPACT_AFTER = 64
 """Segments in a vault directory before they are merged into one."""
+MEMO_MAX = 1_000_000
+"""Values whose tokens a vault remembers (``Vault.token_many``) before it starts over."""
 
 
 @dataclass(slots=True)
@@ -277,6 +279,7 @@ class Vault:
         self._lock = threading.Lock()
         self._entries = self.store.load()
         self._pending: dict[str, Entry] = {}
+        self._memo: dict[tuple[str, str], str] = {}
         self._last_refresh = 0.0
 
     def __len__(self) -> int:
@@ -288,16 +291,30 @@ class Vault:
 
     def token_many(self, items: Iterable[tuple[str, str]]) -> list[str]:
         """The token of each ``(entity, value)``: one lock and one clock reading for the
-        thousands of values of a large result."""
+        thousands of values of a large result.
+
+        A value tokenized before (this result's other rows, an earlier call) is found in a
+        memo of ``(entity, value) -> token``: no keyed hash again; the vault's entry is
+        still checked, so an expired or purged one is renewed as before.
+        """
         now = self._clock()
         fresh = now + self.ttl
         renew = now + self.ttl / 2
         ids = self._ids
-        entries, pending = self._entries, self._pending
+        entries, pending, memo = self._entries, self._pending, self._memo
         out: list[str] = []
         add = out.append
         with self._lock:
-            for entity, value in items:
+            if len(memo) > MEMO_MAX:
+                memo.clear()
+            for item in items:
+                token = memo.get(item)
+                if token is not None:
+                    entry = entries.get(token)
+                    if entry is not None and entry.expires >= renew and entry.value == item[1]:
+                        add(token)  # the common case of a value seen before
+                        continue
+                entity, value = item
                 token = ids.token(entity, value)
                 entry = entries.get(token)
                 if entry is not None and entry.value != value:
@@ -310,6 +327,7 @@ class Vault:
                         raise RuntimeError("token id collisions: the vault is corrupt")
                 if entry is None or entry.expires < renew:
                     entries[token] = pending[token] = Entry(value, fresh)
+                memo[item] = token
                 add(token)
         return out
 

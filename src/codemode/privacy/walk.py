@@ -157,7 +157,7 @@ class Leaves:
                     copies[parent][key] = dup
             return copies[path[0]]
 
-        slots, texts = self.slots, self.texts
+        slots, texts, nodes = self.slots, self.texts, self.nodes
         for i, new in changes.items():
             if new == texts[i]:
                 continue
@@ -168,7 +168,18 @@ class Leaves:
                 continue
             target = copies.get(node)
             if target is None:
-                target = copy(node)
+                parent, pkey, container = nodes[node]
+                up = copies.get(parent)
+                if up is not None:  # the common case: a row of a list already copied
+                    target = copies[node] = (
+                        dict(container) if type(container) is dict else copy(node)
+                    )
+                    up[pkey] = target
+                else:
+                    target = copy(node)
+            if kind == TEXT:
+                target[key] = new
+                continue
             current = target[key]
             if kind in (BYTES, LATIN1):
                 target[key] = new.encode("utf-8" if kind == BYTES else "latin-1")

@@ -54,7 +54,8 @@ def _not_phone(num: str) -> bool:
         return True
     if _DATE_SEPARATORS.search(num) is not None and _DATES.search(num) is not None:
         return True
-    return _NOT_PHONE_WHOLE.fullmatch(num) is not None
+    # Every shape of _NOT_PHONE_WHOLE starts with a digit: "+..." and "(..." are not one.
+    return num[0].isdigit() and _NOT_PHONE_WHOLE.fullmatch(num) is not None
 
 
 _NEG_CONTEXT = re.compile(
@@ -115,7 +116,7 @@ class PhoneDetector:
         is_phone = self.is_phone
         for m in _PHONE.finditer(text):
             start = m.start()
-            if is_phone(text, start, m["num"]):
+            if len(m.group(1)) >= 7 and is_phone(text, start, m.group(1)):  # 7+ digits
                 yield start, m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:

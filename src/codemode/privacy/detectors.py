@@ -299,7 +299,9 @@ class IBANDetector:
             raw = m.group()
             # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
             # shorter cuts at group boundaries until one is valid.
-            cuts = [len(raw)] + [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
+            cuts = [len(raw)]
+            if " " in raw:
+                cuts += [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
             for cut in cuts:
                 if self._valid(raw[:cut].replace(" ", "")):
                     yield m.start(), m.start() + cut, "IBAN"

@@ -203,7 +203,7 @@ class Privacy:
         """
         pieces, copies = self._pieces(texts)
         joined = pieces[0] if len(pieces) == 1 else SEP.join(pieces)
-        found = self.scanner.spans(joined)
+        found = self.scanner.spans_raw(joined)
         if not found:
             return {}
         starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))

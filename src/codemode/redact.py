@@ -110,6 +110,21 @@ _GATED = tuple(
     for pattern, group, anchors in _SHAPES
 )
 
+_ASCII = {a: a.encode("ascii") for _, _, anchors, _ in _GATED for a in anchors}
+
+
+def _lowered(text: str) -> str | bytes:
+    """``text.lower()`` for the anchors' look-ups. Text in Latin-1 (names with accents)
+    as bytes lowered in ASCII: no Latin-1 letter lowers to an ASCII one, so every ASCII
+    anchor is found where ``str.lower`` finds it, at several times the speed."""
+    if text.isascii():
+        return text.lower()
+    try:
+        return text.encode("latin-1").lower()
+    except UnicodeEncodeError:  # other scripts: "\u212a" (Kelvin) lowers to "k"
+        return text.lower()
+
+
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -162,12 +177,13 @@ def find_secrets(text: str) -> Iterator[tuple[int, int]]:
     # Anchors are looked up with ``in`` (a memory scan, in the lower-cased text for
     # case-insensitive shapes): one alternation regex over them costs more than every
     # other detector together on a large result.
-    lower: str | None = None
+    lower: str | bytes | None = None
     looked: dict[tuple[str, bool], bool] = {}  # an anchor gating two shapes: looked up once
     for pattern, group, anchors, folded in _GATED:
+        where: str | bytes
         if folded:
             if lower is None:
-                lower = text.lower()
+                lower = _lowered(text)
             where = lower
         else:
             where = text
@@ -175,7 +191,9 @@ def find_secrets(text: str) -> Iterator[tuple[int, int]]:
         for a in anchors:
             got = looked.get((a, folded))
             if got is None:
-                got = looked[a, folded] = a in where
+                got = looked[a, folded] = (
+                    a in where if isinstance(where, str) else _ASCII[a] in where
+                )
             if got:
                 hit = True
                 break

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,14 @@ import pytest
 from codemode.errors import ConfigError
 from codemode.privacy.config import KEY_ENV, VaultConfig
 from codemode.privacy.tokens import TOKEN_RE
-from codemode.privacy.vault import FileStore, Vault, default_key_path, load_key, new_key
+from codemode.privacy.vault import (
+    Entry,
+    FileStore,
+    Vault,
+    default_key_path,
+    load_key,
+    new_key,
+)
 
 KEY = new_key().encode()
 
@@ -156,3 +164,46 @@ def test_a_batch_of_values_gets_the_tokens_each_value_gets_alone() -> None:
     assert tokens == [alone.token(e, v) for e, v in items]
     assert tokens[0] == tokens[2] and len(batch) == 2
     assert [batch.value(t) for t in tokens[:2]] == ["alice@example.com", "+1 415-555-0132"]
+
+
+def test_tokens_persisted_in_the_background_resolve_in_a_new_vault(tmp_path: Path) -> None:
+    v = Vault(KEY, FileStore(tmp_path, KEY))
+    tokens = v.token_many([("EMAIL", f"user{i}@example.com") for i in range(500)])
+    v.flush_soon()
+    v.wait()
+    fresh = Vault(KEY, FileStore(tmp_path, KEY))
+    assert [fresh.value(t) for t in tokens] == [f"user{i}@example.com" for i in range(500)]
+
+
+class _FailingOnce(FileStore):
+    def __init__(self, directory: Path, key: bytes) -> None:
+        super().__init__(directory, key)
+        self.failures = 1
+
+    def append(self, entries: Mapping[str, Entry]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        super().append(entries)
+
+
+def test_tokens_a_background_write_failed_to_persist_are_written_by_the_next_flush(
+    tmp_path: Path,
+) -> None:
+    v = Vault(KEY, _FailingOnce(tmp_path, KEY))
+    token = v.token("PHONE", "+44 20 7946 0958")
+    v.flush_soon()
+    v.wait()
+    assert Vault(KEY, FileStore(tmp_path, KEY)).value(token) is None  # not written yet
+    v.flush()
+    assert Vault(KEY, FileStore(tmp_path, KEY)).value(token) == "+44 20 7946 0958"
+
+
+def test_a_value_seen_before_keeps_its_token_after_the_vault_forgot_it() -> None:
+    now = [1000.0]
+    v = Vault(KEY, ttl=100, clock=lambda: now[0])
+    token = v.token("EMAIL", "a@example.com")
+    now[0] += 150
+    assert v.purge() == 1
+    assert v.token("EMAIL", "a@example.com") == token  # issued again, not from a stale memo
+    assert v.value(token) == "a@example.com"

@@ -9,7 +9,8 @@ them the way the number's issuer would:
 EMAIL          local part, ``@``, a domain with a top-level label
 PHONE          ``phonenumbers``: a possible number in its region (international
                with ``+``/``00``, or national for the configured regions); a bare
-               run of digits counts only after a context word ("Tel.", "phone")
+               run of digits counts only after a context word ("Tel.", "phone");
+               in ``codemode.privacy.phone``
 CREDIT_CARD    length and issuer prefix, Luhn, consistent groups
 US_SSN         ``ddd-dd-dddd`` as issued (``stdnum.us.ssn``: no 000/666/9xx area)
 IBAN           country format and mod-97 check (``stdnum.iban``)
@@ -31,8 +32,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from .phone import PHONE_CONTEXT, PhoneDetector
+
 __all__ = [
     "BUILTIN_ENTITIES",
+    "PHONE_CONTEXT",
     "CardDetector",
     "DenyList",
     "Detector",
@@ -96,181 +100,6 @@ class EmailDetector:
             at = text.find("@", at + 1)
 
 
-# --------------------------------------------------------------------------- phone
-
-PHONE_CONTEXT = (
-    "phone", "tel", "telephone", "mobile", "cell", "call", "fax", "ring", "whatsapp",
-    "contact", "number", "telefon", "telefono", "teléfono", "téléphone", "telefone",
-    "telefoon", "handy", "mobil", "mobiel", "móvil", "portable", "cellulare", "celular",
-    "fone", "bel", "llamar", "tél", "電話", "携帯", "tel.", "tlf",
-)  # fmt: skip
-
-_PHONE = re.compile(
-    r"""(?P<num>[+(\d](?<![\w@/.:+#-][+(\d])   # a start not glued to a word, path or number
-    (?!\d{3}[-./]\d{1,2}[-./]\d)             # not a date (2025-01-31): no Python check each
-    [\d ()./\-\u00a0]{4,25}\d)
-    (?P<ext>\s?(?:x|ext\.?|extension|\#)\s?\d{1,6})?
-    (?![\w@/:-]|\.\d)""",
-    re.X,
-)
-# What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
-# whole one of the shapes below. Three checks instead of one alternation searched at
-# every position: the dates' regex runs only when two separators enclose 1-2 digits.
-_DATE_SEPARATORS = re.compile(r"[-./]\d{1,2}[-./]")
-_DATES = re.compile(
-    r"""\d{4}[-./]\d{1,2}[-./]\d{1,2}          # ISO first
-    |\d{1,2}[-./]\d{1,2}[-./](?:19|20)\d{2}   # day or month first
-    """,
-    re.X,
-)
-_NOT_PHONE_WHOLE = re.compile(
-    r"""\d{1,3}(?:\.\d{1,3}){1,3}              # IPv4, versions
-    |\d{3}-\d{2}-\d{4}                       # SSN shape
-    |\d{1,3}(?:[.,]\d{3})+(?:[.,]\d{1,2})?   # amounts with thousands
-    |-?\d+[.,]\d+                            # decimals, coordinates
-    |\d{1,5}(?:-\d{1,7}){2,3}-[\dX]          # ISBN-10/13 with hyphens
-    """,
-    re.X,
-)
-
-
-def _not_phone(num: str) -> bool:
-    if "--" in num or "//" in num:
-        return True
-    if _DATE_SEPARATORS.search(num) is not None and _DATES.search(num) is not None:
-        return True
-    return _NOT_PHONE_WHOLE.fullmatch(num) is not None
-
-
-_NEG_CONTEXT = re.compile(
-    r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
-)
-_NEG_SEPARATORS = ":.#=-"
-_NEG_LAST = frozenset("unrefodv")  # the last letters of _NEG_CONTEXT's words
-
-
-def _neg_context(before: str) -> bool:
-    """``_NEG_CONTEXT.search(before)``, without the search when no word of it can end
-    right before the trailing separators (most texts: a regex try at each position)."""
-    tail = before
-    while True:
-        cut = tail.rstrip().rstrip(_NEG_SEPARATORS)
-        if cut == tail:
-            break
-        tail = cut
-    if not tail:
-        return "#" in before
-    last = tail[-1]
-    if last.isascii() and last.lower() not in _NEG_LAST and "#" not in before[len(tail) :]:
-        return False
-    return _NEG_CONTEXT.search(before) is not None
-
-
-_PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
-_SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
-_NON_DIGIT = re.compile(r"\D+")
-
-
-class PhoneDetector:
-    """International and national phone numbers, by shape, then the numbering plans.
-
-    A candidate needs evidence that it is a phone number and not an id: a leading ``+``
-    or ``00``, separators between digit groups, or a context word just before it. Its
-    length must then be possible for its country calling code (international) or for one
-    of ``regions`` (national, with or without the trunk prefix), by ``phonenumbers``'
-    metadata. Parsing every candidate with ``phonenumbers.parse`` would cost ~50 us each;
-    the length tables give the same answer for "possible" in a dictionary look-up.
-    """
-
-    entities = ("PHONE",)
-    line_local = True
-    local_context = True
-
-    def __init__(
-        self, regions: Sequence[str] = ("US",), context: Iterable[str] = PHONE_CONTEXT
-    ) -> None:
-        self.regions = tuple(r.upper() for r in regions) or ("US",)
-        self._international, self._national = _phone_plans(self.regions)
-        words = sorted({w.lower() for w in context}, key=len, reverse=True)
-        self._context = re.compile(
-            r"(?i)(?:^|[^\w])(?:" + "|".join(re.escape(w) for w in words) + r")\W{0,4}$"
-        )
-
-    def find(self, text: str) -> Iterator[Span]:
-        is_phone = self.is_phone
-        for m in _PHONE.finditer(text):
-            start = m.start()
-            if is_phone(text, start, m["num"]):
-                yield start, m.end(), "PHONE"
-
-    def is_phone(self, text: str, start: int, num: str) -> bool:
-        if num[:2] in ("+ ", "+.", "+-"):
-            return False
-        digits = num.replace("(0)", "", 1).translate(_PHONE_SEPARATORS)  # num: digits, these
-        if not 7 <= len(digits) <= 15 or _not_phone(num):
-            return False
-        before = text[max(0, start - 24) : start]
-        if _neg_context(before):
-            return False
-        if num[0] == "+" or num.startswith("00"):
-            d = digits[2:] if num[0] == "0" else digits
-            for k in (1, 2, 3):
-                lengths = self._international.get(d[:k])
-                if lengths is not None:
-                    if len(d) - k in lengths:
-                        return True
-                    break
-            if num[0] == "+":
-                return False
-        context = self._context.search(before) is not None
-        if not context and (len(digits) < 8 or not _phone_grouping(num)):
-            return False  # a bare run of digits is an id unless a word says otherwise
-        n = len(digits)
-        for prefix, lengths in self._national:
-            if n in lengths:
-                return True
-            if prefix and digits.startswith(prefix) and n - len(prefix) in lengths:
-                return True
-        return False
-
-
-def _phone_plans(
-    regions: Sequence[str],
-) -> tuple[dict[str, frozenset[int]], list[tuple[str, frozenset[int]]]]:
-    """Possible lengths by country calling code, and (trunk prefix, lengths) per region."""
-    import phonenumbers
-    from phonenumbers import PhoneMetadata
-
-    international: dict[str, frozenset[int]] = {}
-    for code, codes_regions in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.items():
-        lengths: set[int] = set()
-        for region in codes_regions:
-            meta = PhoneMetadata.metadata_for_region_or_calling_code(code, region)
-            if meta is not None and meta.general_desc is not None:
-                lengths.update(meta.general_desc.possible_length or ())
-        if lengths:
-            international[str(code)] = frozenset(lengths)
-    national: list[tuple[str, frozenset[int]]] = []
-    for region in regions:
-        meta = PhoneMetadata.metadata_for_region(region)
-        if meta is None or meta.general_desc is None:
-            raise ValueError(f"unknown phone region {region!r} (use ISO codes such as US, GB)")
-        national.append(
-            (meta.national_prefix or "", frozenset(meta.general_desc.possible_length or ()))
-        )
-    return international, national
-
-
-def _phone_grouping(num: str) -> bool:
-    """Separated digit groups as phones are written: 2+ groups, none absurdly long."""
-    if _SEPARATED.search(num) is None:
-        return False
-    groups = [g for g in _NON_DIGIT.split(num) if g]
-    if len(groups) < 2 or max(len(g) for g in groups) > 8:
-        return False
-    return len(groups) > 2 or len(groups[-1]) >= 4  # "53184-320" is a postcode
-
-
 # --------------------------------------------------------------------------- cards
 
 _CARD = re.compile(r"\d(?<![\w.+/-]\d)\d{3}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
@@ -310,41 +139,61 @@ _LUHN_DOUBLE = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
 def _luhn_ok(digits: str) -> bool:
     odd = digits[-1::-2]
     even = digits[-2::-2]
+    if digits.isascii():  # looked up in C (map over a dict), not a generator
+        return (sum(map(int, odd)) + sum(map(_LUHN_DOUBLED.__getitem__, even))) % 10 == 0
     total = sum(map(int, odd)) + sum(_LUHN_DOUBLE[int(c)] for c in even)
     return total % 10 == 0
+
+
+_LUHN_DOUBLED = {str(d): v for d, v in enumerate(_LUHN_DOUBLE)}
 
 
 # Where a card can be: one byte per character (ASCII digits and any non-ASCII
 # character, which may be another script's digit -> "d"; the separators " " and "-" ->
 # "s"; the rest -> "."). Every card the checks below accept holds four digits, a
 # separator and four more (all accepted groupings start 4, 4+), or twelve digits in a
-# row: two ``bytes.find`` scans at C speed instead of a regex try at every digit.
+# row: found in the mask at C speed instead of by a regex try at every digit.
 _CARD_MASK = bytes(
     0x64 if chr(c).isdigit() or c == 0x3F or c > 0x7F else 0x73 if c in b" -" else 0x2E
     for c in range(256)
 )
-_CARD_SEEDS = (b"ddddsdddd", b"dddddddddddd")
+# The seeds as one pattern with a literal prefix (found by a fast scan for "dddd").
+_CARD_SEED = re.compile(rb"dddd(?:sdddd|d{8})")
 
 
 def _card_regions(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of the runs of digits and separators that may hold a card."""
+    """(start, end) of the runs of digits and separators that may hold a card.
+
+    A run is skipped without a regex when the bytes say no card fits: fewer than twelve
+    digits (a SKU, a date), or plain ASCII digits with no separator that are more than
+    16 (bare cards are at most 16; the pattern cannot start or end inside a run) or glued
+    to what comes before (the pattern's look-behind: an IBAN's digits after its letters).
+    """
     if len(text) < 12:
         return
     mask = text.encode("ascii", "replace").translate(_CARD_MASK)
     n = len(mask)
-    # The next hit of each seed, found again only once passed (each scan is linear).
-    nxt = [mask.find(seed) for seed in _CARD_SEEDS]
-    while True:
-        hit = min((h for h in nxt if h != -1), default=-1)
-        if hit == -1:
-            return
+    pos = 0
+    while (seed := _CARD_SEED.search(mask, pos)) is not None:
+        hit = seed.start()
         start = mask.rfind(b".", 0, hit) + 1
         end = mask.find(b".", hit)
-        end = n if end == -1 else end
-        yield start, end
-        for i, seed in enumerate(_CARD_SEEDS):
-            if nxt[i] != -1 and nxt[i] < end:
-                nxt[i] = mask.find(seed, end)
+        end = pos = n if end == -1 else end
+        digits = mask.count(b"d", start, end)
+        if digits >= 12:
+            if digits != end - start:
+                yield start, end
+            else:
+                run = text[start:end]
+                if not (run.isascii() and run.isdigit()):
+                    yield start, end  # "?" or another script's characters: let the regex see
+                elif digits <= 16 and not (start and _glued(text[start - 1])):
+                    yield start, end
+
+
+def _glued(c: str) -> bool:
+    """Whether a number right after ``c`` is part of a word, path or number (``[\\w.+/-]``)."""
+    return c.isalnum() or c in "_.+/-"
 
 
 class CardDetector:
@@ -450,7 +299,9 @@ class IBANDetector:
             raw = m.group()
             # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
             # shorter cuts at group boundaries until one is valid.
-            cuts = [len(raw)] + [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
+            cuts = [len(raw)]
+            if " " in raw:
+                cuts += [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
             for cut in cuts:
                 if self._valid(raw[:cut].replace(" ", "")):
                     yield m.start(), m.start() + cut, "IBAN"

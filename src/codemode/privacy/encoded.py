@@ -91,10 +91,22 @@ class EncodedDetector:
             yield from _spans(text, _PCT, _PCT_SPAN, _unquote)
         if "\\" in text or "&#" in text:
             yield from _spans(text, _ESC_HIT, _ESC_SPAN, decode_escapes)
-        if _WIDE_HIT.search(text):
+        if _has_wide(text):
             yield from _spans(text, _WIDE_HIT, _WIDE_SPAN, _narrow)
         if len(text) >= MIN_RUN:
             yield from _runs(text)
+
+
+def _has_wide(text: str) -> bool:
+    """Whether ``text`` holds a full-width form; without a regex pass over text that is
+    ASCII (a flag of the string: free) or Latin-1 (one copy at C speed)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return _WIDE_HIT.search(text) is not None
+    return False
 
 
 def _spans(

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, repeat
-from operator import add
+from operator import add, ge, itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ REPEAT_MIN = 64
 CONTEXT = 32
 """Characters before a text that detectors may look at (context words, keys)."""
 _WORD = re.compile(r"\w")
+_start, _end, _entity = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 @dataclass
@@ -202,59 +203,77 @@ class Privacy:
         """
         pieces, copies = self._pieces(texts)
         joined = pieces[0] if len(pieces) == 1 else SEP.join(pieces)
-        found = self.scanner.spans(joined)
+        found = self.scanner.spans_raw(joined)
         if not found:
             return {}
         starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
+        # Per value, the work runs in C (map, zip, bisect, slicing): the Python loop
+        # below is per text that changes, with a fast path for the common case of a
+        # text that is one value (a JSON field holding an e-mail).
+        ss = list(map(_start, found))
+        ts = list(map(_end, found))
+        # ``kr[i] - 1`` is the index of the text where value ``i`` starts.
+        kr = list(map(bisect.bisect_right, repeat(starts), ss))
+        if any(map(ge, ts, map(starts.__getitem__, kr))):
+            return self._replace_crossing(texts, joined, copies, found, starts, report)
+        entities = list(map(_entity, found))
+        if copies and any(map(copies.__contains__, map(sub, kr, repeat(1)))):
+            keep = [k - 1 not in copies for k in kr]
+            ss, ts = list(compress(ss, keep)), list(compress(ts, keep))
+            kr, entities = list(compress(kr, keep)), list(compress(entities, keep))
+        keys = list(zip(entities, map(joined.__getitem__, map(slice, ss, ts)), strict=True))
+        tokens = self._tokens_for(keys)
+        out = _rebuild(texts, starts, kr, ss, ts, tokens)
+        found_counts = report.found
+        found_counts.update(entities)
+        if copies:
+            _copy_repeats(out, copies, kr, entities, found_counts)
+        return out
+
+    def _replace_crossing(
+        self,
+        texts: list[str],
+        joined: str,
+        copies: dict[int, int],
+        found: list[Any],
+        starts: list[int],
+        report: Report,
+    ) -> dict[int, str]:
+        """``_replace_all`` when a value was found across the NUL between two texts:
+        those texts are scanned again alone (rare: the slow path)."""
         where = bisect.bisect_right
         # (text, start, end, (entity, value)), start and end in ``joined``
         hits: list[tuple[int, int, int, tuple[str, str]]] = []
-        hit = hits.append
         again: set[int] = set()
         for start, end, entity in found:
             k = where(starts, start) - 1
             if end >= starts[k + 1]:  # crosses into the next text: scan those alone
                 again.update(range(k, where(starts, end - 1)))
             elif k not in copies:
-                hit((k, start, end, (entity, joined[start:end])))
-        if again:
-            hits = [h for h in hits if h[0] not in again]
-            for i in sorted(again - copies.keys()):
-                base, text = starts[i], texts[i]
-                hits.extend(
-                    (i, base + a, base + b, (e, text[a:b])) for a, b, e in self.scanner.spans(text)
-                )
-            hits.sort()
-        keys = dict.fromkeys(h[3] for h in hits)  # a value repeated in many rows: one lookup
-        tokens = dict(zip(keys, self.substitute_many(keys), strict=True))
-        out: dict[int, str] = {}
-        n, i = len(hits), 0
-        while i < n:
-            k = hits[i][0]
-            j = i + 1
-            while j < n and hits[j][0] == k:
-                j += 1
-            base, text = starts[k], texts[k]
-            if j == i + 1:  # one value in the text: the common case
-                _, a, b, key = hits[i]
-                out[k] = text[: a - base] + tokens[key] + text[b - base :]
-            else:
-                parts: list[str] = []
-                pos = 0
-                for _, a, b, key in hits[i:j]:
-                    parts.append(text[pos : a - base])
-                    parts.append(tokens[key])
-                    pos = b - base
-                parts.append(text[pos:])
-                out[k] = "".join(parts)
-            i = j
-        found_counts = report.found
-        found_counts.update(h[3][0] for h in hits)
-        for c, first in copies.items():  # a repeated text: the same tokens, counted again
-            if first in out:
-                out[c] = out[first]
-                found_counts.update(h[3][0] for h in hits if h[0] == first)
+                hits.append((k, start, end, (entity, joined[start:end])))
+        hits = [h for h in hits if h[0] not in again]
+        for i in sorted(again - copies.keys()):
+            base, text = starts[i], texts[i]
+            hits.extend(
+                (i, base + a, base + b, (e, text[a:b])) for a, b, e in self.scanner.spans(text)
+            )
+        hits.sort()
+        keys = [h[3] for h in hits]
+        tokens = self._tokens_for(keys)
+        kr = [h[0] + 1 for h in hits]
+        out = _rebuild(texts, starts, kr, [h[1] for h in hits], [h[2] for h in hits], tokens)
+        entities = [k[0] for k in keys]
+        report.found.update(entities)
+        if copies:
+            _copy_repeats(out, copies, kr, entities, report.found)
         return out
+
+    def _tokens_for(self, keys: list[tuple[str, str]]) -> list[str]:
+        """What replaces each ``(entity, value)`` of ``keys``; a value repeated in many
+        rows is looked up once."""
+        distinct = list(dict.fromkeys(keys))
+        table = dict(zip(distinct, self.substitute_many(distinct), strict=True))
+        return list(map(table.__getitem__, keys))
 
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
@@ -391,6 +410,68 @@ class Privacy:
             pos = sp.end
         parts.append(text[pos:])
         return "".join(parts)
+
+
+def _rebuild(
+    texts: list[str],
+    starts: list[int],
+    kr: list[int],
+    ss: list[int],
+    ts: list[int],
+    tokens: list[str],
+) -> dict[int, str]:
+    """{index: new text}: value ``i`` (``ss[i]``..``ts[i]`` in the joined text, in text
+    ``kr[i] - 1``, in order) replaced by ``tokens[i]``."""
+    out: dict[int, str] = {}
+    n = len(kr)
+    if len(set(kr)) == n:  # one value per text: no grouping
+        for k, a, b, token in zip(kr, ss, ts, tokens, strict=True):
+            base = starts[k - 1]
+            if a == base and b == starts[k] - 1:
+                out[k - 1] = token  # the whole text is the value
+            else:
+                text = texts[k - 1]
+                out[k - 1] = text[: a - base] + token + text[b - base :]
+        return out
+    i = 0
+    while i < n:
+        k = kr[i]
+        j = i + 1
+        while j < n and kr[j] == k:
+            j += 1
+        base, text = starts[k - 1], texts[k - 1]
+        parts: list[str] = []
+        pos = 0
+        for m in range(i, j):
+            parts.append(text[pos : ss[m] - base])
+            parts.append(tokens[m])
+            pos = ts[m] - base
+        parts.append(text[pos:])
+        out[k - 1] = "".join(parts)
+        i = j
+    return out
+
+
+def _copy_repeats(
+    out: dict[int, str],
+    copies: dict[int, int],
+    kr: list[int],
+    entities: list[str],
+    counts: Counter[str],
+) -> None:
+    """A repeated text gets the new text of its first occurrence, and its values are
+    counted again."""
+    firsts = set(copies.values()) & out.keys()
+    if not firsts:
+        return
+    by_text: dict[int, list[str]] = {}
+    for k, entity in zip(kr, entities, strict=True):
+        if k - 1 in firsts:
+            by_text.setdefault(k - 1, []).append(entity)
+    for c, first in copies.items():
+        if first in out:
+            out[c] = out[first]
+            counts.update(by_text[first])
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
-from operator import gt, itemgetter
+from operator import ge, gt, itemgetter
 from typing import NamedTuple
 
 from .detectors import Detector
@@ -97,19 +97,25 @@ class Scanner:
 
     def spans(self, text: str) -> list[Span]:
         """Non-overlapping detections in ``text``, in order."""
+        return [_new_span(Span, t) for t in self.spans_raw(text)]
+
+    def spans_raw(self, text: str) -> list[tuple[int, int, str]]:
+        """``spans`` as plain ``(start, end, entity)`` tuples (no object per value for
+        the tens of thousands of a large result)."""
         if not text:
             return []
-        ranks = self._ranks
-        found: list[tuple[int, int, int, str]] = []
+        found: list[tuple[int, int, str]] = []
         for det in self.detectors:
-            found += [(s, e, ranks[x], x) for s, e, x in det.find(text) if e > s]
+            found.extend(det.find(text))
         if not found:
             return []
-        # Existing tokens are taken first (rank -1): nothing is detected inside one.
+        if any(map(ge, map(_start, found), map(_end, found))):
+            found = [f for f in found if f[1] > f[0]]
+        # Existing tokens are taken first (rank -1, entity ""): nothing is detected inside.
         tokens = 0
         if "[" in text:
             tokens = len(found)
-            found.extend((m.start(), m.end(), -1, "") for m in TOKEN_RE.finditer(text))
+            found.extend((m.start(), m.end(), "") for m in TOKEN_RE.finditer(text))
             tokens = len(found) - tokens
         found.sort()
         allow = self.allow
@@ -120,8 +126,9 @@ class Scanner:
         ):
             # The common case, with no sweep: no candidate overlaps the next (nor, sorted,
             # any other), no token is among them and nothing is allowed.
-            return [_new_span(Span, (s, e, entity)) for s, e, _, entity in found]
-        out: list[Span] = []
+            return found
+        ranks = self._ranks
+        out: list[tuple[int, int, str]] = []
         # Sweep clusters of overlapping candidates; most clusters hold one.
         i, n = 0, len(found)
         while i < n:
@@ -129,12 +136,12 @@ class Scanner:
             while j < n and found[j][0] < reach:
                 reach = max(reach, found[j][1])
                 j += 1
-            cluster = found[i:j] if j - i > 1 else None
-            if cluster is None:
-                start, end, r, entity = found[i]
-                if r >= 0 and not (allow and text[start:end].strip().casefold() in allow):
-                    out.append(_new_span(Span, (start, end, entity)))
+            if j - i == 1:
+                start, end, entity = found[i]
+                if entity and not (allow and text[start:end].strip().casefold() in allow):
+                    out.append(found[i])
             else:
+                cluster = [(s, e, ranks[x] if x else -1, x) for s, e, x in found[i:j]]
                 cluster.sort(key=lambda c: (c[2], c[0] - c[1], c[0]))
                 taken: list[tuple[int, int]] = []
                 for start, end, r, entity in cluster:
@@ -144,7 +151,7 @@ class Scanner:
                         continue
                     taken.append((start, end))
                     if r >= 0:
-                        out.append(Span(start, end, entity))
+                        out.append((start, end, entity))
             i = j
         out.sort()
         return out

@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
@@ -55,8 +56,12 @@ __all__ = [
     "new_key",
 ]
 
+log = logging.getLogger(__name__)
+
 COMPACT_AFTER = 64
 """Segments in a vault directory before they are merged into one."""
+MEMO_MAX = 1_000_000
+"""Values whose tokens a vault remembers (``Vault.token_many``) before it starts over."""
 
 
 @dataclass(slots=True)
@@ -277,6 +282,8 @@ class Vault:
         self._lock = threading.Lock()
         self._entries = self.store.load()
         self._pending: dict[str, Entry] = {}
+        self._memo: dict[tuple[str, str], str] = {}
+        self._writer: threading.Thread | None = None
         self._last_refresh = 0.0
 
     def __len__(self) -> int:
@@ -288,16 +295,30 @@ class Vault:
 
     def token_many(self, items: Iterable[tuple[str, str]]) -> list[str]:
         """The token of each ``(entity, value)``: one lock and one clock reading for the
-        thousands of values of a large result."""
+        thousands of values of a large result.
+
+        A value tokenized before (this result's other rows, an earlier call) is found in a
+        memo of ``(entity, value) -> token``: no keyed hash again; the vault's entry is
+        still checked, so an expired or purged one is renewed as before.
+        """
         now = self._clock()
         fresh = now + self.ttl
         renew = now + self.ttl / 2
         ids = self._ids
-        entries, pending = self._entries, self._pending
+        entries, pending, memo = self._entries, self._pending, self._memo
         out: list[str] = []
         add = out.append
         with self._lock:
-            for entity, value in items:
+            if len(memo) > MEMO_MAX:
+                memo.clear()
+            for item in items:
+                token = memo.get(item)
+                if token is not None:
+                    entry = entries.get(token)
+                    if entry is not None and entry.expires >= renew and entry.value == item[1]:
+                        add(token)  # the common case of a value seen before
+                        continue
+                entity, value = item
                 token = ids.token(entity, value)
                 entry = entries.get(token)
                 if entry is not None and entry.value != value:
@@ -310,6 +331,7 @@ class Vault:
                         raise RuntimeError("token id collisions: the vault is corrupt")
                 if entry is None or entry.expires < renew:
                     entries[token] = pending[token] = Entry(value, fresh)
+                memo[item] = token
                 add(token)
         return out
 
@@ -331,7 +353,9 @@ class Vault:
             return entry.value
 
     def flush(self) -> None:
-        """Persist the tokens issued since the last flush."""
+        """Persist the tokens issued since the last flush (after a ``flush_soon`` under
+        way, which it waits for; the error of one that failed is raised here)."""
+        self.wait()
         with self._lock:
             pending, self._pending = self._pending, {}
         if pending:
@@ -339,8 +363,51 @@ class Vault:
                 self.store.append(pending)
             except BaseException:
                 with self._lock:
-                    self._pending.update(pending)
+                    pending.update(self._pending)
+                    self._pending = pending
                 raise
+        self.wait()  # a writer started meanwhile may hold some of them
+
+    def flush_soon(self) -> None:
+        """Persist the tokens issued so far in a background thread, off the caller's path.
+
+        One writer at a time, looping until nothing is pending. Nothing is lost: entries
+        it fails to write stay pending (the next ``flush`` writes them or raises), the
+        thread is not a daemon (the interpreter waits for it at exit), and the tokens
+        already resolve in this process from memory.
+        """
+        with self._lock:
+            if not self._pending or self._writer is not None:
+                return
+            writer = self._writer = threading.Thread(
+                target=self._write_behind, name="codemode-vault-flush"
+            )
+        writer.start()
+
+    def wait(self) -> None:
+        """Until the background writer of ``flush_soon`` (if any) is done."""
+        while (writer := self._writer) is not None and writer is not threading.current_thread():
+            writer.join()
+            with self._lock:
+                if self._writer is writer:  # it died without saying so: not waited for again
+                    self._writer = None
+
+    def _write_behind(self) -> None:
+        while True:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+                if not pending:
+                    self._writer = None
+                    return
+            try:
+                self.store.append(pending)
+            except Exception as exc:  # noqa: BLE001 - kept pending; flush() raises it
+                with self._lock:
+                    pending.update(self._pending)
+                    self._pending = pending
+                    self._writer = None
+                log.warning("privacy vault: %d tokens not persisted yet: %s", len(pending), exc)
+                return
 
     def purge(self) -> int:
         """Forget expired entries (in memory); the next compaction drops them on disk."""

@@ -26,8 +26,11 @@ _BIG_INT = 10**11  # ints of 12+ digits are checked too (a card number stored as
 class Leaves:
     root: Any
     texts: list[str] = field(default_factory=list)
-    # per text: (node index, key in that node, kind)
-    slots: list[tuple[int, Any, int]] = field(default_factory=list)
+    # per text: the index of its node, its key in that node, its kind (three lists: no
+    # tuple to allocate, and to free, per string of a large result)
+    where: list[int] = field(default_factory=list)
+    keys: list[Any] = field(default_factory=list)
+    kinds: list[int] = field(default_factory=list)
     # per node: (parent node index, key in the parent, the container)
     nodes: list[tuple[int, Any, Any]] = field(default_factory=list)
     binary: int = 0
@@ -40,15 +43,22 @@ class Leaves:
         if isinstance(value, str):  # the common case of a text result: no walk
             out.nodes.append((-1, None, [value]))
             out.texts.append(value)
-            out.slots.append((0, 0, TEXT))
+            out.where.append(0)
+            out.keys.append(0)
+            out.kinds.append(TEXT)
             out.chars = len(value)
             return out
         holder = [value]
         nodes = out.nodes
         nodes.append((-1, None, holder))
         stack: list[tuple[Any, int, Any]] = [(value, 0, 0)]
-        texts, slots = out.texts, out.slots
-        add_text, add_slot = texts.append, slots.append
+        texts = out.texts
+        add_text, add_where, add_key, add_kind = (
+            texts.append,
+            out.where.append,
+            out.keys.append,
+            out.kinds.append,
+        )
         # Exact type checks first (``type(x) is str``): several times cheaper than
         # isinstance over the many small leaves of a JSON result; subclasses fall through
         # to the isinstance branches.
@@ -56,7 +66,9 @@ class Leaves:
             v, parent, key = stack.pop()
             if type(v) is str or isinstance(v, str):
                 add_text(v)
-                add_slot((parent, key, TEXT))
+                add_where(parent)
+                add_key(key)
+                add_kind(TEXT)
             elif type(v) is dict or (type(v) is not list and isinstance(v, Mapping)):
                 node = len(nodes)
                 nodes.append((parent, key, v))
@@ -64,11 +76,15 @@ class Leaves:
                 for k, item in v.items():
                     if type(k) is str or isinstance(k, str):
                         add_text(k)
-                        add_slot((node, k, KEY))
+                        add_where(node)
+                        add_key(k)
+                        add_kind(KEY)
                     t = type(item)
                     if t is str:  # right after its key: "phone" is context
                         add_text(item)
-                        add_slot((node, k, TEXT))
+                        add_where(node)
+                        add_key(k)
+                        add_kind(TEXT)
                     elif (
                         item is None
                         or t is float
@@ -78,7 +94,9 @@ class Leaves:
                         continue
                     elif isinstance(item, str):
                         add_text(item)
-                        add_slot((node, k, TEXT))
+                        add_where(node)
+                        add_key(k)
+                        add_kind(TEXT)
                     elif isinstance(item, int | float | bool) and not (
                         isinstance(item, int) and abs(item) >= _BIG_INT
                     ):
@@ -96,7 +114,9 @@ class Leaves:
                     t = type(item)
                     if t is str:
                         add_text(item)
-                        add_slot((node, i, TEXT))
+                        add_where(node)
+                        add_key(i)
+                        add_kind(TEXT)
                     elif not (
                         item is None
                         or t is float
@@ -116,10 +136,14 @@ class Leaves:
                     else:
                         kind = LATIN1 if latin1 else BYTES
                     add_text(text)
-                    add_slot((parent, key, kind))
+                    add_where(parent)
+                    add_key(key)
+                    add_kind(kind)
             elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _BIG_INT:
                 add_text(str(v))
-                add_slot((parent, key, TEXT))
+                add_where(parent)
+                add_key(key)
+                add_kind(TEXT)
         out.chars = sum(map(len, texts))
         return out
 
@@ -157,18 +181,30 @@ class Leaves:
                     copies[parent][key] = dup
             return copies[path[0]]
 
-        slots, texts = self.slots, self.texts
+        texts, nodes = self.texts, self.nodes
+        where, keys, kinds = self.where, self.keys, self.kinds
         for i, new in changes.items():
             if new == texts[i]:
                 continue
-            node, key, kind = slots[i]
+            node, key, kind = where[i], keys[i], kinds[i]
             if kind == KEY:
                 copy(node)
                 renames.setdefault(node, {})[key] = new
                 continue
             target = copies.get(node)
             if target is None:
-                target = copy(node)
+                parent, pkey, container = nodes[node]
+                up = copies.get(parent)
+                if up is not None:  # the common case: a row of a list already copied
+                    target = copies[node] = (
+                        dict(container) if type(container) is dict else copy(node)
+                    )
+                    up[pkey] = target
+                else:
+                    target = copy(node)
+            if kind == TEXT:
+                target[key] = new
+                continue
             current = target[key]
             if kind in (BYTES, LATIN1):
                 target[key] = new.encode("utf-8" if kind == BYTES else "latin-1")

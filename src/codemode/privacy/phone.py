@@ -1,0 +1,187 @@
+"""Phone numbers: a candidate's shape, then the numbering plans of ``phonenumbers``.
+
+Split from ``codemode.privacy.detectors`` (which re-exports ``PhoneDetector``): the
+detector with the most checks per candidate, and the one most scans spend time in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+__all__ = ["PHONE_CONTEXT", "PhoneDetector"]
+
+Span = tuple[int, int, str]
+
+PHONE_CONTEXT = (
+    "phone", "tel", "telephone", "mobile", "cell", "call", "fax", "ring", "whatsapp",
+    "contact", "number", "telefon", "telefono", "teléfono", "téléphone", "telefone",
+    "telefoon", "handy", "mobil", "mobiel", "móvil", "portable", "cellulare", "celular",
+    "fone", "bel", "llamar", "tél", "電話", "携帯", "tel.", "tlf",
+)  # fmt: skip
+
+_PHONE = re.compile(
+    r"""(?P<num>[+(\d](?<![\w@/.:+#-][+(\d])   # a start not glued to a word, path or number
+    (?!\d{3}[-./]\d{1,2}[-./]\d)             # not a date (2025-01-31): no Python check each
+    [\d ()./\-\u00a0]{4,25}\d)
+    (?P<ext>\s?(?:x|ext\.?|extension|\#)\s?\d{1,6})?
+    (?![\w@/:-]|\.\d)""",
+    re.X,
+)
+# What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
+# whole one of the shapes below. Three checks instead of one alternation searched at
+# every position: the dates' regex runs only when two separators enclose 1-2 digits.
+_DATE_SEPARATORS = re.compile(r"[-./]\d{1,2}[-./]")
+_DATES = re.compile(
+    r"""\d{4}[-./]\d{1,2}[-./]\d{1,2}          # ISO first
+    |\d{1,2}[-./]\d{1,2}[-./](?:19|20)\d{2}   # day or month first
+    """,
+    re.X,
+)
+_NOT_PHONE_WHOLE = re.compile(
+    r"""\d{1,3}(?:\.\d{1,3}){1,3}              # IPv4, versions
+    |\d{3}-\d{2}-\d{4}                       # SSN shape
+    |\d{1,3}(?:[.,]\d{3})+(?:[.,]\d{1,2})?   # amounts with thousands
+    |-?\d+[.,]\d+                            # decimals, coordinates
+    |\d{1,5}(?:-\d{1,7}){2,3}-[\dX]          # ISBN-10/13 with hyphens
+    """,
+    re.X,
+)
+
+
+def _not_phone(num: str) -> bool:
+    if "--" in num or "//" in num:
+        return True
+    if _DATE_SEPARATORS.search(num) is not None and _DATES.search(num) is not None:
+        return True
+    # Every shape of _NOT_PHONE_WHOLE starts with a digit: "+..." and "(..." are not one.
+    return num[0].isdigit() and _NOT_PHONE_WHOLE.fullmatch(num) is not None
+
+
+_NEG_CONTEXT = re.compile(
+    r"(?i)(?:(?<!\w)(?:sku|isbn|order|invoice|ref|po|version|v|id|no|nr)|#)[\s:.#=-]*$"
+)
+_NEG_SEPARATORS = ":.#=-"
+_NEG_LAST = frozenset("unrefodv")  # the last letters of _NEG_CONTEXT's words
+
+
+def _neg_context(before: str) -> bool:
+    """``_NEG_CONTEXT.search(before)``, without the search when no word of it can end
+    right before the trailing separators (most texts: a regex try at each position)."""
+    tail = before
+    while True:
+        cut = tail.rstrip().rstrip(_NEG_SEPARATORS)
+        if cut == tail:
+            break
+        tail = cut
+    if not tail:
+        return "#" in before
+    last = tail[-1]
+    if last.isascii() and last.lower() not in _NEG_LAST and "#" not in before[len(tail) :]:
+        return False
+    return _NEG_CONTEXT.search(before) is not None
+
+
+_PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
+_SEPARATED = re.compile(r"\d[\s()./\-\u00a0]+\d")
+_NON_DIGIT = re.compile(r"\D+")
+
+
+class PhoneDetector:
+    """International and national phone numbers, by shape, then the numbering plans.
+
+    A candidate needs evidence that it is a phone number and not an id: a leading ``+``
+    or ``00``, separators between digit groups, or a context word just before it. Its
+    length must then be possible for its country calling code (international) or for one
+    of ``regions`` (national, with or without the trunk prefix), by ``phonenumbers``'
+    metadata. Parsing every candidate with ``phonenumbers.parse`` would cost ~50 us each;
+    the length tables give the same answer for "possible" in a dictionary look-up.
+    """
+
+    entities = ("PHONE",)
+    line_local = True
+    local_context = True
+
+    def __init__(
+        self, regions: Sequence[str] = ("US",), context: Iterable[str] = PHONE_CONTEXT
+    ) -> None:
+        self.regions = tuple(r.upper() for r in regions) or ("US",)
+        self._international, self._national = _phone_plans(self.regions)
+        words = sorted({w.lower() for w in context}, key=len, reverse=True)
+        self._context = re.compile(
+            r"(?i)(?:^|[^\w])(?:" + "|".join(re.escape(w) for w in words) + r")\W{0,4}$"
+        )
+
+    def find(self, text: str) -> Iterator[Span]:
+        is_phone = self.is_phone
+        for m in _PHONE.finditer(text):
+            start = m.start()
+            if len(m.group(1)) >= 7 and is_phone(text, start, m.group(1)):  # 7+ digits
+                yield start, m.end(), "PHONE"
+
+    def is_phone(self, text: str, start: int, num: str) -> bool:
+        if num[:2] in ("+ ", "+.", "+-"):
+            return False
+        digits = num.replace("(0)", "", 1).translate(_PHONE_SEPARATORS)  # num: digits, these
+        if not 7 <= len(digits) <= 15 or _not_phone(num):
+            return False
+        before = text[max(0, start - 24) : start]
+        if _neg_context(before):
+            return False
+        if num[0] == "+" or num.startswith("00"):
+            d = digits[2:] if num[0] == "0" else digits
+            for k in (1, 2, 3):
+                lengths = self._international.get(d[:k])
+                if lengths is not None:
+                    if len(d) - k in lengths:
+                        return True
+                    break
+            if num[0] == "+":
+                return False
+        context = self._context.search(before) is not None
+        if not context and (len(digits) < 8 or not _phone_grouping(num)):
+            return False  # a bare run of digits is an id unless a word says otherwise
+        n = len(digits)
+        for prefix, lengths in self._national:
+            if n in lengths:
+                return True
+            if prefix and digits.startswith(prefix) and n - len(prefix) in lengths:
+                return True
+        return False
+
+
+def _phone_plans(
+    regions: Sequence[str],
+) -> tuple[dict[str, frozenset[int]], list[tuple[str, frozenset[int]]]]:
+    """Possible lengths by country calling code, and (trunk prefix, lengths) per region."""
+    import phonenumbers
+    from phonenumbers import PhoneMetadata
+
+    international: dict[str, frozenset[int]] = {}
+    for code, codes_regions in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.items():
+        lengths: set[int] = set()
+        for region in codes_regions:
+            meta = PhoneMetadata.metadata_for_region_or_calling_code(code, region)
+            if meta is not None and meta.general_desc is not None:
+                lengths.update(meta.general_desc.possible_length or ())
+        if lengths:
+            international[str(code)] = frozenset(lengths)
+    national: list[tuple[str, frozenset[int]]] = []
+    for region in regions:
+        meta = PhoneMetadata.metadata_for_region(region)
+        if meta is None or meta.general_desc is None:
+            raise ValueError(f"unknown phone region {region!r} (use ISO codes such as US, GB)")
+        national.append(
+            (meta.national_prefix or "", frozenset(meta.general_desc.possible_length or ()))
+        )
+    return international, national
+
+
+def _phone_grouping(num: str) -> bool:
+    """Separated digit groups as phones are written: 2+ groups, none absurdly long."""
+    if _SEPARATED.search(num) is None:
+        return False
+    groups = [g for g in _NON_DIGIT.split(num) if g]
+    if len(groups) < 2 or max(len(g) for g in groups) > 8:
+        return False
+    return len(groups) > 2 or len(groups[-1]) >= 4  # "53184-320" is a postcode

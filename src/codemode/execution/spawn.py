@@ -22,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -335,6 +336,24 @@ def _hand_over(fut: Future[T], orphan: Callable[[T], None]) -> None:
         orphan(fut.result())
 
 
+MAX_BOOTS = max(4, 2 * (os.cpu_count() or 1))
+"""Workers booting cold at once (per event loop): more would boot side by side, each
+slower, until all of them miss their start timeout; the others wait their turn. Starts
+from the warm pool do not count: they boot nothing."""
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def boot_gate() -> asyncio.Semaphore:
+    """This event loop's gate for cold boots (see ``MAX_BOOTS``)."""
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MAX_BOOTS)
+    return gate
+
+
 def reap_later(spawned: Spawned) -> Future[None]:
     """Kill now; close, wait and clean up on a reaper thread. Returns when that is done."""
     spawned.kill()
@@ -343,11 +362,13 @@ def reap_later(spawned: Spawned) -> Future[None]:
 
 __all__ = [
     "BACKGROUND_NICE",
+    "MAX_BOOTS",
     "MAX_STARTS",
     "LaunchSpec",
     "Spawned",
     "above_stdio",
     "background_prefix",
+    "boot_gate",
     "describe_exit",
     "in_background",
     "off_loop",

@@ -20,10 +20,9 @@ import subprocess
 import sys
 import sysconfig
 import time
-import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,15 +32,17 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..observability import signals
-from ..result import ErrorInfo, ExecutionResult, timeout_error
+from ..result import ExecutionResult
 from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
 from .frames import FrameError, FrameLimits, load_schema, schema_loaded
+from .outcomes import crashed, finished, timed_out_result
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .pool import get_pool
 from .spawn import (
     LaunchSpec,
     Spawned,
     background_prefix,
+    boot_gate,
     describe_exit,
     in_background,
     off_loop,
@@ -209,7 +210,7 @@ class SubprocessExecutor:
         spawned = pool.take()
         source = "pool" if spawned is not None else "spawn"
         # Only a cold start waits at the gate: a warm worker has booted already.
-        gate = _boot_gate() if spawned is None else contextlib.nullcontext()
+        gate = boot_gate() if spawned is None else contextlib.nullcontext()
         try:
             async with gate:
                 if spawned is None:
@@ -232,23 +233,6 @@ class SubprocessExecutor:
         if not schema_loaded():
             await off_loop(load_schema)  # now, rather than in the first session's start
         await get_pool(self.pool_key(), self.spawn, self.pool_size).fill(count)
-
-
-MAX_BOOTS = max(4, 2 * (os.cpu_count() or 1))
-"""Workers booting cold at once (per event loop): more would boot side by side, each
-slower, until all of them miss their start timeout; the others wait their turn. Starts
-from the warm pool do not count: they boot nothing."""
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _boot_gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(MAX_BOOTS)
-    return gate
 
 
 class _Crash(Exception):
@@ -493,7 +477,7 @@ class SubprocessWorker:
             rid, fut = self._request({"op": "run", "code": code})
         except _Crash as exc:
             await self._reaped_wait()
-            return self._crash_result(exc.info, start)
+            return crashed(exc.info, self._tail, start)
         run = self._run = _Run(rid, fut)
         self._raw.begin_run()
         # The timeout runs only while it is not held (a person is asked: hold_timeout).
@@ -511,9 +495,17 @@ class SubprocessWorker:
         except _Crash as exc:
             await self._reaped_wait()
             if run.stopping == "timeout":
-                return self._timeout_result(timeout, start, state_lost=True)
-            return self._crash_result(exc.info, start)
-        return self._result(payload, run, timeout, start)
+                return timed_out_result(timeout, start, state_lost=True)
+            return crashed(exc.info, self._tail, start)
+        return finished(
+            payload,
+            run.output,
+            timed_out=run.stopping == "timeout",
+            timeout=timeout,
+            start=start,
+            max_output=self._ex.max_output,
+            memory_limit_mb=self._ex.memory_limit_mb,
+        )
 
     def hold_timeout(self) -> AbstractContextManager[None]:
         run = self._run
@@ -575,63 +567,6 @@ class SubprocessWorker:
         quota); kill the worker with ``reason`` if it has not stopped within the grace."""
         if self._run is not None:
             self._stop(self._run, reason)
-
-    def _result(self, payload: Any, run: _Run, timeout: float, start: float) -> ExecutionResult:
-        timed_out = run.stopping == "timeout"
-        if not isinstance(payload, dict):
-            if timed_out:
-                return self._timeout_result(timeout, start, state_lost=False)
-            return ExecutionResult(
-                error=ErrorInfo("WorkerError", "the worker returned no result"),
-                duration_ms=(time.perf_counter() - start) * 1000,
-            )
-        res = ExecutionResult.from_payload(payload, (time.perf_counter() - start) * 1000)
-        changes: dict[str, Any] = {}
-        if run.output is not None:
-            for name, data in zip(("stdout", "stderr"), run.output, strict=True):
-                if data:
-                    changes[name] = getattr(res, name) + data.decode("utf-8", "replace")
-                    if len(data) >= self._ex.max_output:
-                        changes[f"{name}_truncated"] = True
-        error = res.error
-        if timed_out:
-            changes["timed_out"] = True
-            changes["error"] = timeout_error(
-                timeout,
-                traceback=error.traceback if error else "",
-                lineno=error.lineno if error else None,
-            )
-        elif error is not None and error.type == "MemoryError" and self._ex.memory_limit_mb:
-            limit = f"the worker's memory limit ({self._ex.memory_limit_mb} MB) was reached"
-            changes["error"] = replace(
-                error, message=limit + (f": {error.message}" if error.message else "")
-            )
-        return replace(res, **changes) if changes else res
-
-    def _timeout_result(self, timeout: float, start: float, *, state_lost: bool) -> ExecutionResult:
-        return ExecutionResult(
-            error=timeout_error(timeout, state_lost=state_lost),
-            timed_out=True,
-            state_lost=state_lost,
-            duration_ms=(time.perf_counter() - start) * 1000,
-        )
-
-    def _crash_result(self, info: str, start: float) -> ExecutionResult:
-        msg = info + "; the session's state was lost and the next run starts a fresh worker"
-        tail = self._tail
-        if len(tail) > 1500:
-            # The interpreter's own verdict ("Fatal Python error: ...") heads its dump: keep it.
-            fatal = next((ln for ln in tail.splitlines() if ln.startswith("Fatal Python")), "")
-            if fatal and fatal not in tail[-1500:]:
-                msg += f"\n{fatal}"
-            msg += f"\nthe last 1,500 characters of the worker's stderr:\n{tail[-1500:]}"
-        elif tail:
-            msg += f"\nthe worker's stderr ended with:\n{tail}"
-        return ExecutionResult(
-            error=ErrorInfo("WorkerCrashed", msg),
-            state_lost=True,
-            duration_ms=(time.perf_counter() - start) * 1000,
-        )
 
     async def reset(self) -> None:
         await self.idle()

@@ -52,7 +52,7 @@ DEFAULT_RECLAIM_AFTER = 120.0
 DEFAULT_QUEUE_SIZE = 64
 DEFAULT_QUEUE_TIMEOUT = 15.0
 DEFAULT_START_CONCURRENCY = 64
-"""Sessions started at once. Executors bound their own cold boots (``execution.subprocess.
+"""Sessions started at once. Executors bound their own cold boots (``execution.spawn.
 MAX_BOOTS``); a start from the warm pool boots nothing, so a burst of new clients is
 not lined up behind a few: at 50 simultaneous first calls, a bound of 4 here made the
 last ones wait for a dozen rounds of session starts."""

@@ -383,11 +383,20 @@ def _run_attrs(
     return attrs
 
 
+EMITTER_REST = 0.01
+"""Seconds the emitter rests after catching up: runs finished meanwhile are queued
+without waking it, so a busy loop hands it the GIL once per batch, not once per run."""
+
+
 def _emit_loop(
     owner: weakref.ref[Tracing], pending: queue.SimpleQueue[_Run | threading.Event | None]
 ) -> None:
     while True:
-        item = pending.get()
+        try:
+            item = pending.get_nowait()
+        except queue.Empty:
+            time.sleep(EMITTER_REST)
+            item = pending.get()
         if item is None:
             return
         if isinstance(item, threading.Event):

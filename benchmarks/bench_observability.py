@@ -29,11 +29,19 @@ The process's garbage collector is set up as ``codemode serve`` sets up its own:
 the warm-up, everything built so far is frozen out of the collector's reach
 (``gc.freeze()``), so a full collection scans only what runs create; ``--gc default``
 leaves the collector as Python starts it (an application embedding a ``Session`` without
-doing the same). The "gc" column counts the collections (young/middle/full) that fell
+doing the same). Tracing's emitter thread builds a run's spans after the run, so with one run per
+configuration in turn its work falls into the next runs, whichever configuration they
+belong to ("off" too): that understates tracing's cost under back-to-back load.
+``--blocks N`` runs N in a row per configuration and drains the emitter between blocks,
+so each block bears its own emitter's work (as a server busy with back-to-back runs
+does).
+
+The "gc" column counts the collections (young/middle/full) that fell
 in each configuration's runs: tracing's SDK spans wait in the batch processor's queue and
 make most of them.
 
 python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick] [--gc default]
+    [--blocks 40]
 """
 
 from __future__ import annotations
@@ -149,6 +157,7 @@ def _through(layers: list[Any], event: Any, call_next: Callable[[Any], Awaitable
 
 
 GC_POLICY = "serve"  # or "default": set from --gc
+BLOCK = 0  # --blocks: runs in a row per configuration (0: one run each, interleaved)
 
 
 def gc_as_serve() -> None:
@@ -181,6 +190,12 @@ class GcCount:
         return "/".join(str(c) for c in self.counts[name])
 
 
+def flush_all(tracings: dict[str, list[Tracing]]) -> None:
+    for tr in tracings.values():
+        for tracing in tr:
+            tracing.flush()
+
+
 async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n: int) -> None:
     configs = {name: make() for name, make in CONFIGS.items()}
     switch = Switch(configs)
@@ -200,21 +215,23 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
             for _ in range(20):
                 r = await session.run(cell)
                 assert r.value == value, r
-        for tr in tracings.values():
-            for tracing in tr:
-                tracing.flush()
+        flush_all(tracings)
         emitted = {k: sum(t.emitter_cpu for t in tr) for k, tr in tracings.items()}
         gc_as_serve()
+        block = BLOCK or 1
         with GcCount(switch) as collections:
-            for _ in range(n):
+            for _ in range(max(1, n // block)):
                 shuffle(order)  # no configuration always follows the same one
                 for name in order:
                     switch.active = name
-                    c, t = time.thread_time(), time.perf_counter()
-                    r = await session.run(cell)
-                    wall[name].append(time.perf_counter() - t)
-                    cpu[name].append(time.thread_time() - c)
-                    assert r.value == value, r
+                    if BLOCK:  # the emitter's work of other blocks stays out of this one
+                        flush_all(tracings)
+                    for _ in range(block):
+                        c, t = time.thread_time(), time.perf_counter()
+                        r = await session.run(cell)
+                        wall[name].append(time.perf_counter() - t)
+                        cpu[name].append(time.thread_time() - c)
+                        assert r.value == value, r
     finally:
         await session.close()
         for tr in tracings.values():
@@ -244,8 +261,9 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
     print(
         table(
             f"run_code with 5 tool calls, {title} (ms; overhead vs off, same session, "
-            f"shuffled order each round; +cpu = µs of the loop's thread per run, emitter = "
-            f"µs of the tracing thread after it; gc = collections young/middle/full in its "
+            f"shuffled order each round, {BLOCK or 1} run(s) in a row; +cpu = µs of the "
+            f"loop's thread per run, emitter = µs of the tracing thread after it; gc = "
+            f"collections young/middle/full in its "
             f"runs, gc policy {GC_POLICY!r}; {load_note()})",
             [
                 "layers",
@@ -433,6 +451,12 @@ if __name__ == "__main__":
     ap.add_argument("--lines", type=int, default=100, help="stamped lines per receiver")
     ap.add_argument("--quick", action="store_true", help="a few runs (CI)")
     ap.add_argument(
+        "--blocks",
+        type=int,
+        default=0,
+        help="N runs in a row per configuration, the tracing emitter drained between blocks",
+    )
+    ap.add_argument(
         "--gc",
         choices=["serve", "default"],
         default="serve",
@@ -440,5 +464,6 @@ if __name__ == "__main__":
     )
     args = ap.parse_args()
     GC_POLICY = args.gc
+    BLOCK = max(0, args.blocks)
     quick = args.quick
     asyncio.run(main(10 if quick else args.n, 5 if quick else args.lines))

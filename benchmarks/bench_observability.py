@@ -25,13 +25,30 @@ all processes on Linux); the receiver subtracts it from its own. Measured for an
 ``on_output`` listener and for the official MCP client's progress callback over stdio;
 streaming p50 target <= 5 ms.
 
-python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick]
+The process's garbage collector is set up as ``codemode serve`` sets up its own: after
+the warm-up, everything built so far is frozen out of the collector's reach
+(``gc.freeze()``), so a full collection scans only what runs create; ``--gc default``
+leaves the collector as Python starts it (an application embedding a ``Session`` without
+doing the same). Tracing's emitter thread builds a run's spans after the run, so with one run per
+configuration in turn its work falls into the next runs, whichever configuration they
+belong to ("off" too): that understates tracing's cost under back-to-back load.
+``--blocks N`` runs N in a row per configuration and drains the emitter between blocks,
+so each block bears its own emitter's work (as a server busy with back-to-back runs
+does).
+
+The "gc" column counts the collections (young/middle/full) that fell
+in each configuration's runs: tracing's SDK spans wait in the batch processor's queue and
+make most of them.
+
+python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick] [--gc default]
+    [--blocks 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
@@ -139,6 +156,46 @@ def _through(layers: list[Any], event: Any, call_next: Callable[[Any], Awaitable
     return handler(event)
 
 
+GC_POLICY = "serve"  # or "default": set from --gc
+BLOCK = 0  # --blocks: runs in a row per configuration (0: one run each, interleaved)
+
+
+def gc_as_serve() -> None:
+    """What ``codemode serve`` does once started (``server/cli.py``): collect, then freeze
+    the survivors, so later full collections do not rescan them."""
+    if GC_POLICY == "serve":
+        gc.collect()
+        gc.freeze()
+
+
+class GcCount:
+    """Collections by generation, charged to the configuration whose run triggered them."""
+
+    def __init__(self, switch: Switch) -> None:
+        self.switch = switch
+        self.counts: dict[str, list[int]] = {k: [0, 0, 0] for k in switch.configs}
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            self.counts[self.switch.active][info["generation"]] += 1
+
+    def __enter__(self) -> GcCount:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+    def text(self, name: str) -> str:
+        return "/".join(str(c) for c in self.counts[name])
+
+
+def flush_all(tracings: dict[str, list[Tracing]]) -> None:
+    for tr in tracings.values():
+        for tracing in tr:
+            tracing.flush()
+
+
 async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n: int) -> None:
     configs = {name: make() for name, make in CONFIGS.items()}
     switch = Switch(configs)
@@ -158,19 +215,23 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
             for _ in range(20):
                 r = await session.run(cell)
                 assert r.value == value, r
-        for tr in tracings.values():
-            for tracing in tr:
-                tracing.flush()
+        flush_all(tracings)
         emitted = {k: sum(t.emitter_cpu for t in tr) for k, tr in tracings.items()}
-        for _ in range(n):
-            shuffle(order)  # no configuration always follows the same one
-            for name in order:
-                switch.active = name
-                c, t = time.thread_time(), time.perf_counter()
-                r = await session.run(cell)
-                wall[name].append(time.perf_counter() - t)
-                cpu[name].append(time.thread_time() - c)
-                assert r.value == value, r
+        gc_as_serve()
+        block = BLOCK or 1
+        with GcCount(switch) as collections:
+            for _ in range(max(1, n // block)):
+                shuffle(order)  # no configuration always follows the same one
+                for name in order:
+                    switch.active = name
+                    if BLOCK:  # the emitter's work of other blocks stays out of this one
+                        flush_all(tracings)
+                    for _ in range(block):
+                        c, t = time.thread_time(), time.perf_counter()
+                        r = await session.run(cell)
+                        wall[name].append(time.perf_counter() - t)
+                        cpu[name].append(time.thread_time() - c)
+                        assert r.value == value, r
     finally:
         await session.close()
         for tr in tracings.values():
@@ -192,6 +253,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                 f"{paired:+.2f}%",
                 (median(cpu[name]) - base_cpu) * 1e6,
                 emitter[name] * 1e6,
+                collections.text(name),
                 f"<= {OVERHEAD_TARGET:g}%",
                 "" if name == "off" else verdict(max(over, paired) <= OVERHEAD_TARGET),
             ]
@@ -199,8 +261,10 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
     print(
         table(
             f"run_code with 5 tool calls, {title} (ms; overhead vs off, same session, "
-            f"shuffled order each round; +cpu = µs of the loop's thread per run, emitter = "
-            f"µs of the tracing thread after it; {load_note()})",
+            f"shuffled order each round, {BLOCK or 1} run(s) in a row; +cpu = µs of the "
+            f"loop's thread per run, emitter = µs of the tracing thread after it; gc = "
+            f"collections young/middle/full in its "
+            f"runs, gc policy {GC_POLICY!r}; {load_note()})",
             [
                 "layers",
                 "runs",
@@ -210,6 +274,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                 "paired",
                 "+cpu µs",
                 "emitter µs",
+                "gc",
                 "target",
                 "verdict",
             ],
@@ -385,6 +450,20 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=400, help="runs per configuration")
     ap.add_argument("--lines", type=int, default=100, help="stamped lines per receiver")
     ap.add_argument("--quick", action="store_true", help="a few runs (CI)")
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        default=0,
+        help="N runs in a row per configuration, the tracing emitter drained between blocks",
+    )
+    ap.add_argument(
+        "--gc",
+        choices=["serve", "default"],
+        default="serve",
+        help="serve: freeze the heap after warm-up as codemode serve does; default: untouched",
+    )
     args = ap.parse_args()
+    GC_POLICY = args.gc
+    BLOCK = max(0, args.blocks)
     quick = args.quick
     asyncio.run(main(10 if quick else args.n, 5 if quick else args.lines))

@@ -123,6 +123,14 @@ def test_sessions_created_expired_and_closed_are_counted(tmp_path: Path) -> None
     assert value(text, acquired, source="pool") + value(text, acquired, source="spawn") == 2
 
 
+def test_serve_freezes_what_it_built_at_start_out_of_the_collectors_scans(
+    server: HttpServer,
+) -> None:
+    # Modules, the MCP SDK's models, the registry: tens of thousands of objects that a
+    # full collection would otherwise rescan on every pass.
+    assert value(scrape(server).text, "codemode_gc_frozen_objects") > 10_000
+
+
 def test_metrics_need_the_servers_token_by_default(server: HttpServer) -> None:
     assert scrape(server, token=None).status_code == 401
     assert scrape(server, token="wrong").status_code == 401

@@ -12,6 +12,7 @@ returned into the sandbox with the bytes the run returned to the model.
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
@@ -171,6 +172,12 @@ class Metrics:
             "codemode_pool_target_workers",
             "Workers the warm pools aim to keep ready.",
             lambda: pool_stats()[1],
+        )
+        self.gauge_function(
+            "codemode_gc_frozen_objects",
+            "Objects this process froze out of the garbage collector's scans (gc.freeze): "
+            "codemode serve freezes what it built at start.",
+            gc.get_freeze_count,
         )
 
     # -- exposition ----------------------------------------------------------------

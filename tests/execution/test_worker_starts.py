@@ -186,6 +186,28 @@ async def test_a_refill_waits_while_workers_are_taken_and_starts_once_the_pool_i
                 worker.destroy()
 
 
+async def test_refills_do_not_wait_for_quiet_once_a_burst_outran_the_pool() -> None:
+    """A start that found the pool empty means the burst is larger than the pool: the
+    sessions still coming boot cold unless refills keep up, so none waits for quiet."""
+    ex = SubprocessExecutor(pool_size=2, memory_limit_mb=557)
+    pool = WorkerPool(ex.spawn, 2, quiet=600.0, max_delay=60.0)
+    taken = []
+    try:
+        await pool.fill()
+        taken += [pool.take(), pool.take()]
+        assert pool.take() is None  # a miss: the target grows to 3
+        pool.refill()
+        deadline = time.monotonic() + 30  # well inside max_delay: nobody waited for it
+        while len(pool) < 3:
+            assert time.monotonic() < deadline, f"{len(pool)} of 3 refills landed"
+            await asyncio.sleep(0.02)
+    finally:
+        pool.close()
+        for worker in taken:
+            if worker is not None:
+                worker.destroy()
+
+
 BACKGROUND = "/sys/fs/cgroup/cpu/codemode-background/cgroup.procs"
 
 

@@ -325,16 +325,21 @@ def current_trace() -> str:
     return format(trace.get_current_span().get_span_context().trace_id, "032x")
 
 
-async def test_a_tool_call_runs_in_its_runs_trace_so_upstream_requests_carry_it(
-    tracing: Tracing, exporter: InMemorySpanExporter
-) -> None:
+async def _trace_seen_by_a_tool(tracing: Tracing) -> Any:
+    """The trace id a tool call sees as current, in a session traced by ``tracing``."""
     reg = ToolRegistry()
     reg.register(current_trace, server="probe")
     reg.use(tracing.tool_layer, "observe")
     s = Session(SubprocessExecutor(), tools=reg)
     s.use(tracing.run_hook, "observe")
     async with s:
-        seen = (await s.run("tools.probe.current_trace()")).value
+        return (await s.run("tools.probe.current_trace()")).value
+
+
+async def test_a_tool_call_runs_in_its_runs_trace_so_upstream_requests_carry_it(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    seen = await _trace_seen_by_a_tool(tracing)
     run = by_name(finished(tracing, exporter))["codemode.run"]
     assert seen == format(run.context.trace_id, "032x")
 
@@ -345,13 +350,7 @@ async def test_without_propagation_a_tool_call_runs_outside_its_runs_trace(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing = Tracing(provider, propagate=False)
-    reg = ToolRegistry()
-    reg.register(current_trace, server="probe")
-    reg.use(tracing.tool_layer, "observe")
-    s = Session(SubprocessExecutor(), tools=reg)
-    s.use(tracing.run_hook, "observe")
-    async with s:
-        seen = (await s.run("tools.probe.current_trace()")).value
+    seen = await _trace_seen_by_a_tool(tracing)
     spans = by_name(finished(tracing, exporter))
     tracing.close()
     assert seen == "0" * 32  # no span current: an MCP client sends no traceparent

@@ -80,6 +80,30 @@ def kill_when_started(
     raise AssertionError(f"step {step} never started")
 
 
+def wait_gone(mark: str) -> None:
+    """Wait until no process has ``mark`` on its command line.
+
+    A killed runner takes its sandboxed processes with it, but not in the same instant:
+    each process down the chain must be scheduled to die (bwrap, then the namespace's
+    init, then the step), and on a busy machine a step that is already awake can still
+    act in that gap. A test that touches the step's flag first measures that race.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        left = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes()
+            except OSError:  # not a process, or gone
+                continue
+            if mark.encode() in argv:
+                left.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"the killed run left processes behind: {left}"
+        time.sleep(0.02)
+
+
 def test_a_killed_run_resumes_without_repeating_a_finished_side_effect(
     space: Space,
 ) -> None:
@@ -132,6 +156,7 @@ tools:
       - python3
       - -c
       - |
+        # run TOKEN
         import os, sys, time
         open("started", "w").close()
         deadline = time.monotonic() + 120
@@ -150,13 +175,15 @@ tools:
 @pytest.mark.parametrize("mode", ["annotation", "key"])
 def test_an_idempotent_tool_step_is_rerun_on_resume(space: Space, mode: str) -> None:
     annotated = mode == "annotation"
-    space.write("tools/slow.yaml", TOOLS.replace("IDEMPOTENT", str(annotated).lower()))
+    tools = TOOLS.replace("IDEMPOTENT", str(annotated).lower())
+    space.write("tools/slow.yaml", tools.replace("TOKEN", str(space.base)))
     step = "  - id: mark\n    tool: slow.mark\n"
     if not annotated:
         step += "    idempotency_key: true\n"
     path = space.write("w.yaml", "name: marks\nsteps:\n" + step)
     files = space.base / "files"
     run_id = kill_when_started(space, start(space, str(path)), "mark", files / "started")
+    wait_gone(f"# run {space.base}\n")
     (files / "flag").touch()
     out = space.codemode("workflow", "resume", run_id, "--no-interactive")
     assert out.returncode == 0, out.stderr + out.stdout

@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 import warnings
@@ -52,7 +51,6 @@ from typing import Any
 
 from ..errors import ConfigError, SandboxUnavailable
 from ..isolation.jail import WITH_FD, bpf_path, open_bpf, private_binds, rundir
-from . import seccomp as seccomp_mod
 from .bwrap import (
     DEPS_MOUNT,
     SANDBOX_ENV,
@@ -76,8 +74,9 @@ from .hostchecks import (
     writable_by,
 )
 from .limits import CgroupSupport, Limits, LimitStatus, WorkerLimits, detect_cgroups, plan
+from .sandbox_checks import probe, sandbox_checks
 from .spawn import LaunchSpec, describe_exit, off_loop
-from .subprocess import BOOTSTRAP, WORKER_ROOT, SubprocessExecutor
+from .subprocess import BOOTSTRAP, SubprocessExecutor
 
 # Joins the cgroups named before "--", then execs the rest (inherited fds pass through).
 _LAUNCHER = 'while [ "$1" != "--" ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
@@ -203,47 +202,7 @@ class SandboxExecutor(SubprocessExecutor):
     # -- checks ------------------------------------------------------------------------
     def checks(self) -> list[Check]:
         """Every precondition of full isolation, in the order a user should fix them."""
-        out: list[Check] = []
-        bw = find_program(self.bwrap)
-        out.append(
-            Check(
-                "bubblewrap",
-                bw is not None,
-                bw or f"{self.bwrap!r} not found",
-                "apt-get install bubblewrap (or dnf/pacman install bubblewrap)",
-            )
-        )
-        out.append(userns_check())
-        if os.geteuid() == 0:
-            sp = find_program(self.setpriv)
-            out.append(
-                Check(
-                    "unprivileged uid",
-                    sp is not None,
-                    f"drops root to uid {self.uid} with {sp}"
-                    if sp
-                    else f"{self.setpriv!r} not found",
-                    "apt-get install util-linux (provides setpriv)",
-                )
-            )
-        else:
-            out.append(Check("unprivileged uid", True, f"runs as uid {os.geteuid()} (not root)"))
-        if self.use_seccomp:
-            ok, why = seccomp_mod.available()
-            out.append(
-                Check("seccomp", ok, why, "apt-get install libseccomp2; pip install pyseccomp")
-            )
-        if not self._reachable(WORKER_PKG, whole=True) and not can_private_mount():
-            out.append(
-                Check(
-                    "worker package",
-                    False,
-                    f"{WORKER_ROOT} is not readable by uid {self.uid}",
-                    "install codemode where other users can read it (e.g. a venv outside /root)",
-                )
-            )
-        out += self._path_checks()
-        return out
+        return sandbox_checks(self)
 
     def verify(self) -> list[Check]:
         """:meth:`checks`, then (if they pass) start a throwaway sandbox to prove it works.
@@ -259,32 +218,6 @@ class SandboxExecutor(SubprocessExecutor):
                 out.append(Check("test sandbox", False, str(exc), "run `codemode doctor`"))
             else:
                 out.append(Check("test sandbox", True, "started and exited cleanly"))
-        return out
-
-    def _path_checks(self) -> list[Check]:
-        """Host directories to mount must be reachable by the sandbox uid (bwrap runs as it)."""
-        out = []
-        for label, path, whole in (
-            ("workspace", self.workspace, False),
-            ("deps directory", self.deps_dir, True),
-        ):
-            if path is None or not os.path.exists(path):
-                continue
-            target = path if whole else os.path.dirname(path)
-            if not traversable(target, self.uid, self.gid, read_last=whole) and not (
-                can_private_mount()
-            ):
-                out.append(
-                    Check(
-                        label,
-                        False,
-                        f"{path} is unreachable for uid {self.uid} (a parent directory is "
-                        "not searchable by it, e.g. /root)",
-                        "use a base directory the sandbox can reach (e.g. "
-                        "CODEMODE_BASE=/var/lib/codemode), chmod o+x its parents, or run "
-                        "codemode as a non-root user",
-                    )
-                )
         return out
 
     def _prepare(self) -> dict[str, Any]:
@@ -335,7 +268,7 @@ class SandboxExecutor(SubprocessExecutor):
             )
             if prep["seccomp"]:
                 prep["bpf"] = bpf_path()
-            _probe(self, prep)
+            probe(self, prep)
         return prep
 
     @property
@@ -586,48 +519,6 @@ class SandboxExecutor(SubprocessExecutor):
             return worker  # weaker mode: a plain subprocess, nothing mounted
         return GuardedWorker(worker, worker.workspace, self.quota, hints=self._size_hints)
 
-
-def _probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
-    """Start ``/bin/true`` in the same sandbox once, so failures say why before a session."""
-    key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
-    if key in _probed:
-        return
-    with tempfile.TemporaryDirectory(dir=rundir()) as ws:
-        if os.geteuid() == 0:
-            os.chown(ws, ex.uid, ex.gid)
-        bpf_fd = open_bpf(prep["bpf"]) if prep["seccomp"] else None
-        points = None
-        try:
-            argv, points = ex._command(prep, [], workspace=ws, tmp_size_mb=1, seccomp_fd=bpf_fd)
-            argv += [prep["python"], "-I", "-S", "-c", "pass"]
-            env = {"PATH": "/usr/bin:/bin"}
-            r = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=20,
-                cwd="/",
-                env=env,
-                pass_fds=(bpf_fd,) if bpf_fd is not None else (),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
-        finally:
-            if bpf_fd is not None:
-                os.close(bpf_fd)
-            if points:
-                shutil.rmtree(points, ignore_errors=True)
-    if r.returncode != 0:
-        raise SandboxUnavailable(
-            f"a test sandbox failed (exit {r.returncode}): {r.stderr.strip()[-800:]}\n"
-            "Fix: check that bubblewrap works for unprivileged users here "
-            "(e.g. `bwrap --unshare-all --ro-bind / / true` as a normal user), or run "
-            "`codemode doctor`."
-        )
-    _probed.add(key)
-
-
-_probed: set[tuple[Any, ...]] = set()
 
 __all__ = [
     "SANDBOX_GID",

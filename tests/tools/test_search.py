@@ -144,6 +144,19 @@ def test_name_coverage_only_reorders_tools_bm25_already_found() -> None:
     assert idx_names(ToolIndex(tools).search("list items")) == ["a.list_items"]
 
 
+def test_a_short_list_of_choices_is_searchable_and_a_long_one_is_not() -> None:
+    def with_enum(name: str, values: list[str]) -> ToolDoc:
+        schema = {"type": "object", "properties": {"mode": {"type": "string", "enum": values}}}
+        return ToolDoc(name, name, "Change a setting.", f"{name}()", ("mode",), schema)
+
+    tools = [
+        with_enum("phone.set_orientation", ["portrait", "landscape"]),
+        with_enum("geo.set_region", ["emea", "apac", "landscape", "amer", "latam"]),
+        doc("phone.press_button", "Press a button."),
+    ]
+    assert idx_names(ToolIndex(tools).search("landscape")) == ["phone.set_orientation"]
+
+
 def test_parameter_names_are_searchable() -> None:
     assert idx_names(ToolIndex(TOOLS).search("timezone", 1)) == ["time.get_current_time"]
 

@@ -60,6 +60,10 @@ NAME_COVER_WEIGHT = 0.1
 its name; a name word met through a synonym counts half (:data:`NAME_COVER_RELATED`).
 Chosen on ``dev``: 0.05 to 0.2 all raise recall@1; above 0.15, recall@5 drops."""
 NAME_COVER_RELATED = 0.5
+CHOICES_MOST = 3
+"""A parameter's ``enum`` joins the document when it has at most this many values: a short
+one names the tool's modes in users' words ("portrait"/"landscape", "asc"/"desc"); a long
+one is a catalogue of identifiers (regions, languages). Chosen on ``dev``: 3 beat 5-20."""
 
 
 def _stem(token: str) -> str:
@@ -231,15 +235,30 @@ class ToolDoc:
         original = self.original.partition(".")[2]
         return tokenize(tool if original == tool else f"{tool} {original}")
 
+    def choices(self) -> list[str]:
+        """The values of the short ``enum`` lists of the tool's parameters
+        (:data:`CHOICES_MOST`)."""
+        props = (self.input_schema or {}).get("properties")
+        out: list[str] = []
+        for prop in props.values() if isinstance(props, dict) else ():
+            if not isinstance(prop, dict):
+                continue
+            items = prop.get("items")
+            values = prop.get("enum") or (items.get("enum") if isinstance(items, dict) else None)
+            if isinstance(values, list) and len(values) <= CHOICES_MOST:
+                out += [v for v in values if isinstance(v, str)]
+        return out
+
     def tokens(self) -> list[str]:
         """The document BM25 sees: the names (tool, title, server) count twice; the
-        description, the parameter names and the synonyms of the names' words once."""
+        description, the parameter names, their short lists of choices and the synonyms of
+        the names' words once."""
         server = self.name.partition(".")[0]
         names = self.name_words()
         if self.title:
             names += tokenize(self.title)
         names += tokenize(server)
-        rest = tokenize(" ".join([server, self.description, *self.parameters]))
+        rest = tokenize(" ".join([server, self.description, *self.parameters, *self.choices()]))
         synonyms = _synonyms()
         related = [s for t in dict.fromkeys(names) for s in synonyms.get(t, ())]
         return names * 2 + rest + related

@@ -11,15 +11,27 @@ from codemode.tools.search import ToolDoc, ToolIndex, plain_query
 
 
 def test_identifiers_are_split_on_snake_camel_and_kebab_case() -> None:
-    assert tokenize("getWeatherForecast") == ["get", "weather", "forecast"]
-    assert tokenize("list_files read-file HTTPServer") == [
-        "list",
-        "file",
-        "read",
-        "file",
-        "http",
-        "server",
-    ]
+    assert tokenize("get_weather-forecast") == ["get", "weather", "forecast"]
+    assert tokenize("list_files read-file") == ["list", "file", "read", "file"]
+
+
+def test_a_word_in_mixed_case_is_also_kept_whole() -> None:
+    assert tokenize("getWeatherForecast") == ["get", "weather", "forecast", "getweatherforecast"]
+    assert tokenize("HTTPServer GitHub") == ["http", "server", "httpserver", "git", "hub", "github"]
+
+
+def test_a_query_names_a_product_once_whole_when_the_index_knows_it() -> None:
+    idx = LexicalIndex([(1, "github tools"), (2, "git and a hub")])
+    assert idx.words("GitHub issue") == ["github", "issu"]
+    assert idx.words("GitLab issue") == ["git", "lab", "issu"]  # not indexed whole
+    assert [k for k, _ in idx.search("GitHub", 2)] == [1]
+
+
+def test_a_product_written_in_prose_meets_its_lower_case_server_name() -> None:
+    tools = [doc("postgres.find", "Find records."), doc("mongodb.find", "Find records.")]
+    assert idx_names(ToolIndex(tools).search("find records in MongoDB", 1)) == ["mongodb.find"]
+    tools = [doc("github.get_issue", "One issue."), doc("gitlab.get_issue", "One issue.")]
+    assert idx_names(ToolIndex(tools).search("get the GitHub issue", 1)) == ["github.get_issue"]
 
 
 def test_plurals_and_stop_words_do_not_matter() -> None:
@@ -106,6 +118,43 @@ def test_the_server_name_weighs_more_than_a_word_of_a_description() -> None:
     assert idx_names(ToolIndex(tools).search("create issue in github", 1)) == [
         "github.create_issue"
     ]
+
+
+def test_a_tool_whose_name_the_query_covers_beats_a_sibling_whose_description_matches() -> None:
+    tools = [
+        doc(
+            "crm.create_property",
+            "Create a property. Call list first to see the properties a contact has.",
+        ),
+        doc(
+            "crm.list_properties",
+            "Returns the properties of an object type, with their names and types.",
+        ),
+        doc("crm.get_contact", "One contact."),
+        doc("crm.list_workflows", "Workflows."),
+        doc("crm.update_property", "Update a property."),
+    ]
+    # BM25 alone ranks create_property first: its description says list, properties, contact.
+    hits = ToolIndex(tools).search("list the properties of contacts", 2)
+    assert idx_names(hits) == ["crm.list_properties", "crm.create_property"]
+
+
+def test_name_coverage_only_reorders_tools_bm25_already_found() -> None:
+    tools = [doc("a.list_items", "Items."), doc("b.other", "Nothing in common.")]
+    assert idx_names(ToolIndex(tools).search("list items")) == ["a.list_items"]
+
+
+def test_a_short_list_of_choices_is_searchable_and_a_long_one_is_not() -> None:
+    def with_enum(name: str, values: list[str]) -> ToolDoc:
+        schema = {"type": "object", "properties": {"mode": {"type": "string", "enum": values}}}
+        return ToolDoc(name, name, "Change a setting.", f"{name}()", ("mode",), schema)
+
+    tools = [
+        with_enum("phone.set_orientation", ["portrait", "landscape"]),
+        with_enum("geo.set_region", ["emea", "apac", "landscape", "amer", "latam"]),
+        doc("phone.press_button", "Press a button."),
+    ]
+    assert idx_names(ToolIndex(tools).search("landscape")) == ["phone.set_orientation"]
 
 
 def test_parameter_names_are_searchable() -> None:
@@ -241,6 +290,14 @@ def test_a_phrasal_verb_finds_the_tool_named_by_its_plain_verb() -> None:
     assert idx_names(ToolIndex(tools).search("turn off the beta flag", 1)) == ["flags.disable_flag"]
 
 
+def test_the_words_of_a_phrasal_verb_do_not_count_apart() -> None:
+    tools = [
+        doc("maps.route", "Directions with each turn of the route."),
+        doc("flags.update_flag", "Update a flag: disable or enable it."),
+    ]
+    assert idx_names(ToolIndex(tools).search("turn off the flag")) == ["flags.update_flag"]
+
+
 def test_a_value_in_the_query_counts_as_its_kind_and_weighs_less() -> None:
     tools = [doc("web.fetch_url", "Fetch it."), doc("fs.read_file", "Read it.")]
     assert idx_names(ToolIndex(tools).search("show notes.md", 1)) == ["fs.read_file"]
@@ -250,5 +307,5 @@ def test_a_value_in_the_query_counts_as_its_kind_and_weighs_less() -> None:
 
 def test_the_plain_query_adds_the_plain_word_of_each_synonym() -> None:
     assert plain_query("how much did we spend") == "how much did we spend cost"
-    assert plain_query("turn on dark mode") == "turn on dark mode enable"
+    assert plain_query("turn on dark mode") == "enable dark mode"
     assert plain_query("read config.yaml") == "read file get"

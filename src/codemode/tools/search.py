@@ -7,7 +7,10 @@ the three detail levels.
 
 Scoring uses ``bm25s`` (numpy only, imported on first build). Tokens are lower-cased,
 split on case and punctuation, and lightly stemmed (``files`` -> ``file``, ``staging`` ->
-``stag`` like ``stage``) on both sides.
+``stag`` like ``stage``) on both sides. A word in mixed case is also kept whole
+("GitHub" -> ``git``, ``hub``, ``github``): product names are written so in prose and in
+lower case in server and tool names; a query uses the whole word when the index knows it,
+so one name counts once.
 
 People ask for tools in other words than the tools' authors used ("remove" for
 ``delete_*``, "folder" for "directory"), so a tool's document also carries the synonyms of
@@ -16,8 +19,14 @@ vocabulary, not tuned to any query set). The query is expanded the same way, at 
 weight (:data:`RELATED_WEIGHT`), so a synonym also reaches the words of descriptions while
 the user's own words still count most; before that, :func:`~codemode.tools.vocabulary.canonical`
 adds the plain verb of a phrasal one ("turn off" -> "disable") and the kind of a value the
-query names (a file name -> "file"). The discovery benchmark (``codemode bench discovery``)
-measures the effect on held-out queries.
+query names (a file name -> "file").
+
+A tool's name says what it does in two or three words (verb and object), and its
+description may be long: siblings of one server (``create_property``, ``list_properties``)
+share the object words, and a long description that mentions "list" once scores as well as
+the name that says it. So a tool also earns a share of the best score by how much of its
+name the query covers (:data:`NAME_COVER_WEIGHT`). The discovery benchmark
+(``codemode bench discovery``) measures the effect on held-out queries.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import difflib
 import functools
 import logging
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -46,6 +55,15 @@ _STOP = frozenset(
 RELATED_WEIGHT = 0.25
 """Weight of a query word's synonyms against the word itself (chosen on the benchmark's
 ``dev`` queries: 0.2 to 0.35 all help; a synonym is weaker evidence than the word)."""
+NAME_COVER_WEIGHT = 0.1
+"""Share of the query's best BM25 score a tool earns when the query covers every word of
+its name; a name word met through a synonym counts half (:data:`NAME_COVER_RELATED`).
+Chosen on ``dev``: 0.05 to 0.2 all raise recall@1; above 0.15, recall@5 drops."""
+NAME_COVER_RELATED = 0.5
+CHOICES_MOST = 3
+"""A parameter's ``enum`` joins the document when it has at most this many values: a short
+one names the tool's modes in users' words ("portrait"/"landscape", "asc"/"desc"); a long
+one is a catalogue of identifiers (regions, languages). Chosen on ``dev``: 3 beat 5-20."""
 
 
 def _stem(token: str) -> str:
@@ -71,21 +89,42 @@ def _stem(token: str) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _words(part: str) -> tuple[str, ...]:
-    """Normalized tokens of one alphanumeric run (memoized: vocabularies are small)."""
+def _words(part: str) -> tuple[tuple[str, ...], str]:
+    """Normalized tokens of one alphanumeric run, and the whole run as one token when it
+    is a word in mixed case ("GitHub", "appTable"), else "" (memoized: vocabularies are
+    small)."""
     out = []
-    for word in _CAMEL.findall(part) if part.isascii() else (part,):
+    pieces = _CAMEL.findall(part) if part.isascii() else [part]
+    for word in pieces:
         low = word.lower()
         if low not in _STOP:
             out.append(_stem(low))
-    return tuple(out)
+    whole = _stem(part.lower()) if len(pieces) > 1 and part.isalpha() else ""
+    return tuple(out), whole
 
 
 def tokenize(text: str) -> list[str]:
-    """Words of ``text``, lower-cased and stemmed; compound identifiers are split."""
+    """Words of ``text``, lower-cased and stemmed; compound identifiers are split, and a
+    word in mixed case is also kept whole ("GitHub" -> git, hub, github)."""
     out: list[str] = []
     for part in _PART.findall(text):
-        out.extend(_words(part))
+        words, whole = _words(part)
+        out.extend(words)
+        if whole:
+            out.append(whole)
+    return out
+
+
+def query_words(text: str, known: Container[str]) -> list[str]:
+    """Words of a query: like :func:`tokenize`, but a word in mixed case counts once, whole
+    when ``known`` holds it ("GitHub" -> github), else as its parts."""
+    out: list[str] = []
+    for part in _PART.findall(text):
+        words, whole = _words(part)
+        if whole and whole in known:
+            out.append(whole)
+        else:
+            out.extend(words)
     return out
 
 
@@ -121,14 +160,25 @@ class LexicalIndex(Generic[K]):
 
     def search(self, query: str, limit: int = 10, *, weak: str = "") -> list[tuple[K, float]]:
         """``weak`` words count at :data:`RELATED_WEIGHT`, like the synonyms of ``query``'s."""
-        if limit <= 0 or self._retriever is None:
+        if limit <= 0:
             return []
-        words = tokenize(query)
+        scores = self.scores(self.words(query), weak=weak)
+        return [] if scores is None else self.top(scores, limit)
+
+    def words(self, query: str) -> list[str]:
+        """The query's tokens as this index matches them (:func:`query_words`)."""
+        return query_words(query, self._vocab)
+
+    def scores(self, words: Sequence[str], *, weak: str = "") -> Any:
+        """Every document's score for the query ``words`` (a numpy array in key order), or
+        None when neither they, their synonyms nor ``weak`` are in any document."""
+        if self._retriever is None:
+            return None
         ids = self._ids(words)
         related = [r for w in words for r in self._related.get(w, ()) if r not in words]
         extra = self._ids([*related, *(w for w in tokenize(weak) if w not in words)])
         if not ids and not extra:
-            return []
+            return None
         import numpy as np
 
         if ids:
@@ -137,6 +187,12 @@ class LexicalIndex(Generic[K]):
             scores = np.zeros(len(self.keys), dtype=np.float32)
         if extra:
             scores = scores + RELATED_WEIGHT * self._retriever.get_scores_from_ids(extra)
+        return scores
+
+    def top(self, scores: Any, limit: int) -> list[tuple[K, float]]:
+        """The ``limit`` best documents with a positive score, best first."""
+        import numpy as np
+
         n = len(scores)
         k = min(limit, n)
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
@@ -173,16 +229,36 @@ class ToolDoc:
         sig = self.signature_text
         return sig if isinstance(sig, str) else sig()
 
+    def name_words(self) -> list[str]:
+        """The words of the tool's own name (Python and original), without its server's."""
+        tool = self.name.partition(".")[2]
+        original = self.original.partition(".")[2]
+        return tokenize(tool if original == tool else f"{tool} {original}")
+
+    def choices(self) -> list[str]:
+        """The values of the short ``enum`` lists of the tool's parameters
+        (:data:`CHOICES_MOST`)."""
+        props = (self.input_schema or {}).get("properties")
+        out: list[str] = []
+        for prop in props.values() if isinstance(props, dict) else ():
+            if not isinstance(prop, dict):
+                continue
+            items = prop.get("items")
+            values = prop.get("enum") or (items.get("enum") if isinstance(items, dict) else None)
+            if isinstance(values, list) and len(values) <= CHOICES_MOST:
+                out += [v for v in values if isinstance(v, str)]
+        return out
+
     def tokens(self) -> list[str]:
         """The document BM25 sees: the names (tool, title, server) count twice; the
-        description, the parameter names and the synonyms of the names' words once."""
-        server, _, tool = self.name.partition(".")
-        original = self.original.partition(".")[2]
-        names = tokenize(tool if original == tool else f"{tool} {original}")
+        description, the parameter names, their short lists of choices and the synonyms of
+        the names' words once."""
+        server = self.name.partition(".")[0]
+        names = self.name_words()
         if self.title:
             names += tokenize(self.title)
         names += tokenize(server)
-        rest = tokenize(" ".join([server, self.description, *self.parameters]))
+        rest = tokenize(" ".join([server, self.description, *self.parameters, *self.choices()]))
         synonyms = _synonyms()
         related = [s for t in dict.fromkeys(names) for s in synonyms.get(t, ())]
         return names * 2 + rest + related
@@ -261,6 +337,8 @@ class ToolIndex:
         self._index: LexicalIndex[str] = LexicalIndex(
             [(d.name, "") for d in docs_], tokens=[d.tokens() for d in docs_], related=_synonyms()
         )
+        self._names = [set(d.name_words()) for d in docs_]
+        self._cover: tuple[dict[str, Any], Any] | None = None
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -268,8 +346,34 @@ class ToolIndex:
     def scored(self, query: str, limit: int = 10) -> list[tuple[ToolDoc, float]]:
         """The BM25 hits with their scores, best first (for fusing with other rankers)."""
         intent, values = canonical(query)
-        hits = self._index.search(intent, limit, weak=values)
-        return [(self.docs[k], s) for k, s in hits]
+        words = self._index.words(intent)
+        scores = self._index.scores(words, weak=values)
+        if scores is None:
+            return []
+        scores = scores + self._name_cover(words, scores)
+        return [(self.docs[k], s) for k, s in self._index.top(scores, limit)]
+
+    def _name_cover(self, words: Sequence[str], scores: Any) -> Any:
+        """:data:`NAME_COVER_WEIGHT` of the best score times the share of each matching
+        tool's name the query covers (its words 1, their synonyms :data:`NAME_COVER_RELATED`)."""
+        import numpy as np
+
+        if self._cover is None:  # name word -> positions of the tools whose name has it
+            holders: dict[str, list[int]] = {}
+            for i, names in enumerate(self._names):
+                for w in names:
+                    holders.setdefault(w, []).append(i)
+            sizes = np.array([len(n) or 1 for n in self._names], dtype=float)
+            self._cover = {w: np.array(v) for w, v in holders.items()}, sizes
+        holders_, sizes_ = self._cover
+        covered = np.zeros(len(scores))
+        own = set(words)
+        related = {r for w in own for r in _synonyms().get(w, ())} - own
+        for group, weight in ((own, 1.0), (related, NAME_COVER_RELATED)):
+            for w in group & holders_.keys():
+                covered[holders_[w]] += weight
+        share = np.minimum(covered / sizes_, 1.0)
+        return NAME_COVER_WEIGHT * float(scores.max()) * share * (scores > 0)
 
     def search(self, query: str, limit: int = 10) -> list[ToolDoc]:
         if limit <= 0:

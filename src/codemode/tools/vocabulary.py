@@ -100,9 +100,10 @@ PHRASES = {
     "pr": "pull request",
     "mr": "merge request",
 }
-"""Phrasal verbs and abbreviations -> the words an API names them with (added to the query)."""
+"""Phrasal verbs and abbreviations -> the words an API names them with (they replace them
+in the query)."""
 
-_PHRASE = re.compile(r"\b(" + "|".join(re.escape(p) for p in PHRASES) + r")\b")
+_PHRASE = re.compile(r"\b(" + "|".join(re.escape(p) for p in PHRASES) + r")\b", re.IGNORECASE)
 _EXTENSIONS = (
     "yaml yml json md txt csv tsv xml html htm py js ts jsx tsx pdf png jpg jpeg gif svg "
     "doc docx xls xlsx ppt pptx log ini toml cfg conf sh zip tar gz sql"
@@ -129,7 +130,8 @@ def canonical(query: str) -> tuple[str, str]:
     A value (a URL, an e-mail address, a file name, a #channel) is an argument, not what
     the tool does: it is replaced by its kind, which tool descriptions use ("read
     config.yaml" -> "read file"), and given back apart so a ranker can weigh it less. The
-    plain verb of each phrasal verb is added ("turn off" -> "disable")."""
+    plain verb of each phrasal verb replaces it ("turn off the flag" -> "disable the
+    flag"): its words apart mean something else ("turn" is a route's, "off" nothing)."""
     values: list[str] = []
 
     def kind_of(kind: str) -> Callable[[re.Match[str]], str]:
@@ -141,6 +143,5 @@ def canonical(query: str) -> tuple[str, str]:
 
     for pattern, kind in _KINDS:
         query = pattern.sub(kind_of(kind), query)
-    low = query.lower().replace("\u2019", "'")
-    plain = [PHRASES[m] for m in _PHRASE.findall(low)]
-    return " ".join([query, *plain]), " ".join(values)
+    query = _PHRASE.sub(lambda m: PHRASES[m.group(0).lower()], query.replace("\u2019", "'"))
+    return query, " ".join(values)

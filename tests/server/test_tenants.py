@@ -328,3 +328,6 @@ def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     bad = _tenants_file(tmp_path, {"A B": one})
     with pytest.raises(ConfigError, match=r"tenants: Value error, tenant name 'A B'"):
         load_tenants(bad, env={"A_TOKEN": ACME_TOKEN})
+    newline = _tenants_file(tmp_path, {"a\n": one})  # "$" would let a trailing newline in
+    with pytest.raises(ConfigError, match=r"tenant name 'a\\n'"):
+        load_tenants(newline, env={"A_TOKEN": ACME_TOKEN})

@@ -137,6 +137,25 @@ async def test_a_server_whose_results_are_not_scanned_passes_them_through(tmp_pa
     assert r.value == 3  # the code computed on real values; only its output is scanned
 
 
+async def test_a_sink_whose_results_are_not_scanned_never_echoes_a_restored_value(
+    tmp_path: Path,
+) -> None:
+    """Another server's protected value, restored into an unscanned sink's arguments, must
+    not come back real: spelled out letter by letter, the run's output net cannot see it."""
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"outbox": {"scan": False}}}
+    )
+    async with opened(ws) as s:
+        r = await s.run(
+            "c = tools.crm.list_customers()[0]\n"
+            "back = tools.outbox.record(data={'to': c['email'], 'card': c['card']})\n"
+            "print(' '.join(back['stored']['to']), '|', ' '.join(back['stored']['card']))"
+        )
+    assert r.is_ok, r.error
+    assert leaks(r.stdout.replace(" ", "")) == []
+    assert leaks(json.dumps(ws.received())) != []  # the sink did get the real values
+
+
 async def test_a_server_marked_not_a_sink_never_receives_real_values(tmp_path: Path) -> None:
     ws = make_private_workspace(
         tmp_path, privacy={"enabled": True, "servers": {"outbox": {"sink": False}}}

@@ -131,6 +131,21 @@ class Privacy:
         out, _ = self.protect(text, where=where, literal=literal)
         return str(out)
 
+    def replace_restored(self, value: Any, literal: Mapping[str, str]) -> Any:
+        """``value`` with only the values of ``literal`` replaced by their tokens, no
+        detector run: what a sink whose results are not scanned (``scan: false``) answers
+        must still not hand back what its call just restored (an echo would be a
+        detokenizer for the sandbox)."""
+        if not literal:
+            return value
+        leaves = Leaves.collect(value)
+        changes = {}
+        for i, text in enumerate(leaves.texts):
+            replaced = _replace_literals(text, literal)
+            if replaced is not text:
+                changes[i] = replaced
+        return leaves.apply_changes(changes)
+
     def protect(
         self,
         value: Any,

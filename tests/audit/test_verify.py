@@ -181,3 +181,25 @@ def test_a_stderr_sink_gets_a_copy_of_every_line(
     copied = capfd.readouterr().err
     assert copied == (tmp_path / "a.jsonl").read_text()
     assert json.loads(copied)["seq"] == 1
+
+
+CONTROL = "\x1b[2K\r\x1b[1A\u202e\x85"
+"""Erase the line, go up one, reverse the text, a C1 newline: what a listing must not obey."""
+
+
+async def test_tail_and_search_show_the_codes_control_characters_as_escapes(
+    audited: Any, open_notes: Any
+) -> None:
+    audited.ws.configure({"audit": audited.config()})
+    # A CR would end the cell's line for Python too: the comment has the others.
+    cell = f"x = 1  # {CONTROL.replace(chr(13), '')}\nraise type({CONTROL!r}, (Exception,), {{}})()"
+    async with open_notes(audited.ws) as s:
+        result = await s.run(cell)
+    assert result.error is not None
+    for args in (("tail",), ("search", "--kind", "run"), ("tail", "--json")):
+        proc = audited.cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert not set("\x1b\r\u202e\x85") & set(proc.stdout), (args, proc.stdout)
+        assert "\\u001b[2K" in proc.stdout
+    [record] = [json.loads(line) for line in audited.cli("tail", "--json").stdout.splitlines()]
+    assert record["error_type"] == CONTROL  # the JSON still holds the true value

@@ -70,6 +70,30 @@ async def test_lines_cut_off_the_end_are_detected_by_the_head(written: Any) -> N
     assert "2 line(s) were cut off the end" in proc.stderr
 
 
+async def test_lines_cut_off_the_start_are_detected_by_the_head(written: Any) -> None:
+    rewrite(written, lines_of(written)[3:])
+    proc = written.cli("verify")
+    assert proc.returncode == 1
+    assert "the log starts at seq 4 but its head" in proc.stderr
+    assert "3 line(s) were cut off its start" in proc.stderr
+
+
+async def test_a_rotated_file_removed_by_hand_is_detected_but_not_one_keep_removed(
+    audited: Any, open_notes: Any
+) -> None:
+    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=2)})
+    async with open_notes(audited.ws) as s:
+        for _ in range(3):
+            await s.run(READS)
+    kept = audited.cli("verify")
+    assert kept.returncode == 0, kept.stderr
+    rotated = sorted(audited.log.parent.glob("audit.0*.jsonl"))
+    assert len(rotated) == 2  # keep removed the others
+    rotated[0].unlink()
+    proc = audited.cli("verify")
+    assert proc.returncode == 1 and "were cut off its start" in proc.stderr
+
+
 async def test_a_half_written_last_line_is_detected(written: Any) -> None:
     lines = lines_of(written)
     lines[-1] = lines[-1][:40]
@@ -127,7 +151,7 @@ async def test_the_chain_continues_across_rotated_files_and_keep_removes_the_old
     assert len(files) >= 3 and "audit.jsonl" in files
     whole = audited.cli("verify")
     assert whole.returncode == 0 and "ok: 14 records" in whole.stdout
-    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=1)})
+    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=2)})
     async with open_notes(audited.ws) as s:
         await s.run(READS)
     kept = audited.cli("verify")

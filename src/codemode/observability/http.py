@@ -70,7 +70,9 @@ def tools_search_endpoint(ctx: ServerContext) -> HttpEndpoint:
         problems = []
         if detail not in DETAILS:
             problems.append(f"detail_level must be one of {', '.join(DETAILS)}, not {detail!r}")
-        limit = int(raw_limit) if raw_limit.isdigit() else -1
+        # isdecimal, not isdigit ("²" is a digit int() refuses); short, as int() refuses
+        # more than 4,300 digits: a bad limit is a 400, never a 500.
+        limit = int(raw_limit) if raw_limit.isdecimal() and len(raw_limit) <= 6 else -1
         if not 1 <= limit <= MAX_LIMIT:
             problems.append(
                 f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw_limit!r}"

@@ -227,3 +227,9 @@ async def test_tail_and_search_show_the_codes_control_characters_as_escapes(
         assert "\\u001b[2K" in proc.stdout
     [record] = [json.loads(line) for line in audited.cli("tail", "--json").stdout.splitlines()]
     assert record["error_type"] == CONTROL  # the JSON still holds the true value
+
+
+async def test_a_stray_file_whose_name_only_looks_rotated_is_left_alone(written: Any) -> None:
+    (written.log.parent / "audit.\u00b2\u00b3.jsonl").write_text("not a log\n")
+    proc = written.cli("verify")
+    assert proc.returncode == 0, proc.stderr

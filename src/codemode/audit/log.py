@@ -140,7 +140,7 @@ def _rotated_seq(p: Path, active: Path) -> int:
     """The last seq in a rotated file's name (``audit.000000001234.jsonl``), else -1."""
     start, end = len(active.stem) + 1, len(p.name) - len(active.suffix)
     middle = p.name[start:end] if end > start else ""
-    return int(middle) if middle.isdigit() else -1
+    return int(middle) if middle.isascii() and middle.isdigit() else -1  # not '²'
 
 
 def iter_lines(path: Path) -> Iterator[tuple[Path, int, bytes, bool]]:

@@ -99,6 +99,14 @@ async def test_a_step_past_its_timeout_fails_the_run(tmp_path: Path) -> None:
     assert "timed out" in (result.error or "")
 
 
+async def test_an_expression_that_overflows_fails_the_run_saying_so(tmp_path: Path) -> None:
+    wf = {"steps": [{"code": "1", "output": "n"}], "result": "${int(float('inf')) + n}"}
+    result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    assert result.status == "failed" and "OverflowError" in (result.error or "")
+    [listed] = await list_runs(base=tmp_path)
+    assert listed["status"] == "failed"
+
+
 async def test_foreach_keeps_to_its_concurrency(tmp_path: Path) -> None:
     running, peak = 0, 0
 

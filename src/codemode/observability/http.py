@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..capability import HttpEndpoint
+from ..capability import SHARED_PROCESS, HttpEndpoint
 from .capability import METRICS_PATH
 from .config import ObservabilityConfig
 from .metrics import Metrics, default_metrics
@@ -36,7 +36,18 @@ def metrics_endpoint(
     if config.metrics_auth == "token" and config.metrics_token is not None:
         expected = f"Bearer {config.metrics_token.get_secret_value()}".encode()
 
+    shared = bool(ctx.extras.get(SHARED_PROCESS))
+
     async def handler(request: Request) -> Response:
+        if shared:  # every tenant's calls, by server and tool: not one tenant's to read
+            return JSONResponse(
+                {
+                    "error": "forbidden",
+                    "error_description": "this process serves several tenants (--tenants): "
+                    "its metrics count all of their calls, so no tenant's token reads them",
+                },
+                status_code=403,
+            )
         if expected is not None:
             given = request.headers.get("authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, expected):

@@ -156,6 +156,34 @@ async def test_a_sink_whose_results_are_not_scanned_never_echoes_a_restored_valu
     assert leaks(json.dumps(ws.received())) != []  # the sink did get the real values
 
 
+async def test_a_sink_that_echoes_a_restored_value_into_binary_data_is_withheld(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """No token fits into an image: a restored value found in a sink's binary result
+    withholds the result instead of handing the real value to the sandbox."""
+
+    def render(text: str) -> bytes:
+        """Render a label (binary, as an image would be)."""
+        return b"\x89PNG\r\n\x1a\n\x00\x00" + text.encode() + b"\x00IEND"
+
+    code = (
+        "c = tools.crm.list_customers()[0]\n"
+        "try:\n"
+        "    png = tools.local.render(text=c['email'])\n"
+        "    print(' '.join(png.data.decode('latin-1')))\n"
+        "except ToolError as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "print(' '.join(tools.local.render(text='hello').data[10:15].decode()))"
+    )
+    async with opened(private_ws) as s:
+        s.register_tool(render)
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    assert leaks(r.stdout.replace(" ", "")) == []
+    assert "PrivacyBlocked" in r.stdout and "restored" in r.stdout
+    assert "h e l l o" in r.stdout  # binary without a restored value still passes
+
+
 async def test_a_server_marked_not_a_sink_never_receives_real_values(tmp_path: Path) -> None:
     ws = make_private_workspace(
         tmp_path, privacy={"enabled": True, "servers": {"outbox": {"sink": False}}}

@@ -164,13 +164,19 @@ async def test_a_sink_that_echoes_a_restored_value_into_binary_data_is_withheld(
 
     def render(text: str) -> bytes:
         """Render a label (binary, as an image would be)."""
-        return b"\x89PNG\r\n\x1a\n\x00\x00" + text.encode() + b"\x00IEND"
+        wide = text.encode("utf-16-le") if text.startswith("u16:") else text.encode()
+        return b"\x89PNG\r\n\x1a\n\x00\x00" + wide + b"\x00IEND"
 
     code = (
         "c = tools.crm.list_customers()[0]\n"
         "try:\n"
         "    png = tools.local.render(text=c['email'])\n"
         "    print(' '.join(png.data.decode('latin-1')))\n"
+        "except ToolError as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "try:\n"
+        "    wide = tools.local.render(text='u16:' + c['email'])\n"
+        "    print(' '.join(wide.data.decode('latin-1').replace(chr(0), '')))\n"
         "except ToolError as e:\n"
         "    print(type(e).__name__, e)\n"
         "print(' '.join(tools.local.render(text='hello').data[10:15].decode()))"
@@ -180,7 +186,7 @@ async def test_a_sink_that_echoes_a_restored_value_into_binary_data_is_withheld(
         r = await s.run(code)
     assert r.is_ok, r.error
     assert leaks(r.stdout.replace(" ", "")) == []
-    assert "PrivacyBlocked" in r.stdout and "restored" in r.stdout
+    assert r.stdout.count("PrivacyBlocked") == 2 and "restored" in r.stdout
     assert "h e l l o" in r.stdout  # binary without a restored value still passes
 
 

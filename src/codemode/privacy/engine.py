@@ -530,7 +530,7 @@ def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: st
     """Raise when binary data (which no detector reads and no token can be put into)
     holds a value just restored into the call: a sink that echoes its arguments into an
     image or a file would otherwise hand the real value to the sandbox."""
-    needles = [v.encode("utf-8") for v in literal if v]
+    needles = [v.encode(e) for v in literal if v for e in ("utf-8", "utf-16-le", "utf-16-be")]
     stack = [value]
     while stack:
         v = stack.pop()

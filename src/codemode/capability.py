@@ -67,6 +67,11 @@ class HttpEndpoint:
     own_auth: bool = False
 
 
+SHARED_PROCESS = "codemode.web.shared_process"
+"""``ServerContext.extras`` key set when one process serves several tenants: what is
+process-wide (metrics) then belongs to all of them and is shown to none."""
+
+
 ToolLayers = Callable[[C], Iterable[tuple[str, "Middleware"]]]
 RunHooks = Callable[[C], Iterable[tuple[str, RunHook]]]
 HiddenTools = Callable[[C], "ToolFilter | None"]
@@ -139,4 +144,4 @@ class Capability(Generic[C]):
         return list(self.reply_layers(config)) if self.reply_layers is not None else []
 
 
-__all__ = ["Capability", "HttpEndpoint", "NoConfig"]
+__all__ = ["SHARED_PROCESS", "Capability", "HttpEndpoint", "NoConfig"]

@@ -256,6 +256,8 @@ class Session:
         """
         if self._closed:
             raise SessionClosed("this session is closed; open a new one")
+        if timeout is not None and timeout != timeout:  # NaN: no deadline, no budget cut
+            raise ValueError("timeout must be a number of seconds (or None), not NaN")
         event = RunEvent(code, timeout or self.default_timeout, self.context.for_run(), on_output)
         return await self._runs(event)
 

@@ -211,3 +211,20 @@ async def test_a_question_waiting_for_a_person_is_listed_as_pending_without_its_
     assert (pending["server"], pending["tool"]) == ("notes", "delete_note")
     assert "hello" not in repr(pending)
     assert pending_approvals() == []
+
+
+async def test_the_call_a_person_is_shown_cannot_be_rewritten_by_control_characters(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Names and values of arguments are the code's: ``ESC [2K``, ``CR`` or a bidi override
+    in them would redraw the prompt as a harmless-looking call."""
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    approver = Recorder(False)
+    spoof = "\x1b[2K\r\x1b[1Anotes.read_note(name='hello')\u202e"
+    async with open_notes(notes_ws, approve=approver) as s:
+        await s.run(f"tools.notes.delete_note(name='hello', **{{{spoof!r}: {spoof!r}}})")
+    [asked] = approver.asked
+    shown = asked.describe()
+    assert shown.startswith("notes.delete_note(name=")
+    assert shown.isprintable() and "\\u001b[2K\\u000d\\u001b[1A" in shown
+    assert "\\u202e" in shown

@@ -70,6 +70,30 @@ async def test_lines_cut_off_the_end_are_detected_by_the_head(written: Any) -> N
     assert "2 line(s) were cut off the end" in proc.stderr
 
 
+async def test_lines_cut_off_the_start_are_detected_by_the_head(written: Any) -> None:
+    rewrite(written, lines_of(written)[3:])
+    proc = written.cli("verify")
+    assert proc.returncode == 1
+    assert "the log starts at seq 4 but its head" in proc.stderr
+    assert "3 line(s) were cut off its start" in proc.stderr
+
+
+async def test_a_rotated_file_removed_by_hand_is_detected_but_not_one_keep_removed(
+    audited: Any, open_notes: Any
+) -> None:
+    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=2)})
+    async with open_notes(audited.ws) as s:
+        for _ in range(3):
+            await s.run(READS)
+    kept = audited.cli("verify")
+    assert kept.returncode == 0, kept.stderr
+    rotated = sorted(audited.log.parent.glob("audit.0*.jsonl"))
+    assert len(rotated) == 2  # keep removed the others
+    rotated[0].unlink()
+    proc = audited.cli("verify")
+    assert proc.returncode == 1 and "were cut off its start" in proc.stderr
+
+
 async def test_a_half_written_last_line_is_detected(written: Any) -> None:
     lines = lines_of(written)
     lines[-1] = lines[-1][:40]
@@ -127,7 +151,7 @@ async def test_the_chain_continues_across_rotated_files_and_keep_removes_the_old
     assert len(files) >= 3 and "audit.jsonl" in files
     whole = audited.cli("verify")
     assert whole.returncode == 0 and "ok: 14 records" in whole.stdout
-    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=1)})
+    audited.ws.configure({"audit": audited.config(max_bytes=1500, keep=2)})
     async with open_notes(audited.ws) as s:
         await s.run(READS)
     kept = audited.cli("verify")
@@ -181,3 +205,31 @@ def test_a_stderr_sink_gets_a_copy_of_every_line(
     copied = capfd.readouterr().err
     assert copied == (tmp_path / "a.jsonl").read_text()
     assert json.loads(copied)["seq"] == 1
+
+
+CONTROL = "\x1b[2K\r\x1b[1A\u202e\x85"
+"""Erase the line, go up one, reverse the text, a C1 newline: what a listing must not obey."""
+
+
+async def test_tail_and_search_show_the_codes_control_characters_as_escapes(
+    audited: Any, open_notes: Any
+) -> None:
+    audited.ws.configure({"audit": audited.config()})
+    # A CR would end the cell's line for Python too: the comment has the others.
+    cell = f"x = 1  # {CONTROL.replace(chr(13), '')}\nraise type({CONTROL!r}, (Exception,), {{}})()"
+    async with open_notes(audited.ws) as s:
+        result = await s.run(cell)
+    assert result.error is not None
+    for args in (("tail",), ("search", "--kind", "run"), ("tail", "--json")):
+        proc = audited.cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert not set("\x1b\r\u202e\x85") & set(proc.stdout), (args, proc.stdout)
+        assert "\\u001b[2K" in proc.stdout
+    [record] = [json.loads(line) for line in audited.cli("tail", "--json").stdout.splitlines()]
+    assert record["error_type"] == CONTROL  # the JSON still holds the true value
+
+
+async def test_a_stray_file_whose_name_only_looks_rotated_is_left_alone(written: Any) -> None:
+    (written.log.parent / "audit.\u00b2\u00b3.jsonl").write_text("not a log\n")
+    proc = written.cli("verify")
+    assert proc.returncode == 0, proc.stderr

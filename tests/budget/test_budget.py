@@ -114,6 +114,20 @@ async def test_a_run_that_outlives_its_wall_time_budget_is_stopped_saying_so(
     assert '"budget" -> "run" -> "wall_time"' in result.error.message
 
 
+async def test_no_timeout_given_escapes_the_wall_time_budget(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """NaN compares false with everything: ``wall_time < nan`` would leave it uncut."""
+    notes_ws.configure({"budget": {"run": {"wall_time": 1}}})
+    async with open_notes(notes_ws) as s:
+        endless = await s.run("while True:\n    pass", timeout=float("inf"))
+        with pytest.raises(ValueError, match="timeout"):
+            await s.run("1", timeout=float("nan"))
+        assert (await s.run("1")).value == 1
+    assert endless.timed_out and endless.error is not None
+    assert endless.error.type == "BudgetExceeded"
+
+
 async def test_a_session_wall_time_budget_cuts_the_last_run_and_refuses_the_next(
     notes_ws: Any, open_notes: Any
 ) -> None:

@@ -123,3 +123,13 @@ async def _state_of(base: Path) -> object:
         return await memory.state.get()
     finally:
         await memory.aclose()
+
+
+def test_a_description_the_code_wrote_cannot_redraw_the_listing(tmp_path: Path) -> None:
+    base = tmp_path / "ws"
+    memory = Memory.from_workspace(base)
+    sneaky = "fine\x1b[1A\x1b[2K\rsecrets-exported\u202e"
+    asyncio.run(memory.artifacts.save("notes", "x", description=sneaky))
+    code, out = invoke("artifacts", "list", "--base", str(base))
+    assert code == 0
+    assert out.rstrip("\n").isprintable() and "\\u001b[1A" in out

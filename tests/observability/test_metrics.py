@@ -239,3 +239,16 @@ def test_signals_from_privacy_and_approvals_are_counted_with_bounded_labels() ->
     assert delta("codemode_pii_tokenized_total", entity="EMAIL") == 3
     assert delta("codemode_approvals_total", decision="granted") == 1
     assert delta("codemode_approvals_total", decision="_other") == 1
+
+
+async def test_a_tool_name_with_control_characters_cannot_redraw_the_stats_table() -> None:
+    from codemode.observability.summary import samples_of_text, summarize, table
+
+    m = Metrics(process=False)
+    reg = ToolRegistry()
+    reg.register(echo, server="crm", name="echo\x1b[2K\x1b[1A\u202e")  # an upstream's name
+    reg.use(m.tool_layer, "observe")
+    await reg.call("crm", "echo\x1b[2K\x1b[1A\u202e", {"text": "a"})
+    shown = table(summarize(samples_of_text(m.exposition().decode())))
+    assert "echo\\u001b[2K" in shown
+    assert not set("\x1b\u202e") & set(shown)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -103,7 +104,7 @@ async def test_a_run_with_two_tool_calls_is_a_span_with_two_children(
     assert failed.attributes["error.type"] == "ToolError"
     assert failed.status.status_code == trace.StatusCode.ERROR
     assert run.attributes is not None
-    assert run.attributes["codemode.code.sha256"] == digest(code)
+    assert run.attributes["codemode.code.hmac"] == digest(code)
     assert run.attributes["codemode.run.outcome"] == "ok"
 
 
@@ -214,7 +215,10 @@ async def test_a_tool_call_outside_any_run_is_a_span_of_its_own(
     spans = by_name(finished(tracing, exporter))
     ok, failed = spans["execute_tool bank.lookup"], spans["execute_tool bank.down"]
     assert ok.parent is None and ok.attributes is not None
-    assert ok.attributes["codemode.tool.arguments.sha256"] == digest(json.dumps({"card": SECRET}))
+    args = json.dumps({"card": SECRET})
+    assert ok.attributes["codemode.tool.arguments.hmac"] == digest(args)
+    # Keyed: whoever reads the spans cannot confirm a guessed card number by hashing it.
+    assert hashlib.sha256(args.encode()).hexdigest() not in str(dict(ok.attributes))
     assert failed.attributes is not None and failed.attributes["error.type"] == "ToolError"
 
 

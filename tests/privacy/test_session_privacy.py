@@ -137,6 +137,59 @@ async def test_a_server_whose_results_are_not_scanned_passes_them_through(tmp_pa
     assert r.value == 3  # the code computed on real values; only its output is scanned
 
 
+async def test_a_sink_whose_results_are_not_scanned_never_echoes_a_restored_value(
+    tmp_path: Path,
+) -> None:
+    """Another server's protected value, restored into an unscanned sink's arguments, must
+    not come back real: spelled out letter by letter, the run's output net cannot see it."""
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"outbox": {"scan": False}}}
+    )
+    async with opened(ws) as s:
+        r = await s.run(
+            "c = tools.crm.list_customers()[0]\n"
+            "back = tools.outbox.record(data={'to': c['email'], 'card': c['card']})\n"
+            "print(' '.join(back['stored']['to']), '|', ' '.join(back['stored']['card']))"
+        )
+    assert r.is_ok, r.error
+    assert leaks(r.stdout.replace(" ", "")) == []
+    assert leaks(json.dumps(ws.received())) != []  # the sink did get the real values
+
+
+async def test_a_sink_that_echoes_a_restored_value_into_binary_data_is_withheld(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """No token fits into an image: a restored value found in a sink's binary result
+    withholds the result instead of handing the real value to the sandbox."""
+
+    def render(text: str) -> bytes:
+        """Render a label (binary, as an image would be)."""
+        wide = text.encode("utf-16-le") if text.startswith("u16:") else text.encode()
+        return b"\x89PNG\r\n\x1a\n\x00\x00" + wide + b"\x00IEND"
+
+    code = (
+        "c = tools.crm.list_customers()[0]\n"
+        "try:\n"
+        "    png = tools.local.render(text=c['email'])\n"
+        "    print(' '.join(png.data.decode('latin-1')))\n"
+        "except ToolError as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "try:\n"
+        "    wide = tools.local.render(text='u16:' + c['email'])\n"
+        "    print(' '.join(wide.data.decode('latin-1').replace(chr(0), '')))\n"
+        "except ToolError as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "print(' '.join(tools.local.render(text='hello').data[10:15].decode()))"
+    )
+    async with opened(private_ws) as s:
+        s.register_tool(render)
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    assert leaks(r.stdout.replace(" ", "")) == []
+    assert r.stdout.count("PrivacyBlocked") == 2 and "restored" in r.stdout
+    assert "h e l l o" in r.stdout  # binary without a restored value still passes
+
+
 async def test_a_server_marked_not_a_sink_never_receives_real_values(tmp_path: Path) -> None:
     ws = make_private_workspace(
         tmp_path, privacy={"enabled": True, "servers": {"outbox": {"sink": False}}}

@@ -203,3 +203,6 @@ def test_the_tool_search_endpoint_needs_the_token_and_names_bad_parameters(
     problems = " ".join(bad.json()["problems"])
     assert "detail_level must be one of name, description, full" in problems
     assert "limit must be a whole number from 1 to 100" in problems
+    for odd in ("\u00b2", "9" * 5000, "-1", "1e3"):  # isdigit() but not int(); too long for int()
+        answer = search(server, query="x", limit=odd)
+        assert answer.status_code == 400, (odd[:10], answer.status_code)

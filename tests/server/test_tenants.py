@@ -246,6 +246,22 @@ async def test_the_web_console_shows_a_tenant_only_its_own_runs_and_no_shared_me
     assert theirs["metrics"] == [] and "several tenants" in theirs["metrics_note"]
 
 
+async def test_a_tenant_cannot_read_the_process_wide_metrics_of_all_tenants(
+    tenancy: Tenancy,
+) -> None:
+    """/metrics counts every tenant's calls by server and tool: one tenant's token must not
+    read what the others did (the console leaves metrics out for the same reason)."""
+    async with http_client(tenancy.server.url, token=ACME_TOKEN) as acme:
+        ran = await acme.call_tool("run_code", {"code": "tools.fs.list_allowed_directories()"})
+        assert not ran.is_error, _text(ran)
+    url = tenancy.server.url.removesuffix("/mcp") + "/metrics"
+    for token in (GLOBEX_TOKEN, ACME_TOKEN):
+        got = httpx2.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert got.status_code == 403, got.text[:300]
+        assert "list_allowed_directories" not in got.text
+        assert "several tenants" in got.json()["error_description"]
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-" + "x" * 40, f"Basic {ACME_TOKEN}"])
 def test_without_a_tenants_token_the_answer_is_invalid_token_without_oauth_metadata(
     tenancy: Tenancy, authorization: str | None
@@ -328,3 +344,6 @@ def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     bad = _tenants_file(tmp_path, {"A B": one})
     with pytest.raises(ConfigError, match=r"tenants: Value error, tenant name 'A B'"):
         load_tenants(bad, env={"A_TOKEN": ACME_TOKEN})
+    newline = _tenants_file(tmp_path, {"a\n": one})  # "$" would let a trailing newline in
+    with pytest.raises(ConfigError, match=r"tenant name 'a\\n'"):
+        load_tenants(newline, env={"A_TOKEN": ACME_TOKEN})

@@ -122,11 +122,12 @@ async def test_generation_changes_on_every_write_and_delete(storage: Storage) ->
 
 
 async def test_invalid_names_and_kinds_are_refused_before_writing(storage: Storage) -> None:
-    for bad in ("", "../etc", "a/b", ".hidden", "-opt", "x" * 201, "sp ace"):
+    for bad in ("", "../etc", "a/b", ".hidden", "-opt", "x" * 201, "sp ace", "a\n", "a\x00"):
         with pytest.raises(ValidationError):
             await storage.put("artifacts", bad, b"")
-    with pytest.raises(ValidationError):
-        await storage.put("Bad Kind", "a", b"")
+    for kind in ("Bad Kind", "artifacts\n"):
+        with pytest.raises(ValidationError):
+            await storage.put(kind, "a", b"")
     assert (await storage.list("artifacts")).names() == []
 
 

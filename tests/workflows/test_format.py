@@ -101,3 +101,19 @@ def test_expressions_cannot_grow_values_far_beyond_their_parts(expression: str) 
         evaluate(expression, scope)
     assert evaluate("big", scope) == scope["big"]  # a plain read of a big value is fine
     assert evaluate("[big]", scope) == [scope["big"]]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "int(float('inf'))",  # OverflowError
+        "round(float('inf'))",
+        "int('9' * 300 + '0' * 300) / 1",  # too large for a float
+        "keys(1)",  # AttributeError
+        "values('x')",
+        "items([1])",
+    ],
+)
+def test_a_failing_function_is_a_workflow_error_whatever_python_raises(expression: str) -> None:
+    with pytest.raises(WorkflowError, match="failed"):
+        evaluate(expression, {})

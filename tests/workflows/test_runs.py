@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -97,6 +100,29 @@ async def test_a_step_past_its_timeout_fails_the_run(tmp_path: Path) -> None:
     result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
     assert result.status == "failed" and result.step == "step1"
     assert "timed out" in (result.error or "")
+
+
+async def test_an_expression_that_overflows_fails_the_run_saying_so(tmp_path: Path) -> None:
+    wf = {"steps": [{"code": "1", "output": "n"}], "result": "${int(float('inf')) + n}"}
+    result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    assert result.status == "failed" and "OverflowError" in (result.error or "")
+    [listed] = await list_runs(base=tmp_path)
+    assert listed["status"] == "failed"
+
+
+async def test_workflow_list_shows_control_characters_of_a_sent_workflow_as_escapes(
+    tmp_path: Path,
+) -> None:
+    """A client of ``serve`` names its workflow and steps; an operator lists the runs."""
+    sneaky = "ok\x1b[2K\r\x1b[1Afine\u202e"
+    wf = {"name": sneaky, "steps": [{"id": "boom", "code": "raise ValueError(1)"}]}
+    await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    env = {**os.environ, "CODEMODE_BASE": str(tmp_path), "CODEMODE_EXECUTOR": "subprocess"}
+    argv = [sys.executable, "-m", "codemode", "workflow", "list"]
+    listed = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "\\u001b[2K" in listed.stdout
+    assert not set("\x1b\r\u202e") & set(listed.stdout)
 
 
 async def test_foreach_keeps_to_its_concurrency(tmp_path: Path) -> None:

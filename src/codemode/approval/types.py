@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..context import CallContext
+from ..printable import printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +38,13 @@ class ApprovalRequest:
         return f"{self.server}.{self.tool}"
 
     def describe(self, limit: int = 600) -> str:
-        """``server.tool(arg=value, ...)`` cut at ``limit`` characters, for a prompt."""
+        """``server.tool(arg=value, ...)`` cut at ``limit`` characters, for a prompt; no
+        character of it can move the cursor or reorder the line (:func:`printable`)."""
         args = ", ".join(
             f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}"
             for k, v in self.arguments.items()
         )
-        text = f"{self.qualified}({args})"
+        text = printable(f"{self.qualified}({args})")  # code chose the names and values
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

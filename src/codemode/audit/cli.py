@@ -19,6 +19,7 @@ import click
 
 from ..errors import CodemodeError
 from ..memory.cli import base_option
+from ..printable import printable
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the raw records.")
 
@@ -75,7 +76,8 @@ def _show(records: Iterable[dict[str, Any]], as_json: bool) -> None:
     shown = False
     for r in records:
         shown = True
-        click.echo(json.dumps(r, ensure_ascii=False) if as_json else _line(r))
+        # Cells' first lines, exception type names...: text the agent's code chose.
+        click.echo(printable(json.dumps(r, ensure_ascii=False) if as_json else _line(r)))
     if not shown and not as_json:
         click.echo("No matching records.")
 

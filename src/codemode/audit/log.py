@@ -89,19 +89,21 @@ def split_line(raw: bytes) -> tuple[bytes, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """The last line's ``seq`` and ``mac``, and the active file's inode and size (so
-    writers notice another process's appends and rotations without a ``stat``)."""
+    """The last line's ``seq`` and ``mac``, the active file's inode and size (so
+    writers notice another process's appends and rotations without a ``stat``), and
+    ``first``: the seq the kept chain starts at (1, or past the files ``keep`` removed),
+    so lines cut off the start are detected as those cut off the end are. ``first`` is 0
+    in a head written before it existed: unknown."""
 
     seq: int = 0
     mac: str = ""
     ino: int = 0
     size: int = 0
+    first: int = 1
 
     def encode(self) -> bytes:
-        return (
-            f"{self.seq} {self.mac or '-'} {self.ino} {self.size}".encode().ljust(HEAD_SIZE - 1)
-            + b"\n"
-        )
+        text = f"{self.seq} {self.mac or '-'} {self.ino} {self.size} {self.first}"
+        return text.encode().ljust(HEAD_SIZE - 1) + b"\n"
 
     @classmethod
     def decode(cls, data: bytes) -> Head | None:
@@ -109,9 +111,12 @@ class Head:
         if not parts:
             return cls()
         try:
-            seq, mac, ino, size = parts
+            seq, mac, ino, size, *first = parts
             text = mac.decode()
-            return cls(int(seq), "" if text == "-" else text, int(ino), int(size))
+            start = int(first[0]) if len(first) == 1 else 0
+            if len(first) > 1:
+                return None
+            return cls(int(seq), "" if text == "-" else text, int(ino), int(size), start)
         except ValueError:
             return None
 
@@ -135,7 +140,7 @@ def _rotated_seq(p: Path, active: Path) -> int:
     """The last seq in a rotated file's name (``audit.000000001234.jsonl``), else -1."""
     start, end = len(active.stem) + 1, len(p.name) - len(active.suffix)
     middle = p.name[start:end] if end > start else ""
-    return int(middle) if middle.isdigit() else -1
+    return int(middle) if middle.isascii() and middle.isdigit() else -1  # not '²'
 
 
 def iter_lines(path: Path) -> Iterator[tuple[Path, int, bytes, bool]]:
@@ -266,7 +271,7 @@ class AuditLog:
         head = Head.decode(os.pread(self._head_fd, HEAD_SIZE, 0)) or Head()
         if head.ino != self._ino or self._fd < 0:
             self._open_active()
-            head = Head(head.seq, head.mac, self._ino, os.fstat(self._fd).st_size)
+            head = Head(head.seq, head.mac, self._ino, os.fstat(self._fd).st_size, head.first)
         seq, mac, key = head.seq, head.mac, self.keys.chain
         lines: list[bytes] = []
         for record in records:
@@ -279,12 +284,12 @@ class AuditLog:
         data = lines[0] if len(lines) == 1 else b"".join(lines)
         _write_all(self._fd, data)
         size = head.size + len(data)
-        os.pwrite(self._head_fd, Head(seq, mac, self._ino, size).encode(), 0)
+        os.pwrite(self._head_fd, Head(seq, mac, self._ino, size, head.first).encode(), 0)
         for sink in self._sinks:
             for line in lines:
                 sink(line)
         if size >= self.max_bytes:
-            self._rotate(seq, mac)
+            self._rotate(seq, mac, head.first)
 
     def _open_active(self) -> None:
         """Open the active file (created if another process just rotated it away)."""
@@ -293,16 +298,23 @@ class AuditLog:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._ino = os.fstat(self._fd).st_ino
 
-    def _rotate(self, last_seq: int, mac: str) -> None:
+    def _rotate(self, last_seq: int, mac: str, first: int) -> None:
         rotated = self.path.with_name(f"{self.path.stem}.{last_seq:012d}{self.path.suffix}")
         os.replace(self.path, rotated)
         self._open_active()
-        os.pwrite(self._head_fd, Head(last_seq, mac, self._ino, 0).encode(), 0)
         if self.keep is not None:
             files = log_files(self.path)[:-1]
-            for old in files[: max(len(files) - self.keep, 0)]:
+            removed = files[: max(len(files) - self.keep, 0)]
+            if removed:  # the kept chain now starts after the newest removed file
+                first = max(first, _rotated_seq(removed[-1], self.path) + 1)
+            # The head says so before any file goes: a crash between leaves files that
+            # verify reports as removed by keep, never a head that hides a cut.
+            os.pwrite(self._head_fd, Head(last_seq, mac, self._ino, 0, first).encode(), 0)
+            for old in removed:
                 with contextlib.suppress(OSError):
                     old.unlink()
+            return
+        os.pwrite(self._head_fd, Head(last_seq, mac, self._ino, 0, first).encode(), 0)
 
     def close(self) -> None:
         """Flush, then close the files (a failed flush is logged: close still closes)."""

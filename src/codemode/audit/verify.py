@@ -78,7 +78,14 @@ def verify(path: Path, head_path: Path, keys: Keys) -> Report:
     head = read_head(head_path)
     if head is None:
         report.problems.append(f"the head file {head_path} is unreadable")
-    elif head.seq != report.last.seq or head.mac != report.last.mac:
+        return report
+    start = report.first_seq if report.first_seq is not None else head.seq + 1
+    if head.first and start > head.first and head.seq >= head.first:
+        report.problems.append(
+            f"the log starts at seq {start} but its head ({head_path}) says the kept chain "
+            f"starts at {head.first}: {start - head.first} line(s) were cut off its start"
+        )
+    if head.seq != report.last.seq or head.mac != report.last.mac:
         if head.seq > report.last.seq:
             report.problems.append(
                 f"the log ends at seq {report.last.seq} but its head ({head_path}) says "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..errors import ValidationError
+from ..printable import printable
 from .rpc import MEMORY_METHODS
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ def _echo_json(value: Any) -> None:
 def _table(rows: list[list[str]]) -> None:
     if not rows:
         return
+    rows = [[printable(c) for c in r] for r in rows]  # descriptions the code wrote
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]

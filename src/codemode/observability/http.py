@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..capability import HttpEndpoint
+from ..capability import SHARED_PROCESS, HttpEndpoint
 from .capability import METRICS_PATH
 from .config import ObservabilityConfig
 from .metrics import Metrics, default_metrics
@@ -36,7 +36,18 @@ def metrics_endpoint(
     if config.metrics_auth == "token" and config.metrics_token is not None:
         expected = f"Bearer {config.metrics_token.get_secret_value()}".encode()
 
+    shared = bool(ctx.extras.get(SHARED_PROCESS))
+
     async def handler(request: Request) -> Response:
+        if shared:  # every tenant's calls, by server and tool: not one tenant's to read
+            return JSONResponse(
+                {
+                    "error": "forbidden",
+                    "error_description": "this process serves several tenants (--tenants): "
+                    "its metrics count all of their calls, so no tenant's token reads them",
+                },
+                status_code=403,
+            )
         if expected is not None:
             given = request.headers.get("authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, expected):
@@ -70,7 +81,9 @@ def tools_search_endpoint(ctx: ServerContext) -> HttpEndpoint:
         problems = []
         if detail not in DETAILS:
             problems.append(f"detail_level must be one of {', '.join(DETAILS)}, not {detail!r}")
-        limit = int(raw_limit) if raw_limit.isdigit() else -1
+        # isdecimal, not isdigit ("²" is a digit int() refuses); short, as int() refuses
+        # more than 4,300 digits: a bad limit is a 400, never a 500.
+        limit = int(raw_limit) if raw_limit.isdecimal() and len(raw_limit) <= 6 else -1
         if not 1 <= limit <= MAX_LIMIT:
             problems.append(
                 f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw_limit!r}"

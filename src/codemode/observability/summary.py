@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..printable import printable
+
 Sample = tuple[str, Mapping[str, str], float]
 """(sample name, labels, value): ``codemode_runs_total``, ``{"outcome": "ok"}``, ``3.0``."""
 
@@ -167,8 +169,9 @@ def summarize(samples: Iterable[Sample], *, top_tools: int = 10) -> list[Row]:
 
 
 def table(rows: Iterable[Row]) -> str:
-    """Rows as aligned text: section, name, value."""
-    rows = list(rows)
+    """Rows as aligned text: section, name, value. Names hold upstream servers' tool names,
+    which may carry any character: shown with :func:`~codemode.printable.printable`."""
+    rows = [Row(r.section, printable(r.name), r.value) for r in rows]
     width = max((len(r.name) for r in rows), default=0)
     lines, last = [], None
     for r in rows:

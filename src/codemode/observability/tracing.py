@@ -24,9 +24,10 @@ install when it is missing.
 from __future__ import annotations
 
 import atexit
-import hashlib
+import hmac
 import logging
 import queue
+import secrets
 import sys
 import threading
 import time
@@ -65,8 +66,14 @@ def _otel() -> Any:
     return trace
 
 
+_DIGEST_KEY = secrets.token_bytes(32)
+
+
 def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """HMAC-SHA256 of ``text`` under a key of this process: equal arguments (or code) match
+    across its spans, but a tracing backend cannot confirm a guessed value (a card number,
+    an id) by hashing it, as it could with a plain SHA-256 of a small space of candidates."""
+    return hmac.digest(_DIGEST_KEY, text.encode("utf-8", "surrogatepass"), "sha256").hex()
 
 
 @dataclass(slots=True)
@@ -98,7 +105,7 @@ class _Op:
                 "gen_ai.tool.type": "function",
                 "codemode.tool.server": self.server,
                 "codemode.tool.arguments.bytes": size_of(self.args_text),
-                "codemode.tool.arguments.sha256": digest(self.args_text),
+                "codemode.tool.arguments.hmac": digest(self.args_text),
             }
             if self.result_bytes is not None:
                 attrs["codemode.tool.result.bytes"] = self.result_bytes
@@ -332,7 +339,7 @@ class Tracing:
             error = run.op.error
         else:
             attrs = _run_attrs(*run.facts) if run.facts is not None else {}
-            attrs["codemode.code.sha256"] = digest(run.code)
+            attrs["codemode.code.hmac"] = digest(run.code)
             error = run.error
         span.set_attributes(attrs)
         if error is not None:

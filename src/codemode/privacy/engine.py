@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from codemode.errors import PrivacyBlocked, ToolArgumentError, ToolError
 from codemode.redact import REDACTED, remember_environment
 from codemode.result import ErrorInfo, ExecutionResult
+from codemode_worker.protocol import Blob
 
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
@@ -40,7 +41,7 @@ from .secrets import SecretDetector
 from .sinks import SinkPolicy
 from .tokens import TOKEN_RE
 from .vault import Vault
-from .walk import Leaves
+from .walk import Leaves, _as_text
 
 if TYPE_CHECKING:
     from codemode.config import ServerConfig
@@ -131,6 +132,23 @@ class Privacy:
         out, _ = self.protect(text, where=where, literal=literal)
         return str(out)
 
+    def replace_restored(self, value: Any, literal: Mapping[str, str]) -> Any:
+        """``value`` with only the values of ``literal`` replaced by their tokens, no
+        detector run: what a sink whose results are not scanned (``scan: false``) answers
+        must still not hand back what its call just restored (an echo would be a
+        detokenizer for the sandbox)."""
+        if not literal:
+            return value
+        leaves = Leaves.collect(value)
+        if leaves.binary:
+            _withhold_echoed_binary(value, literal, where="")
+        changes = {}
+        for i, text in enumerate(leaves.texts):
+            replaced = _replace_literals(text, literal)
+            if replaced is not text:
+                changes[i] = replaced
+        return leaves.apply_changes(changes)
+
     def protect(
         self,
         value: Any,
@@ -157,6 +175,8 @@ class Privacy:
         leaves = Leaves.collect(value)
         label = f" from {where}" if where else ""
         if leaves.binary:
+            if literal:
+                _withhold_echoed_binary(value, literal, where=label)
             if self.config.binary == "block":
                 raise PrivacyBlocked(
                     f"{leaves.binary} bytes of binary data{label} cannot be scanned for "
@@ -504,6 +524,28 @@ def count_tokenized(found: Mapping[str, int]) -> None:
     for entity, n in found.items():
         if entity != "SECRET" and n:
             signals.pii_tokenized(entity, n)
+
+
+def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: str) -> None:
+    """Raise when binary data (which no detector reads and no token can be put into)
+    holds a value just restored into the call: a sink that echoes its arguments into an
+    image or a file would otherwise hand the real value to the sandbox."""
+    needles = [v.encode(e) for v in literal if v for e in ("utf-8", "utf-16-le", "utf-16-be")]
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, bytes | bytearray | Blob):
+            data = bytes(v.data if isinstance(v, Blob) else v)
+            if any(n in data for n in needles) and _as_text(data)[0] is None:
+                raise PrivacyBlocked(
+                    f"binary data{where} holds a value restored into this call's arguments; "
+                    "it was withheld, as binary content cannot carry a token instead"
+                )
 
 
 def _replace_literals(text: str, literal: Mapping[str, str]) -> str:

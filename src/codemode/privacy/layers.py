@@ -181,7 +181,7 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         except CodemodeError as exc:
             raise _scrub_error(engine, exc, restored) from exc.__cause__
         if not engine.scans(call.server, call.tool):
-            return result
+            return engine.replace_restored(result, restored)
         size = _approx_size(result)
         try:
             out, report = await _off_loop(

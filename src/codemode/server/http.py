@@ -5,8 +5,11 @@ Rules (docs/server.md, "HTTP"):
 - Every request except ``GET /healthz`` and ``GET /readyz`` needs ``Authorization:
   Bearer <token>``. The only way to turn that off is ``--no-auth`` on a loopback
   address; ``serve`` refuses ``--no-auth`` on any other address.
-- No CORS headers are sent, so browsers on other origins cannot call the server. On
-  loopback the SDK also checks ``Host``/``Origin`` against DNS rebinding.
+- No CORS headers are sent, so browsers on other origins cannot call the server. On a
+  loopback address every route (``/mcp``, ``/ui``, ``/api/*``, ``/metrics``) refuses a
+  ``Host`` or ``Origin`` that names another host (:class:`LoopbackHosts`): a web page
+  whose name was re-pointed at 127.0.0.1 (DNS rebinding) reads and runs nothing, even
+  under ``--no-auth``. The SDK's own check covers only ``/mcp`` and three exact hosts.
 - ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
   behind a lock, the session manager or the SDK; still on the event loop. With a
   ``health`` socket (``--health-port``) a process of its own answers them too, off the
@@ -63,6 +66,7 @@ __all__ = [
     "BearerAuth",
     "ClientWatch",
     "HealthCheck",
+    "LoopbackHosts",
     "Traffic",
     "bind_socket",
     "build_http_app",
@@ -135,6 +139,68 @@ class BearerAuth:
         # login this server cannot complete (RFC 6750, RFC 9728).
         challenge = b'Bearer realm="codemode", error="invalid_token"'
         await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
+
+
+def _loopback_name(host: str) -> bool:
+    return host.lower() == "localhost" or is_loopback(host)
+
+
+def _host_of(authority: str) -> str | None:
+    """The host of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``)."""
+    if authority.startswith("["):
+        end = authority.find("]")
+        return authority[1:end] if end > 0 else None
+    host, _, port = authority.partition(":")
+    if ":" in port or (port and not port.isdigit()):
+        return None
+    return host or None
+
+
+def _origin_is_loopback(origin: str) -> bool:
+    scheme, sep, rest = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest or "@" in rest:
+        return False
+    host = _host_of(rest)
+    return host is not None and _loopback_name(host)
+
+
+class LoopbackHosts:
+    """ASGI middleware for a server bound to a loopback address: refuse any request whose
+    ``Host`` (or ``Origin``, when sent) names a host that is not loopback.
+
+    Why: a browser sends a page's requests to whatever its host name resolves to. A page
+    on ``evil.example`` that re-points its name at 127.0.0.1 (DNS rebinding) is, to the
+    browser, same-origin with the server, so the missing CORS headers stop nothing; the
+    ``Host`` it sends still says ``evil.example``. Covers every route, not just ``/mcp``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        host = _header(headers, b"host")
+        name = _host_of(host) if host is not None else None
+        if name is None or not _loopback_name(name):
+            await _send_json(send, 421, _refusal("Host", host), [])
+            return
+        origin = _header(headers, b"origin")
+        if origin is not None and not _origin_is_loopback(origin):
+            await _send_json(send, 403, _refusal("Origin", origin), [])
+            return
+        await self.app(scope, receive, send)
+
+
+def _refusal(header: str, value: str | None) -> dict[str, str]:
+    return {
+        "error": "misdirected_request",
+        "error_description": f"this codemode server listens on a loopback address and "
+        f"answers only requests whose {header} is loopback (127.0.0.1, [::1], localhost), "
+        f"not {value!r}: a web page that re-pointed its name here (DNS rebinding) is refused",
+    }
 
 
 def health_facts(sessions: SessionManager, calls: CallTracker) -> Facts:
@@ -386,6 +452,8 @@ def build_http_app(
         )
     app.add_middleware(ClientWatch, sessions=sessions, traffic=traffic, path=MCP_PATH)
     app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
+    if is_loopback(host):
+        app.add_middleware(LoopbackHosts)
     app.add_middleware(HealthCheck, sessions=sessions, calls=context.calls)
     return app
 

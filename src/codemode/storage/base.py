@@ -26,8 +26,8 @@ from ..errors import ValidationError
 CHUNK = 1 << 20
 MAX_META = 1 << 16
 
-_KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@=+-]{0,199}$")
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@=+-]{0,199}\Z")
 
 Data = bytes | bytearray | memoryview | Iterable[bytes] | AsyncIterable[bytes]
 

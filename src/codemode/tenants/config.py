@@ -31,7 +31,7 @@ from ..isolation.uids import server_uid
 
 MIN_TOKEN_CHARS = 24
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 
 
 class TenantSpec(BaseModel):

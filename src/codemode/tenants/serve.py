@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 
 async def serve_tenants(opts: ServeOptions) -> None:
+    from ..capability import SHARED_PROCESS
     from ..server.cli import _connect_upstream, _say, open_served
     from ..server.http import bind_socket, build_http_app, serve_http
     from ..server.lifecycle import GracefulStop, GracefulStops
@@ -38,7 +39,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
-        served.context.extras["codemode.web.shared_process"] = True
+        served.context.extras[SHARED_PROCESS] = True
         apps[name] = build_http_app(
             served.server,
             served.context,

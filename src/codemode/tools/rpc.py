@@ -20,7 +20,8 @@ class CallParams(Params):
     server: str = Field(description="Server name (Python identifier or original name).")
     tool: str = Field(description="Tool name (Python identifier or original name).")
     args: dict[str, Any] | None = Field(None, description="The tool's arguments.")
-    timeout: float | None = Field(None, gt=0, description="Seconds before the call is stopped.")
+    # No timeout: the code would set its own and outlast the operator's (a server's
+    # "timeout" in mcp.json, tool_timeout), e.g. keep a read of a planted FIFO going.
 
 
 class SearchParams(Params):
@@ -47,7 +48,7 @@ class StubParams(Params):
 
 
 async def _call(r: ToolRegistry, p: CallParams) -> Any:
-    return await r.call(p.server, p.tool, p.args, timeout=p.timeout)
+    return await r.call(p.server, p.tool, p.args)
 
 
 async def _search(r: ToolRegistry, p: SearchParams) -> Any:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..capability import HttpEndpoint
+from ..capability import SHARED_PROCESS, HttpEndpoint
 from .runs import RunLog, short_id
 
 if TYPE_CHECKING:
@@ -53,10 +53,6 @@ def static_endpoints() -> list[HttpEndpoint]:
 
         out.append(HttpEndpoint(path, handler, own_auth=True))
     return out
-
-
-SHARED_PROCESS = "codemode.web.shared_process"
-"""``ServerContext.extras`` key set when one process serves several tenants."""
 
 
 SHARED_NOTE = "this process serves several tenants: its metrics are all of theirs (/metrics)"

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..errors import CodemodeError
+from ..printable import printable
 
 BASE = click.option(
     "--base",
@@ -61,7 +62,7 @@ def _printer(quiet: bool) -> Any:
             text = json.dumps(event.output, ensure_ascii=False, default=str)
             tail = f" = {text[:80]}{'…' if len(text) > 80 else ''}"
         attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
-        click.echo(f"{mark} {event.step} {event.label}{attempt}{tail}", err=True)
+        click.echo(printable(f"{mark} {event.step} {event.label}{attempt}{tail}"), err=True)
 
     return show
 
@@ -80,7 +81,7 @@ def _finish(result: Any, as_json: bool) -> None:
     else:
         click.echo(f"run {result.run_id}: {result.status}", err=True)
         if result.error:
-            click.echo(result.error, err=True)
+            click.echo(printable(result.error), err=True)
         if result.ok and result.result is not None:
             value = result.result
             click.echo(value if isinstance(value, str) else json.dumps(value, default=str))
@@ -176,9 +177,8 @@ def list_cmd(base: Path | None, as_json: bool) -> None:
         click.echo("No workflow runs yet.")
     for r in rows:
         where = f" at {r['step']}" if r.get("step") else ""
-        click.echo(
-            f"{r['run_id']}  {r['name']}  {r['status']}{where}  ({r['steps_done']} steps done)"
-        )
+        line = f"{r['run_id']}  {r['name']}  {r['status']}{where}  ({r['steps_done']} steps done)"
+        click.echo(printable(line))  # names and step ids of workflows a client sent
 
 
 @workflow.command("schema")

@@ -190,7 +190,10 @@ def evaluate(text: str, scope: Mapping[str, Any]) -> Any:
         return value
     except WorkflowError:
         raise
-    except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
+    # Every error a whitelisted operation or function can raise on JSON values: an
+    # OverflowError (int(float('inf'))) or AttributeError (keys(1)) must fail the step
+    # like the others, not escape the engine and leave its run "running" for ever.
+    except (TypeError, ValueError, KeyError, IndexError, ArithmeticError, AttributeError) as exc:
         raise WorkflowError(f"expression {text!r} failed: {type(exc).__name__}: {exc}") from None
 
 

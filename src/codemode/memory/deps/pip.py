@@ -45,7 +45,7 @@ from ...errors import DepsError
 from ...isolation import jail
 from ...isolation.uids import DEPS_UID
 
-_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*\Z")
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "~=")
 DEFAULT_INDEX = "https://pypi.org/simple"
 PIP_MOUNT = "/opt/codemode-pip"
@@ -244,7 +244,7 @@ class JailedPip:
                      "--dest", "/dl", "--", *specs],
                 )  # fmt: skip
                 wheels = sorted(p.name for p in dl.iterdir())
-                bad = [w for w in wheels if not re.match(r"^[\w.+-]+\.whl$", w)]
+                bad = [w for w in wheels if not re.fullmatch(r"[\w.+-]+\.whl", w)]
                 if bad or not wheels:
                     raise DepsError(f"pip downloaded something other than wheels: {bad}")
                 mounts = [

@@ -625,6 +625,8 @@ class MCPSource:
                 tool=tool,
             )
         limit = timeout if timeout is not None else self.default_timeout
+        if self.config.timeout:  # the operator's limit for this server: a ceiling for all
+            limit = min(limit, self.config.timeout)
         conn, client = await self._client()
         sink: list[str] = []
         token = _schema_warnings.set(sink)

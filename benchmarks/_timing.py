@@ -2,9 +2,10 @@
 
 Both servers of the benchmark (codemode and the bare SDK server) run with
 :class:`RequestLog` outermost in their ASGI stack when ``BENCH_REQUEST_LOG`` names a
-file: one JSON line per ``POST /mcp`` with its JSON-RPC method, MCP session id, and three
-instants: the request reached the app (after uvicorn read and parsed it), the answer's
-last data was handed to uvicorn, and the response ended. Instants are
+file: one JSON line per ``POST /mcp`` with its JSON-RPC method, MCP session id, the
+client's port (which connection carried it), and three instants: the request reached
+the app (after uvicorn read and parsed it), the answer's last data was handed to
+uvicorn, and the response ended. Instants are
 ``time.monotonic()`` (CLOCK_MONOTONIC, one clock for every process of the machine), so
 the client processes' own instants line up with them.
 
@@ -40,7 +41,8 @@ class RequestLog:
         t_in = time.monotonic()
         body: list[bytes] = []
         sid = next((v.decode() for k, v in scope["headers"] if k == b"mcp-session-id"), None)
-        marks: dict[str, Any] = {"sid": sid, "in": t_in, "data": None}
+        peer = scope.get("client")
+        marks: dict[str, Any] = {"sid": sid, "in": t_in, "data": None, "peer": peer and peer[1]}
 
         async def peek(message: Message | None = None) -> Message:
             msg: Message = await receive()

@@ -526,9 +526,11 @@ class Row:
             "health_port_max_ms": max(self.port_health_ms) if self.port_health_ms else None,
             "health_port_failures": self.port_health_failures,
             "first_call_parts": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
-                                 for k, v in self.parts[0].items()},
+                                 for k, v in self.parts[0].items() if k in PARTS},
             "second_call_parts": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
-                                  for k, v in self.parts[1].items()},
+                                  for k, v in self.parts[1].items() if k in PARTS},
+            "first_calls_on_a_new_connection": sum(self.parts[0].get("new_connection", [])),
+            "second_calls_on_a_new_connection": sum(self.parts[1].get("new_connection", [])),
             "initialize_server_p50": pct(self.initialize_ms, 50),
             "initialize_server_p95": pct(self.initialize_ms, 95),
         }  # fmt: skip
@@ -648,11 +650,20 @@ def breakdown(
     server's (:mod:`_timing`), in ms per part of :data:`PARTS`."""
     firsts = first_calls(records, tool)
     seconds: dict[str, dict[str, Any]] = {}
+    ports: dict[str, set[int]] = {}  # the connections each session used so far
+    fresh: set[int] = set()  # the calls a connection of their own carried (by id())
     for r in sorted(records, key=lambda r: r["in"]):
         sid = r["sid"]
         if r.get("tool") == tool and sid in firsts and r is not firsts[sid]:
             seconds.setdefault(sid, r)
-    out: list[dict[str, list[float]]] = [{k: [] for k in PARTS}, {k: [] for k in PARTS}]
+        if sid and r.get("peer") is not None:
+            if r.get("method") == "tools/call" and r["peer"] not in ports.get(sid, set()):
+                fresh.add(id(r))
+            ports.setdefault(sid, set()).add(r["peer"])
+    out: list[dict[str, list[float]]] = [
+        {k: [] for k in (*PARTS, "new_connection")},
+        {k: [] for k in (*PARTS, "new_connection")},
+    ]
     for m in marks:
         for n, (c, found) in enumerate(zip(m["calls"], (firsts, seconds), strict=False)):
             got = found.get(m["sid"] or "")
@@ -665,6 +676,7 @@ def breakdown(
             parts["to_server"].append((r["in"] - c["req"]) * 1000)
             parts["server"].append((r["data"] - r["in"]) * 1000)
             parts["back"].append((c["t1"] - r["data"]) * 1000)
+            parts["new_connection"].append(1.0 if id(r) in fresh else 0.0)
     return out
 
 
@@ -772,18 +784,25 @@ def parts_table(rows: list[Row]) -> str:
             if not parts.get("client"):
                 continue
             cells = [f"{pct(parts[k], 50):.1f} / {pct(parts[k], 95):.1f}" for k in PARTS]
-            lines.append([r.name, r.sessions, label, len(parts["client"]), *cells])
+            new = int(sum(parts["new_connection"]))
+            lines.append([r.name, r.sessions, label, len(parts["client"]), new, *cells])
     init = "; ".join(
         f"{r.name} ({r.sessions}): {pct(r.initialize_ms, 50):.1f} / {pct(r.initialize_ms, 95):.1f}"
         for r in rows
         if r.initialize_ms
     )
     legend = "".join(f"\n    {short}: {long}" for short, long in PARTS.values())
+    shorts = [short for short, _ in PARTS.values()]
+    legend += (
+        "\n    on a new connection: calls whose POST came on a connection the session had "
+        "not used before (uvicorn closes idle ones after 5 s): their 'to the server app' "
+        "includes opening it"
+    )
     return (
         table(
             "where each session's first and second calls' time goes, p50 / p95 ms (the "
             "client's and the server's instants on one clock)",
-            ["server", "sessions", "call", "n", *(short for short, _ in PARTS.values())],
+            ["server", "sessions", "call", "n", "on a new connection", *shorts],
             lines,
         )
         + legend
@@ -847,6 +866,12 @@ def main(args: argparse.Namespace) -> None:
               f"errors {len(ours_row.errors)}")  # fmt: skip
         for r in (ours_row, bare_row):
             added = pct(r.first, 95) - pct(r.second, 95)
+            cpu = r.client_cpu_ms + r.server_cpu_ms + r.worker_cpu_ms
+            cores = os.cpu_count() or 1
+            print(f"    {r.name}: a burst of {r.sessions} calls needs {r.sessions * cpu:.0f} ms "
+                  f"of CPU (clients + server + workers, {cpu:.2f} ms per call on average): at "
+                  f"least {r.sessions * cpu / cores:.0f} ms on this machine's {cores} cores, "
+                  f"which the load generator shares")  # fmt: skip
             print(f"    {r.name}: first call p95 {pct(r.first, 95):.1f} ms, the same sessions' "
                   f"second call p95 {pct(r.second, 95):.1f} ms (a session's start adds "
                   f"{added:+.1f} ms); CPU per call: server {r.server_cpu_ms:.2f} ms, clients "

@@ -120,6 +120,8 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        if self.log is not None:
+            Path(self.log).unlink(missing_ok=True)
 
 
 def _drain(proc: subprocess.Popen[str], lines: list[str], found: threading.Event) -> None:
@@ -827,9 +829,6 @@ def main(args: argparse.Namespace) -> None:
                 rows.append(drive(ours, "codemode run_code", "codemode", n, args))
             finally:
                 ours.stop()
-                for s in (bare, ours):
-                    if s.log is not None:
-                        Path(s.log).unlink(missing_ok=True)
             print(f"... {n} sessions done", file=sys.stderr, flush=True)
         stop = graceful_stop(base, args) if args.stop_calls else None
     load = os.getloadavg()

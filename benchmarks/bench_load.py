@@ -29,6 +29,13 @@ Each session's second call follows its first at once, with every session started
 as many calls in flight: first p95 minus second p95 is about what starting a session
 adds, beside the bare server's same difference.
 
+Where the first and second calls' time goes (a table of its own): both servers write
+each request's instants (it reached the app, its answer's last data left the app) and
+each client each call's (it began, its POST left httpx, it returned), on one clock
+(``_timing``): client-observed = client before send + to the server app + server-side +
+back to the client. The server-side first call is also a column of the main table,
+beside the client-observed one it is part of.
+
 Then the graceful stop: SIGTERM while ``--stop-calls`` calls of ``--stop-seconds`` s
 run; how many finish, exit status, stop time, what is left behind.
 Goals (issue 13): 500 sessions with 0 errors; at 50 sessions codemode's throughput
@@ -60,6 +67,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stats import pct, table
+from _timing import LOG_ENV, first_calls, read_log
 
 TOKEN = "bench-load-token"
 ME = Path(__file__).resolve()
@@ -69,8 +77,15 @@ ME = Path(__file__).resolve()
 
 
 def bare_server_main(port: int) -> None:
-    """The floor: an SDK server with one echo tool, served by uvicorn like codemode."""
+    """The floor: an SDK server with one echo tool, served by uvicorn like codemode.
+
+    Served as ``MCPServer.run("streamable-http")`` serves it (its app, uvicorn's default
+    settings), with the request log (``_timing``) outermost like codemode's."""
+    import anyio
+    import uvicorn
     from mcp.server import MCPServer
+
+    from _timing import RequestLog, open_log
 
     server = MCPServer("bare", log_level="WARNING")
 
@@ -79,7 +94,12 @@ def bare_server_main(port: int) -> None:
         """Return the text unchanged (async, like codemode's tools: no thread hop)."""
         return text
 
-    server.run("streamable-http", host="127.0.0.1", port=port)
+    app = server.streamable_http_app(host="127.0.0.1")
+    out = open_log()
+    if out is not None:
+        app.add_middleware(RequestLog, out=out)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
 
 
 @dataclass
@@ -90,6 +110,8 @@ class Server:
     lines: list[str] = field(default_factory=list)
     health: str | None = None
     """The health port's /healthz (answered off the event loop), when there is one."""
+    log: str | None = None
+    """Where the server writes its requests' instants (``_timing``)."""
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -98,6 +120,8 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        if self.log is not None:
+            Path(self.log).unlink(missing_ok=True)
 
 
 def _drain(proc: subprocess.Popen[str], lines: list[str], found: threading.Event) -> None:
@@ -109,12 +133,20 @@ def _drain(proc: subprocess.Popen[str], lines: list[str], found: threading.Event
     found.set()
 
 
+def _log_file() -> str:
+    fd, path = tempfile.mkstemp(prefix="bench-load-", suffix=".jsonl")
+    os.close(fd)
+    return path
+
+
 def start_codemode(base: Path, args: argparse.Namespace, sessions: int) -> Server:
-    argv = [sys.executable, "-m", "codemode", "serve", "--base", str(base),
+    """``codemode serve`` (through ``_timing.serve_codemode``: with the request log)."""
+    argv = [sys.executable, str(ME), "--serve-codemode", "--base", str(base),
             "--transport", "http", "--port", "0", "--executor", args.executor,
             "--max-sessions", str(max(sessions, 500)), "--pool-size", str(args.pool),
             "--idle-timeout", "0", "--health-port", "0"]  # fmt: skip
-    env = {**os.environ, "CODEMODE_TOKEN": TOKEN}
+    log = _log_file()
+    env = {**os.environ, "CODEMODE_TOKEN": TOKEN, LOG_ENV: log}
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     found = threading.Event()
@@ -125,7 +157,7 @@ def start_codemode(base: Path, args: argparse.Namespace, sessions: int) -> Serve
         proc.kill()
         raise SystemExit("codemode serve did not start:\n" + "".join(lines[-20:]))
     h = next((re.search(r"health on (\S+)", x) for x in lines if "health on" in x), None)
-    return Server(proc, m.group(1), TOKEN, lines, h.group(1) if h else None)
+    return Server(proc, m.group(1), TOKEN, lines, h.group(1) if h else None, log)
 
 
 def start_bare() -> Server:
@@ -134,14 +166,18 @@ def start_bare() -> Server:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    log = _log_file()
     proc = subprocess.Popen(
-        [sys.executable, str(ME), "--bare", str(port)], stderr=subprocess.PIPE, text=True
+        [sys.executable, str(ME), "--bare", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, LOG_ENV: log},
     )
     lines: list[str] = []
     threading.Thread(target=_drain, args=(proc, lines, threading.Event()), daemon=True).start()
     url = f"http://127.0.0.1:{port}/mcp"
     _wait_http(url)
-    return Server(proc, url, None, lines)
+    return Server(proc, url, None, lines, log=log)
 
 
 def _wait_http(url: str) -> None:
@@ -286,6 +322,10 @@ async def _client(
     go, close = anyio.Event(), anyio.Event()
     opened = 0
     first: list[float] = []
+    marks: list[dict[str, Any]] = []
+    """Per session, instants (``time.monotonic()``) of its first two calls, to line up
+    with the server's (``_timing``): the call began, its POST left httpx, the answer's
+    headers came back, the call returned."""
     second: list[float] = []
     rest: list[float] = []
     errors: list[str] = []
@@ -317,9 +357,26 @@ async def _client(
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if era == "stateless":
             headers["Codemode-Session"] = f"bench-{os.getpid()}-{i}"
+        mine: dict[str, Any] = {"sid": None, "calls": []}
+        now: dict[str, float] = {}
+
+        async def on_request(request: Any) -> None:
+            if request.method == "POST" and "req" not in now and "t0" in now:
+                now["req"] = time.monotonic()
+
+        async def on_response(response: Any) -> None:
+            sid = response.headers.get("mcp-session-id")
+            if sid:
+                mine["sid"] = sid
+            if response.request.method == "POST" and "req" in now and "resp" not in now:
+                now["resp"] = time.monotonic()
+
+        hooks: dict[str, list[Any]] = {"request": [on_request], "response": [on_response]}
         try:
             async with (
-                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=600)) as h,
+                httpx2.AsyncClient(
+                    headers=headers, timeout=httpx2.Timeout(60, read=600), event_hooks=hooks
+                ) as h,
             ):
                 async with limit:
                     transport = streamable_http_client(url, http_client=h)
@@ -331,8 +388,16 @@ async def _client(
                 try:
                     await go.wait()
                     for n in range(runs):
+                        if n < 2:
+                            now.clear()
+                            now["t0"] = time.monotonic()
                         with anyio.fail_after(hang):
                             ms, ok, err = await call(client, i, n)
+                        if n < 2:
+                            now["t1"] = time.monotonic()
+                            mine["calls"].append(dict(now))
+                            if n == min(1, runs - 1):
+                                marks.append(mine)
                         (first if n == 0 else rest).append(ms)
                         if n == 1:
                             second.append(ms)
@@ -366,7 +431,7 @@ async def _client(
         await all_done.wait()
         cpu = time.process_time()
         report = {"first": first, "second": second, "rest": rest, "errors": errors,
-                  "hung": hung, "cpu_s": cpu}  # fmt: skip
+                  "hung": hung, "cpu_s": cpu, "marks": marks}  # fmt: skip
         print(json.dumps(report), flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # "close"
         close.set()
@@ -415,6 +480,10 @@ class Row:
     port_health_ms: list[float] = field(default_factory=list)
     """Latencies of the health port's ``/healthz`` (its own thread, off the event loop)."""
     port_health_failures: int = 0
+    parts: list[dict[str, list[float]]] = field(default_factory=lambda: [{}, {}])
+    """Where the first and the second calls' time went (:func:`breakdown`), ms per part."""
+    initialize_ms: list[float] = field(default_factory=list)
+    """The server's time for each session's ``initialize`` (before the timing starts)."""
 
     @property
     def rate(self) -> float:
@@ -433,9 +502,14 @@ class Row:
         return [self.name, self.sessions, self.calls, len(self.errors), self.hung,
                 f"{self.rate:.0f}",
                 pct(self.latencies, 50), pct(self.latencies, 95), pct(self.latencies, 99),
-                pct(self.first, 50), pct(self.first, 95), pct(self.second, 95), cpu,
+                pct(self.first, 50), pct(self.first, 95), self._server_first(),
+                pct(self.second, 95), cpu,
                 f"{self.client_cpu_ms:.2f}", f"{self.server_rss_mb:.0f}", workers, h,
                 f"{self.load[0]:.1f} / {self.load[1]:.1f}"]  # fmt: skip
+
+    def _server_first(self) -> str:
+        ms = self.parts[0].get("server", [])
+        return f"{pct(ms, 50):.1f} / {pct(ms, 95):.1f}" if ms else "-"
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -453,6 +527,14 @@ class Row:
             "healthz_failures": self.health_failures, "error_samples": self.errors[:5],
             "health_port_max_ms": max(self.port_health_ms) if self.port_health_ms else None,
             "health_port_failures": self.port_health_failures,
+            "first_call_parts": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
+                                 for k, v in self.parts[0].items() if k in PARTS},
+            "second_call_parts": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
+                                  for k, v in self.parts[1].items() if k in PARTS},
+            "first_calls_on_a_new_connection": sum(self.parts[0].get("new_connection", [])),
+            "second_calls_on_a_new_connection": sum(self.parts[1].get("new_connection", [])),
+            "initialize_server_p50": pct(self.initialize_ms, 50),
+            "initialize_server_p95": pct(self.initialize_ms, 95),
         }  # fmt: skip
 
 
@@ -470,6 +552,7 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
         for n in shares
     ]
     row = Row(name, sessions)
+    marks: list[dict[str, Any]] = []
     load0 = os.getloadavg()[0]
     probe = HealthProbe(server.url)
     port_probe = HealthProbe(server.health) if server.health else None
@@ -500,7 +583,16 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             row.latencies += data["rest"]
             row.errors += data["errors"]
             row.hung += data["hung"]
+            marks += data["marks"]
         row.wall = time.perf_counter() - t0
+        if server.log is not None:
+            records = read_log(server.log)
+            row.parts = breakdown(marks, records, "run_code" if kind == "codemode" else "echo")
+            row.initialize_ms = [
+                (r["data"] - r["in"]) * 1000
+                for r in records
+                if r.get("method") == "initialize" and r.get("data")
+            ]
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=60)
@@ -540,6 +632,54 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             if child.stdout is not None:
                 child.stdout.close()
     return row
+
+
+PARTS = {
+    "client": ("client-observed", "call_tool begins -> call_tool returns, in the client"),
+    "before_send": ("client: before send", "call_tool begins -> its POST leaves httpx"),
+    "to_server": ("to the server app", "POST leaves httpx -> the server's app has it "
+                  "(kernel, the server loop's queue, uvicorn's parsing)"),
+    "server": ("server-side", "the app has it -> the answer's last data handed to uvicorn"),
+    "back": ("back to the client", "answer handed to uvicorn -> call_tool returns "
+             "(uvicorn sends, the client reads, parses, validates)"),
+}  # fmt: skip
+
+
+def breakdown(
+    marks: list[dict[str, Any]], records: list[dict[str, Any]], tool: str
+) -> list[dict[str, list[float]]]:
+    """For the first and the second call of each session: the client's instants beside the
+    server's (:mod:`_timing`), in ms per part of :data:`PARTS`."""
+    firsts = first_calls(records, tool)
+    seconds: dict[str, dict[str, Any]] = {}
+    ports: dict[str, set[int]] = {}  # the connections each session used so far
+    fresh: set[int] = set()  # the calls a connection of their own carried (by id())
+    for r in sorted(records, key=lambda r: r["in"]):
+        sid = r["sid"]
+        if r.get("tool") == tool and sid in firsts and r is not firsts[sid]:
+            seconds.setdefault(sid, r)
+        if sid and r.get("peer") is not None:
+            if r.get("method") == "tools/call" and r["peer"] not in ports.get(sid, set()):
+                fresh.add(id(r))
+            ports.setdefault(sid, set()).add(r["peer"])
+    out: list[dict[str, list[float]]] = [
+        {k: [] for k in (*PARTS, "new_connection")},
+        {k: [] for k in (*PARTS, "new_connection")},
+    ]
+    for m in marks:
+        for n, (c, found) in enumerate(zip(m["calls"], (firsts, seconds), strict=False)):
+            got = found.get(m["sid"] or "")
+            if got is None or got.get("data") is None or "req" not in c:
+                continue
+            r = got
+            parts = out[n]
+            parts["client"].append((c["t1"] - c["t0"]) * 1000)
+            parts["before_send"].append((c["req"] - c["t0"]) * 1000)
+            parts["to_server"].append((r["in"] - c["req"]) * 1000)
+            parts["server"].append((r["data"] - r["in"]) * 1000)
+            parts["back"].append((c["t1"] - r["data"]) * 1000)
+            parts["new_connection"].append(1.0 if id(r) in fresh else 0.0)
+    return out
 
 
 def profile(server: Server, args: argparse.Namespace, name: str) -> subprocess.Popen[bytes]:
@@ -636,6 +776,42 @@ def graceful_stop(base: Path, args: argparse.Namespace) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- main
 
 
+def parts_table(rows: list[Row]) -> str:
+    """Where the first and second calls' time went, p50 / p95 of each part (ms); the
+    parts' percentiles do not add up to the whole's."""
+    lines = []
+    for r in rows:
+        for n, label in enumerate(("first", "second")):
+            parts = r.parts[n]
+            if not parts.get("client"):
+                continue
+            cells = [f"{pct(parts[k], 50):.1f} / {pct(parts[k], 95):.1f}" for k in PARTS]
+            new = int(sum(parts["new_connection"]))
+            lines.append([r.name, r.sessions, label, len(parts["client"]), new, *cells])
+    init = "; ".join(
+        f"{r.name} ({r.sessions}): {pct(r.initialize_ms, 50):.1f} / {pct(r.initialize_ms, 95):.1f}"
+        for r in rows
+        if r.initialize_ms
+    )
+    legend = "".join(f"\n    {short}: {long}" for short, long in PARTS.values())
+    shorts = [short for short, _ in PARTS.values()]
+    legend += (
+        "\n    on a new connection: calls whose POST came on a connection the session had "
+        "not used before (uvicorn closes idle ones after 5 s): their 'to the server app' "
+        "includes opening it"
+    )
+    return (
+        table(
+            "where each session's first and second calls' time goes, p50 / p95 ms (the "
+            "client's and the server's instants on one clock)",
+            ["server", "sessions", "call", "n", "on a new connection", *shorts],
+            lines,
+        )
+        + legend
+        + f"\n    initialize, server-side (before the timing), p50 / p95: {init}"
+    )
+
+
 def main(args: argparse.Namespace) -> None:
     scales = [int(x) for x in args.sessions.split(",")]
     rows: list[Row] = []
@@ -661,11 +837,13 @@ def main(args: argparse.Namespace) -> None:
         f"processes, executor {args.executor}, warm pool {args.pool} (latency ms; load at the end "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
         ["server", "sessions", "calls", "errors", "hung", "calls/s", "p50", "p95", "p99",
-         "first p50", "first p95", "second p95", "CPU ms/call (server + workers)",
+         "first p50", "first p95", "first p50 / p95 server-side", "second p95",
+         "CPU ms/call (server + workers)",
          "client CPU ms/call", "server RSS MB", "workers RSS MB",
          "healthz max ms (port / health port)", "load start / end"],
         [r.cells() for r in rows],
     ))  # fmt: skip
+    print(parts_table(rows))
     if stop is not None:
         print(table(
             "graceful stop: SIGTERM while calls run (one per session)",
@@ -687,6 +865,12 @@ def main(args: argparse.Namespace) -> None:
               f"errors {len(ours_row.errors)}")  # fmt: skip
         for r in (ours_row, bare_row):
             added = pct(r.first, 95) - pct(r.second, 95)
+            cpu = r.client_cpu_ms + r.server_cpu_ms + r.worker_cpu_ms
+            cores = os.cpu_count() or 1
+            print(f"    {r.name}: a burst of {r.sessions} calls needs {r.sessions * cpu:.0f} ms "
+                  f"of CPU (clients + server + workers, {cpu:.2f} ms per call on average): at "
+                  f"least {r.sessions * cpu / cores:.0f} ms on this machine's {cores} cores, "
+                  f"which the load generator shares")  # fmt: skip
             print(f"    {r.name}: first call p95 {pct(r.first, 95):.1f} ms, the same sessions' "
                   f"second call p95 {pct(r.second, 95):.1f} ms (a session's start adds "
                   f"{added:+.1f} ms); CPU per call: server {r.server_cpu_ms:.2f} ms, clients "
@@ -700,6 +884,11 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve-codemode":
+        from _timing import serve_codemode
+
+        serve_codemode(sys.argv[2:])
+        raise SystemExit(0)
     if len(sys.argv) > 1 and sys.argv[1] == "--bare":
         bare_server_main(int(sys.argv[2]))
         raise SystemExit(0)

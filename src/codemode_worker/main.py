@@ -193,6 +193,7 @@ def main(config: dict[str, Any]) -> None:
         os.set_inheritable(ctrl_fd, False)  # the agent's subprocesses must not read it
         _watch_interrupts(ctrl_fd, threading.get_ident(), gate)
 
+    runtime.warm_up()  # before "ready": a pre-started worker pays it in the background
     link.send({"op": "ready", "pid": os.getpid(), "protocol": protocol.VERSION})
     while True:
         try:

@@ -32,6 +32,11 @@ def test_bench_load_quick_serves_every_call_and_stops_gracefully(tmp_path: Path)
     assert rows["codemode run_code"]["health_port_max_ms"] is not None  # the port answered
     assert rows["codemode run_code"]["health_port_failures"] == 0
     assert rows["codemode run_code"]["worker_processes"] > 0
+    for row in rows.values():  # the server's side of every session's first two calls
+        for parts in (row["first_call_parts"], row["second_call_parts"]):
+            assert {part["n"] for part in parts.values()} == {10}, row["name"]
+            assert 0 < parts["server"]["p50"] <= parts["client"]["p50"], row["name"]
+        assert row["initialize_server_p50"] > 0
     stop = data["graceful_stop"]
     assert (stop["calls"], stop["finished"], stop["exit_status"]) == (4, 4, 0), stop
     assert (stop["processes_left"], stop["cgroups_left"], stop["healthz_failed"]) == (0, 0, 0)

@@ -120,6 +120,21 @@ async def test_ten_concurrent_sessions_do_not_see_each_others_variables() -> Non
     assert values == list(range(10))
 
 
+async def test_a_prestarted_worker_starts_its_session_fresh_after_its_warm_up() -> None:
+    """Workers run throwaway cells before they say ready; a session sees none of them."""
+    ex = SubprocessExecutor(pool_size=1, memory_limit_mb=778)
+    await ex.warm()
+    async with Session(ex) as s, Session(SubprocessExecutor(pool_size=0)) as cold:
+        names = "sorted(k for k in globals() if not k.startswith('__'))"  # `_` included
+        fresh = (await s.run(names)).value
+        assert fresh == (await cold.run(names)).value and not {"n", "m", "_"} & set(fresh)
+        r = await s.run("1 / 0")
+        assert r.error is not None and 'File "<cell 2>"' in r.error.traceback
+        cells = "import linecache; sorted(k for k in linecache.cache if k.startswith('<cell'))"
+        lines = await s.run(cells)
+        assert lines.value == ["<cell 1>", "<cell 2>", "<cell 3>"]
+
+
 async def test_a_closed_session_refuses_to_run() -> None:
     s = Session(SubprocessExecutor())
     await s.start()

@@ -1,0 +1,131 @@
+"""The detectors' plain paths, frozen here to check the fast ones against (tests only).
+
+Each fast path in ``codemode.privacy`` (a byte mask, a literal seed, a skipped check)
+must find exactly what the plain code finds. ``reference_paths()`` swaps the plain code
+in for the duration of a ``with`` block, so a test scans the same text both ways and
+compares. When a new fast path replaces a function, its previous body goes here.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from codemode.privacy import detectors, encoded
+from codemode.privacy.encoded import (
+    _RUN_TABLE,
+    MIN_RUN,
+    WRAPPED,
+    _decode_run,
+    _newline,
+    _run_end,
+)
+
+__all__ = ["random_rows", "reference_paths"]
+
+_RUN = b"a" * MIN_RUN
+
+
+def _runs(text: str) -> Iterator[tuple[int, int, str]]:
+    """``codemode.privacy.encoded._runs`` before its one-line fast path."""
+    marks = text.encode("ascii", "replace").translate(_RUN_TABLE)
+    n = len(marks)
+    pos = marks.find(_RUN)
+    while pos != -1:
+        line, end = pos, _run_end(marks, pos + MIN_RUN)
+        width = end - pos
+        nxt = end + _newline(text, end)
+        if nxt > end and nxt < n and marks[nxt] == 0x61:
+            after = _run_end(marks, nxt)
+            if after - nxt > width and after - nxt >= WRAPPED and (after - nxt) % 4 == 0:
+                alone = _decode_run(text[pos:end])
+                if alone is not None:
+                    yield pos, end, alone
+                pos, line, end, width = nxt, nxt, after, after - nxt
+        while width >= WRAPPED and width % 4 == 0 and end - line == width:
+            nl = _newline(text, end)
+            nxt = end + nl
+            if not nl or nxt >= n or marks[nxt] != 0x61:
+                break
+            line, end = nxt, _run_end(marks, nxt)
+        for _ in range(2):
+            if end < n and text[end] == "=":
+                end += 1
+        run = text[pos:end]
+        decoded = _decode_run("".join(run.split()) if line != pos else run)
+        if decoded is not None:
+            yield pos, end, decoded
+        pos = marks.find(_RUN, end)
+
+
+def _iban_matches(text: str) -> Iterator[re.Match[str]]:
+    """``codemode.privacy.detectors._iban_matches`` before its literal seed."""
+    return detectors._IBAN.finditer(text)
+
+
+@contextmanager
+def reference_paths() -> Iterator[None]:
+    """Within the block, the detectors run their plain code instead of the fast paths."""
+    saved = (encoded._runs, detectors._iban_matches)
+    encoded._runs = _runs
+    detectors._iban_matches = _iban_matches
+    try:
+        yield
+    finally:
+        encoded._runs, detectors._iban_matches = saved
+
+
+# --------------------------------------------------------------------------- random rows
+
+_PIECES = [
+    "alice.o'neil+crm@mail.example.co.uk", "bob@example.com", "x@y", "a@b.c",
+    "+1 415-555-0132", "+44 20 7946 0958", "(415) 555-0132", "415.555.0132x204",
+    "Tel.: 4155550132", "0151 23456789", "4155550132", "00 49 30 1234567", "+1 (0) 555 1234",
+    "4111 1111 1111 1111", "4111-1111-1111-1111", "4111111111111111", "4111111111111112",
+    "3782-822463-10005", "5500 0000 0000 0004", "DE89 3704 0044 0532 0130 00",
+    "DE89370400440532013000", "GB82WEST12345698765432", "GB82 WEST 1234 5698 7654 32",
+    "FR1420041010050500013M02606", "DE00370400440532013000", "AB12 CD34 EF56 GH78",
+    "XX99", "IBAN DE89 3704 0044 0532 0130 00 ABCD", "123-45-6789", "SSN: 123456789",
+    "666-12-3456", "203.0.113.7", "10.0.0.1:8080", "2001:db8::8a2e:370:7334", "::1",
+    "2025-01-31", "2025-01-31T10:15:00Z", "31/01/2025", "v10.4.12", "1,234,567.89",
+    "ORD-000123-4", "SKU 123-456-7890", "978-3-16-148410-0",
+    "123e4567-e89b-12d3-a456-426614174000", "YWxpY2VAZXhhbXBsZS5jb20=",
+    "YWxpY2VAZXhhbXBsZS5jb20", "616c69636540657861 6d706c652e636f6d",
+    "616c696365406578616d706c652e636f6d", "alice%40example.com", "\\u0061lice@example.com",
+    "ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+    "\u0664\u0661\u0665 \u0665\u0665\u0665 \u0660\u0661\u0663\u0662",
+    "Chloé García", "東京都 電話 03-1234-5678", "Straße 5", "\u00a0", "\n", "\r\n", "\t",
+    " ", ", ", "#", "x", "ext. 12", "@", "/", "-", "+", "(", ")", ".", ":", "=", "==",
+    "Bearer abcdefghijklmnop1234", "token=abc123def456", "[EMAIL_abcdefghij]",
+]  # fmt: skip
+_KEYS = ["email", "phone", "tel", "card", "iban", "notes", "id", "order", "ssn", "ip", "x"]
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice(_PIECES) for _ in range(rng.randrange(1, 6))).join(
+        ("", "") if rng.random() < 0.7 else ("note ", " end")
+    )
+
+
+def random_rows(seed: int, n: int = 200) -> list[dict[str, Any]]:
+    """Rows of random fields made of PII, look-alikes and the characters around them."""
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    for _ in range(n):
+        row: dict[str, Any] = {}
+        for _ in range(rng.randrange(1, 7)):
+            key = rng.choice(_KEYS)
+            kind = rng.random()
+            if kind < 0.7:
+                row[key] = _text(rng)
+            elif kind < 0.8:
+                row[key] = [_text(rng) for _ in range(rng.randrange(1, 4))]
+            elif kind < 0.9:
+                row[key] = rng.choice([None, True, 1.5, 42, 4111111111111111])
+            else:
+                row[key] = {"value": _text(rng)}
+        rows.append(row)
+    return rows

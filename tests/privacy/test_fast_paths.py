@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from codemode.privacy.config import PrivacyConfig
+from codemode.privacy import engine
+from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.engine import SEP, Privacy, build_scanner
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
@@ -53,7 +55,7 @@ def test_fast_paths_find_what_the_plain_code_finds_on_the_frozen_corpus() -> Non
 
 @pytest.mark.parametrize("seed", range(8))
 def test_fast_paths_find_what_the_plain_code_finds_in_random_json(seed: int) -> None:
-    rows = random_rows(seed)
+    rows = random_rows(seed, secrets=seed % 2 == 1)
     texts = [json.dumps(r, ensure_ascii=False) for r in rows] + [json.dumps(r) for r in rows]
     texts += [joined(r) for r in rows] + [joined(rows)]
     got, want = both_ways(texts)
@@ -61,14 +63,69 @@ def test_fast_paths_find_what_the_plain_code_finds_in_random_json(seed: int) -> 
     assert got == want
 
 
-def test_protect_gives_the_same_value_with_and_without_the_fast_paths() -> None:
+@pytest.mark.parametrize("secrets", [False, True])
+def test_protect_gives_the_same_value_with_and_without_the_fast_paths(secrets: bool) -> None:
     key = os.urandom(32)
-    rows = random_rows(99, 2000)
-    fast, _ = Privacy(CONFIG, Vault(key)).protect(rows)
+    rows = random_rows(99, 2000, secrets=secrets)
+    texts = Leaves.collect(rows).texts
+    found = build_scanner(CONFIG).spans_raw(joined(rows))
+    located = engine._locate(texts, joined(rows), [f[0] for f in found], [f[1] for f in found])
+    assert (located is None) == secrets  # "token=..." runs on across the NUL after it
+    fast, fast_report = Privacy(CONFIG, Vault(key)).protect(rows)
     with reference_paths():
-        plain, _ = Privacy(CONFIG, Vault(key)).protect(rows)
-    assert fast == plain
+        plain, plain_report = Privacy(CONFIG, Vault(key)).protect(rows)
+    assert fast == plain and fast_report == plain_report
     assert fast != rows
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "x\x00alice@example.com", "b": "bob@example.com", "c": ["\x00", "+1 415-555-0132"]},
+        ["id-7", "\x00", "phone", "\x00\x004155550132", "carol@example.org\x00"],
+    ],
+)
+def test_texts_holding_a_nul_are_protected_as_the_plain_path_does(value: object) -> None:
+    key = os.urandom(32)
+    fast, _ = Privacy(CONFIG, Vault(key)).protect(value)
+    with reference_paths():
+        plain, _ = Privacy(CONFIG, Vault(key)).protect(value)
+    assert fast == plain
+    assert "@" not in json.dumps(fast)
+
+
+def test_a_value_found_across_two_texts_sends_them_to_be_scanned_alone() -> None:
+    config = PrivacyConfig(
+        enabled=True,
+        recognizers=[Recognizer(name="CODE", pattern=r"K-\d+(?:\x00\d+)?")],
+    )
+    key = os.urandom(32)
+    value = ["dave@example.com", "K-12", "34", "K-56", "x", "erin@example.com"]
+    fast, report = Privacy(config, Vault(key)).protect(value)
+    with reference_paths():
+        plain, _ = Privacy(config, Vault(key)).protect(value)
+    assert fast == plain
+    assert fast[2] == "34" and fast[1].startswith("[CODE_") and fast[3].startswith("[CODE_")
+    assert report.found == {"EMAIL": 2, "CODE": 2}
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_each_value_is_replaced_where_it_is_in_its_text(twice: bool) -> None:
+    value = {
+        "a": "mail bob@example.com now",
+        "b": "carol@example.org",
+        "c": "dave@example.net, thanks",
+        "d": "x",
+        "e": "to erin@example.com" + (" and frank@example.com" if twice else ""),
+    }
+    out, report = Privacy(CONFIG, Vault(os.urandom(32))).protect(value)
+    token = r"\[EMAIL_[a-z2-7]{10}\]"
+    assert re.fullmatch(f"mail {token} now", out["a"])
+    assert re.fullmatch(token, out["b"])
+    assert re.fullmatch(f"{token}, thanks", out["c"])
+    assert out["d"] == "x"
+    assert re.fullmatch(f"to {token}" + (f" and {token}" if twice else ""), out["e"])
+    assert report.found == {"EMAIL": 5 if twice else 4}
 
 
 def large_text() -> str:

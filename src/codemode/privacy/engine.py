@@ -282,6 +282,8 @@ class Privacy:
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
             return texts, {}
+        if max(map(len, texts)) < REPEAT_MIN:  # short fields only: a third of the pass below
+            return texts, {}
         long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
         if len(long) < 2:
             return texts, {}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from codemode.privacy import detectors, encoded, engine
+from codemode.privacy import detectors, encoded, engine, phone
 from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
@@ -24,7 +24,7 @@ from codemode.privacy.encoded import (
     _run_end,
 )
 
-__all__ = ["random_rows", "reference_paths"]
+__all__ = ["PHONE_PIECES", "random_rows", "reference_paths"]
 
 _RUN = b"a" * MIN_RUN
 
@@ -69,14 +69,66 @@ def _iban_matches(text: str) -> Iterator[re.Match[str]]:
 @contextmanager
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
-    saved = (encoded._runs, detectors._iban_matches, engine._locate)
+    saved = (encoded._runs, detectors._iban_matches, engine._locate, phone._neg_context)
+    saved_is_phone = phone.PhoneDetector.is_phone
     encoded._runs = _runs
     detectors._iban_matches = _iban_matches
     engine._locate = _locate
+    phone._neg_context = _neg_context
+    phone.PhoneDetector.is_phone = _is_phone  # type: ignore[method-assign]
     try:
         yield
     finally:
-        encoded._runs, detectors._iban_matches, engine._locate = saved
+        encoded._runs, detectors._iban_matches, engine._locate, phone._neg_context = saved
+        phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
+
+
+def _neg_context(before: str) -> bool:
+    """``codemode.privacy.phone._neg_context`` before its check of the last character."""
+    tail = before
+    while True:
+        cut = tail.rstrip().rstrip(phone._NEG_SEPARATORS)
+        if cut == tail:
+            break
+        tail = cut
+    if not tail:
+        return "#" in before
+    last = tail[-1]
+    if last.isascii() and last.lower() not in phone._NEG_LAST and "#" not in before[len(tail) :]:
+        return False
+    return phone._NEG_CONTEXT.search(before) is not None
+
+
+def _is_phone(self: phone.PhoneDetector, text: str, start: int, num: str) -> bool:
+    """``PhoneDetector.is_phone`` before it took separators out of ASCII numbers as bytes."""
+    if num[:2] in ("+ ", "+.", "+-"):
+        return False
+    digits = num.replace("(0)", "", 1).translate(phone._PHONE_SEPARATORS)
+    if not 7 <= len(digits) <= 15 or phone._not_phone(num):
+        return False
+    before = text[max(0, start - 24) : start]
+    if phone._neg_context(before):
+        return False
+    if num[0] == "+" or num.startswith("00"):
+        d = digits[2:] if num[0] == "0" else digits
+        for k in (1, 2, 3):
+            lengths = self._international.get(d[:k])
+            if lengths is not None:
+                if len(d) - k in lengths:
+                    return True
+                break
+        if num[0] == "+":
+            return False
+    context = self._context.search(before) is not None
+    if not context and (len(digits) < 8 or not phone._phone_grouping(num)):
+        return False
+    n = len(digits)
+    for prefix, lengths in self._national:
+        if n in lengths:
+            return True
+        if prefix and digits.startswith(prefix) and n - len(prefix) in lengths:
+            return True
+    return False
 
 
 def _locate(
@@ -112,6 +164,13 @@ _PIECES = [
 # Credential shapes such as ``token=<value>`` may run on across the NUL that joins two
 # texts (the engine's slow path): only in the rows that ask for them.
 _SECRETS = ["Bearer abcdefghijklmnop1234", "token=abc123def456"]
+PHONE_PIECES = [
+    *"0123456789 ().-/+#xe\u00a0\t\na\u00e9@:_,\x00", "ext", "ext.", "extension", "phone ",
+    "Tel: ", "tel.", "Handy", "00", "+1 ", "555-", "2025-01-31", "\u0663", "\u00f6", "415", "0132",
+    "(415) ", "+44 20 ", "7946 0958", " x12", "#3", "order ", "id=", "SKU ", "# ", "v", "no. ",
+    "(0)", "+49 (0)30 ", "1.234", "12/31", " - ", "Nr.",
+]  # fmt: skip
+"""What phone numbers and their look-alikes are made of, for random texts."""
 _KEYS = ["email", "phone", "tel", "card", "iban", "notes", "id", "order", "ssn", "ip", "x"]
 
 

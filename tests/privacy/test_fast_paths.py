@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,13 +15,14 @@ import pytest
 from codemode.privacy import engine
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.engine import SEP, Privacy, build_scanner
+from codemode.privacy.phone import PhoneDetector
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
 from codemode.privacy.vault import Vault
 from codemode.privacy.walk import Leaves
 from codemode.redact import forget_secrets, remember_secret
 
-from .reference import random_rows, reference_paths
+from .reference import PHONE_PIECES, random_rows, reference_paths
 
 CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
 CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
@@ -60,6 +62,20 @@ def test_fast_paths_find_what_the_plain_code_finds_in_random_json(seed: int) -> 
     texts += [joined(r) for r in rows] + [joined(rows)]
     got, want = both_ways(texts)
     assert sum(map(len, want)) > 100
+    assert got == want
+
+
+def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() -> None:
+    rng = random.Random(14)
+    texts = [
+        "".join(rng.choice(PHONE_PIECES) for _ in range(rng.randrange(1, 30)))
+        for _ in range(20_000)
+    ]
+    det = PhoneDetector(("US", "GB", "DE", "FR"))
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 1000
     assert got == want
 
 

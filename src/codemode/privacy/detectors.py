@@ -209,7 +209,11 @@ class CardDetector:
             yield from self._find(text, start, min(len(text), end + 2))
 
     def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
-        for m in _CARD.finditer(text, start, end):
+        # ``_CARD.finditer(text, start, end)`` as searches: a finditer object costs more
+        # than the search itself, once per card of a large text.
+        search = _CARD.search
+        while (m := search(text, start, end)) is not None:
+            start = m.end()
             raw = m.group()
             sep = " " if " " in raw else "-" if "-" in raw else ""
             if sep and ("-" if sep == " " else " ") in raw:

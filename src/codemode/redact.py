@@ -35,6 +35,7 @@ __all__ = [
     "remember_environment",
     "remember_secret",
     "secret_name",
+    "secrets_generation",
 ]
 
 REDACTED = "[redacted]"
@@ -127,6 +128,8 @@ def _lowered(text: str) -> str | bytes:
 
 _known: set[str] = set()
 _lock = threading.Lock()
+_generation = 0
+"""Changes whenever ``_known`` does: what :func:`find_secrets` finds in a text may differ."""
 
 
 def secret_name(name: str) -> bool:
@@ -139,9 +142,12 @@ def remember_secret(value: str) -> None:
     if not isinstance(value, str):
         return
     value = value.strip()
+    global _generation
     if len(value) >= MIN_SECRET:
         with _lock:
-            _known.add(value)
+            if value not in _known:
+                _known.add(value)
+                _generation += 1
 
 
 def remember_environment(env: Mapping[str, str] | None = None) -> None:
@@ -161,8 +167,16 @@ def known_multiline() -> bool:
 
 def forget_secrets() -> None:
     """Forget every remembered value (tests)."""
+    global _generation
     with _lock:
         _known.clear()
+        _generation += 1
+
+
+def secrets_generation() -> int:
+    """A number that changes whenever the remembered secrets do (callers that keep what
+    :func:`find_secrets` found in a text compare it before reusing that)."""
+    return _generation
 
 
 def find_secrets(text: str) -> Iterator[tuple[int, int]]:

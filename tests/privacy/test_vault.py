@@ -13,7 +13,7 @@ import pytest
 
 from codemode.errors import ConfigError
 from codemode.privacy.config import KEY_ENV, VaultConfig
-from codemode.privacy.tokens import TOKEN_RE
+from codemode.privacy.tokens import TOKEN_RE, TokenMaker
 from codemode.privacy.vault import (
     Entry,
     FileStore,
@@ -207,3 +207,41 @@ def test_a_value_seen_before_keeps_its_token_after_the_vault_forgot_it() -> None
     assert v.purge() == 1
     assert v.token("EMAIL", "a@example.com") == token  # issued again, not from a stale memo
     assert v.value(token) == "a@example.com"
+
+
+def test_a_batch_of_new_values_is_stored_as_the_values_one_at_a_time_are(tmp_path: Path) -> None:
+    items = [("EMAIL", f"user{i}@example.com") for i in range(50)]
+    now = lambda: 1000.0  # noqa: E731
+    one, batch = Vault(KEY, ttl=100, clock=now), Vault(KEY, ttl=100, clock=now)
+    assert batch.token_many(items) == [one.token(e, v) for e, v in items]
+    assert batch._entries == one._entries and batch._pending == one._pending
+    assert batch._memo == one._memo
+
+
+def test_a_batch_finds_the_tokens_a_vault_loaded_from_disk_already_holds(tmp_path: Path) -> None:
+    first = Vault(KEY, FileStore(tmp_path, KEY))
+    old = first.token_many([("EMAIL", f"user{i}@example.com") for i in range(10)])
+    first.flush()
+    later = Vault(KEY, FileStore(tmp_path, KEY))
+    items = [("EMAIL", f"user{i}@example.com") for i in range(20)]
+    tokens = later.token_many(items)
+    assert tokens[:10] == old and len(set(tokens)) == 20
+    assert [later.value(t) for t in tokens] == [v for _, v in items]
+
+
+class _Colliding(TokenMaker):
+    """Every value's first token is the same (a 50-bit collision, forced)."""
+
+    def token(self, entity: str, value: str, salt: int = 0) -> str:
+        return super().token(entity, value if salt else "same", salt)
+
+    def tokens(self, items: list[tuple[str, str]]) -> list[str]:
+        return [self.token(e, v) for e, v in items]
+
+
+def test_values_whose_tokens_collide_in_a_batch_get_distinct_tokens() -> None:
+    v = Vault(KEY)
+    v._ids = _Colliding(KEY)
+    a, b = v.token_many([("EMAIL", "a@example.com"), ("EMAIL", "b@example.com")])
+    assert a != b
+    assert (v.value(a), v.value(b)) == ("a@example.com", "b@example.com")

@@ -209,7 +209,11 @@ class CardDetector:
             yield from self._find(text, start, min(len(text), end + 2))
 
     def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
-        for m in _CARD.finditer(text, start, end):
+        # ``_CARD.finditer(text, start, end)`` as searches: a finditer object costs more
+        # than the search itself, once per card of a large text.
+        search = _CARD.search
+        while (m := search(text, start, end)) is not None:
+            start = m.end()
             raw = m.group()
             sep = " " if " " in raw else "-" if "-" in raw else ""
             if sep and ("-" if sep == " " else " ") in raw:
@@ -295,7 +299,7 @@ class IBANDetector:
         return check(compact)
 
     def find(self, text: str) -> Iterator[Span]:
-        for m in _IBAN.finditer(text):
+        for m in _iban_matches(text):
             raw = m.group()
             # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
             # shorter cuts at group boundaries until one is valid.
@@ -306,6 +310,30 @@ class IBANDetector:
                 if self._valid(raw[:cut].replace(" ", "")):
                     yield m.start(), m.start() + cut, "IBAN"
                     break
+
+
+# Every IBAN starts with two capitals and two digits: those four are found in a byte mask
+# (capitals -> "A"; digits, and every non-ASCII character, which may be another
+# script's digit, -> "d") by a fast literal search, and the pattern is tried there only,
+# not at every capital of the text.
+_IBAN_MASK = bytes(
+    0x41 if 0x41 <= c <= 0x5A else 0x64 if 0x30 <= c <= 0x39 or c == 0x3F else 0x2E
+    for c in range(256)
+)
+
+
+def _iban_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_IBAN.finditer(text)``: a match can only start where the mask reads "AAdd"."""
+    mask = text.encode("ascii", "replace").translate(_IBAN_MASK)
+    at = mask.find(b"AAdd")
+    match = _IBAN.match
+    while at != -1:
+        m = match(text, at)
+        if m is None:
+            at = mask.find(b"AAdd", at + 1)
+        else:
+            yield m
+            at = mask.find(b"AAdd", m.end())
 
 
 _IBAN_DIGITS = {ord(c): str(i) for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 10)}

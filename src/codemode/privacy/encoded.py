@@ -78,6 +78,10 @@ class EncodedDetector:
         else:
             self.scanner = inner
 
+    @property
+    def generation(self) -> tuple[object, ...]:
+        return self.scanner.generation()
+
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         for start, end, decoded in self.candidates(text):
             spans = self.scanner.spans(decoded)
@@ -144,6 +148,14 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
     pos = marks.find(_RUN)
     while pos != -1:
         line, end = pos, _run_end(marks, pos + MIN_RUN)
+        if end == n or text[end] not in "\r\n=":
+            # The common case (a card number, an IBAN, an id): a run on one line with no
+            # padding, decoded as it is, with none of the checks below for wrapped lines.
+            decoded = _decode_run(text[pos:end])
+            if decoded is not None:
+                yield pos, end, decoded
+            pos = marks.find(_RUN, end)
+            continue
         width = end - pos  # wrapped lines all have the first one's width, but the last
         nxt = end + _newline(text, end)
         if nxt > end and nxt < n and marks[nxt] == 0x61:

@@ -226,24 +226,24 @@ class Privacy:
         found = self.scanner.spans_raw(joined)
         if not found:
             return {}
-        starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
-        # Per value, the work runs in C (map, zip, bisect, slicing): the Python loop
+        # Per value, the work runs in C (map, zip, str.count, slicing): the Python loop
         # below is per text that changes, with a fast path for the common case of a
         # text that is one value (a JSON field holding an e-mail).
         ss = list(map(_start, found))
         ts = list(map(_end, found))
-        # ``kr[i] - 1`` is the index of the text where value ``i`` starts.
-        kr = list(map(bisect.bisect_right, repeat(starts), ss))
-        if any(map(ge, ts, map(starts.__getitem__, kr))):
-            return self._replace_crossing(texts, joined, copies, found, starts, report)
+        located = _locate(pieces, joined, ss, ts)
+        if located is None:
+            return self._replace_crossing(texts, pieces, joined, copies, found, report)
+        kr, bases = located
         entities = list(map(_entity, found))
         if copies and any(map(copies.__contains__, map(sub, kr, repeat(1)))):
             keep = [k - 1 not in copies for k in kr]
             ss, ts = list(compress(ss, keep)), list(compress(ts, keep))
             kr, entities = list(compress(kr, keep)), list(compress(entities, keep))
+            bases = list(compress(bases, keep))
         keys = list(zip(entities, map(joined.__getitem__, map(slice, ss, ts)), strict=True))
         tokens = self._tokens_for(keys)
-        out = _rebuild(texts, starts, kr, ss, ts, tokens)
+        out = _rebuild(texts, bases, kr, ss, ts, tokens)
         found_counts = report.found
         found_counts.update(entities)
         if copies:
@@ -253,14 +253,15 @@ class Privacy:
     def _replace_crossing(
         self,
         texts: list[str],
+        pieces: list[str],
         joined: str,
         copies: dict[int, int],
         found: list[Any],
-        starts: list[int],
         report: Report,
     ) -> dict[int, str]:
         """``_replace_all`` when a value was found across the NUL between two texts:
         those texts are scanned again alone (rare: the slow path)."""
+        starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
         where = bisect.bisect_right
         # (text, start, end, (entity, value)), start and end in ``joined``
         hits: list[tuple[int, int, int, tuple[str, str]]] = []
@@ -281,7 +282,8 @@ class Privacy:
         keys = [h[3] for h in hits]
         tokens = self._tokens_for(keys)
         kr = [h[0] + 1 for h in hits]
-        out = _rebuild(texts, starts, kr, [h[1] for h in hits], [h[2] for h in hits], tokens)
+        bases = [starts[h[0]] for h in hits]
+        out = _rebuild(texts, bases, kr, [h[1] for h in hits], [h[2] for h in hits], tokens)
         entities = [k[0] for k in keys]
         report.found.update(entities)
         if copies:
@@ -299,6 +301,8 @@ class Privacy:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
+            return texts, {}
+        if max(map(len, texts)) < REPEAT_MIN:  # short fields only: a third of the pass below
             return texts, {}
         long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
         if len(long) < 2:
@@ -432,25 +436,57 @@ class Privacy:
         return "".join(parts)
 
 
+def _locate(
+    pieces: list[str], joined: str, ss: list[int], ts: list[int]
+) -> tuple[list[int], list[int]] | None:
+    """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
+    (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
+    ``bases[i]``; None if a value crosses from one piece into the next.
+
+    When no piece holds a NUL itself (the common case), a value is in the piece after as
+    many NULs as precede it (counted between one value and the next: each character
+    once), it crosses if a NUL is inside it, and its piece starts after the last NUL
+    before it: no offsets of the 100,000 pieces of a large result are needed.
+    """
+    if joined.count(SEP) != len(pieces) - 1:
+        return _locate_by_offsets(pieces, ss, ts)
+    if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
+        return None
+    kr = list(accumulate(map(joined.count, repeat(SEP), [0, *ss[:-1]], ss), initial=1))[1:]
+    bases = list(map(add, map(joined.rfind, repeat(SEP), repeat(0), ss), repeat(1)))
+    return kr, bases
+
+
+def _locate_by_offsets(
+    pieces: list[str], ss: list[int], ts: list[int]
+) -> tuple[list[int], list[int]] | None:
+    """``_locate`` from the offset of every piece (any piece may hold a NUL)."""
+    starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
+    kr = list(map(bisect.bisect_right, repeat(starts), ss))
+    if any(map(ge, ts, map(starts.__getitem__, kr))):
+        return None
+    return kr, list(map(starts.__getitem__, map(sub, kr, repeat(1))))
+
+
 def _rebuild(
     texts: list[str],
-    starts: list[int],
+    bases: list[int],
     kr: list[int],
     ss: list[int],
     ts: list[int],
     tokens: list[str],
 ) -> dict[int, str]:
     """{index: new text}: value ``i`` (``ss[i]``..``ts[i]`` in the joined text, in text
-    ``kr[i] - 1``, in order) replaced by ``tokens[i]``."""
+    ``kr[i] - 1``, which starts there at ``bases[i]``, in order) replaced by
+    ``tokens[i]``."""
     out: dict[int, str] = {}
     n = len(kr)
     if len(set(kr)) == n:  # one value per text: no grouping
-        for k, a, b, token in zip(kr, ss, ts, tokens, strict=True):
-            base = starts[k - 1]
-            if a == base and b == starts[k] - 1:
+        for k, base, a, b, token in zip(kr, bases, ss, ts, tokens, strict=True):
+            text = texts[k - 1]
+            if a == base and b - a == len(text):
                 out[k - 1] = token  # the whole text is the value
             else:
-                text = texts[k - 1]
                 out[k - 1] = text[: a - base] + token + text[b - base :]
         return out
     i = 0
@@ -459,7 +495,7 @@ def _rebuild(
         j = i + 1
         while j < n and kr[j] == k:
             j += 1
-        base, text = starts[k - 1], texts[k - 1]
+        base, text = bases[i], texts[k - 1]
         parts: list[str] = []
         pos = 0
         for m in range(i, j):

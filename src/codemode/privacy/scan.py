@@ -4,10 +4,18 @@
 stream scanner and the quality benchmark all go through it. Overlaps are resolved by
 priority (a secret beats everything; configured recognizers and deny-lists beat the
 built-in types; checked numbers beat loose shapes; NER comes last), then by length.
+
+What the detectors find in a large text is kept (``CACHE_MIN``, ``CACHE_CHARS``): the
+same tool result fetched again (the same page of a table, a file read twice) is not
+scanned again. Detectors are pure functions of the text; one whose results may change
+(the credentials net, when a secret is remembered) says so with ``generation``, which
+is part of the cache's check.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from operator import ge, gt, itemgetter
@@ -16,7 +24,12 @@ from typing import NamedTuple
 from .detectors import Detector
 from .tokens import TOKEN_RE
 
-__all__ = ["PRIORITY", "Scanner", "Span"]
+__all__ = ["CACHE_CHARS", "CACHE_MIN", "PRIORITY", "Scanner", "Span"]
+
+CACHE_MIN = 65_536
+"""Texts this long have their detections kept (a smaller one costs little to scan)."""
+CACHE_CHARS = 16_000_000
+"""Characters of text kept at most, least recently used dropped first."""
 
 PRIORITY = (
     "SECRET",
@@ -73,6 +86,14 @@ class Scanner:
         self._ner = frozenset(ner)
         self.entities = tuple(dict.fromkeys(e for d in self.detectors for e in d.entities))
         self._ranks = _Ranks(self.rank)
+        self._changing = [d for d in self.detectors if hasattr(d, "generation")]
+        self._cache: OrderedDict[str, tuple[object, list[tuple[int, int, str]]]] = OrderedDict()
+        self._cached_chars = 0
+        self._cache_lock = threading.Lock()
+
+    def generation(self) -> tuple[object, ...]:
+        """The ``generation`` of each detector whose results may change over time."""
+        return tuple(d.generation for d in self._changing)
 
     @property
     def line_local(self) -> bool:
@@ -102,8 +123,28 @@ class Scanner:
     def spans_raw(self, text: str) -> list[tuple[int, int, str]]:
         """``spans`` as plain ``(start, end, entity)`` tuples (no object per value for
         the tens of thousands of a large result)."""
-        if not text:
-            return []
+        if len(text) < CACHE_MIN:
+            return self._spans_raw(text) if text else []
+        generation = self.generation()
+        with self._cache_lock:
+            got = self._cache.get(text)
+            if got is not None and got[0] == generation:
+                self._cache.move_to_end(text)
+                return list(got[1])
+        found = self._spans_raw(text)
+        with self._cache_lock:
+            old = self._cache.pop(text, None)
+            if old is not None:
+                self._cached_chars -= len(text)
+            if len(text) <= CACHE_CHARS:
+                self._cache[text] = (generation, found)
+                self._cached_chars += len(text)
+                while self._cached_chars > CACHE_CHARS:
+                    dropped, _ = self._cache.popitem(last=False)
+                    self._cached_chars -= len(dropped)
+        return list(found)
+
+    def _spans_raw(self, text: str) -> list[tuple[int, int, str]]:
         found: list[tuple[int, int, str]] = []
         for det in self.detectors:
             found.extend(det.find(text))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from codemode.redact import find_secrets, known_multiline
+from codemode.redact import find_secrets, known_multiline, secrets_generation
 
 __all__ = ["SecretDetector"]
 
@@ -27,6 +27,11 @@ class SecretDetector:
         # any cut); other shapes hold their secret on one line, after a context that
         # the stream scanner keeps. Only a remembered multi-line value spans lines.
         return not known_multiline()
+
+    @property
+    def generation(self) -> int:
+        """Changes when the remembered secrets do (the scanner's cache of results)."""
+        return secrets_generation()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         for start, end in find_secrets(text):

@@ -36,6 +36,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -301,6 +303,7 @@ class Vault:
         memo of ``(entity, value) -> token``: no keyed hash again; the vault's entry is
         still checked, so an expired or purged one is renewed as before.
         """
+        items = items if isinstance(items, list) else list(items)
         now = self._clock()
         fresh = now + self.ttl
         renew = now + self.ttl / 2
@@ -311,7 +314,26 @@ class Vault:
         with self._lock:
             if len(memo) > MEMO_MAX:
                 memo.clear()
-            for item in items:
+            firsts: Iterable[str | None] = repeat(None)
+            if items and not any(map(memo.__contains__, items)):
+                # Values new to the memo (a result seen for the first time): their keyed
+                # hashes in one batch, and when none is in the vault and no two share a
+                # token (the common case), the entries stored with no loop per value.
+                tokens = ids.tokens(items)
+                if len(set(tokens)) == len(tokens) and not any(map(entries.__contains__, tokens)):
+                    new = dict(
+                        zip(
+                            tokens,
+                            map(Entry, map(itemgetter(1), items), repeat(fresh)),
+                            strict=True,
+                        )
+                    )
+                    entries.update(new)
+                    pending.update(new)
+                    memo.update(zip(items, tokens, strict=True))
+                    return tokens
+                firsts = tokens
+            for item, first in zip(items, firsts, strict=False):  # firsts may repeat None
                 token = memo.get(item)
                 if token is not None:
                     entry = entries.get(token)
@@ -319,7 +341,7 @@ class Vault:
                         add(token)  # the common case of a value seen before
                         continue
                 entity, value = item
-                token = ids.token(entity, value)
+                token = first if first is not None else ids.token(entity, value)
                 entry = entries.get(token)
                 if entry is not None and entry.value != value:
                     for salt in range(1, 8):

@@ -1,0 +1,181 @@
+"""The detectors' fast paths find exactly what their plain code finds, and the scanner's
+cache of large texts never returns what a scan would not."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codemode.privacy import engine
+from codemode.privacy.config import PrivacyConfig, Recognizer
+from codemode.privacy.engine import SEP, Privacy, build_scanner
+from codemode.privacy.phone import PhoneDetector
+from codemode.privacy.quality import load_corpus
+from codemode.privacy.scan import CACHE_MIN, Scanner, Span
+from codemode.privacy.vault import Vault
+from codemode.privacy.walk import Leaves
+from codemode.redact import forget_secrets, remember_secret
+
+from .reference import PHONE_PIECES, random_rows, reference_paths
+
+CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
+CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> Iterator[None]:
+    forget_secrets()
+    yield
+    forget_secrets()
+
+
+def both_ways(texts: list[str]) -> tuple[list[list[Span]], list[list[Span]]]:
+    fast = build_scanner(CONFIG)
+    got = [fast.spans(t) for t in texts]
+    with reference_paths():
+        plain = build_scanner(CONFIG)
+        want = [plain.spans(t) for t in texts]
+    return got, want
+
+
+def joined(value: object) -> str:
+    return SEP.join(Leaves.collect(value).texts)
+
+
+def test_fast_paths_find_what_the_plain_code_finds_on_the_frozen_corpus() -> None:
+    texts = [row["text"] for row in load_corpus(CORPUS)]
+    got, want = both_ways(texts)
+    assert sum(map(len, want)) > 3000  # the corpus is full of values
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fast_paths_find_what_the_plain_code_finds_in_random_json(seed: int) -> None:
+    rows = random_rows(seed, secrets=seed % 2 == 1)
+    texts = [json.dumps(r, ensure_ascii=False) for r in rows] + [json.dumps(r) for r in rows]
+    texts += [joined(r) for r in rows] + [joined(rows)]
+    got, want = both_ways(texts)
+    assert sum(map(len, want)) > 100
+    assert got == want
+
+
+def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() -> None:
+    rng = random.Random(14)
+    texts = [
+        "".join(rng.choice(PHONE_PIECES) for _ in range(rng.randrange(1, 30)))
+        for _ in range(20_000)
+    ]
+    det = PhoneDetector(("US", "GB", "DE", "FR"))
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 1000
+    assert got == want
+
+
+@pytest.mark.parametrize("secrets", [False, True])
+def test_protect_gives_the_same_value_with_and_without_the_fast_paths(secrets: bool) -> None:
+    key = os.urandom(32)
+    rows = random_rows(99, 2000, secrets=secrets)
+    texts = Leaves.collect(rows).texts
+    found = build_scanner(CONFIG).spans_raw(joined(rows))
+    located = engine._locate(texts, joined(rows), [f[0] for f in found], [f[1] for f in found])
+    assert (located is None) == secrets  # "token=..." runs on across the NUL after it
+    fast, fast_report = Privacy(CONFIG, Vault(key)).protect(rows)
+    with reference_paths():
+        plain, plain_report = Privacy(CONFIG, Vault(key)).protect(rows)
+    assert fast == plain and fast_report == plain_report
+    assert fast != rows
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "x\x00alice@example.com", "b": "bob@example.com", "c": ["\x00", "+1 415-555-0132"]},
+        ["id-7", "\x00", "phone", "\x00\x004155550132", "carol@example.org\x00"],
+    ],
+)
+def test_texts_holding_a_nul_are_protected_as_the_plain_path_does(value: object) -> None:
+    key = os.urandom(32)
+    fast, _ = Privacy(CONFIG, Vault(key)).protect(value)
+    with reference_paths():
+        plain, _ = Privacy(CONFIG, Vault(key)).protect(value)
+    assert fast == plain
+    assert "@" not in json.dumps(fast)
+
+
+def test_a_value_found_across_two_texts_sends_them_to_be_scanned_alone() -> None:
+    config = PrivacyConfig(
+        enabled=True,
+        recognizers=[Recognizer(name="CODE", pattern=r"K-\d+(?:\x00\d+)?")],
+    )
+    key = os.urandom(32)
+    value = ["dave@example.com", "K-12", "34", "K-56", "x", "erin@example.com"]
+    fast, report = Privacy(config, Vault(key)).protect(value)
+    with reference_paths():
+        plain, _ = Privacy(config, Vault(key)).protect(value)
+    assert fast == plain
+    assert fast[2] == "34" and fast[1].startswith("[CODE_") and fast[3].startswith("[CODE_")
+    assert report.found == {"EMAIL": 2, "CODE": 2}
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_each_value_is_replaced_where_it_is_in_its_text(twice: bool) -> None:
+    value = {
+        "a": "mail bob@example.com now",
+        "b": "carol@example.org",
+        "c": "dave@example.net, thanks",
+        "d": "x",
+        "e": "to erin@example.com" + (" and frank@example.com" if twice else ""),
+    }
+    out, report = Privacy(CONFIG, Vault(os.urandom(32))).protect(value)
+    token = r"\[EMAIL_[a-z2-7]{10}\]"
+    assert re.fullmatch(f"mail {token} now", out["a"])
+    assert re.fullmatch(token, out["b"])
+    assert re.fullmatch(f"{token}, thanks", out["c"])
+    assert out["d"] == "x"
+    assert re.fullmatch(f"to {token}" + (f" and {token}" if twice else ""), out["e"])
+    assert report.found == {"EMAIL": 5 if twice else 4}
+
+
+def large_text() -> str:
+    text = joined(random_rows(5, 3000))
+    assert len(text) >= CACHE_MIN
+    return text
+
+
+def test_a_large_text_scanned_again_gives_the_same_spans_from_the_cache() -> None:
+    scanner = build_scanner(CONFIG)
+    text = large_text()
+    first = scanner.spans_raw(text)
+    first.clear()  # what a caller does with its list does not reach the cache
+    again = scanner.spans_raw(text)
+    assert again == build_scanner(CONFIG).spans_raw(text)
+    assert again
+    assert scanner.spans_raw("".join([text])) == again  # equal text, another object
+
+
+def test_a_secret_remembered_after_a_scan_is_found_in_the_same_large_text() -> None:
+    scanner = build_scanner(CONFIG)
+    text = large_text() + SEP + "the key is plain-looking-value-42"
+    secret = (len(text) - 22, len(text), "SECRET")
+    assert secret not in scanner.spans_raw(text)
+    remember_secret("plain-looking-value-42")
+    assert secret in scanner.spans_raw(text)
+
+
+def test_the_cache_keeps_a_bounded_number_of_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codemode.privacy import scan
+
+    monkeypatch.setattr(scan, "CACHE_CHARS", 3 * CACHE_MIN)
+    scanner = Scanner(build_scanner(CONFIG).detectors)
+    for i in range(10):
+        scanner.spans_raw(f"{i}" * CACHE_MIN)
+    assert scanner._cached_chars <= 3 * CACHE_MIN
+    assert len(scanner._cache) == 3

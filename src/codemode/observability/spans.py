@@ -1,0 +1,179 @@
+"""The spans of a run, from plain values: what a run's calls note while it is live, and
+how the spans are built from it after the run, in the server (``Tracing``'s emitter
+thread) or in the export process (``build_record``). No SDK object is touched while a
+run is live; these functions are where OpenTelemetry spans get made.
+
+Attributes follow the GenAI semantic conventions where they apply; code, arguments and
+results never go into a span: their SHA-256 and sizes do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .metrics import output_size, run_outcome, size_of
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from ..context import CallContext
+    from ..result import ExecutionResult
+
+Record = tuple[Any, ...]
+"""A finished run (or a call outside any run) as plain values (``Tracing._record``):
+trace id, span id, parent span id (0: a root), parent is remote, parent's trace flags,
+parent's tracestate header, start and end (ns), ``"run"`` or ``"op"``, the run's
+``(code, attributes, error type)`` or the call's ``op_fields``, and the fields of the
+run's calls."""
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(slots=True)
+class Op:
+    """A tool call (``method`` None) or memory operation of a run, noted cheaply: only
+    immutable values, so the emitter thread can read them later."""
+
+    server: str
+    tool: str
+    method: str | None
+    run_id: str | None
+    start: int
+    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
+    params_bytes: int = 0
+    result_bytes: int | None = None
+    end: int = 0
+    error: str | None = None
+
+    def name(self) -> str:
+        if self.method is None:
+            return f"execute_tool {self.server}.{self.tool}"
+        return f"codemode.memory {self.method}"
+
+    def attributes(self) -> dict[str, Any]:
+        if self.method is None:
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": f"{self.server}.{self.tool}",
+                "gen_ai.tool.type": "function",
+                "codemode.tool.server": self.server,
+                "codemode.tool.arguments.bytes": size_of(self.args_text),
+                "codemode.tool.arguments.sha256": digest(self.args_text),
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.tool.result.bytes"] = self.result_bytes
+        else:
+            attrs = {
+                "codemode.memory.method": self.method,
+                "codemode.memory.area": self.method.partition(".")[0],
+                "codemode.memory.params.bytes": self.params_bytes,
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.memory.result.bytes"] = self.result_bytes
+        if self.run_id:
+            attrs["codemode.run.id"] = self.run_id
+        return attrs
+
+
+def op_fields(op: Op) -> tuple[Any, ...]:
+    """``Op(*fields)`` rebuilds it in the export process."""
+    return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
+            op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
+
+
+def failed(span: Span, error_type: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR))  # no description: it may quote values
+
+
+def children(tracer: Tracer, span: Span, ops: list[Op]) -> None:
+    if not ops:
+        return
+    from opentelemetry import trace
+
+    parent = trace.set_span_in_context(span)
+    for op in ops:
+        child = tracer.start_span(
+            op.name(),
+            context=parent,
+            attributes=op.attributes(),
+            start_time=op.start,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        if op.error is not None:
+            failed(child, op.error)
+        child.end(end_time=op.end)
+
+
+def build_record(tracer: Tracer, ids: Any, record: Record) -> None:
+    """In the export process: the spans of one record (``Tracing._record``), with the
+    trace and span ids the server decided (``ids``: the provider's id generator, which
+    hands out preset ids once)."""
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+
+    trace_id, span_id, parent_id, remote, flags, state, start, end, kind, body, ops = record
+    if parent_id:
+        parent = trace.SpanContext(
+            trace_id,
+            parent_id,
+            is_remote=remote,
+            trace_flags=trace.TraceFlags(flags),
+            trace_state=trace.TraceState.from_header([state]) if state else None,
+        )
+        context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    else:
+        context = Context()
+        ids.trace_id = trace_id
+    ids.span_id = span_id
+    if kind == "run":
+        code, attrs, error = body
+        name = "codemode.run"
+        attrs["codemode.code.sha256"] = digest(code)
+    else:
+        op = Op(*body)
+        name, attrs, error = op.name(), op.attributes(), op.error
+    span = tracer.start_span(
+        name,
+        context=context,
+        attributes=attrs,
+        start_time=start,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    if error is not None:
+        failed(span, error)
+    children(tracer, span, [Op(*fields) for fields in ops])
+    span.end(end_time=end)
+
+
+def run_attrs(
+    code: str, timeout: float, ctx: CallContext, result: ExecutionResult | None
+) -> dict[str, Any]:
+    """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
+    attrs: dict[str, Any] = {
+        "codemode.run.id": ctx.run_id or "",
+        "codemode.session.id": ctx.session_id or "",
+        "codemode.tenant": ctx.tenant,
+        "codemode.code.bytes": size_of(code),
+        "codemode.run.timeout_s": timeout,
+    }
+    if result is None:
+        return attrs
+    attrs["codemode.run.outcome"] = run_outcome(result)
+    attrs["codemode.output.bytes"] = output_size(result)
+    if result.cpu_seconds is not None:
+        attrs["codemode.run.cpu_s"] = result.cpu_seconds
+    if result.peak_memory_bytes is not None:
+        attrs["codemode.worker.peak_memory_bytes"] = result.peak_memory_bytes
+    return attrs
+
+
+__all__ = ["Op", "Record", "build_record", "children", "digest", "failed", "op_fields", "run_attrs"]

@@ -123,6 +123,7 @@ class Tracing:
         self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._wake = threading.Event()  # ends the emitter's rest early (flush, close)
         self.dropped = 0
         """Finished runs not traced because the emitter was ``MAX_PENDING`` behind."""
         self.emitter_cpu = 0.0
@@ -314,6 +315,7 @@ class Tracing:
                         weakref.ref(self),
                         self._pending,
                         EMITTER_REST if self.process is None else EXPORT_REST,
+                        self._wake,
                     ),
                     name="codemode-tracing",
                     daemon=True,
@@ -329,6 +331,7 @@ class Tracing:
         if self._thread is not None and self._thread.is_alive():
             done = threading.Event()
             self._pending.put(done)
+            self._wake.set()
             if not done.wait(timeout):
                 return False
         if self.process is not None:
@@ -346,6 +349,7 @@ class Tracing:
             thread, self._thread = self._thread, None
             if thread is not None and thread.is_alive():
                 self._pending.put(None)
+                self._wake.set()
                 thread.join(5)
         if self.process is not None:
             self.process.close()
@@ -395,22 +399,25 @@ class Tracing:
 EMITTER_REST = 0.01
 """Seconds the emitter rests after catching up: runs finished meanwhile are queued
 without waking it, so a busy loop hands it the GIL once per batch, not once per run."""
-EXPORT_REST = 0.05
+EXPORT_REST = 0.2
 """The same when the spans go to an export process: handing a run over costs a few µs,
-waking up and writing the pipe more, so it waits for larger batches."""
+but each batch costs ~100 µs (waking up, a pipe write that wakes the other process),
+so it waits for larger batches (``flush`` and ``close`` end the rest early)."""
 
 
 def _emit_loop(
     owner: weakref.ref[Tracing],
     pending: queue.SimpleQueue[_Run | threading.Event | None],
     rest: float,
+    wake: threading.Event,
 ) -> None:
     while True:
         item: _Run | threading.Event | bool | None
         try:
             item = pending.get_nowait()
         except queue.Empty:
-            time.sleep(rest)
+            wake.wait(rest)
+            wake.clear()
             item = pending.get()
         runs: list[_Run] = []
         while isinstance(item, _Run):  # what queued meanwhile, up to the next signal

@@ -154,6 +154,11 @@ class Tracing:
 
         from .export_process import ExportProcess
 
+        if exporter == "otlp":  # missing, the export process would only fail later
+            try:
+                import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError(INSTALL_HINT) from exc
         tracing = cls(None, propagate=propagate)
         tracing.process = ExportProcess(exporter, service, endpoint)
         tracing._sampler = ParentBased(TraceIdRatioBased(sample_ratio))

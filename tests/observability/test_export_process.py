@@ -98,6 +98,11 @@ def lookup(card: str) -> dict[str, Any]:
     return {"card": card, "holder": "Ada Lovelace"}
 
 
+def down() -> None:
+    """Always fails."""
+    raise RuntimeError("backend down")
+
+
 def current_span() -> list[str]:
     """The trace and span id current where the tool runs (what an MCP client sends)."""
     ctx = trace.get_current_span().get_span_context()
@@ -108,6 +113,7 @@ async def traced_session(tracing: Tracing) -> Session:
     reg = ToolRegistry()
     reg.register(lookup, server="bank")
     reg.register(current_span, server="probe")
+    reg.register(down, server="bank")
     reg.use(tracing.tool_layer, "observe")
     s = Session(SubprocessExecutor(), tools=reg)
     s.use(tracing.run_hook, "observe")
@@ -152,6 +158,22 @@ async def test_a_tool_call_sees_the_identity_the_exported_run_span_has(
     assert tracing.flush()
     (run,) = collector.named("codemode.run")
     assert seen == [run.trace_id.hex(), run.span_id.hex()]
+
+
+async def test_a_failing_call_and_its_run_are_marked_with_their_error_type(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        result = await s.run("tools.bank.down()")
+    assert result.error is not None
+    assert tracing.flush()
+    (run,) = collector.named("codemode.run")
+    (call,) = collector.named("execute_tool bank.down")
+    error = 2  # STATUS_CODE_ERROR
+    assert run.status.code == error and call.status.code == error
+    attrs = {a.key: a.value.string_value for a in call.attributes}
+    assert attrs["error.type"] == "ToolError"
+    assert {a.key: a.value.string_value for a in run.attributes}["error.type"] == result.error.type
 
 
 async def test_a_run_inside_a_remote_traceparent_joins_that_trace_with_its_tracestate(

@@ -90,11 +90,12 @@ class _Run:
     non-recording span carrying the identity decided live)."""
 
     def fields(self) -> tuple[Any, ...]:
-        """What the export process needs besides the facts: ids, parent and times."""
+        """What the export process needs besides the facts: ids, parent, the trace state
+        the sampler gave the span (its parent's), and times."""
         ctx, p = self.span.get_span_context(), self.parent
+        state = ctx.trace_state.to_header() if ctx.trace_state else ""
         if p is None:
-            return (ctx.trace_id, ctx.span_id, 0, False, 0, "", self.start, self.end)
-        state = p.trace_state.to_header() if p.trace_state else ""
+            return (ctx.trace_id, ctx.span_id, 0, False, 0, state, self.start, self.end)
         return (ctx.trace_id, ctx.span_id, p.span_id, p.is_remote, int(p.trace_flags), state,
                 self.start, self.end)  # fmt: skip
 

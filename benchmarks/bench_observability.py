@@ -2,11 +2,12 @@
 latency of live output from ``print`` in the worker to the listener / MCP client.
 
 Overhead: sessions on real subprocess workers, one per configuration (layers off;
-metrics; tracing; metrics and tracing; the same with 10 % of traces sampled; the same
-without passing the trace on to upstream servers; all of it plus the web console's run
-log), run the same cell in turn, in the same process, so drift of the machine hits all
-alike; each round rotates which goes first. The "off" session is
-the same code path with no layer added. Two tools:
+metrics; tracing; metrics and tracing; both again with the spans built and exported by
+the export process, as ``codemode serve`` does by default; metrics and tracing with 10 %
+of traces sampled; the same without passing the trace on to upstream servers; all of it
+plus the web console's run log; the last three trace in process), run the same cell in
+turn, in the same process, so drift of the machine hits all alike; each round rotates
+which goes first. The "off" session is the same code path with no layer added. Two tools:
 
 - ``upstream``: a real MCP server over stdio (``tests/fixtures/servers/edge_server.py``,
   ``echo``), one process and connection shared by every session: the issue's case;

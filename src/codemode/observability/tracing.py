@@ -14,8 +14,11 @@ and the parent), and the tracer's sampler is honoured before anything else: the 
 an unsampled run cost one dict lookup. A sampled run's calls note their clock times and
 sizes; the child spans are built with those explicit times, and the run's span is ended,
 by one emitter thread after the run has returned. ``Tracing.flush()`` waits for it (tests,
-shutdown). Tool calls are served on tasks of their own, so the run is found by the run id
-the call carries, not by the ambient context.
+shutdown). With ``Tracing.exporting`` (``codemode serve``'s default) the run's span is not
+an SDK span either: its identity is decided live as the SDK would, and the emitter hands
+plain values to a child process that builds and exports the spans (``export_process``),
+so their CPU does not hold this process's GIL. Tool calls are served on tasks of their
+own, so the run is found by the run id the call carries, not by the ambient context.
 
 Imports ``opentelemetry`` when a ``Tracing`` is built; ``install_hint`` says what to
 install when it is missing.
@@ -377,7 +380,7 @@ class Tracing:
             self.process.send(records, spans)
 
     def _record(self, run: _Run) -> Record:
-        """A finished run as plain values for ``build_record`` in the export process."""
+        """A finished run as plain values (``spans.Record``) for the export process."""
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
         else:

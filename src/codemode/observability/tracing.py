@@ -167,8 +167,9 @@ class Tracing:
         tracing.process = ExportProcess(exporter, service, endpoint)
         tracing._sampler = ParentBased(TraceIdRatioBased(sample_ratio))
         tracing._ids = RandomIdGenerator()
-        # The child ends when its pipe does; this stops it (after an export) sooner.
-        weakref.finalize(tracing, tracing.process.close, 1.0)
+        # The child ends when its pipe does; this stops it (after an export) sooner. Not
+        # at exit: _flush_all first hands it what is pending, then closes it.
+        weakref.finalize(tracing, tracing.process.close, 1.0).atexit = False
         return tracing
 
     def _begin(self, name: str, start: int) -> _Run | None:

@@ -2,11 +2,12 @@
 latency of live output from ``print`` in the worker to the listener / MCP client.
 
 Overhead: sessions on real subprocess workers, one per configuration (layers off;
-metrics; tracing; metrics and tracing; the same with 10 % of traces sampled; the same
-without passing the trace on to upstream servers; all of it plus the web console's run
-log), run the same cell in turn, in the same process, so drift of the machine hits all
-alike; each round rotates which goes first. The "off" session is
-the same code path with no layer added. Two tools:
+metrics; tracing; metrics and tracing; both again with the spans built and exported by
+the export process, as ``codemode serve`` does by default; metrics and tracing with 10 %
+of traces sampled; the same without passing the trace on to upstream servers; all of it
+plus the web console's run log; the last three trace in process), run the same cell in
+turn, in the same process, so drift of the machine hits all alike; each round rotates
+which goes first. The "off" session is the same code path with no layer added. Two tools:
 
 - ``upstream``: a real MCP server over stdio (``tests/fixtures/servers/edge_server.py``,
   ``echo``), one process and connection shared by every session: the issue's case;
@@ -109,11 +110,19 @@ def tracer(ratio: float = 1.0, *, propagate: bool = True) -> Tracing:
     return Tracing(provider, propagate=propagate)
 
 
+def exported(ratio: float = 1.0) -> Tracing:
+    """Tracing as ``codemode serve`` sets it up by default (``trace_export_process``):
+    the spans built by a child process, whose exporter drops them."""
+    return Tracing.exporting("none", "bench", None, ratio)
+
+
 CONFIGS: dict[str, Callable[[], list[Any]]] = {
     "off": list,
     "metrics": lambda: [Metrics()],
     "tracing": lambda: [tracer()],
     "metrics+tracing": lambda: [Metrics(), tracer()],
+    "tracing, export process": lambda: [exported()],
+    "metrics+tracing, export process": lambda: [Metrics(), exported()],
     "metrics+tracing 10% sampled": lambda: [Metrics(), tracer(0.1)],
     "metrics+tracing, no propagation": lambda: [Metrics(), tracer(propagate=False)],
     "all (+console run log)": lambda: [Metrics(), tracer(), RunLog()],
@@ -190,6 +199,17 @@ class GcCount:
         return "/".join(str(c) for c in self.counts[name])
 
 
+def child_cpu(tracings: list[Tracing]) -> float:
+    """CPU seconds the export processes of ``tracings`` spent so far (schedstat: ns)."""
+    total = 0.0
+    for t in tracings:
+        pid = t.process.pid if t.process is not None else None
+        if pid is not None:
+            with open(f"/proc/{pid}/schedstat") as f:
+                total += int(f.read().split()[0]) / 1e9
+    return total
+
+
 def flush_all(tracings: dict[str, list[Tracing]]) -> None:
     for tr in tracings.values():
         for tracing in tr:
@@ -217,6 +237,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                 assert r.value == value, r
         flush_all(tracings)
         emitted = {k: sum(t.emitter_cpu for t in tr) for k, tr in tracings.items()}
+        children = {k: child_cpu(tr) for k, tr in tracings.items()}
         gc_as_serve()
         block = BLOCK or 1
         with GcCount(switch) as collections:
@@ -232,6 +253,8 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                         wall[name].append(time.perf_counter() - t)
                         cpu[name].append(time.thread_time() - c)
                         assert r.value == value, r
+        flush_all(tracings)
+        children = {k: (child_cpu(tr) - children[k]) / n for k, tr in tracings.items()}
     finally:
         await session.close()
         for tr in tracings.values():
@@ -253,6 +276,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                 f"{paired:+.2f}%",
                 (median(cpu[name]) - base_cpu) * 1e6,
                 emitter[name] * 1e6,
+                children[name] * 1e6,
                 collections.text(name),
                 f"<= {OVERHEAD_TARGET:g}%",
                 "" if name == "off" else verdict(max(over, paired) <= OVERHEAD_TARGET),
@@ -262,7 +286,8 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
         table(
             f"run_code with 5 tool calls, {title} (ms; overhead vs off, same session, "
             f"shuffled order each round, {BLOCK or 1} run(s) in a row; +cpu = µs of the "
-            f"loop's thread per run, emitter = µs of the tracing thread after it; gc = "
+            f"loop's thread per run, emitter = µs of the tracing thread after it, child = "
+            f"µs of the span export process; gc = "
             f"collections young/middle/full in its "
             f"runs, gc policy {GC_POLICY!r}; {load_note()})",
             [
@@ -274,6 +299,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
                 "paired",
                 "+cpu µs",
                 "emitter µs",
+                "child µs",
                 "gc",
                 "target",
                 "verdict",

@@ -396,3 +396,24 @@ async def test_a_run_refused_inside_observe_keeps_its_identity_and_error(
     assert run.attributes["codemode.session.id"] == s.context.session_id
     assert run.attributes["codemode.code.bytes"] == 1
     assert "codemode.run.outcome" not in run.attributes
+
+
+async def test_runs_past_the_emitters_backlog_are_counted_as_dropped_spans(
+    tracing: Tracing, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codemode.observability import tracing as tracing_module
+    from codemode.observability.metrics import default_metrics
+
+    def dropped() -> float:
+        got = default_metrics().registry.get_sample_value(
+            "codemode_trace_spans_dropped_total", {"reason": "backlog"}
+        )
+        return got or 0.0
+
+    before = dropped()
+    monkeypatch.setattr(tracing_module, "MAX_PENDING", 0)  # every run finds it full
+    s = await traced_session(tracing)
+    async with s:
+        assert (await s.run("tools.bank.lookup(card='x')\n1")).value == 1
+    assert finished(tracing, exporter) == ()
+    assert tracing.dropped == 1 and dropped() - before == 2  # the run and its call

@@ -53,7 +53,7 @@ def _host_layers(config: ObservabilityConfig) -> Iterator[HostLayer]:
         yield _tracing(config).host_layer
 
 
-_tracers: dict[tuple[tuple[str, str, str | None, float], bool], Tracing] = {}
+_tracers: dict[tuple[tuple[str, str, str | None, float, bool], bool], Tracing] = {}
 
 
 def _tracing(config: ObservabilityConfig) -> Tracing:
@@ -61,12 +61,13 @@ def _tracing(config: ObservabilityConfig) -> Tracing:
     from .tracing import Tracing, exporting_provider
 
     key = (config.tracing, config.service_name, config.otlp_endpoint, config.trace_sample_ratio)
-    got = _tracers.get((key, config.trace_propagation))
+    got = _tracers.get(((*key, config.trace_export_process), config.trace_propagation))
     if got is None:
-        provider = exporting_provider(*key)
-        got = _tracers[(key, config.trace_propagation)] = Tracing(
-            provider, propagate=config.trace_propagation
-        )
+        if config.trace_export_process:
+            got = Tracing.exporting(*key, propagate=config.trace_propagation)
+        else:
+            got = Tracing(exporting_provider(*key), propagate=config.trace_propagation)
+        _tracers[((*key, config.trace_export_process), config.trace_propagation)] = got
     return got
 
 

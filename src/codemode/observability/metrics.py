@@ -152,6 +152,13 @@ class Metrics:
             buckets=TOOL_BUCKETS,
             registry=r,
         )
+        self.spans_dropped = Counter(
+            "codemode_trace_spans_dropped",
+            "Spans not exported, by reason: backlog (the tracing emitter was too far "
+            "behind), export_process (the span export process was not running).",
+            ["reason"],
+            registry=r,
+        )
         self.context_ratio = Gauge(
             "codemode_context_efficiency_ratio",
             "Share of the bytes tools returned that stayed in the sandbox (1 - model/tool "

@@ -6,7 +6,8 @@
 - ``codemode serve``'s session manager calls ``session_started()`` and
   ``session_ended(reason)``;
 - the subprocess executor calls ``worker_acquired(seconds, source)`` when a session gets
-  its worker (from the warm pool or freshly spawned).
+  its worker (from the warm pool or freshly spawned);
+- tracing calls ``spans_dropped(n, reason)`` when spans will never be exported.
 
 Each counts into ``default_metrics()`` and costs a dict lookup; label values are capped or
 taken from a fixed vocabulary, so callers may pass what they have. This module imports
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 DECISIONS = ("granted", "refused", "timeout", "remembered", "no_approver", "error")
 SESSION_END_REASONS = ("expired", "client_gone", "closed", "shutdown")
 WORKER_SOURCES = ("pool", "spawn")
+DROP_REASONS = ("backlog", "export_process")
 
 
 def _metrics() -> Metrics:
@@ -62,13 +64,21 @@ def worker_acquired(seconds: float, source: str) -> None:
     _metrics().worker_acquire.labels(label).observe(seconds)
 
 
+def spans_dropped(n: int, reason: str) -> None:
+    """``n`` spans will not be exported: ``backlog`` (the emitter fell too far behind) or
+    ``export_process`` (the process exporting them was not running)."""
+    _metrics().spans_dropped.labels(reason if reason in DROP_REASONS else OTHER).inc(n)
+
+
 __all__ = [
     "DECISIONS",
+    "DROP_REASONS",
     "SESSION_END_REASONS",
     "WORKER_SOURCES",
     "approval",
     "pii_tokenized",
     "session_ended",
     "session_started",
+    "spans_dropped",
     "worker_acquired",
 ]

@@ -14,8 +14,11 @@ and the parent), and the tracer's sampler is honoured before anything else: the 
 an unsampled run cost one dict lookup. A sampled run's calls note their clock times and
 sizes; the child spans are built with those explicit times, and the run's span is ended,
 by one emitter thread after the run has returned. ``Tracing.flush()`` waits for it (tests,
-shutdown). Tool calls are served on tasks of their own, so the run is found by the run id
-the call carries, not by the ambient context.
+shutdown). With ``Tracing.exporting`` (``codemode serve``'s default) the run's span is not
+an SDK span either: its identity is decided live as the SDK would, and the emitter hands
+plain values to a child process that builds and exports the spans (``export_process``),
+so their CPU does not hold this process's GIL. Tool calls are served on tasks of their
+own, so the run is found by the run id the call carries, not by the ambient context.
 
 Imports ``opentelemetry`` when a ``Tracing`` is built; ``install_hint`` says what to
 install when it is missing.
@@ -24,10 +27,8 @@ install when it is missing.
 from __future__ import annotations
 
 import atexit
-import hmac
 import logging
 import queue
-import secrets
 import sys
 import threading
 import time
@@ -43,10 +44,14 @@ from ..errors import ConfigError
 from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
-from .metrics import args_json, is_memory_method, output_size, result_bytes, run_outcome, size_of
+from . import signals
+from .metrics import args_json, is_memory_method, result_bytes, size_of
+from .spans import Op, Record, children, digest, failed, op_fields, run_attrs
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
+
+    from .export_process import ExportProcess
 
 INSTALL_HINT = "tracing needs OpenTelemetry: pip install 'codemode[otel]'"
 SCOPE = "codemode"
@@ -66,62 +71,6 @@ def _otel() -> Any:
     return trace
 
 
-_DIGEST_KEY = secrets.token_bytes(32)
-
-
-def digest(text: str) -> str:
-    """HMAC-SHA256 of ``text`` under a key of this process: equal arguments (or code) match
-    across its spans, but a tracing backend cannot confirm a guessed value (a card number,
-    an id) by hashing it, as it could with a plain SHA-256 of a small space of candidates."""
-    return hmac.digest(_DIGEST_KEY, text.encode("utf-8", "surrogatepass"), "sha256").hex()
-
-
-@dataclass(slots=True)
-class _Op:
-    """A tool call (``method`` None) or memory operation of a run, noted cheaply: only
-    immutable values, so the emitter thread can read them later."""
-
-    server: str
-    tool: str
-    method: str | None
-    run_id: str | None
-    start: int
-    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
-    params_bytes: int = 0
-    result_bytes: int | None = None
-    end: int = 0
-    error: str | None = None
-
-    def name(self) -> str:
-        if self.method is None:
-            return f"execute_tool {self.server}.{self.tool}"
-        return f"codemode.memory {self.method}"
-
-    def attributes(self) -> dict[str, Any]:
-        if self.method is None:
-            attrs: dict[str, Any] = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": f"{self.server}.{self.tool}",
-                "gen_ai.tool.type": "function",
-                "codemode.tool.server": self.server,
-                "codemode.tool.arguments.bytes": size_of(self.args_text),
-                "codemode.tool.arguments.hmac": digest(self.args_text),
-            }
-            if self.result_bytes is not None:
-                attrs["codemode.tool.result.bytes"] = self.result_bytes
-        else:
-            attrs = {
-                "codemode.memory.method": self.method,
-                "codemode.memory.area": self.method.partition(".")[0],
-                "codemode.memory.params.bytes": self.params_bytes,
-            }
-            if self.result_bytes is not None:
-                attrs["codemode.memory.result.bytes"] = self.result_bytes
-        if self.run_id:
-            attrs["codemode.run.id"] = self.run_id
-        return attrs
-
-
 @dataclass(slots=True)
 class _Run:
     """A sampled run whose span is live, with its operations so far; or (``op`` set) a
@@ -134,10 +83,24 @@ class _Run:
     code: str = ""
     end: int = 0
     error: str | None = None
-    ops: list[_Op] = field(default_factory=list)
-    op: _Op | None = None
+    ops: list[Op] = field(default_factory=list)
+    op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
+    start: int = 0
+    parent: SpanContext | None = None
+    """Start and parent of a span built by the export process (``span`` is then a
+    non-recording span carrying the identity decided live)."""
+
+    def fields(self) -> tuple[Any, ...]:
+        """What the export process needs besides the facts: ids, parent, the trace state
+        the sampler gave the span (its parent's), and times."""
+        ctx, p = self.span.get_span_context(), self.parent
+        state = ctx.trace_state.to_header() if ctx.trace_state else ""
+        if p is None:
+            return (ctx.trace_id, ctx.span_id, 0, False, 0, state, self.start, self.end)
+        return (ctx.trace_id, ctx.span_id, p.span_id, p.is_remote, int(p.trace_flags), state,
+                self.start, self.end)  # fmt: skip
 
 
 _UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
@@ -149,11 +112,9 @@ class Tracing:
     def __init__(self, provider: TracerProvider | None = None, *, propagate: bool = True) -> None:
         trace = _otel()
         from opentelemetry import context as otel_context
-        from opentelemetry.trace import Status, StatusCode
 
         self._trace = trace
         self._context = otel_context
-        self._error_status = Status(StatusCode.ERROR)  # no description: it may quote values
         self.provider = provider
         self.tracer: Tracer = (
             provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
@@ -166,19 +127,86 @@ class Tracing:
         self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._wake = threading.Event()  # ends the emitter's rest early (flush, close)
         self.dropped = 0
         """Finished runs not traced because the emitter was ``MAX_PENDING`` behind."""
         self.emitter_cpu = 0.0
-        """CPU seconds the emitter thread spent building and ending spans (what tracing
-        costs besides its share of each run's critical path)."""
+        """CPU seconds the emitter thread spent building and ending spans, or handing
+        them to the export process (what tracing costs besides its share of each run's
+        critical path)."""
+        self.process: ExportProcess | None = None
+        """Set by ``exporting``: the child process that builds and exports the spans."""
+        self._sampler: Any = None
+        self._ids: Any = None
+
+    @classmethod
+    def exporting(
+        cls,
+        exporter: str,
+        service: str,
+        endpoint: str | None,
+        sample_ratio: float = 1.0,
+        *,
+        propagate: bool = True,
+    ) -> Tracing:
+        """Spans exported to ``console`` or ``otlp`` (``exporting_provider``'s settings),
+        built by a child process (``export_process``): the server process only decides
+        each span's identity live (the sampler and ids the SDK would use) and hands plain
+        tuples over, so the SDK's CPU does not compete for its GIL."""
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        from .export_process import ExportProcess
+
+        if exporter == "otlp":  # missing, the export process would only fail later
+            try:
+                import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError(INSTALL_HINT) from exc
+        tracing = cls(None, propagate=propagate)
+        tracing.process = ExportProcess(exporter, service, endpoint)
+        tracing._sampler = ParentBased(TraceIdRatioBased(sample_ratio))
+        tracing._ids = RandomIdGenerator()
+        # The child ends when its pipe does; this stops it (after an export) sooner. Not
+        # at exit: _flush_all first hands it what is pending, then closes it.
+        weakref.finalize(tracing, tracing.process.close, 1.0).atexit = False
+        return tracing
+
+    def _begin(self, name: str, start: int) -> _Run | None:
+        """A live span for a run (or a call outside any run), None when unsampled: an
+        SDK span, or the identity a span built by the export process will have."""
+        trace = self._trace
+        if self.process is None:
+            span = self.tracer.start_span(
+                name, start_time=start, record_exception=False, set_status_on_exception=False
+            )
+            if not span.is_recording():
+                return None
+            return _Run(span, context=trace.set_span_in_context(span))
+        ctx = self._context.get_current()
+        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
+        if parent is not None and parent.is_valid:
+            trace_id = parent.trace_id
+        else:
+            parent, trace_id = None, self._ids.generate_trace_id()
+        decided = self._sampler.should_sample(ctx, trace_id, name)
+        if not decided.decision.is_sampled():
+            return None
+        identity = trace.SpanContext(
+            trace_id,
+            self._ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+            trace_state=decided.trace_state,
+        )
+        span = trace.NonRecordingSpan(identity)
+        return _Run(span, context=trace.set_span_in_context(span), start=start, parent=parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
-        span = self.tracer.start_span(
-            "codemode.run", record_exception=False, set_status_on_exception=False
-        )
+        run = self._begin("codemode.run", _now())
         run_id = event.context.run_id
-        if not span.is_recording():
+        if run is None:
             if not run_id:
                 return await call_next(event)
             self._runs[run_id] = _UNSAMPLED
@@ -186,7 +214,7 @@ class Tracing:
                 return await call_next(event)
             finally:
                 self._runs.pop(run_id, None)
-        run = _Run(span, code=event.code, context=self._trace.set_span_in_context(span))
+        run.code = event.code
         if run_id:
             self._runs[run_id] = run
         # Current in the run's own task, so spans of inner run hooks nest under it.
@@ -216,7 +244,7 @@ class Tracing:
         if run is _UNSAMPLED:
             return await call_next(call)
         # The arguments as they arrive, before inner layers may rewrite them.
-        op = _Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
+        op = Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
         if run is None and (run := self._own_span(op)) is None:
             return await call_next(call)
         # The run's span is current during the call (calls are served on tasks of their
@@ -248,7 +276,7 @@ class Tracing:
         run = self._runs.get(run_id) if run_id else None
         if run is _UNSAMPLED:
             return await call_next(params)
-        op = _Op("", "", method, run_id, _now(), params_bytes=size_of(params))
+        op = Op("", "", method, run_id, _now(), params_bytes=size_of(params))
         if run is None and (run := self._own_span(op)) is None:
             return await call_next(params)
         try:
@@ -262,21 +290,15 @@ class Tracing:
         finally:
             self._done(run, op)
 
-    def _own_span(self, op: _Op) -> _Run | None:
+    def _own_span(self, op: Op) -> _Run | None:
         """A call outside any run: a span of its own in the ambient trace (None when the
         sampler drops it)."""
-        span = self.tracer.start_span(
-            op.name(),
-            kind=self._trace.SpanKind.INTERNAL,
-            start_time=op.start,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        if not span.is_recording():
-            return None
-        return _Run(span, op=op, context=self._trace.set_span_in_context(span))
+        run = self._begin(op.name(), op.start)
+        if run is not None:
+            run.op = op
+        return run
 
-    def _done(self, run: _Run, op: _Op) -> None:
+    def _done(self, run: _Run, op: Op) -> None:
         op.end = _now()
         if run.op is op:
             run.end = op.end
@@ -290,6 +312,7 @@ class Tracing:
             self._start()
         if self._pending.qsize() >= MAX_PENDING:
             self.dropped += 1
+            signals.spans_dropped(1 + len(run.ops), "backlog")
             return
         self._pending.put(run)
 
@@ -298,7 +321,12 @@ class Tracing:
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=_emit_loop,
-                    args=(weakref.ref(self), self._pending),
+                    args=(
+                        weakref.ref(self),
+                        self._pending,
+                        EMITTER_REST if self.process is None else EXPORT_REST,
+                        self._wake,
+                    ),
                     name="codemode-tracing",
                     daemon=True,
                 )
@@ -313,8 +341,11 @@ class Tracing:
         if self._thread is not None and self._thread.is_alive():
             done = threading.Event()
             self._pending.put(done)
+            self._wake.set()
             if not done.wait(timeout):
                 return False
+        if self.process is not None:
+            return self.process.flush(max(0.0, deadline - time.monotonic()))
         force = getattr(self.provider, "force_flush", None)
         if force is None:
             return True
@@ -328,8 +359,35 @@ class Tracing:
             thread, self._thread = self._thread, None
             if thread is not None and thread.is_alive():
                 self._pending.put(None)
+                self._wake.set()
                 thread.join(5)
+        if self.process is not None:
+            self.process.close()
         _live.discard(self)
+
+    def _ship(self, runs: list[_Run]) -> None:
+        """Hand finished runs to the export process (on the emitter thread)."""
+        assert self.process is not None
+        records: list[Record] = []
+        spans = 0
+        for run in runs:
+            try:
+                records.append(self._record(run))
+            except Exception:
+                log.exception("could not note the spans of a run")
+                continue
+            spans += 1 + len(run.ops)
+        if records:
+            self.process.send(records, spans)
+
+    def _record(self, run: _Run) -> Record:
+        """A finished run as plain values (``spans.Record``) for the export process."""
+        if run.op is not None:
+            body: tuple[Any, ...] = ("op", op_fields(run.op))
+        else:
+            attrs = run_attrs(*run.facts) if run.facts is not None else {}
+            body = ("run", (run.code, attrs, run.error))
+        return (*run.fields(), *body, [op_fields(op) for op in run.ops])
 
     def _emit(self, run: _Run) -> None:
         """End a finished run's span and build its children (on the emitter thread)."""
@@ -338,98 +396,87 @@ class Tracing:
             attrs = run.op.attributes()
             error = run.op.error
         else:
-            attrs = _run_attrs(*run.facts) if run.facts is not None else {}
+            attrs = run_attrs(*run.facts) if run.facts is not None else {}
             attrs["codemode.code.hmac"] = digest(run.code)
             error = run.error
         span.set_attributes(attrs)
         if error is not None:
-            self._failed(span, error)
-        if run.ops:
-            parent = self._trace.set_span_in_context(span)
-            kind = self._trace.SpanKind.INTERNAL
-            for op in run.ops:
-                child = self.tracer.start_span(
-                    op.name(),
-                    context=parent,
-                    kind=kind,
-                    attributes=op.attributes(),
-                    start_time=op.start,
-                    record_exception=False,
-                    set_status_on_exception=False,
-                )
-                if op.error is not None:
-                    self._failed(child, op.error)
-                child.end(end_time=op.end)
+            failed(span, error)
+        children(self.tracer, span, run.ops)
         span.end(end_time=run.end)
-
-    def _failed(self, span: Span, error_type: str) -> None:
-        span.set_attribute("error.type", error_type)
-        span.set_status(self._error_status)
-
-
-def _run_attrs(
-    code: str, timeout: float, ctx: CallContext, result: ExecutionResult | None
-) -> dict[str, Any]:
-    """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
-    attrs: dict[str, Any] = {
-        "codemode.run.id": ctx.run_id or "",
-        "codemode.session.id": ctx.session_id or "",
-        "codemode.tenant": ctx.tenant,
-        "codemode.code.bytes": size_of(code),
-        "codemode.run.timeout_s": timeout,
-    }
-    if result is None:
-        return attrs
-    attrs["codemode.run.outcome"] = run_outcome(result)
-    attrs["codemode.output.bytes"] = output_size(result)
-    if result.cpu_seconds is not None:
-        attrs["codemode.run.cpu_s"] = result.cpu_seconds
-    if result.peak_memory_bytes is not None:
-        attrs["codemode.worker.peak_memory_bytes"] = result.peak_memory_bytes
-    return attrs
 
 
 EMITTER_REST = 0.01
 """Seconds the emitter rests after catching up: runs finished meanwhile are queued
 without waking it, so a busy loop hands it the GIL once per batch, not once per run."""
+EXPORT_REST = 0.2
+"""The same when the spans go to an export process: handing a run over costs a few µs,
+but each batch costs ~100 µs (waking up, a pipe write that wakes the other process),
+so it waits for larger batches (``flush`` and ``close`` end the rest early)."""
 
 
 def _emit_loop(
-    owner: weakref.ref[Tracing], pending: queue.SimpleQueue[_Run | threading.Event | None]
+    owner: weakref.ref[Tracing],
+    pending: queue.SimpleQueue[_Run | threading.Event | None],
+    rest: float,
+    wake: threading.Event,
 ) -> None:
     while True:
+        item: _Run | threading.Event | bool | None
         try:
             item = pending.get_nowait()
         except queue.Empty:
-            time.sleep(EMITTER_REST)
+            wake.wait(rest)
+            wake.clear()
             item = pending.get()
+        runs: list[_Run] = []
+        while isinstance(item, _Run):  # what queued meanwhile, up to the next signal
+            runs.append(item)
+            try:
+                item = pending.get_nowait()
+            except queue.Empty:
+                item = False  # nothing after them
+        if runs and not _emit_runs(owner, runs):
+            return
         if item is None:
             return
         if isinstance(item, threading.Event):
             item.set()
-            continue
-        tracing = owner()
-        if tracing is None:
-            return
+
+
+def _emit_runs(owner: weakref.ref[Tracing], runs: list[_Run]) -> bool:
+    """Build (or hand over) the spans of ``runs``; False once the tracing is gone."""
+    tracing = owner()
+    if tracing is None:
+        return False
+    if tracing.process is not None:  # one batch: a few µs a run, then a pipe write
+        start = time.thread_time()
+        tracing._ship(runs)
+        tracing.emitter_cpu += time.thread_time() - start
+        return True
+    for run in runs:
         start = time.thread_time()
         try:
-            tracing._emit(item)
+            tracing._emit(run)
         except Exception:  # a broken exporter must not stop the traces after it
             log.exception("could not emit the spans of a run")
         tracing.emitter_cpu += time.thread_time() - start
-        del tracing
         # Hand the GIL to the event loop's thread if it waits: once per run, not per
         # span (each hand-off is two context switches, and a run's spans take ~0.1 ms).
         time.sleep(0)
+    return True
 
 
 _live: weakref.WeakSet[Tracing] = weakref.WeakSet()
 
 
 def _flush_all() -> None:
-    """Emit the runs still pending, before a provider shuts its exporters down."""
+    """Emit the runs still pending, before a provider shuts its exporters down (and
+    export processes theirs)."""
     for tracing in list(_live):
         tracing.flush(2.0)
+        if tracing.process is not None:
+            tracing.process.close(2.0)
 
 
 atexit.register(_flush_all)  # for providers the SDK user shuts down themselves

@@ -1,0 +1,226 @@
+"""The spans of a run, from plain values: what a run's calls note while it is live, and
+how the spans are built from it after the run, in the server (``Tracing``'s emitter
+thread) or in the export process (``readable_spans``). No SDK object is touched while a
+run is live; these functions are where OpenTelemetry spans get made.
+
+Attributes follow the GenAI semantic conventions where they apply; code, arguments and
+results never go into a span: their SHA-256 and sizes do.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import random
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .metrics import output_size, run_outcome, size_of
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import Span, Status, Tracer
+
+    from ..context import CallContext
+    from ..result import ExecutionResult
+
+Record = tuple[Any, ...]
+"""A finished run (or a call outside any run) as plain values (``Tracing._record``):
+trace id, span id, parent span id (0: a root), parent is remote, parent's trace flags,
+parent's tracestate header, start and end (ns), ``"run"`` or ``"op"``, the run's
+``(code, attributes, error type)`` or the call's ``op_fields``, and the fields of the
+run's calls."""
+
+
+DIGEST_KEY_ENV = "CODEMODE_TRACE_DIGEST_KEY"
+"""Hands this process's key to its span export process (the environment, not argv:
+other users can read a command line)."""
+
+
+def _digest_key() -> bytes:
+    given = os.environ.pop(DIGEST_KEY_ENV, "")
+    try:
+        return bytes.fromhex(given) if len(given) == 64 else secrets.token_bytes(32)
+    except ValueError:
+        return secrets.token_bytes(32)
+
+
+DIGEST_KEY = _digest_key()
+
+
+def digest(text: str) -> str:
+    """HMAC-SHA256 of ``text`` under a key of this server process (shared with its export
+    process): equal arguments (or code) match across its spans, but a tracing backend
+    cannot confirm a guessed value (a card number, an id) by hashing candidates, as it
+    could with a plain SHA-256."""
+    return hmac.digest(DIGEST_KEY, text.encode("utf-8", "surrogatepass"), "sha256").hex()
+
+
+@dataclass(slots=True)
+class Op:
+    """A tool call (``method`` None) or memory operation of a run, noted cheaply: only
+    immutable values, so the emitter thread can read them later."""
+
+    server: str
+    tool: str
+    method: str | None
+    run_id: str | None
+    start: int
+    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
+    params_bytes: int = 0
+    result_bytes: int | None = None
+    end: int = 0
+    error: str | None = None
+
+    def name(self) -> str:
+        if self.method is None:
+            return f"execute_tool {self.server}.{self.tool}"
+        return f"codemode.memory {self.method}"
+
+    def attributes(self) -> dict[str, Any]:
+        if self.method is None:
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": f"{self.server}.{self.tool}",
+                "gen_ai.tool.type": "function",
+                "codemode.tool.server": self.server,
+                "codemode.tool.arguments.bytes": size_of(self.args_text),
+                "codemode.tool.arguments.hmac": digest(self.args_text),
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.tool.result.bytes"] = self.result_bytes
+        else:
+            attrs = {
+                "codemode.memory.method": self.method,
+                "codemode.memory.area": self.method.partition(".")[0],
+                "codemode.memory.params.bytes": self.params_bytes,
+            }
+            if self.result_bytes is not None:
+                attrs["codemode.memory.result.bytes"] = self.result_bytes
+        if self.run_id:
+            attrs["codemode.run.id"] = self.run_id
+        return attrs
+
+
+def op_fields(op: Op) -> tuple[Any, ...]:
+    """``Op(*fields)`` rebuilds it in the export process."""
+    return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
+            op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
+
+
+def failed(span: Span, error_type: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR))  # no description: it may quote values
+
+
+def children(tracer: Tracer, span: Span, ops: list[Op]) -> None:
+    if not ops:
+        return
+    from opentelemetry import trace
+
+    parent = trace.set_span_in_context(span)
+    for op in ops:
+        child = tracer.start_span(
+            op.name(),
+            context=parent,
+            attributes=op.attributes(),
+            start_time=op.start,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        if op.error is not None:
+            failed(child, op.error)
+        child.end(end_time=op.end)
+
+
+def readable_spans(record: Record, resource: Any, scope: Any) -> list[ReadableSpan]:
+    """In the export process: the finished spans of one record, made directly with the
+    identity, parent and times the server decided. They are what the SDK's spans would
+    be once ended, at a tenth of the CPU (measured 1.1 vs 10.8 µs a span): no live span,
+    lock or limits to check on attributes codemode made itself."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    trace_id, span_id, parent_id, remote, flags, state, start, end, kind, body, ops = record
+    trace_state = TraceState.from_header([state]) if state else None
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    context = SpanContext(trace_id, span_id, False, sampled, trace_state)
+    parent = (
+        SpanContext(trace_id, parent_id, remote, TraceFlags(flags), trace_state)
+        if parent_id
+        else None
+    )
+    if kind == "run":
+        code, attrs, error = body
+        name = "codemode.run"
+        attrs["codemode.code.hmac"] = digest(code)
+    else:
+        op = Op(*body)
+        name, attrs, error = op.name(), op.attributes(), op.error
+
+    def span(
+        name: str, ctx: SpanContext, up: SpanContext | None, attrs: dict[str, Any],
+        error: str | None, start: int, end: int,
+    ) -> ReadableSpan:  # fmt: skip
+        if error is not None:
+            attrs["error.type"] = error
+        return ReadableSpan(
+            name, ctx, up, resource, attrs, status=_status(error), start_time=start,
+            end_time=end, instrumentation_scope=scope,
+        )  # fmt: skip
+
+    spans = [span(name, context, parent, attrs, error, start, end)]
+    for fields in ops:
+        op = Op(*fields)
+        child = SpanContext(trace_id, _span_id(), False, sampled, trace_state)
+        spans.append(span(op.name(), child, context, op.attributes(), op.error, op.start, op.end))
+    return spans
+
+
+def _status(error: str | None) -> Status:
+    from opentelemetry.trace import Status, StatusCode
+
+    return Status(StatusCode.UNSET if error is None else StatusCode.ERROR)
+
+
+def _span_id() -> int:
+    while not (got := random.getrandbits(64)):
+        pass
+    return got
+
+
+def run_attrs(
+    code: str, timeout: float, ctx: CallContext, result: ExecutionResult | None
+) -> dict[str, Any]:
+    """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
+    attrs: dict[str, Any] = {
+        "codemode.run.id": ctx.run_id or "",
+        "codemode.session.id": ctx.session_id or "",
+        "codemode.tenant": ctx.tenant,
+        "codemode.code.bytes": size_of(code),
+        "codemode.run.timeout_s": timeout,
+    }
+    if result is None:
+        return attrs
+    attrs["codemode.run.outcome"] = run_outcome(result)
+    attrs["codemode.output.bytes"] = output_size(result)
+    if result.cpu_seconds is not None:
+        attrs["codemode.run.cpu_s"] = result.cpu_seconds
+    if result.peak_memory_bytes is not None:
+        attrs["codemode.worker.peak_memory_bytes"] = result.peak_memory_bytes
+    return attrs
+
+
+__all__ = [
+    "Op",
+    "Record",
+    "children",
+    "digest",
+    "failed",
+    "op_fields",
+    "readable_spans",
+    "run_attrs",
+]

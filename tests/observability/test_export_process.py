@@ -1,0 +1,333 @@
+"""Spans built by the export process reach a real OTLP/HTTP receiver with the identity the
+server decided; its death costs spans (counted), never runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode.observability import export_process
+from codemode.observability.capability import _tracing
+from codemode.observability.config import ObservabilityConfig
+from codemode.observability.metrics import default_metrics
+from codemode.observability.tracing import Tracing, digest, remote_parent
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "4111-1111-1111-1111"
+TRACE_ID, PARENT_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+class Collector:
+    """An OTLP/HTTP traces endpoint: the spans it was sent, as protobuf messages."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+        self.services: set[str] = set()
+        got = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                for rs in request.resource_spans:
+                    for attr in rs.resource.attributes:
+                        if attr.key == "service.name":
+                            got.services.add(attr.value.string_value)
+                    for ss in rs.scope_spans:
+                        got.spans.extend(ss.spans)
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def named(self, name: str) -> list[Any]:
+        return [s for s in self.spans if s.name == name]
+
+    def wait_for(self, name: str, n: int, timeout: float = 15.0) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while len(self.named(name)) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.named(name)
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    c = Collector()
+    yield c
+    c.server.shutdown()
+    c.server.server_close()
+
+
+@pytest.fixture
+def tracing(collector: Collector) -> Iterator[Tracing]:
+    t = Tracing.exporting("otlp", "codemode-test", collector.url)
+    yield t
+    t.close()
+
+
+def lookup(card: str) -> dict[str, Any]:
+    """The holder of a card."""
+    return {"card": card, "holder": "Ada Lovelace"}
+
+
+def down() -> None:
+    """Always fails."""
+    raise RuntimeError("backend down")
+
+
+def current_span() -> list[str]:
+    """The trace and span id current where the tool runs (what an MCP client sends)."""
+    ctx = trace.get_current_span().get_span_context()
+    return [format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")]
+
+
+async def traced_session(tracing: Tracing) -> Session:
+    reg = ToolRegistry()
+    reg.register(lookup, server="bank")
+    reg.register(current_span, server="probe")
+    reg.register(down, server="bank")
+    reg.use(tracing.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(tracing.run_hook, "observe")
+    await s.start()
+    return s
+
+
+def dropped() -> float:
+    value = default_metrics().registry.get_sample_value(
+        "codemode_trace_spans_dropped_total", {"reason": "export_process"}
+    )
+    return value or 0.0
+
+
+async def test_a_runs_spans_reach_an_otlp_receiver_from_another_process(
+    tracing: Tracing, collector: Collector
+) -> None:
+    code = f"tools.bank.lookup(card={SECRET!r})\ntools.bank.lookup(card='y')\n'ok'"
+    async with await traced_session(tracing) as s:
+        assert (await s.run(code)).value == "ok"
+    assert tracing.flush()
+    assert tracing.process is not None and tracing.process.pid not in (None, os.getpid())
+    (run,) = collector.named("codemode.run")
+    calls = collector.named("execute_tool bank.lookup")
+    assert len(calls) == 2 and collector.services == {"codemode-test"}
+    assert run.parent_span_id == b""  # a root
+    for call in calls:
+        assert call.trace_id == run.trace_id and call.parent_span_id == run.span_id
+        assert run.start_time_unix_nano <= call.start_time_unix_nano
+        assert call.start_time_unix_nano < call.end_time_unix_nano <= run.end_time_unix_nano
+    attrs = {a.key: a.value for a in run.attributes}
+    assert attrs["codemode.code.hmac"].string_value == digest(code)
+    assert attrs["codemode.run.outcome"].string_value == "ok"
+    assert SECRET not in str(collector.spans)  # hashes and sizes, never values
+
+
+async def test_a_tool_call_sees_the_identity_the_exported_run_span_has(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        seen = (await s.run("tools.probe.current_span()")).value
+    assert tracing.flush()
+    (run,) = collector.named("codemode.run")
+    assert seen == [run.trace_id.hex(), run.span_id.hex()]
+
+
+async def test_a_failing_call_and_its_run_are_marked_with_their_error_type(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        result = await s.run("tools.bank.down()")
+    assert result.error is not None
+    assert tracing.flush()
+    (run,) = collector.named("codemode.run")
+    (call,) = collector.named("execute_tool bank.down")
+    error = 2  # STATUS_CODE_ERROR
+    assert run.status.code == error and call.status.code == error
+    attrs = {a.key: a.value.string_value for a in call.attributes}
+    assert attrs["error.type"] == "ToolError"
+    assert {a.key: a.value.string_value for a in run.attributes}["error.type"] == result.error.type
+
+
+async def test_a_run_inside_a_remote_traceparent_joins_that_trace_with_its_tracestate(
+    tracing: Tracing, collector: Collector
+) -> None:
+    meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "vendor=abc"}
+    async with await traced_session(tracing) as s:
+        with remote_parent(meta):
+            await s.run("tools.bank.lookup(card='x')")
+    assert tracing.flush()
+    (run,) = collector.named("codemode.run")
+    (call,) = collector.named("execute_tool bank.lookup")
+    assert run.trace_id.hex() == TRACE_ID and run.parent_span_id.hex() == PARENT_ID
+    assert run.trace_state == "vendor=abc"
+    assert call.trace_id.hex() == TRACE_ID and call.parent_span_id == run.span_id
+
+
+async def test_an_unsampled_run_sends_nothing_to_the_export_process(
+    collector: Collector,
+) -> None:
+    tracing = Tracing.exporting("otlp", "codemode-test", collector.url, 0.0)
+    try:
+        async with await traced_session(tracing) as s:
+            assert (await s.run("tools.bank.lookup(card='x')\n1")).value == 1
+        assert tracing.flush()
+        assert tracing.process is not None and tracing.process.starts == 0
+    finally:
+        tracing.close()
+
+
+async def test_when_the_export_process_dies_runs_go_on_and_its_spans_are_counted(
+    tracing: Tracing,
+    collector: Collector,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = await traced_session(tracing)
+    try:
+        await s.run("tools.bank.lookup(card='x')")
+        assert tracing.flush()
+        process = tracing.process
+        assert process is not None and process.pid is not None
+        os.kill(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while process.pid is not None and time.monotonic() < deadline:
+            time.sleep(0.01)  # what reached the pipe before it died is lost uncounted
+        before = dropped()
+        with caplog.at_level(logging.WARNING, "codemode.tracing"):
+            for _ in range(2):
+                assert (await s.run("tools.bank.lookup(card='y')\n2")).value == 2
+            assert not tracing.flush()  # the two runs' spans are gone
+        assert dropped() - before == 4  # each run and its call
+        assert "span export process exited" in caplog.text
+        monkeypatch.setattr(export_process, "RESTART_AFTER", 0.0)
+        await s.run("tools.bank.lookup(card='z')")
+        assert tracing.flush()  # a new export process took the next batch
+        assert process.starts == 2
+        assert len(collector.named("codemode.run")) == 2
+    finally:
+        await s.close()
+
+
+async def test_close_exports_what_is_pending_and_a_later_run_starts_another_process(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        await s.run("tools.bank.lookup(card='x')")
+        tracing.close()  # no flush before
+        assert len(collector.named("codemode.run")) == 1
+        assert tracing.process is not None and tracing.process.pid is None
+        await s.run("tools.bank.lookup(card='y')")
+    assert tracing.flush()
+    assert len(collector.named("codemode.run")) == 2
+
+
+SERVER = """
+import asyncio, os, sys, time
+from codemode import ToolRegistry
+from codemode.chain import RUN_STAGES, Chain, RunEvent
+from codemode.context import CallContext, current_context
+from codemode.observability.tracing import Tracing
+from codemode.result import ExecutionResult
+
+async def ping() -> str:
+    '''Pong.'''
+    return "pong"
+
+async def main() -> None:
+    tracing = Tracing.exporting("otlp", "codemode-test", sys.argv[1])
+    reg = ToolRegistry()
+    reg.register(ping, server="t")
+    reg.use(tracing.tool_layer, "observe")
+
+    async def terminal(event: RunEvent) -> ExecutionResult:
+        current_context.set(event.context)
+        await reg.call("t", "ping", {})
+        return ExecutionResult(value=1)
+
+    chain = Chain("run", RUN_STAGES, terminal)
+    chain.use(tracing.run_hook, "observe")
+    for _ in range(3):
+        await chain(RunEvent("1", 5.0, CallContext(session_id="s").for_run()))
+    if sys.argv[2] == "wait":
+        assert tracing.flush() and tracing.process is not None
+        print(tracing.process.pid, flush=True)
+        time.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def serve(tmp_path: Path, url: str, mode: str) -> subprocess.Popen[str]:
+    script = tmp_path / "server.py"
+    script.write_text(textwrap.dedent(SERVER))
+    return subprocess.Popen(
+        [sys.executable, str(script), url, mode], stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_spans_still_pending_at_exit_are_exported(tmp_path: Path, collector: Collector) -> None:
+    server = serve(tmp_path, collector.url, "exit")
+    server.communicate(timeout=30)
+    assert server.returncode == 0
+    assert len(collector.named("codemode.run")) == 3  # no flush or close in the script
+    assert len(collector.named("execute_tool t.ping")) == 3
+
+
+def test_the_export_process_ends_with_a_killed_server(tmp_path: Path, collector: Collector) -> None:
+    server = serve(tmp_path, collector.url, "wait")
+    try:
+        assert server.stdout is not None
+        pid = int(server.stdout.readline())
+        assert len(collector.named("codemode.run")) == 3
+    finally:
+        server.kill()
+        server.communicate()
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_serve_exports_from_a_process_unless_configured_in_process() -> None:
+    on = ObservabilityConfig(tracing="console", service_name="codemode-test-process")
+    off = ObservabilityConfig(
+        tracing="console", service_name="codemode-test-process", trace_export_process=False
+    )
+    assert _tracing(on).process is not None and _tracing(on).provider is None
+    assert _tracing(off).process is None and _tracing(off).provider is not None

@@ -128,6 +128,8 @@ class ArgumentValidator:
             unknown = [k for k in args if k not in self._properties]
         if self._validator is not None:
             errors = schema_errors(self._validator, dict(args))
+            if errors is None:  # said once: the next calls go to the server unchecked
+                self._validator = None
             for err in errors or ():
                 _classify(err, missing, unknown, other)
         out: list[str] = []

@@ -69,3 +69,13 @@ def test_a_failed_server_s_stderr_is_shown_escaped(base: Path) -> None:
     _, out = _run("list", "--server", "dying", "--base", str(base))
     assert "starting" in out and "]52;c;" in out
     assert not UNSAFE.findall(out), out
+
+
+def test_codemode_run_shows_a_tool_s_error_and_the_warnings_escaped(base: Path) -> None:
+    code = "tools.search('evil')\ntools.hostile.fail_loudly()"
+    args = ["run", "--executor", "subprocess", "--base", str(base), "-c", code]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False, color=True)
+    out = result.stdout + result.stderr
+    assert result.exit_code == 1, out
+    assert "failed" in out and "warning: server 'dying'" in out
+    assert not UNSAFE.findall(out), out

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from codemode.cli import shown
+from codemode.cli import terminal_text
 
 if TYPE_CHECKING:
     from codemode.tools.registry import ToolRegistry
@@ -125,7 +125,7 @@ def _say(text: str) -> None:
     They come from upstream servers: control characters, C1 controls and bidi overrides
     could erase or rewrite the lines around them on the operator's terminal. Only ``\n``
     (codemode's own line breaks) stays a line break."""
-    click.echo(shown(text))
+    click.echo(terminal_text(text))
 
 
 def _echo_tools(rows: list[dict[str, Any]]) -> None:

@@ -328,30 +328,3 @@ def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     bad = _tenants_file(tmp_path, {"A B": one})
     with pytest.raises(ConfigError, match=r"tenants: Value error, tenant name 'A B'"):
         load_tenants(bad, env={"A_TOKEN": ACME_TOKEN})
-
-
-def test_tenants_sharing_a_redis_prefix_are_refused(tmp_path: Path) -> None:
-    from codemode.tenants.serve import check_storage_apart
-
-    tenants: dict[str, Any] = {}
-    for name, config in [
-        ("a", {"storage": "redis"}),  # the default prefix...
-        ("b", {"storage": "redis", "redis_url": "redis://localhost:6379/0"}),  # ...spelled apart
-        ("c", {"storage": "redis", "redis_prefix": "c"}),
-        ("d", {}),
-    ]:
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps(config))
-        tenants[name] = {"workspace": str(tmp_path / name), "token_env": f"{name.upper()}_TOKEN"}
-    env = {f"{n.upper()}_TOKEN": f"token-of-{n}-" + "x" * 32 for n in tenants}
-    with pytest.raises(ConfigError, match="tenants 'a' and 'b' keep their skills"):
-        check_storage_apart(load_tenants(_tenants_file(tmp_path, tenants), env=env))
-    (tmp_path / "b" / "config.json").write_text(
-        json.dumps({"storage": "redis", "redis_prefix": "b"})
-    )
-    check_storage_apart(load_tenants(_tenants_file(tmp_path, tenants), env=env))
-    (tmp_path / "d" / "config.json").write_text(
-        json.dumps({"storage": "redis", "redis_prefix": "c:skills"})
-    )
-    with pytest.raises(ConfigError, match="'c' and 'd'"):
-        check_storage_apart(load_tenants(_tenants_file(tmp_path, tenants), env=env))

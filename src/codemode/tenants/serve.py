@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 async def serve_tenants(opts: ServeOptions) -> None:
-    from ..server.cli import _connect_upstream, _say, open_served, set_up_log_handlers
+    from ..server.cli import _connect_upstream, _say, open_served
     from ..server.http import bind_socket, build_http_app, serve_http
     from ..server.lifecycle import GracefulStop, GracefulStops
 
@@ -48,6 +48,8 @@ async def serve_tenants(opts: ServeOptions) -> None:
             on_shutdown=served.close_upstream,
             stop=stops[-1],
         )
+    from ..server.cli import set_up_log_handlers
+
     set_up_log_handlers(opts.log_level)
     sock = bind_socket(opts.host, opts.port)
     bound = sock.getsockname()

@@ -101,10 +101,21 @@ class LazyGroup(click.Group):
             except ConfigError as exc:
                 raise ConfigProblem(str(exc)) from None
             except CodemodeError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise click.ClickException(terminal_text(str(exc))) from None
             except KeyboardInterrupt:  # Ctrl-C where a command does not handle it itself
                 click.echo("\ncodemode: interrupted", err=True)
                 raise click.exceptions.Exit(130) from None
+
+
+def terminal_text(text: str) -> str:
+    """``text`` for a terminal, line by line through :func:`codemode.printable.printable`.
+
+    Errors and warnings quote upstream servers (their stderr, their error messages, their
+    tool names): an escape sequence in them could clear the screen, rewrite the lines
+    above, set the window title or, through OSC 52, the operator's clipboard."""
+    from .printable import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 class ConfigProblem(click.ClickException):
@@ -146,7 +157,7 @@ class _Warnings(logging.Handler):
         if message not in self.seen:
             self.seen.add(message)
             clear = "\r\033[K" if sys.stderr.isatty() else ""  # over a progress line, if any
-            click.echo(f"{clear}warning: {message}", err=True)
+            click.echo(f"{clear}warning: {terminal_text(message)}", err=True)
 
 
 @contextlib.contextmanager

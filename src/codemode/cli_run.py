@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .cli import terminal_text
 from .errors import CodemodeError, ConfigError
 from .execution import EXECUTOR_NAMES
 
@@ -206,11 +207,13 @@ def _print(
             click.echo(_value_line(result, shown))
     if fields["stderr"]:
         click.echo(fields["stderr"], nl=not fields["stderr"].endswith("\n"), err=True)
+    # The code's own stdout and stderr are shown as Python would; the traceback and the
+    # warnings quote upstream servers (a tool's error, a server's stderr): escaped.
     if result.error is not None:
         tb = fields["error"]["traceback"] or str(result.error)
-        click.echo(tb.rstrip("\n"), err=True)
+        click.echo(terminal_text(tb.rstrip("\n")), err=True)
     for warning in fields["warnings"]:
-        click.echo(f"codemode: warning: {warning}", err=True)
+        click.echo(f"codemode: warning: {terminal_text(warning)}", err=True)
     cut = [name for name in shown.truncated if name != "warnings"]
     if cut and (out is None or cut != ["stdout"]):
         sizes = ", ".join(f"{name}: {shown.sizes[name]:,}" for name in cut)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..cli import terminal_text
 from .display import render_event
 from .loop import AgentEvent
 
@@ -114,5 +115,7 @@ def task(
         click.echo(click.style(summary, fg="bright_black"), err=True)
     if not result.success:
         if not as_json:
-            click.echo(click.style(f"error: {result.error}", fg="red"), err=True)
+            click.echo(
+                click.style(f"error: {terminal_text(str(result.error))}", fg="red"), err=True
+            )
         sys.exit(1)

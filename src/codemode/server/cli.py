@@ -432,6 +432,30 @@ def _shared_sessions(opts: ServeOptions, workspace: Workspace, executor: Executo
     return SharedSessions(executor, directory)
 
 
+class PrintableLogs(logging.Filter):
+    """Log records quote upstream servers (a failed server's stderr, its tool names, its
+    errors): an escape sequence in them would reach the terminal ``serve`` runs in and
+    could rewrite its lines or set its clipboard. Messages are shown escaped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from codemode.cli import terminal_text
+
+        message = record.getMessage()
+        safe = terminal_text(message)
+        if safe != message:
+            record.msg, record.args = safe, None
+        return True
+
+
+def set_up_log_handlers(level: str) -> None:
+    """The root handlers (set up by the MCP SDK's server) filter at ``level`` and escape."""
+    for handler in logging.getLogger().handlers:
+        # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
+        handler.setLevel(level)
+        if not any(isinstance(f, PrintableLogs) for f in handler.filters):
+            handler.addFilter(PrintableLogs())
+
+
 async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
@@ -446,9 +470,7 @@ async def run_server(opts: ServeOptions) -> None:
     served = await open_served(opts, opts.base)
     server, context, close_rest = served.server, served.context, served.close_upstream
     sessions, registry = context.sessions, context.tools
-    # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
-    for handler in logging.getLogger().handlers:
-        handler.setLevel(opts.log_level)
+    set_up_log_handlers(opts.log_level)
     stop = GracefulStop(opts.shutdown_grace, watchdog=True)
 
     if opts.transport == "http":

@@ -16,7 +16,7 @@ import anyio
 
 from .asgi import TenantRouter
 from .auth import Authenticator
-from .config import load_tenants
+from .config import Tenants, load_tenants
 
 if TYPE_CHECKING:
     from ..server.cli import ServeOptions
@@ -30,6 +30,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
 
     assert opts.tenants is not None
     tenants = load_tenants(opts.tenants)
+    check_storage_apart(tenants)
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []
@@ -48,6 +49,9 @@ async def serve_tenants(opts: ServeOptions) -> None:
             on_shutdown=served.close_upstream,
             stop=stops[-1],
         )
+    from ..server.cli import set_up_log_handlers
+
+    set_up_log_handlers(opts.log_level)
     sock = bind_socket(opts.host, opts.port)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -66,4 +70,33 @@ async def serve_tenants(opts: ServeOptions) -> None:
         tg.cancel_scope.cancel()
 
 
-__all__ = ["serve_tenants"]
+def check_storage_apart(tenants: Tenants) -> None:
+    """Refuse tenants whose Redis key prefixes are equal or nested.
+
+    A workspace on Redis keeps its skills, artifacts, state and checkpoints under its
+    ``redis_prefix`` (``codemode`` unless its config.json says otherwise): two tenants left
+    at the default would read, run and overwrite each other's skills. Prefixes are compared
+    whatever the URLs say, since two spellings of a URL can name one server."""
+    from ..errors import ConfigError
+    from ..workspace import Workspace
+
+    seen: dict[str, str] = {}
+    for name, spec in tenants.spec.tenants.items():
+        settings = Workspace.open(
+            spec.workspace, env=tenants.environment(name), tenant=name
+        ).settings
+        if settings.storage != "redis":
+            continue
+        mine = settings.redis_prefix
+        for prefix, other in seen.items():
+            if mine == prefix or mine.startswith(prefix + ":") or prefix.startswith(mine + ":"):
+                raise ConfigError(
+                    f"{tenants.source}: tenants {other!r} and {name!r} keep their skills, "
+                    f"artifacts and state under the Redis prefixes {prefix!r} and {mine!r}: "
+                    "each would read and overwrite the other's; give each tenant its own "
+                    "redis_prefix in its config.json"
+                )
+        seen[mine] = name
+
+
+__all__ = ["check_storage_apart", "serve_tenants"]

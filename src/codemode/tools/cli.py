@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from codemode.cli import terminal_text
+
 if TYPE_CHECKING:
     from codemode.tools.registry import ToolRegistry
 
@@ -113,7 +115,17 @@ class _Progress:
 
 
 def _dump(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    # printable() writes what it escapes as \uXXXX: JSON strings keep the same value.
+    _say(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _say(text: str) -> None:
+    """Text holding a server's words (names, descriptions, schemas), shown to a person.
+
+    They come from upstream servers: control characters, C1 controls and bidi overrides
+    could erase or rewrite the lines around them on the operator's terminal. Only ``\n``
+    (codemode's own line breaks) stays a line break."""
+    click.echo(terminal_text(text))
 
 
 def _echo_tools(rows: list[dict[str, Any]]) -> None:
@@ -122,14 +134,14 @@ def _echo_tools(rows: list[dict[str, Any]]) -> None:
         return
     for row in rows:
         original = f"  [{row['original']}]" if "original" in row else ""
-        click.echo(f"{row.get('signature') or row['name']}{original}")
+        _say(f"{row.get('signature') or row['name']}{original}")
         description = (row.get("description") or "").strip()
         if description:
             for line in description.splitlines():
-                click.echo(f"    {line}" if line else "")
+                _say(f"    {line}" if line else "")
         for key in ("input_schema", "output_schema"):
             if key in row and row[key] is not None:
-                click.echo(f"    {key}: {json.dumps(row[key], ensure_ascii=False)}")
+                _say(f"    {key}: {json.dumps(row[key], ensure_ascii=False)}")
 
 
 @click.group()
@@ -170,13 +182,14 @@ def describe(name: str, base: Path | None, as_json: bool) -> None:
     if as_json:
         _dump(info)
         return
-    click.echo(str(info.get("signature") or info["name"]))
+    _say(str(info.get("signature") or info["name"]))
     original = info.get("original")
     if isinstance(original, dict):
-        click.echo(f"  original name: {original.get('server')}.{original.get('tool')}")
+        _say(f"  original name: {original.get('server')}.{original.get('tool')}")
     if info.get("description"):
         click.echo("")
-        click.echo(str(info["description"]).strip())
+        for line in str(info["description"]).strip().splitlines():
+            _say(line)
     params = info.get("parameters") or []
     if params:
         click.echo("\nparameters:")
@@ -187,11 +200,11 @@ def describe(name: str, base: Path | None, as_json: bool) -> None:
                 if p.get("original") not in (None, p["name"])
                 else ""
             )
-            click.echo(f"  {p['name']}: {p.get('type')}  [{flag}]{alias}")
+            _say(f"  {p['name']}: {p.get('type')}  [{flag}]{alias}")
     for key in ("input_schema", "output_schema"):
         if info.get(key) is not None:
             click.echo(f"\n{key}:")
-            click.echo(json.dumps(info[key], indent=2, ensure_ascii=False))
+            _say(json.dumps(info[key], indent=2, ensure_ascii=False))
 
 
 @tools.command()
@@ -208,7 +221,7 @@ def servers(base: Path | None, as_json: bool) -> None:
         original = f" [{row['original']}]" if "original" in row else ""
         count = "?" if row.get("tools") is None else row["tools"]
         status = "failed" if row.get("problem") else row.get("status", "")
-        click.echo(f"{row['name']}{original}: {count} tools, {status}")
+        _say(f"{row['name']}{original}: {count} tools, {status}")
     if rows and all(row.get("tools") is None for row in rows):
         raise click.ClickException("no server could be listed")
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from jsonschema.exceptions import best_match
 
 from codemode.chain import DEFAULT_STAGE, TOOL_STAGES, Chain, Layer, Next
 from codemode.context import CallContext, current_context
@@ -46,7 +45,7 @@ from codemode.tools.entries import ServerEntry, ToolEntry, assign_names, list_to
 from codemode.tools.search import Detail, ToolIndex, check_detail, render
 from codemode.tools.sources.python import PythonSource
 from codemode.tools.spec import ToolSource, ToolSpec, py_identifier
-from codemode.tools.validate import format_problems
+from codemode.tools.validate import format_problems, schema_problem
 
 if TYPE_CHECKING:
     from codemode.hostapi import HostAPI
@@ -421,11 +420,11 @@ class ToolRegistry:
             and call.spec.output_schema is not None
         ):
             checker = t.output_validator
-            if checker is not None and not checker.is_valid(result.structured):
-                err = best_match(checker.iter_errors(result.structured))
+            problem = None if checker is None else schema_problem(checker, result.structured)
+            if problem is not None:
                 self.warn(
                     f"{py_server}.{py_tool}: result does not match the tool's output schema "
-                    f"({err.message}); returned as is"
+                    f"({problem}); returned as is"
                 )
         unwrap = convert.wrapped_result_key(call.spec.output_schema)
         return convert.to_value(result, server=py_server, tool=py_tool, unwrap=unwrap)

@@ -11,18 +11,27 @@ dict costs a few microseconds. The dialect is the one the schema names in ``$sch
 Unknown top-level arguments are refused unless the schema allows extra properties
 explicitly (``additionalProperties`` true or a schema, or ``patternProperties``): JSON
 Schema would accept them, but for an agent an unknown keyword is nearly always a typo.
+
+Schemas come from untrusted servers, so the host's check never does what a schema could
+turn against the host: ``$ref`` resolves only inside the schema (no remote retrieval, which
+jsonschema's default still does: a server could make the host fetch any URL), and regular
+expressions (``pattern``, ``patternProperties``) are left to the server (a pattern such as
+``^(a+)+$`` backtracks for minutes on the host's event loop). A ``$ref`` that does not
+resolve or recurses forever leaves the arguments unchecked, as a schema jsonschema rejects does.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from codemode.errors import ToolArgumentError
 from codemode.tools.spec import JSONSchema, py_identifier
@@ -118,7 +127,10 @@ class ArgumentValidator:
         if not self._allow_extra:
             unknown = [k for k in args if k not in self._properties]
         if self._validator is not None:
-            for err in self._validator.iter_errors(dict(args)):
+            errors = schema_errors(self._validator, dict(args))
+            if errors is None:  # said once: the next calls go to the server unchecked
+                self._validator = None
+            for err in errors or ():
                 _classify(err, missing, unknown, other)
         out: list[str] = []
         if missing:
@@ -229,7 +241,40 @@ def format_problems(problems: list[str], signature: str = "") -> str:
     return text
 
 
+def _no_check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """A keyword the host leaves to the server (it would run the server's regexes)."""
+    return iter(())
+
+
+_HOST_SAFE: dict[type, type] = {}
+
+
+def _host_safe(cls: type[Validator]) -> type[Validator]:
+    """``cls`` without the keywords that run a schema's regular expressions on the host.
+
+    ``additionalProperties`` beside ``patternProperties`` needs the patterns to know which
+    keys are extra, and ``unevaluatedProperties`` may too: both are skipped there."""
+    safe = _HOST_SAFE.get(cls)
+    if safe is None:
+        original = cls.VALIDATORS.get("additionalProperties")
+
+        def additional(
+            validator: Any, value: Any, instance: Any, schema: Any
+        ) -> Iterator[ValidationError]:
+            if original is None or "patternProperties" in schema:
+                return iter(())
+            return original(validator, value, instance, schema) or iter(())
+
+        skip = {"pattern", "patternProperties", "unevaluatedProperties"} & set(cls.VALIDATORS)
+        keywords: dict[str, Any] = dict.fromkeys(skip, _no_check)
+        keywords["additionalProperties"] = additional
+        safe = _HOST_SAFE[cls] = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
+    return safe
+
+
 def compile_schema(schema: JSONSchema) -> Validator | None:
+    """A validator for an untrusted ``schema`` that is safe to run on the host (see the
+    module's docstring), or None when the schema is not valid JSON Schema."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -237,8 +282,30 @@ def compile_schema(schema: JSONSchema) -> Validator | None:
         # A server publishing a broken schema must not make its tool uncallable.
         log.warning("input schema is not valid JSON Schema, arguments not checked: %s", exc.message)
         return None
-    validator: Validator = cls(schema)
+    except RecursionError:
+        log.warning("input schema is nested too deeply, arguments not checked")
+        return None
+    # An empty registry: ``$ref`` resolves within the schema, never over the network.
+    validator: Validator = _host_safe(cls)(schema, registry=Registry())
     return validator
+
+
+def schema_errors(validator: Validator, instance: Any) -> list[ValidationError] | None:
+    """Every error of ``instance``, or None when the schema cannot be applied (a ``$ref``
+    that does not resolve, or one that recurses without end): the server checks it then."""
+    try:
+        return list(validator.iter_errors(instance))
+    except (Unresolvable, RecursionError) as exc:
+        log.warning("schema could not be applied (%s), not checked", type(exc).__name__)
+        return None
+
+
+def schema_problem(validator: Validator, instance: Any) -> str | None:
+    """The most relevant error message for ``instance``, or None when it passes (or the
+    schema cannot be applied)."""
+    errors = schema_errors(validator, instance)
+    err = best_match(errors) if errors else None
+    return None if err is None else err.message
 
 
 def _path(err: jsonschema.ValidationError) -> str:

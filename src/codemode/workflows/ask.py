@@ -55,11 +55,18 @@ async def ask(asker: Asker | None, message: str, schema: Mapping[str, Any] | Non
 
 
 def check(schema: Mapping[str, Any], content: Any) -> str | None:
-    """None when ``content`` fits ``schema``, else the first problem."""
-    from jsonschema import Draft202012Validator
+    """None when ``content`` fits ``schema``, else the first problem.
+
+    The schema may come from a client of ``serve`` (a workflow it sent): it is applied with
+    the tools' host-safe validator, so a ``$ref`` never makes the host fetch a URL (whose
+    answer would be quoted back in the problem) and no regex backtracks on the host."""
     from jsonschema.exceptions import best_match
 
-    err = best_match(Draft202012Validator(dict(schema)).iter_errors(content))
+    from codemode.tools.validate import compile_schema, schema_errors
+
+    validator = compile_schema(dict(schema))
+    errors = None if validator is None else schema_errors(validator, content)
+    err = best_match(errors) if errors else None
     if err is None:
         return None
     where = "/".join(str(p) for p in err.absolute_path)

@@ -24,8 +24,8 @@ SDK errors are translated here, in one place, into ``codemode.errors``::
     JSON-RPC error answer, malformed result             -> ToolError
 
 A result whose ``structured_content`` breaks the tool's own ``outputSchema`` is kept: the SDK's
-re-validation (``ClientSession.validate_tool_result``) is wrapped so that its complaint
-becomes an entry in ``ToolCallResult.warnings`` instead of an exception.
+re-validation (``ClientSession.validate_tool_result``) is replaced by codemode's host-safe
+check, whose complaint becomes an entry in ``ToolCallResult.warnings`` instead of an exception.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO, cast
 
@@ -48,6 +48,7 @@ import anyio
 import httpx2
 import mcp_types as mt
 import pydantic
+from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.client import ClientSession, Transport
 from mcp.client.sse import sse_client
@@ -61,6 +62,7 @@ from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTime
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
 from codemode.redact import redact_text
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
+from codemode.tools.validate import compile_schema, schema_problem
 from codemode_worker.bounds import keep_head
 
 __all__ = ["MCPSource"]
@@ -225,6 +227,7 @@ class _Connection:
         # cancellation only, and a native cancel cutting that shutdown short leaves the
         # child alive and the task waiting forever on its stdout.
         self._scope = anyio.CancelScope()
+        self.output_schemas: dict[str, Any] = {}  # tool -> outputSchema, for results' check
 
     def stderr_text(self) -> str:
         return self.stderr.text() if self.stderr is not None else ""
@@ -294,7 +297,7 @@ class _Connection:
                     finally:
                         if self.stderr is not None:
                             self.stderr.release_writer()
-                    _install_lenient_validation(client.session)
+                    _install_lenient_validation(client.session, self.output_schemas)
                     self.client = client
                     if not self._ready.done():
                         self._ready.set_result(None)
@@ -320,6 +323,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
+            self.output_schemas.clear()
             self.source.tools_changed()
 
     async def _start_error(self, exc: BaseException, cfg: ServerConfig) -> BaseException:
@@ -369,24 +373,43 @@ class _Connection:
                 await asyncio.wait({task}, timeout=_STOP_WAIT)
 
 
-def _install_lenient_validation(session: ClientSession) -> None:
-    """Turn the SDK's output-schema rejection into a warning for codemode's calls.
+def _install_lenient_validation(session: ClientSession, schemas: dict[str, Any]) -> None:
+    """Check results against the tool's outputSchema with codemode's own validator.
 
     ``ClientSession.call_tool`` validates ``structured_content`` after the result arrived
-    and raises ``RuntimeError`` on mismatch, losing the data. Servers do break their own
-    schemas; codemode keeps the data and records why it is suspect.
+    and raises ``RuntimeError`` on mismatch, losing the data; and it runs the schema's
+    regular expressions on the host's event loop, where a server's ``pattern`` such as
+    ``^(a+)+$`` and a matching result stall every session for minutes. Servers do break
+    their own schemas: codemode keeps the data, records why it is suspect, and checks with
+    :func:`codemode.tools.validate.compile_schema` (regexes are left to the server).
+    ``schemas`` (tool -> outputSchema) is emptied when the server's tools change.
     """
-    strict: Callable[[str, mt.CallToolResult], Awaitable[None]] = session.validate_tool_result
+    checkers: dict[str, tuple[Any, Validator | None]] = {}
 
     async def lenient(name: str, result: mt.CallToolResult) -> None:
-        try:
-            await strict(name, result)
-        except RuntimeError as exc:
-            sink = _schema_warnings.get()
-            if sink is None:
-                raise
-            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            sink.append(f"{first_line}; the data is returned as the server sent it")
+        if name not in schemas:  # the SDK lists too when it meets a tool it does not know
+            listing = await session.list_tools()
+            schemas.update({t.name: t.output_schema for t in listing.tools})
+        schema = schemas.get(name)
+        if schema is None:
+            return
+        if result.structured_content is None:
+            problem = f"Tool {name} has an output schema but did not return structured content"
+        else:
+            cached = checkers.get(name)
+            if cached is None or cached[0] is not schema:
+                cached = checkers[name] = (schema, compile_schema(dict(schema)))
+            checker = cached[1]
+            message = (
+                None if checker is None else schema_problem(checker, result.structured_content)
+            )
+            if message is None:
+                return
+            problem = f"Invalid structured content returned by tool {name}: {message}"
+        sink = _schema_warnings.get()
+        if sink is None:
+            raise RuntimeError(problem)
+        sink.append(f"{problem}; the data is returned as the server sent it")
 
     # Instance attribute shadows the method for this session only.
     setattr(session, "validate_tool_result", lenient)  # noqa: B010

@@ -1,0 +1,96 @@
+"""An upstream server's schemas cannot turn the host's argument and result checks against
+it: no URL is fetched for a ``$ref``, no server regex backtracks on the event loop, and a
+schema that is its own ``$ref`` leaves the call to the server."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codemode.workspace import Workspace
+
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "hostile_server.py"
+
+
+def workspace(tmp_path: Path, *args: str) -> Path:
+    servers = {"hostile": {"command": sys.executable, "args": [str(HOSTILE), *args]}}
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    return tmp_path
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """A URL on loopback and the paths requested from it."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b'{"enum": ["the-secret-behind-the-firewall"]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/latest/meta-data", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+async def test_a_remote_ref_in_a_schema_is_never_fetched_by_the_host(
+    tmp_path: Path, listener: tuple[str, list[str]]
+) -> None:
+    url, hits = listener
+    async with Workspace.open(workspace(tmp_path, url)).registry() as reg:
+        assert await reg.call("hostile", "remote_ref", {"a": 1}) == "ok"
+    assert hits == []
+
+
+@pytest.mark.anyio
+async def test_a_schema_that_is_its_own_ref_leaves_the_check_to_the_server(
+    tmp_path: Path,
+) -> None:
+    async with Workspace.open(workspace(tmp_path)).registry() as reg:
+        assert await reg.call("hostile", "self_ref", {"a": 1}) == "ok"
+
+
+CALLS = """
+import asyncio, sys
+from codemode.workspace import Workspace
+
+async def main():
+    async with Workspace.open(sys.argv[1]).registry() as reg:
+        print(await reg.call("hostile", "redos_out", {}), flush=True)
+        print(await reg.call("hostile", "redos_in", {"s": "a" * 40 + "!"}), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_a_server_s_regular_expressions_never_run_on_the_host(tmp_path: Path) -> None:
+    # The host's checks are synchronous: a backtracking regex would hold its event loop
+    # (every session of a serve process) for hours, so the calls run in a child process.
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", CALLS, str(workspace(tmp_path))],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"a server's pattern stalled the host: {exc.stdout!r}")
+    assert proc.stdout.splitlines() == [repr({"s": "a" * 40 + "!"}), "ok"], proc.stderr

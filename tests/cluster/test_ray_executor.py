@@ -253,6 +253,30 @@ async def test_an_idle_actor_is_reclaimed_and_the_next_run_says_so(cluster: RayC
         assert any("restarted" in w for w in r.warnings)
 
 
+def _recorded_calls(worker: RayWorker) -> set[str]:
+    """The actor's calls that Ray's task events recorded in the GCS (what the dashboard's
+    task list shows; read the way ``ray.timeline`` reads them)."""
+    from ray._private.state import state
+
+    actor = worker._handle._actor_id.binary()
+    events = state._get_all_task_events()
+    return {e.task_info.name for e in events if e.task_info.actor_id == actor}
+
+
+async def test_task_events_are_off_unless_asked_for(cluster: RayCluster) -> None:
+    workers = {}
+    for on in (False, True):
+        async with Session(executor(cluster, task_events=on)) as s:
+            for _ in range(3):
+                assert (await s.run("1 + 1")).value == 2
+            workers[on] = worker_of(s)
+    deadline = time.monotonic() + 60  # actors report their events about once a second
+    while "SessionActor.run" not in _recorded_calls(workers[True]):
+        assert time.monotonic() < deadline, "task events asked for were never recorded"
+        await asyncio.sleep(0.5)
+    assert _recorded_calls(workers[False]) == set()
+
+
 async def test_a_session_that_no_node_can_place_fails_clearly(cluster: RayCluster) -> None:
     ex = executor(cluster, memory_mb=10_000_000, start_timeout=3)
     with pytest.raises(ExecutorError, match="did not get placed on a node within 3 s"):

@@ -280,6 +280,8 @@ class RayExecutor:
             "num_cpus": self.config.num_cpus,
             "memory": self.memory_bytes(),
             "max_restarts": 0,
+            # Per-call task events cost each run (recorded, buffered, sent to the GCS).
+            "enable_task_events": self.config.task_events,
         }
         if detached:
             options["lifetime"] = "detached"

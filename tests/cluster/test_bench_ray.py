@@ -28,6 +28,7 @@ def test_bench_ray_quick_prints_run_overhead_tool_calls_start_times_and_throughp
     assert r.returncode == 0, r.stderr[-3000:]
     assert 'warm run("x+1") (ms)' in r.stdout
     assert "added p50 by Ray:" in r.stdout and "(target <= 1.0 ms:" in r.stdout
+    assert "task events on (ray.task_events) would add" in r.stdout
     assert "run with one tool call served on the host (ms)" in r.stdout
     assert "ray (a ready actor from the pool)" in r.stdout
     assert "throughput: 4 concurrent sessions" in r.stdout and "the given cluster" in r.stdout

@@ -240,6 +240,17 @@ async def test_a_session_starts_on_an_actor_the_pool_started_before(cluster: Ray
     assert await _all_gone("codemode-pool")
 
 
+async def test_a_detached_actor_no_host_calls_any_more_ends_itself_once_idle(
+    cluster: RayCluster,
+) -> None:
+    # Nothing calls the actor after this: its loop turns between calls, so the expiry fires.
+    ex = executor(cluster, tenant="expiry")
+    handle, info = await ex._launch(detached=True)
+    await handle.expire_after.remote(0.5)
+    assert _actor_names("codemode-expiry") == [info["name"]]
+    assert await _all_gone("codemode-expiry")
+
+
 async def test_an_idle_actor_is_reclaimed_and_the_next_run_says_so(cluster: RayCluster) -> None:
     async with Session(executor(cluster, idle_timeout=0.5)) as s:
         await s.run("x = 1")

@@ -40,7 +40,7 @@ from .actor import (
     DONE,
     FAILED,
     RELAY_VERSION,
-    SessionActor,
+    actor_class,
     from_result_fields,
     pack,
     unpack,
@@ -274,7 +274,7 @@ class RayExecutor:
         if not ray.is_initialized():
             await asyncio.to_thread(connect, self.config)
         if self._actor_cls is None:
-            self._actor_cls = ray.remote(SessionActor)
+            self._actor_cls = actor_class(ray)
         options: dict[str, Any] = {
             "namespace": self.namespace,
             "num_cpus": self.config.num_cpus,

@@ -10,7 +10,7 @@ is handed to the host in the answer of its pending ``run``/``poll``, and the hos
 
 The actor is a plain (not ``async``) Ray actor: Ray hands an ``async`` actor's call to
 the actor's event-loop thread and parks its own thread until the method ends, two thread
-wake-ups more per call (measured: ~0.15 ms of each run, docs/ray.md). Here the thread of
+wake-ups more per call (measured: 0.15-0.5 ms of a run, docs/ray.md). Here the thread of
 the call that waits (``run``, ``poll``, ``start``...) runs the session's asyncio loop itself
 while it waits (:class:`_Driver`); calls that must not wait behind it (``reply``,
 ``interrupt``, ``hold``...) go to the ``control`` concurrency group and hand their work to

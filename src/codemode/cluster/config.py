@@ -54,8 +54,8 @@ class RayConfig(BaseModel):
     task_events: bool = Field(
         default=False,
         description="Ray's task events for the session actors' calls (the dashboard's task "
-        "list, `ray list tasks`, `ray.timeline`). Off: each call then skips recording and "
-        "reporting them to the GCS (~0.1 ms of every run, docs/ray.md); on to debug.",
+        "list, `ray list tasks`, `ray.timeline`). Off: no call is recorded and reported to "
+        "the GCS (up to ~0.1 ms of a call, GCS traffic per call: docs/ray.md); on to debug.",
     )
     connect_timeout: float = Field(
         default=15.0, gt=0, description="Seconds to reach the cluster at start."

@@ -51,11 +51,17 @@ def echo(x: int) -> int:
     return x
 
 
-def _ray_executor(address: str, pool_size: int = 0, memory_mb: int = 200) -> RayExecutor:
-    config = RayConfig(
-        address=address, resources={"codemode": 0.01}, memory_mb=memory_mb, start_timeout=600
+def _ray_executor(
+    address: str, pool_size: int = 0, memory_mb: int = 200, **config: Any
+) -> RayExecutor:
+    settings = RayConfig(
+        address=address,
+        resources={"codemode": 0.01},
+        memory_mb=memory_mb,
+        start_timeout=600,
+        **config,
     )
-    return RayExecutor(config, pool_size=pool_size, worker_start_timeout=60)
+    return RayExecutor(settings, pool_size=pool_size, worker_start_timeout=60)
 
 
 STARTS_AT_ONCE = 8
@@ -108,14 +114,20 @@ async def throughput(address: str, sessions: int, seconds: float) -> dict[str, A
     }
 
 
+FLOOR = "ray actor call alone (no-op)"
+EVENTS_ON = "ray, task events on"
+
+
 async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str, list[float]]:
+    """Rounds alternate between the executors; each Ray session's actor also answers a
+    no-op call (``pid``) in its round: Ray's own floor for that actor's options."""
     sessions = {
         "sandbox": Session(SandboxExecutor(pool_size=0)),
         "ray": Session(_ray_executor(address)),
+        # The actor option ray.task_events turns off (the default): what it costs.
+        EVENTS_ON: Session(_ray_executor(address, task_events=True)),
     }
-    out: dict[str, list[float]] = {name: [] for name in sessions}
-    floor = "ray actor call alone (no-op)"
-    out[floor] = []
+    out: dict[str, list[float]] = {}
     try:
         for s in sessions.values():
             await s.start()
@@ -123,17 +135,20 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
             for _ in range(20):  # warm-up: imports, first tool listing
                 r = await s.run(code)
                 assert r.error is None, r.error
-        handle: Any = getattr(sessions["ray"]._worker, "_handle", None)
         for _ in range(rounds):
             for name, s in sessions.items():
                 for _ in range(runs // rounds):
                     t = time.perf_counter()
                     await s.run(code)
-                    out[name].append((time.perf_counter() - t) * 1000)
-            for _ in range(runs // rounds):  # what one Ray round trip costs by itself
-                t = time.perf_counter()
-                await handle.pid.remote()
-                out[floor].append((time.perf_counter() - t) * 1000)
+                    out.setdefault(name, []).append((time.perf_counter() - t) * 1000)
+                handle: Any = getattr(s._worker, "_handle", None)
+                if handle is None:
+                    continue
+                floor = FLOOR + ("" if name == "ray" else EVENTS_ON[3:])
+                for _ in range(runs // rounds):  # what one Ray round trip costs by itself
+                    t = time.perf_counter()
+                    await handle.pid.remote()
+                    out.setdefault(floor, []).append((time.perf_counter() - t) * 1000)
         rss = actor_rss_mb()
         if rss:
             print(f"session actor processes: {len(rss)}, resident {median(rss):.0f} MB each (p50)")
@@ -183,11 +198,17 @@ async def main_async(args: argparse.Namespace, address: str) -> None:
     runs = await warm_runs(address, args.runs, args.rounds, "x = 1\nx + 1")
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in runs.items()]
     added = median(runs["ray"]) - median(runs["sandbox"])
-    floor = median(runs["ray actor call alone (no-op)"])
+    floor = median(runs[FLOOR])
     print(table('warm run("x+1") (ms)', ["executor", "runs", "p50", "p95"], rows))
     verdict = "met" if added <= TARGET_ADDED_P50_MS else "NOT met"
     print(f"added p50 by Ray: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: {verdict}); "
-          f"one Ray actor round trip alone: {floor:.3f} ms")  # fmt: skip
+          f"one Ray actor round trip alone: {floor:.3f} ms, so codemode's relay adds "
+          f"{added - floor:.3f} ms above Ray's floor")  # fmt: skip
+    events = median(runs[EVENTS_ON]) - median(runs["ray"])
+    print(
+        f"task events on (ray.task_events) would add {events:.3f} ms p50 per run "
+        f"({median(runs[FLOOR + EVENTS_ON[3:]]) - floor:.3f} ms per no-op call)"
+    )
 
     calls = await warm_runs(address, args.runs // 2, args.rounds, "tools.bench.echo(x=1)")
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in calls.items()]

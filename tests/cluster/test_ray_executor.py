@@ -240,6 +240,17 @@ async def test_a_session_starts_on_an_actor_the_pool_started_before(cluster: Ray
     assert await _all_gone("codemode-pool")
 
 
+async def test_a_detached_actor_no_host_calls_any_more_ends_itself_once_idle(
+    cluster: RayCluster,
+) -> None:
+    # Nothing calls the actor after this: its loop turns between calls, so the expiry fires.
+    ex = executor(cluster, tenant="expiry")
+    handle, info = await ex._launch(detached=True)
+    await handle.expire_after.remote(0.5)
+    assert _actor_names("codemode-expiry") == [info["name"]]
+    assert await _all_gone("codemode-expiry")
+
+
 async def test_an_idle_actor_is_reclaimed_and_the_next_run_says_so(cluster: RayCluster) -> None:
     async with Session(executor(cluster, idle_timeout=0.5)) as s:
         await s.run("x = 1")
@@ -251,6 +262,30 @@ async def test_an_idle_actor_is_reclaimed_and_the_next_run_says_so(cluster: RayC
         r = await s.run("'x' in globals()")
         assert r.value is False
         assert any("restarted" in w for w in r.warnings)
+
+
+def _recorded_calls(worker: RayWorker) -> set[str]:
+    """The actor's calls that Ray's task events recorded in the GCS (what the dashboard's
+    task list shows; read the way ``ray.timeline`` reads them)."""
+    from ray._private.state import state
+
+    actor = worker._handle._actor_id.binary()
+    events = state._get_all_task_events()
+    return {e.task_info.name for e in events if e.task_info.actor_id == actor}
+
+
+async def test_task_events_are_off_unless_asked_for(cluster: RayCluster) -> None:
+    workers = {}
+    for on in (False, True):
+        async with Session(executor(cluster, task_events=on)) as s:
+            for _ in range(3):
+                assert (await s.run("1 + 1")).value == 2
+            workers[on] = worker_of(s)
+    deadline = time.monotonic() + 60  # actors report their events about once a second
+    while "SessionActor.run" not in _recorded_calls(workers[True]):
+        assert time.monotonic() < deadline, "task events asked for were never recorded"
+        await asyncio.sleep(0.5)
+    assert _recorded_calls(workers[False]) == set()
 
 
 async def test_a_session_that_no_node_can_place_fails_clearly(cluster: RayCluster) -> None:

@@ -51,6 +51,12 @@ class RayConfig(BaseModel):
         description="The worker the actor starts on its node: sandbox (bubblewrap, seccomp, "
         "limits) or subprocess (no isolation: trusted code only).",
     )
+    task_events: bool = Field(
+        default=False,
+        description="Ray's task events for the session actors' calls (the dashboard's task "
+        "list, `ray list tasks`, `ray.timeline`). Off: no call is recorded and reported to "
+        "the GCS (up to ~0.1 ms of a call, GCS traffic per call: docs/ray.md); on to debug.",
+    )
     connect_timeout: float = Field(
         default=15.0, gt=0, description="Seconds to reach the cluster at start."
     )

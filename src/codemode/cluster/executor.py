@@ -40,7 +40,7 @@ from .actor import (
     DONE,
     FAILED,
     RELAY_VERSION,
-    SessionActor,
+    actor_class,
     from_result_fields,
     pack,
     unpack,
@@ -274,12 +274,14 @@ class RayExecutor:
         if not ray.is_initialized():
             await asyncio.to_thread(connect, self.config)
         if self._actor_cls is None:
-            self._actor_cls = ray.remote(SessionActor)
+            self._actor_cls = actor_class(ray)
         options: dict[str, Any] = {
             "namespace": self.namespace,
             "num_cpus": self.config.num_cpus,
             "memory": self.memory_bytes(),
             "max_restarts": 0,
+            # Per-call task events cost each run (recorded, buffered, sent to the GCS).
+            "enable_task_events": self.config.task_events,
         }
         if detached:
             options["lifetime"] = "detached"

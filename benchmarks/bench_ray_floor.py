@@ -1,0 +1,187 @@
+"""Issue 20, where a Ray run's time goes: Ray's own per-call floor under the options that
+can be set per actor, and a run through the session actor against the former shape.
+
+1. A no-op actor call (40 bytes in, the same out), rounds alternating between actor
+   shapes: an ``async`` actor (Ray hands each call to the actor's event-loop thread) or
+   a plain one; Ray's task events on (Ray's default) or off (``enable_task_events``);
+   awaited on the host's event loop, as ``RayWorker`` does.
+2. ``run("x+1")`` through ``SessionActor`` (a plain actor whose waiting call runs the
+   session's loop) against the same session logic in an ``async`` actor (the shape before
+   it), and the local sandbox, in one run.
+
+Without ``--address`` it starts its own cluster on this machine (a head and one worker
+node offering the ``codemode`` resource). Numbers measured at load > 3 are noise: the
+script prints the load before and after.
+
+python benchmarks/bench_ray_floor.py [--address HOST:PORT] [--calls 1800] [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _stats import median, pct, table
+from codemode import Session
+from codemode.cluster import RayConfig, RayExecutor
+from codemode.cluster.actor import SessionActor, _Session
+from codemode.cluster.local import LocalCluster
+from codemode.execution.pool import close_pools
+from codemode.execution.sandbox import SandboxExecutor
+
+CODE = "x = 1\nx + 1"
+
+
+class AsyncNoop:
+    async def noop(self, data: bytes) -> bytes:
+        return data
+
+
+class PlainNoop:
+    def noop(self, data: bytes) -> bytes:
+        return data
+
+
+class FormerAsyncActor:
+    """The session actor's logic in an ``async`` actor, as it was before the plain one."""
+
+    def __init__(self, kind: str, options: dict[str, Any]) -> None:
+        self._session = _Session(kind, options, lambda: None)
+
+    def hello(self) -> dict[str, Any]:
+        return SessionActor.hello(self)  # type: ignore[arg-type]
+
+    async def start(self) -> int:
+        return await self._session.start()
+
+    async def run(self, request: bytes) -> Any:
+        return await self._session.run(request)
+
+    async def poll(self) -> Any:
+        return await self._session.poll()
+
+    def reply(self, answer: bytes) -> None:
+        self._session.reply(answer)
+
+    def pid(self) -> int:
+        return self._session.pid()
+
+    def interrupt(self, kill_stuck: bool) -> bool:
+        return self._session.interrupt(kill_stuck)
+
+    def kill(self) -> None:
+        self._session.kill()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+async def floors(calls: int, rounds: int) -> dict[str, list[float]]:
+    import ray
+
+    where = {"num_cpus": 0.01, "resources": {"codemode": 0.01}}
+    actors = {
+        f"{shape}, task events {'on' if events else 'off'}": ray.remote(cls)
+        .options(**where, enable_task_events=events)
+        .remote()
+        for shape, cls in (("async actor", AsyncNoop), ("plain actor", PlainNoop))
+        for events in (True, False)
+    }
+    data = b"x" * 40
+    for handle in actors.values():
+        await handle.noop.remote(data)
+    out: dict[str, list[float]] = {name: [] for name in actors}
+    for _ in range(rounds):
+        for name, handle in actors.items():
+            for _ in range(calls // rounds):
+                t = time.perf_counter()
+                await handle.noop.remote(data)
+                out[name].append((time.perf_counter() - t) * 1000)
+    for handle in actors.values():
+        ray.kill(handle)
+    return out
+
+
+def _executor(address: str) -> RayExecutor:
+    config = RayConfig(
+        address=address, resources={"codemode": 0.01}, memory_mb=200, start_timeout=600
+    )
+    return RayExecutor(config, pool_size=0, worker_start_timeout=60)
+
+
+async def runs(address: str, n: int, rounds: int) -> dict[str, list[float]]:
+    import ray
+
+    former = _executor(address)
+    former._actor_cls = ray.remote(FormerAsyncActor)
+    sessions = {
+        "sandbox (local)": Session(SandboxExecutor(pool_size=0)),
+        "ray: SessionActor (plain actor)": Session(_executor(address)),
+        "ray: former async actor": Session(former),
+    }
+    out: dict[str, list[float]] = {name: [] for name in sessions}
+    try:
+        for s in sessions.values():
+            await s.start()
+            for _ in range(20):
+                assert (await s.run(CODE)).error is None
+        for _ in range(rounds):
+            for name, s in sessions.items():
+                for _ in range(n // rounds):
+                    t = time.perf_counter()
+                    await s.run(CODE)
+                    out[name].append((time.perf_counter() - t) * 1000)
+    finally:
+        for s in sessions.values():
+            await s.close()
+    return out
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def main_async(args: argparse.Namespace, address: str) -> None:
+    import ray
+
+    ray.init(address=address, namespace="codemode", logging_level="ERROR", log_to_driver=False)
+    print(f"machine: {os.cpu_count()} cores, load average {_load()}")
+    f = await floors(args.calls, args.rounds)
+    rows = [[name, len(v), median(v), pct(v, 95)] for name, v in f.items()]
+    print(table("no-op actor call, awaited (ms)", ["actor", "calls", "p50", "p95"], rows))
+    r = await runs(address, args.calls, args.rounds)
+    base = median(r["sandbox (local)"])
+    rows = [[name, len(v), median(v), pct(v, 95), median(v) - base] for name, v in r.items()]
+    print(table('run("x+1") (ms)', ["executor", "runs", "p50", "p95", "added p50"], rows))
+    print(f"after: load average {_load()}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--address", help="an existing cluster (default: start one here)")
+    p.add_argument("--calls", type=int, default=1800)
+    p.add_argument("--rounds", type=int, default=9)
+    args = p.parse_args()
+    cluster = None
+    try:
+        if args.address is None:
+            cluster = LocalCluster()
+            cluster.start_head()
+            cluster.add_node("b")
+        asyncio.run(main_async(args, args.address or cluster.address))  # type: ignore[union-attr]
+    finally:
+        close_pools()
+        if "ray" in sys.modules:
+            sys.modules["ray"].shutdown()
+        if cluster is not None:
+            cluster.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -28,7 +28,7 @@ from codemode.server.app import _advertise_handshake_only
 
 REPO = Path(__file__).resolve().parents[1]
 SDK_MODULES = [
-    REPO / "src/codemode/tools/sources/mcp.py",
+    *(REPO / "src/codemode/tools/sources/mcp").glob("*.py"),
     *(REPO / "src/codemode/server").glob("*.py"),
 ]
 

@@ -4,7 +4,7 @@
 client its own codemode session (admission queue, expiry, reclaim), ``calls`` tracks
 running calls so they can be cancelled, ``lifecycle`` is the graceful stop, ``http`` and
 ``stdio`` are the transports (auth, health, client tracking), ``cli`` is the ``serve``
-command. This package and ``tools/sources/mcp.py`` are the
+command. This package and ``tools/sources/mcp/`` are the
 only places that import the MCP SDK.
 """
 

@@ -13,6 +13,10 @@ Sources (MCP servers, Python callables) are listed lazily, once, and cached unti
 not Python identifiers are mapped with ``py_identifier``; names that collide after mapping
 get ``_2``, ``_3``... in a predictable order (the name that is already an identifier keeps
 it, the others follow sorted), and discovery shows the original names.
+
+What a call is to the layers, and the registry's own two stages (argument checks, the call
+to the source with its result checks), live in ``codemode.tools.pipeline``; the names are
+re-exported here, where layers have always imported them.
 """
 
 from __future__ import annotations
@@ -23,12 +27,11 @@ import difflib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from codemode.chain import DEFAULT_STAGE, TOOL_STAGES, Chain, Layer, Next
+from codemode.chain import DEFAULT_STAGE, TOOL_STAGES, Chain
 from codemode.context import CallContext, current_context
 from codemode.errors import (
     CodemodeError,
@@ -37,18 +40,37 @@ from codemode.errors import (
     ToolDenied,
     ToolError,
     ToolNotFound,
-    ToolTimeout,
 )
 from codemode.hostapi import warn_caller
 from codemode.tools import convert, stubs
 from codemode.tools.entries import ServerEntry, ToolEntry, assign_names, list_tools
+from codemode.tools.pipeline import (
+    APPROVAL_PENDING,
+    Middleware,
+    NextCall,
+    ToolCall,
+    check_arguments,
+    invoke,
+)
 from codemode.tools.search import Detail, ToolIndex, check_detail, render
 from codemode.tools.sources.python import PythonSource
-from codemode.tools.spec import ToolSource, ToolSpec, py_identifier
-from codemode.tools.validate import format_problems, schema_problem
+from codemode.tools.spec import ToolSource, ToolSpec
 
 if TYPE_CHECKING:
     from codemode.hostapi import HostAPI
+
+__all__ = [
+    "APPROVAL_PENDING",
+    "MAX_WARNINGS",
+    "RESERVED_SERVER_NAMES",
+    "RETRY_FAILED_AFTER",
+    "Middleware",
+    "NextCall",
+    "Progress",
+    "ToolCall",
+    "ToolFilter",
+    "ToolRegistry",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,34 +86,8 @@ always try again."""
 Progress = Callable[[str, str], None]
 """``progress(server, event)``: ``"connecting"``, ``"ok"`` or ``"failed"``."""
 
-
-@dataclass(slots=True)
-class ToolCall:
-    """One call as the chain's layers see it; a layer may change ``args`` or ``timeout``."""
-
-    server: str  # original names, as the source knows them
-    tool: str
-    args: dict[str, Any]
-    spec: ToolSpec
-    timeout: float | None = None
-    context: CallContext = field(default_factory=CallContext)
-    """Whose call it is (tenant, workspace, session, run, client)."""
-    notes: dict[str, Any] = field(default_factory=dict)
-    """What layers decided or measured about this call, for the layers outside them (audit
-    records them): ``policy``, ``approval``, ``budget``, and ``bytes`` (the size of what the
-    tool returned, set by the registry)."""
-
-
-APPROVAL_PENDING = "pending"
-"""``notes["approval"]`` while a call waits for a person's yes: such a call never reaches
-its tool, even when no approval layer is installed (fail closed)."""
-
 ToolFilter = Callable[[ToolSpec], str | None]
 """``hidden(spec) -> why | None``: a reason hides the tool from discovery (not from calls)."""
-
-
-NextCall = Next[ToolCall, Any]
-Middleware = Layer[ToolCall, Any]
 
 
 class ToolRegistry:
@@ -369,65 +365,11 @@ class ToolRegistry:
         return await self._chain(call)
 
     async def _validate(self, call: ToolCall, call_next: NextCall) -> Any:
-        """The ``validate`` stage: the arguments as they reach the tool, against its schema."""
-        s = self._servers.get(call.server)
-        t = s.by_original.get(call.tool) if s is not None else None
-        if call.notes.get("approval") == APPROVAL_PENDING:
-            raise ToolDenied(
-                "this call needs a person's approval, but no approval layer answered",
-                server=s.py_name if s is not None else call.server,
-                tool=t.py_name if t is not None else call.tool,
-                reason="approval",
-            )
-        if t is not None:
-            problems = t.validator.problems(call.args)
-            if problems:
-                raise ToolArgumentError(
-                    format_problems(problems, t.signature), server=t.server.py_name, tool=t.py_name
-                )
+        check_arguments(call, self._servers.get(call.server))
         return await call_next(call)
 
     async def _invoke(self, call: ToolCall) -> Any:
-        s = self._servers.get(call.server)
-        if s is None:
-            raise ToolNotFound(f"no tool server {call.server!r}", server=call.server)
-        t = s.by_original.get(call.tool)
-        py_server = s.py_name
-        py_tool = t.py_name if t is not None else py_identifier(call.tool)
-        try:
-            result = await s.source.call_tool(call.tool, call.args, timeout=call.timeout)
-        except ToolError as exc:
-            if not exc.server:
-                exc.server, exc.tool = py_server, py_tool
-            raise
-        except CodemodeError:
-            raise
-        except TimeoutError as exc:
-            raise ToolTimeout(
-                f"timed out after {call.timeout} s", server=py_server, tool=py_tool
-            ) from exc
-        except Exception as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}", server=py_server, tool=py_tool) from exc
-        call.notes["bytes"] = convert.size_of(result)
-        for w in result.warnings:
-            self.warn(f"{py_server}.{py_tool}: {w}")
-        if (
-            t is not None
-            and not result.warnings  # the source already checked and said why
-            and not getattr(s.source, "validates_output", False)
-            and result.structured is not None
-            and not result.is_error
-            and call.spec.output_schema is not None
-        ):
-            checker = t.output_validator
-            problem = None if checker is None else schema_problem(checker, result.structured)
-            if problem is not None:
-                self.warn(
-                    f"{py_server}.{py_tool}: result does not match the tool's output schema "
-                    f"({problem}); returned as is"
-                )
-        unwrap = convert.wrapped_result_key(call.spec.output_schema)
-        return convert.to_value(result, server=py_server, tool=py_tool, unwrap=unwrap)
+        return await invoke(call, self._servers.get(call.server), self.warn)
 
     # -- discovery -----------------------------------------------------------------
     async def tool_index(self) -> ToolIndex:

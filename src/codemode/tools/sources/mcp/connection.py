@@ -1,0 +1,240 @@
+"""One live connection to an upstream MCP server, and the background task owning it.
+
+Life of a connection:
+
+- **owned by a background task** that enters the ``Client`` context and waits for a stop
+  signal, because the SDK's transports live in task groups that must be exited by the task
+  that entered them; calls themselves run in the callers' tasks;
+- **dies** when the server exits (stdio: end of its stderr pipe; any transport: a call
+  failing with "connection closed"); the source then replaces it on the next call;
+- **bound to one event loop**: the source makes a fresh one for another loop (the old
+  loop's teardown already cancelled the owner task, which stops the child).
+
+Failures to start are translated here into :class:`ServerUnavailable` (with the stderr tail).
+The connection knows its source only as a :class:`ConnectionOwner` (settings and a callback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Protocol, cast
+
+import anyio
+import httpx2
+import mcp_types as mt
+from mcp import Client
+from mcp.client import Transport
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_MODERN_VERSION
+
+from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
+from codemode.errors import ServerUnavailable
+from codemode.isolation.servers import Isolation, ServerLaunch, plan
+from codemode.tools.sources.mcp.lenient import install_lenient_validation
+from codemode.tools.sources.mcp.stderr import StderrTail, describe, leaf_errors, with_tail
+
+log = logging.getLogger("codemode.tools.sources.mcp")  # the name it had before the split
+
+_STDERR_DRAIN_WAIT = 1.0
+_STOP_WAIT = 10.0
+
+
+@asynccontextmanager
+async def _http_transport(
+    url: str, headers: dict[str, str], connect_timeout: float
+) -> AsyncIterator[Any]:
+    timeout = httpx2.Timeout(connect_timeout, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+class ConnectionOwner(Protocol):
+    """What a connection reads from its source, at the moment it needs it."""
+
+    config: ServerConfig
+    isolation: Isolation
+    connect_timeout: float
+    protocol: str
+
+    @property
+    def name(self) -> str: ...
+
+    def tools_changed(self) -> None: ...
+
+
+def _mode(protocol: str) -> str:
+    return LATEST_MODERN_VERSION if protocol == "modern" else protocol
+
+
+class Connection:
+    """One live ``mcp.Client`` and the background task that owns its context."""
+
+    def __init__(self, source: ConnectionOwner) -> None:
+        self.source = source
+        self.loop = asyncio.get_running_loop()
+        self.client: Client | None = None
+        self.dead = False
+        self.stderr: StderrTail | None = None
+        self.launch: ServerLaunch | None = None
+        self._ready: asyncio.Future[None] = self.loop.create_future()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        # The owner task is cancelled through this scope, never natively: the SDK's
+        # transport shields its shutdown (stop the child, close the pipes) from anyio's
+        # cancellation only, and a native cancel cutting that shutdown short leaves the
+        # child alive and the task waiting forever on its stdout.
+        self._scope = anyio.CancelScope()
+        self.output_schemas: dict[str, Any] = {}  # tool -> outputSchema, for results' check
+
+    def stderr_text(self) -> str:
+        return self.stderr.text() if self.stderr is not None else ""
+
+    async def settled_stderr(self, wait: float) -> str:
+        return await self.stderr.settled(wait) if self.stderr is not None else ""
+
+    def _transport(self) -> Transport:
+        cfg = self.source.config
+        if isinstance(cfg, StdioServerConfig):
+            self.launch = plan(cfg, self.source.isolation)
+            params = StdioServerParameters(
+                command=self.launch.command,
+                args=self.launch.args,
+                env=self.launch.env,
+                cwd=self.launch.cwd,
+            )
+            self.stderr = StderrTail()
+            self.stderr.on_eof(self._mark_dead_threadsafe)
+            assert self.stderr.writer is not None
+            return cast(Transport, stdio_client(params, errlog=self.stderr.writer))
+        if cfg.transport == "sse":
+            return cast(Transport, sse_client(cfg.url, headers=cfg.headers or None))
+        return cast(
+            Transport, _http_transport(cfg.url, dict(cfg.headers), self.source.connect_timeout)
+        )
+
+    async def start(self) -> None:
+        self._task = self.loop.create_task(self._own(), name=f"codemode-mcp-{self.source.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.source.connect_timeout)
+        except TimeoutError:
+            await self.stop()
+            raise ServerUnavailable(
+                with_tail(
+                    f"did not answer within {self.source.connect_timeout:g} s",
+                    self.stderr_text(),
+                ),
+                server=self.source.name,
+            ) from None
+        except asyncio.CancelledError:
+            await self.stop()
+            me = asyncio.current_task()
+            if me is not None and me.cancelling() == 0:  # stopped by another task, not us
+                raise ServerUnavailable(
+                    "closed while it was still connecting (codemode is shutting down)",
+                    server=self.source.name,
+                ) from None
+            raise
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _own(self) -> None:
+        cfg = self.source.config
+        try:
+            with self._scope:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        self._transport(),
+                        mode=_mode(self.source.protocol),
+                        cache=None,
+                        message_handler=self._on_message,
+                    )
+                    try:
+                        await stack.enter_async_context(client)
+                    finally:
+                        if self.stderr is not None:
+                            self.stderr.release_writer()
+                    install_lenient_validation(client.session, self.output_schemas)
+                    self.client = client
+                    if not self._ready.done():
+                        self._ready.set_result(None)
+                    await self._stop.wait()
+            if not self._ready.done():  # stopped in the handshake
+                self._ready.cancel()
+        except asyncio.CancelledError:
+            if not self._ready.done():
+                self._ready.cancel()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - boundary of a background task: hand it over
+            if not self._ready.done():
+                self._ready.set_exception(await self._start_error(exc, cfg))
+            else:
+                log.debug("MCP server %s: connection ended: %s", self.source.name, describe(exc))
+        finally:
+            self.dead = True
+            self.client = None
+            if self.stderr is not None:
+                self.stderr.release_writer()
+            if self.launch is not None:
+                self.launch.cleanup()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self.output_schemas.clear()
+            self.source.tools_changed()
+
+    async def _start_error(self, exc: BaseException, cfg: ServerConfig) -> BaseException:
+        if isinstance(exc, ServerUnavailable | KeyboardInterrupt | SystemExit):
+            return exc
+        leaves = leaf_errors(exc)
+        if isinstance(cfg, StdioServerConfig):
+            if any(isinstance(e, FileNotFoundError) for e in leaves):
+                what = f"command not found: {cfg.command!r}"
+            elif any(isinstance(e, PermissionError) for e in leaves):
+                what = f"command not executable: {cfg.command!r}"
+            elif any(isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED for e in leaves):
+                what = f"{cfg.command!r} exited during the MCP handshake"
+            else:
+                what = f"cannot start {cfg.command!r}: {describe(exc)}"
+            tail = await self.settled_stderr(_STDERR_DRAIN_WAIT)
+        else:
+            assert isinstance(cfg, RemoteServerConfig)
+            what = f"cannot connect to {cfg.url}: {describe(exc)}"
+            tail = ""
+        err = ServerUnavailable(with_tail(what, tail), server=self.source.name)
+        err.__cause__ = exc
+        return err
+
+    def _mark_dead_threadsafe(self) -> None:
+        with contextlib.suppress(RuntimeError):  # loop already closed
+            self.loop.call_soon_threadsafe(self._mark_dead)
+
+    def _mark_dead(self) -> None:
+        self.dead = True
+        self._stop.set()
+
+    async def stop(self) -> None:
+        """Ask the owner task to leave the client context (stopping the child) and wait."""
+        self._mark_dead()
+        task = self._task
+        if task is None or task.done():
+            return
+        if asyncio.get_running_loop() is not self.loop:
+            return  # the other loop's teardown cancels it
+        if not self._ready.done():
+            self._scope.cancel()  # still in the handshake: it is not waiting for the stop signal
+        done, _ = await asyncio.wait({task}, timeout=_STOP_WAIT)
+        if not done:  # last resort: the SDK's bounded shutdown did not end in time
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task}, timeout=_STOP_WAIT)

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import SandboxUnavailable
 from ..isolation.jail import open_bpf, rundir
@@ -19,11 +19,30 @@ from .bwrap import WORKER_PKG
 from .hostchecks import Check, can_private_mount, find_program, traversable, userns_check
 from .subprocess import WORKER_ROOT
 
-if TYPE_CHECKING:
-    from .sandbox import SandboxExecutor
+
+class _Sandbox(Protocol):
+    """What the checks read of a ``SandboxExecutor`` (a protocol: no import back)."""
+
+    bwrap: str
+    setpriv: str
+    uid: int
+    gid: int
+    use_seccomp: bool
+    workspace: str | None
+    deps_dir: str | None
+
+    def _command(
+        self,
+        prep: dict[str, Any],
+        procs: list[str],
+        *,
+        workspace: str,
+        tmp_size_mb: int | None = None,
+        seccomp_fd: int | None = None,
+    ) -> tuple[list[str], str | None]: ...
 
 
-def sandbox_checks(ex: SandboxExecutor) -> list[Check]:
+def sandbox_checks(ex: _Sandbox) -> list[Check]:
     """Every precondition of full isolation, in the order a user should fix them."""
     out: list[Check] = []
     bw = find_program(ex.bwrap)
@@ -63,7 +82,7 @@ def sandbox_checks(ex: SandboxExecutor) -> list[Check]:
     return out + _path_checks(ex)
 
 
-def _path_checks(ex: SandboxExecutor) -> list[Check]:
+def _path_checks(ex: _Sandbox) -> list[Check]:
     """Host directories to mount must be reachable by the sandbox uid (bwrap runs as it)."""
     out = []
     for label, path, whole in (
@@ -88,7 +107,7 @@ def _path_checks(ex: SandboxExecutor) -> list[Check]:
     return out
 
 
-def probe(ex: SandboxExecutor, prep: dict[str, Any]) -> None:
+def probe(ex: _Sandbox, prep: dict[str, Any]) -> None:
     """Start ``/bin/true`` in the same sandbox once, so failures say why before a session."""
     key = (prep["bwrap"], prep.get("setpriv"), ex.uid, ex.gid, prep.get("bpf"))
     if key in _probed:

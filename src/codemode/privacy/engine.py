@@ -36,6 +36,7 @@ from codemode_worker.protocol import Blob
 
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
+from .known import KnownValues, replace_spans
 from .scan import Scanner
 from .secrets import SecretDetector
 from .sinks import SinkPolicy
@@ -117,6 +118,7 @@ class Privacy:
         self.scanner = scanner if scanner is not None else build_scanner(config)
         self.sinks = SinkPolicy(config, servers or {}, workspace)
         self.max_chars = int(config.max_scan_mb * 1_000_000)
+        self.known = KnownValues(vault.held())
         if config.secrets:
             remember_environment()
 
@@ -198,6 +200,7 @@ class Privacy:
         texts = leaves.texts
         if literal:
             texts = [_replace_literals(t, literal) for t in texts]
+        texts = self._replace_known(texts, report)
         new = self._replace_all(texts, report)
         if self.config.action == "block" and report.found:
             raise PrivacyBlocked(
@@ -205,11 +208,23 @@ class Privacy:
             )
         if count:
             count_tokenized(report.found)
-        if literal:
+        if texts is not leaves.texts:
             for i, t in enumerate(texts):
                 if i not in new and t is not leaves.texts[i]:
                     new[i] = t
         return leaves.apply_changes(new), report
+
+    def _replace_known(self, texts: list[str], report: Report) -> list[str]:
+        """``texts`` with the values the vault already holds replaced as the detectors'
+        finds are (see ``known.py``): a value tokenized where a detector recognised it
+        (a field name, a context word, NER) gets the same token wherever it comes back.
+        The detectors then skip those tokens."""
+        found = self.known.find(texts)
+        if not found:
+            return texts
+        keys = [(e, texts[i][a:b]) for i, spans in found.items() for a, b, e in spans]
+        report.found.update(k[0] for k in keys)
+        return replace_spans(texts, found, self._tokens_for(keys))
 
     def _replace_all(self, texts: list[str], report: Report) -> dict[int, str]:
         """{index: new text} for the texts of ``texts`` that hold detected values, from

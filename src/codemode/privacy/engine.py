@@ -200,7 +200,7 @@ class Privacy:
         texts = leaves.texts
         if literal:
             texts = [_replace_literals(t, literal) for t in texts]
-        texts = self._replace_known(texts, report)
+        texts, whole, inside = self._replace_known(texts, report)
         new = self._replace_all(texts, report)
         if self.config.action == "block" and report.found:
             raise PrivacyBlocked(
@@ -208,23 +208,38 @@ class Privacy:
             )
         if count:
             count_tokenized(report.found)
-        if texts is not leaves.texts:
+        if literal:
             for i, t in enumerate(texts):
                 if i not in new and t is not leaves.texts[i]:
                     new[i] = t
+        else:
+            for i in inside:
+                if i not in new:
+                    new[i] = texts[i]
+        new.update(whole)
         return leaves.apply_changes(new), report
 
-    def _replace_known(self, texts: list[str], report: Report) -> list[str]:
-        """``texts`` with the values the vault already holds replaced as the detectors'
-        finds are (see ``known.py``): a value tokenized where a detector recognised it
-        (a field name, a context word, NER) gets the same token wherever it comes back.
-        The detectors then skip those tokens."""
-        found = self.known.find(texts)
-        if not found:
-            return texts
-        keys = [(e, texts[i][a:b]) for i, spans in found.items() for a, b, e in spans]
+    def _replace_known(
+        self, texts: list[str], report: Report
+    ) -> tuple[list[str], dict[int, str], Iterable[int]]:
+        """(the texts to scan, {index: token} of the texts that are a held value, the
+        indexes of the texts holding some inside): the values the vault already holds
+        replaced as the detectors' finds are (see ``known.py``), so a value tokenized
+        where a detector recognised it (a field name, a context word, NER) gets the same
+        token wherever it comes back. A text that is a held value is not scanned again
+        (it is "" in the texts to scan); one holding some has tokens, which the
+        detectors skip."""
+        whole, inside = self.known.find(texts)
+        if not whole and not inside:
+            return texts, {}, ()
+        keys = [(e, texts[i]) for i, e in whole.items()]
+        keys += [(e, texts[i][a:b]) for i, spans in inside.items() for a, b, e in spans]
+        tokens = self._tokens_for(keys)
         report.found.update(k[0] for k in keys)
-        return replace_spans(texts, found, self._tokens_for(keys))
+        scan = replace_spans(texts, inside, tokens[len(whole) :])
+        for i in whole:
+            scan[i] = ""
+        return scan, dict(zip(whole, tokens, strict=False)), inside.keys()
 
     def _replace_all(self, texts: list[str], report: Report) -> dict[int, str]:
         """{index: new text} for the texts of ``texts`` that hold detected values, from

@@ -35,10 +35,10 @@ import bisect
 import string
 import threading
 from collections.abc import Mapping
-from itertools import accumulate, compress, count
-from operator import is_not
+from itertools import accumulate, compress, count, islice, repeat
+from typing import TypeVar
 
-from .tokens import token_entity
+_T = TypeVar("_T")
 
 __all__ = [
     "FIND_MAX",
@@ -77,60 +77,72 @@ class KnownValues:
 
     def __init__(self, held: Mapping[str, str]) -> None:
         self._held = held
-        self._size = -1
+        self._size = 0
         self._lock = threading.Lock()
-        self._whole: dict[str, str] = {}
         self._inside: list[str] = []
-        self._anchors: dict[bytes, list[str]] = {}
+        self._anchors: dict[bytes, list[tuple[str, list[bytes]]]] = {}
 
     def _index(self) -> None:
-        """(Re)build the indexes when the vault holds more values than at the last build."""
+        """Index the values of ``MIN_INSIDE``+ characters the vault took since the last
+        look (its dict keeps them in the order they came: only the new ones are read,
+        in a few C passes, no rebuild per call)."""
         held = self._held
-        if len(held) == self._size:
+        size = len(held)
+        if size == self._size:
             return
-        with self._lock:
-            if len(held) == self._size:
-                return
-            values = [v for v in list(held) if searchable(v)]
-            whole = {v: token_entity(held[v]) for v in values}
-            inside = sorted((v for v in values if len(v) >= MIN_INSIDE), key=len, reverse=True)
-            anchors: dict[bytes, list[str]] = {}
-            for v in inside:
-                words = _words(v)
-                if words:
-                    anchors.setdefault(max(words, key=len), []).append(v)
-            self._whole, self._inside, self._anchors = whole, inside, anchors
-            self._size = len(held)
+        # Copied first, in one C call: another thread may add to the vault meanwhile.
+        new = list(islice(held, self._size, size))
+        new = [v for v in new if len(v) >= MIN_INSIDE and searchable(v)]
+        self._size = size
+        if not new:
+            return
+        self._inside.extend(new)
+        encoded = map(str.encode, new, repeat("utf-8"), repeat("surrogatepass"))
+        words = list(map(bytes.split, map(bytes.translate, encoded, repeat(_TO_SPACE))))
+        anchors = self._anchors
+        # Found by its longest word (values sharing it, such as e-mails of one domain,
+        # are told apart by their other words: ``_inside_texts``).
+        for v, ws in zip(new, words, strict=True):
+            if ws:
+                word = max(ws, key=len)
+                got = anchors.get(word)
+                if got is None:
+                    anchors[word] = [(v, ws)]
+                else:
+                    got.append((v, ws))
 
-    def find(self, texts: list[str]) -> dict[int, list[tuple[int, int, str]]]:
-        """{text index: [(start, end, entity), ...] in order, not overlapping}."""
+    def find(
+        self, texts: list[str]
+    ) -> tuple[dict[int, str], dict[int, list[tuple[int, int, str]]]]:
+        """({index: entity} of the texts that are a held value, {index: [(start, end,
+        entity), ...] in order, not overlapping} of the texts holding some inside)."""
         if not self._held:
-            return {}
+            return {}, {}
+        with self._lock:  # one scan at a time reads (and grows) the index
+            return self._find(texts)
+
+    def _find(
+        self, texts: list[str]
+    ) -> tuple[dict[int, str], dict[int, list[tuple[int, int, str]]]]:
+        held = self._held
         self._index()
-        whole = self._whole
-        if not whole:
-            return {}
-        out: dict[int, list[tuple[int, int, str]]] = {}
-        hits = list(map(whole.get, texts))
-        if any(hits):
-            for i in compress(count(), map(is_not, hits, [None] * len(hits))):
-                out[i] = [(0, len(texts[i]), hits[i])]  # type: ignore[list-item]
+        # Distinct texts (one C pass; notes from a few templates are searched once).
+        distinct = set(texts)
+        are = {t for t in _common(distinct, held) if searchable(t)}
+        out: dict[int, str] = {}
+        if are:
+            hits = list(map(are.__contains__, texts))
+            out = {i: _entity(held[texts[i]]) for i in compress(count(), hits)}
+            distinct -= are
         if not self._inside:
-            return out
-        rest = [
-            i for i in compress(count(), map(MIN_INSIDE.__lt__, map(len, texts))) if i not in out
-        ]
-        if not rest:
-            return out
-        # Distinct texts only: notes from a few templates are searched once.
-        distinct = list(dict.fromkeys(map(texts.__getitem__, rest)))
-        found = self._inside_texts(distinct)
-        if found:
-            for i in rest:
-                spans = found.get(texts[i])
-                if spans:
-                    out[i] = spans
-        return out
+            return out, {}
+        found = self._inside_texts(
+            list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
+        )
+        if not found:
+            return out, {}
+        got = list(map(found.get, texts))
+        return out, dict(zip(compress(count(), got), filter(None, got), strict=True))
 
     def _inside_texts(self, texts: list[str]) -> dict[str, list[tuple[int, int, str]]]:
         """{text: spans} for the texts holding a held value inside them."""
@@ -139,8 +151,15 @@ class KnownValues:
             candidates = [v for v in self._inside if v in joined]
         else:
             present = set(_words(joined))
-            candidates = [v for w in present.intersection(self._anchors) for v in self._anchors[w]]
-            candidates = [v for v in candidates if v in joined]
+            anchors = self._anchors
+            # A value whose every word is in the texts (the words rule out most values
+            # that share their anchor with a text: a number, a domain), then searched for.
+            candidates = [
+                v
+                for w in _common(present, anchors)
+                for v, words in anchors[w]
+                if present.issuperset(words) and v in joined
+            ]
         if not candidates:
             return {}
         candidates.sort(key=len, reverse=True)  # the longest first where two overlap
@@ -148,7 +167,7 @@ class KnownValues:
         per: dict[int, list[tuple[int, int, str]]] = {}
         taken: dict[int, list[tuple[int, int]]] = {}
         for v in candidates:
-            entity = self._whole[v]
+            entity = _entity(self._held[v])
             n = len(v)
             pos = joined.find(v)
             while pos >= 0:
@@ -162,6 +181,18 @@ class KnownValues:
                         per.setdefault(k, []).append((a, b, entity))
                 pos = joined.find(v, end)
         return {texts[k]: sorted(spans) for k, spans in per.items()}
+
+
+def _common(items: set[_T], mapping: Mapping[_T, object]) -> set[_T]:
+    """The items that are keys of ``mapping``, iterating the smaller of the two."""
+    if len(items) <= len(mapping):
+        return set(filter(mapping.__contains__, items))
+    return set(filter(items.__contains__, mapping))
+
+
+def _entity(token: str) -> str:
+    """The entity type a token of the vault names (``[PHONE_ab2...]`` -> ``PHONE``)."""
+    return token[1 : token.rindex("_")]
 
 
 def _alone(text: str, start: int, end: int) -> bool:

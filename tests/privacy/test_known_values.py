@@ -147,6 +147,16 @@ def test_tenants_of_one_workspace_never_see_each_others_held_values(tmp_path: Pa
     reset_engines()
 
 
+def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
+    from codemode.privacy.stream import StreamScanner
+
+    e = engine()
+    token = protect(e, {"phone": PHONE})["phone"]
+    stream = StreamScanner(e)
+    out = stream.feed("ledger ref 65055") + stream.feed("50123 settled\n") + stream.close()
+    assert out == f"ledger ref {token} settled\n"
+
+
 # -- a real session ------------------------------------------------------------------
 
 

@@ -36,8 +36,8 @@ from codemode_worker.protocol import Blob
 
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
-from .known import KnownValues, replace_spans
-from .scan import Scanner
+from .known import KnownValues, replace_spans, with_held
+from .scan import Scanner, Span
 from .secrets import SecretDetector
 from .sinks import SinkPolicy
 from .tokens import TOKEN_RE
@@ -450,6 +450,11 @@ class Privacy:
         if exc.args and isinstance(exc.args[0], str):
             exc.args = (self.protect_text(exc.args[0], literal=literal), *exc.args[1:])
         return exc
+
+    def spans(self, text: str) -> list[Span]:
+        """The detectors' spans in ``text`` and, where none is, the held values' (for
+        the stream scanner, which replaces values chunk by chunk)."""
+        return with_held(self.scanner.spans(text), self.known, text)
 
     def redact(self, text: str) -> str:
         """``text`` with detected values as ``[EMAIL]``..., nothing stored (logs)."""

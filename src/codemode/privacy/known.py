@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from itertools import accumulate, compress, count, islice, repeat
 from typing import TypeVar
 
+from .scan import Span
+
 _T = TypeVar("_T")
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "KnownValues",
     "replace_spans",
     "searchable",
+    "with_held",
 ]
 
 MIN_WHOLE = 4
@@ -188,6 +191,17 @@ def _common(items: set[_T], mapping: Mapping[_T, object]) -> set[_T]:
     if len(items) <= len(mapping):
         return set(filter(mapping.__contains__, items))
     return set(filter(items.__contains__, mapping))
+
+
+def with_held(spans: list[Span], known: KnownValues, text: str) -> list[Span]:
+    """``spans`` (the detectors') and the held values in ``text`` where none of them is."""
+    whole, inside = known.find([text])
+    held = [(0, len(text), e) for e in whole.values()] or inside.get(0, [])
+    if not held:
+        return spans
+    taken = [(s.start, s.end) for s in spans]
+    extra = [Span(a, b, e) for a, b, e in held if not any(a < t and f < b for f, t in taken)]
+    return sorted([*spans, *extra]) if extra else spans
 
 
 def _entity(token: str) -> str:

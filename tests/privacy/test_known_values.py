@@ -118,6 +118,22 @@ def test_many_held_values_are_found_by_their_words_as_one_by_one() -> None:
     assert protect(e, {"memo": "nothing here 12"}) == {"memo": "nothing here 12"}
 
 
+@pytest.mark.parametrize("filler", [0, FIND_MAX * 2])
+def test_held_values_are_found_next_to_non_ascii_characters_and_in_other_scripts(
+    filler: int,
+) -> None:
+    e = engine()
+    for n in range(filler):  # past FIND_MAX: the word index
+        e.vault.token("ACCOUNT", f"ACC{n:08d}")
+    names = {"Chloé Dubois": "", "Алексей Смирнов": "", "諸葛孔明先生": ""}
+    for name in names:
+        names[name] = e.vault.token("PERSON", name)
+    text = "«Chloé Dubois» — Алексей Смирнов, 諸葛孔明先生; not Chloé Duboisé"
+    out = protect(e, {"memo": text})["memo"]
+    chloe, alexei, lee = names.values()
+    assert out == f"«{chloe}» — {alexei}, {lee}; not Chloé Duboisé"
+
+
 def test_action_redact_and_block_apply_to_held_values_too() -> None:
     vault = Vault(os.urandom(32))
     protect(Privacy(PrivacyConfig(enabled=True), vault), {"phone": PHONE})

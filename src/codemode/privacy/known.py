@@ -6,16 +6,21 @@ says so; a custom recognizer may need a context word. Once the vault has issued 
 for such a value, codemode knows it is personal data, and the same value returned by
 another tool (as a plain field, or inside free text) must get the same token.
 
-``KnownValues.find(texts)`` returns, per text, the spans of held values:
+``KnownValues.find(texts)`` returns, per text, the spans of held values, looked for in
+the distinct texts only (one ``set`` of them, in C: notes from a few templates are
+searched once):
 
-- a whole text equal to a held value of ``MIN_WHOLE``+ characters: one dict look-up per
-  text (``map(dict.get, texts)``, in C);
-- a held value of ``MIN_INSIDE``+ characters inside a longer text, standing alone
-  (no letter or digit right before or after it). Texts holding no held value cost little:
-  with a few held values, ``value in text`` each (a C search, cheap below ``FIND_MAX``
-  values); with more, the texts' words (bytes, punctuation turned into spaces, split)
-  are intersected with an index of each value's longest word, and only the values whose
-  word is present are searched for. Nothing is O(held values x text) past ``FIND_MAX``.
+- a whole text equal to a held value of ``MIN_WHOLE``+ characters: a set intersection
+  with the vault's value -> token map itself (no copy of it);
+- a held value of ``MIN_INSIDE``+ characters inside a longer text, standing alone (no
+  letter or digit right before or after it). With a few held values, ``value in text``
+  each (a C search, below ``FIND_MAX`` values); with more, the texts' words (runs of
+  ASCII letters and digits, from one ``bytes.translate`` and ``split``) are intersected
+  with an index of each value's longest word, and a value is searched for only when
+  all of its words are among the texts' (e-mails of one domain share their longest
+  word). Nothing is O(held values x text) past ``FIND_MAX``, except values with no ASCII
+  letter or digit (another script), searched one by one. The index grows with the
+  values the vault took since the last scan (its dict keeps them in order): no rebuild.
 
 Why the minimums: fields of 1-3 characters are codes (``"US"``, ``"CA"``, ``"yes"``,
 ``"N/A"``), and no built-in detector issues a value that short (an IPv4 address has 7+
@@ -26,7 +31,7 @@ occurrence of an ordinary word into a token. Matching is exact (case-sensitive).
 
 The index follows the vault: one ``KnownValues`` per ``Privacy`` engine, so per
 workspace and tenant (or per client session with ``vault.scope: session``); values of
-another tenant's vault are never looked at. It is rebuilt lazily when the vault grew.
+another tenant's vault are never looked at.
 """
 
 from __future__ import annotations
@@ -60,7 +65,9 @@ FIND_MAX = 48
 """Held values searched one by one (``value in text``); past this, by word index."""
 
 _SEP = "\x00"
-_PUNCT = (string.punctuation + string.whitespace + "\x00").encode()
+# Words are runs of ASCII letters and digits: every other byte (punctuation, and the
+# bytes of any non-ASCII character, such as "«" or "é") splits, in values and texts alike.
+_PUNCT = (string.punctuation + string.whitespace + "\x00").encode() + bytes(range(128, 256))
 _TO_SPACE = bytes.maketrans(_PUNCT, b" " * len(_PUNCT))
 
 
@@ -84,6 +91,7 @@ class KnownValues:
         self._lock = threading.Lock()
         self._inside: list[str] = []
         self._anchors: dict[bytes, list[tuple[str, list[bytes]]]] = {}
+        self._wordless: list[str] = []
 
     def _index(self) -> None:
         """Index the values of ``MIN_INSIDE``+ characters the vault took since the last
@@ -106,7 +114,9 @@ class KnownValues:
         # Found by its longest word (values sharing it, such as e-mails of one domain,
         # are told apart by their other words: ``_inside_texts``).
         for v, ws in zip(new, words, strict=True):
-            if ws:
+            if not ws:  # no ASCII letter or digit (another script): searched one by one
+                self._wordless.append(v)
+            else:
                 word = max(ws, key=len)
                 got = anchors.get(word)
                 if got is None:
@@ -163,6 +173,7 @@ class KnownValues:
                 for v, words in anchors[w]
                 if present.issuperset(words) and v in joined
             ]
+            candidates += [v for v in self._wordless if v in joined]
         if not candidates:
             return {}
         candidates.sort(key=len, reverse=True)  # the longest first where two overlap

@@ -242,3 +242,36 @@ async def test_a_held_value_printed_by_code_is_tokenized_in_the_run_output(
         r = await s.run(f"tools.local.accounts()\nprint('ref', {ACCOUNT!r})")
     assert r.is_ok, r.error
     assert ACCOUNT not in r.stdout and "[ACCOUNT_" in r.stdout
+
+
+@pytest.mark.anyio
+async def test_a_name_found_by_its_field_never_reaches_the_mcp_client_from_a_note(
+    tmp_path: Path,
+) -> None:
+    """``codemode serve``, every byte to the client captured: a name tokenized under
+    ``"name"`` in the CRM's records comes back inside the CRM's free-text note (where no
+    context word marks it), and from code that spells it out."""
+    from .test_serve_privacy import captured_serve, text_of
+
+    names = {
+        "enabled": True,
+        "recognizers": [
+            {"name": "PERSON", "pattern": r"[A-Z][a-z]+ [A-Z][a-z]+", "context": ["name"]}
+        ],
+    }
+    ws = make_private_workspace(tmp_path, privacy=names)
+    code = (
+        "cs = tools.crm.list_customers()\n"
+        "print([c['name'] for c in cs])\n"
+        "print(tools.crm.customer_note(customer_id=1001))\n"
+        "print('Dear ' + 'Alice' + ' ' + 'Martin')\n"
+        "tools.outbox.send(to=cs[0]['email'], subject='Hello ' + cs[0]['name'], body='-')\n"
+    )
+    capture = tmp_path / "to_client.jsonl"
+    async with captured_serve(ws, capture) as client:
+        run = await client.call_tool("run_code", {"code": code})
+    printed = text_of(run)
+    assert not run.is_error, printed
+    assert printed.count("[PERSON_") >= 3, printed
+    assert "Alice Martin" not in capture.read_text() and "Alice Martin" not in printed
+    assert "Hello Alice Martin" in json.dumps(ws.received())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ from codemode import Session, SubprocessExecutor
 from codemode.context import CallContext
 from codemode.privacy.config import PrivacyConfig
 from codemode.privacy.engine import Privacy
-from codemode.privacy.known import FIND_MAX, MIN_INSIDE, MIN_WHOLE
+from codemode.privacy.known import FIND_MAX, MIN_INSIDE, MIN_WHOLE, SEARCH_MAX
 from codemode.privacy.layers import engine_for, reset_engines
 from codemode.privacy.tokens import TOKEN_RE
 from codemode.privacy.vault import Vault
@@ -116,6 +117,30 @@ def test_many_held_values_are_found_by_their_words_as_one_by_one() -> None:
         out = protect(e, {"memo": text})["memo"]
         assert not any(n in out for n in numbers if n in text.split())
     assert protect(e, {"memo": "nothing here 12"}) == {"memo": "nothing here 12"}
+
+
+def test_many_held_values_of_common_words_are_matched_text_by_text() -> None:
+    """Phone numbers share their words (area codes, "555"): past ``SEARCH_MAX`` such
+    values the texts are matched one by one; the same replacements as a plain search."""
+    rnd = random.Random(3)
+    e = engine()
+    phones = [f"+1 {rnd.randrange(200, 210)}-555-{n:04d}" for n in range(SEARCH_MAX * 4)]
+    for p in phones:
+        e.vault.token("PHONE", p)
+    texts = []
+    for _ in range(40):
+        picked = rnd.sample(phones, 3)
+        texts.append(f"call {picked[0]} or ({picked[1]}), not 9{picked[2]} nor {picked[2]}1")
+    texts.append(f"+1 555-555-{SEARCH_MAX * 8:04d} is not held")
+    # The held-values net alone (the phone detector finds some of these by itself).
+    whole, inside = e.known.find(texts)
+    assert whole == {}
+    for i, text in enumerate(texts):
+        want = []
+        for p in phones:
+            for m in re.finditer(rf"(?<![^\W_]){re.escape(p)}(?![^\W_])", text):
+                want.append((m.start(), m.end(), "PHONE"))
+        assert inside.get(i, []) == sorted(want), text
 
 
 @pytest.mark.parametrize("filler", [0, FIND_MAX * 2])

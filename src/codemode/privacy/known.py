@@ -51,6 +51,7 @@ __all__ = [
     "FIND_MAX",
     "MIN_INSIDE",
     "MIN_WHOLE",
+    "SEARCH_MAX",
     "KnownValues",
     "replace_spans",
     "searchable",
@@ -63,6 +64,9 @@ MIN_INSIDE = 6
 """Characters a held value needs to be found inside a longer text."""
 FIND_MAX = 48
 """Held values searched one by one (``value in text``); past this, by word index."""
+SEARCH_MAX = 64
+"""Values the word index leaves that are searched for in all the texts at once; past
+this, text by text."""
 
 _SEP = "\x00"
 # Words are runs of ASCII letters and digits: every other byte (punctuation, and the
@@ -92,6 +96,8 @@ class KnownValues:
         self._inside: list[str] = []
         self._anchors: dict[bytes, list[tuple[str, list[bytes]]]] = {}
         self._wordless: list[str] = []
+        self._entity: dict[str, str] = {}
+        """{held value: its entity type} of the values looked for (``searchable``)."""
 
     def _index(self) -> None:
         """Index the values of ``MIN_INSIDE``+ characters the vault took since the last
@@ -102,9 +108,10 @@ class KnownValues:
         if size == self._size:
             return
         # Copied first, in one C call: another thread may add to the vault meanwhile.
-        new = list(islice(held, self._size, size))
-        new = [v for v in new if len(v) >= MIN_INSIDE and searchable(v)]
+        new = [v for v in list(islice(held, self._size, size)) if searchable(v)]
         self._size = size
+        self._entity.update(zip(new, map(_entity, map(held.__getitem__, new)), strict=True))
+        new = list(compress(new, map(MIN_INSIDE.__le__, map(len, new))))
         if not new:
             return
         self._inside.extend(new)
@@ -116,13 +123,22 @@ class KnownValues:
         for v, ws in zip(new, words, strict=True):
             if not ws:  # no ASCII letter or digit (another script): searched one by one
                 self._wordless.append(v)
-            else:
-                word = max(ws, key=len)
-                got = anchors.get(word)
-                if got is None:
-                    anchors[word] = [(v, ws)]
+                continue
+            # The longest word no other value is found by yet, else the one fewest share:
+            # a shared domain, area code or street name makes a poor anchor.
+            word = ws[0]
+            if len(ws) > 1:
+                for w in sorted(ws, key=len, reverse=True):
+                    if w not in anchors:
+                        word = w
+                        break
                 else:
-                    got.append((v, ws))
+                    word = min(ws, key=lambda w: len(anchors[w]))
+            got = anchors.get(word)
+            if got is None:
+                anchors[word] = [(v, ws)]
+            else:
+                got.append((v, ws))
 
     def find(
         self, texts: list[str]
@@ -137,15 +153,15 @@ class KnownValues:
     def _find(
         self, texts: list[str]
     ) -> tuple[dict[int, str], dict[int, list[tuple[int, int, str]]]]:
-        held = self._held
         self._index()
+        entity = self._entity
         # Distinct texts (one C pass; notes from a few templates are searched once).
         distinct = set(texts)
-        are = {t for t in _common(distinct, held) if searchable(t)}
+        are = _common(distinct, entity)
         out: dict[int, str] = {}
         if are:
-            hits = list(map(are.__contains__, texts))
-            out = {i: _entity(held[texts[i]]) for i in compress(count(), hits)}
+            at = list(compress(count(), map(are.__contains__, texts)))
+            out = dict(zip(at, map(entity.__getitem__, map(texts.__getitem__, at)), strict=True))
             distinct -= are
         if not self._inside:
             return out, {}
@@ -161,27 +177,57 @@ class KnownValues:
         """{text: spans} for the texts holding a held value inside them."""
         joined = _SEP.join(texts)
         if len(self._inside) <= FIND_MAX:
-            candidates = [v for v in self._inside if v in joined]
-        else:
-            present = set(_words(joined))
-            anchors = self._anchors
-            # A value whose every word is in the texts (the words rule out most values
-            # that share their anchor with a text: a number, a domain), then searched for.
-            candidates = [
+            return self._locate(texts, joined, [v for v in self._inside if v in joined])
+        present = set(_words(joined))
+        anchors = self._anchors
+        hit = _common(present, anchors)
+        # A value whose every word is in the texts (the words rule out most values that
+        # share their anchor with a text), then searched for.
+        candidates = [
+            (v, words) for w in hit for v, words in anchors[w] if present.issuperset(words)
+        ]
+        wordless = [v for v in self._wordless if v in joined]
+        if len(candidates) <= SEARCH_MAX:
+            found = [v for v, _ in candidates if v in joined]
+            return self._locate(texts, joined, found + wordless)
+        # Many values made of common words (phone numbers: area codes, "555"): each text
+        # is matched against the anchors on its own words, so the cost follows the
+        # texts, not the number of held values.
+        out = self._locate(texts, joined, wordless) if wordless else {}
+        for text in texts:
+            words = set(_words(text))
+            found = [
                 v
-                for w in _common(present, anchors)
-                for v, words in anchors[w]
-                if present.issuperset(words) and v in joined
+                for w in _common(words, anchors)
+                if w in hit
+                for v, vw in anchors[w]
+                if words.issuperset(vw) and v in text
             ]
-            candidates += [v for v in self._wordless if v in joined]
-        if not candidates:
+            if found:
+                spans = self._locate([text], text, found).get(text, [])
+                if text in out:  # wordless values found there too: theirs go first
+                    taken = out[text]
+                    spans = [
+                        sp for sp in spans if not any(sp[0] < e and s < sp[1] for s, e, _ in taken)
+                    ]
+                    spans = sorted([*taken, *spans])
+                if spans:
+                    out[text] = spans
+        return out
+
+    def _locate(
+        self, texts: list[str], joined: str, values: list[str]
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """{text: spans} of ``values`` (each in ``joined``, ``texts`` joined by NUL)
+        where they stand alone, the longer first where two overlap."""
+        if not values:
             return {}
-        candidates.sort(key=len, reverse=True)  # the longest first where two overlap
+        values.sort(key=len, reverse=True)
         starts = list(accumulate((len(t) + 1 for t in texts), initial=0))
         per: dict[int, list[tuple[int, int, str]]] = {}
         taken: dict[int, list[tuple[int, int]]] = {}
-        for v in candidates:
-            entity = _entity(self._held[v])
+        for v in values:
+            entity = self._entity[v]
             n = len(v)
             pos = joined.find(v)
             while pos >= 0:

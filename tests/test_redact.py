@@ -77,3 +77,18 @@ def test_credential_shapes_are_redacted(text: str, shown: str) -> None:
 )
 def test_ordinary_words_are_left_alone(text: str) -> None:
     assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("prefix", ["ghp", "gho", "ghu", "ghs", "ghr"])
+def test_every_github_token_prefix_is_redacted(prefix: str) -> None:
+    text = f"push with {prefix}_abcdefghijklmnopqrstuvwxyz0123 failed; through the high gate"
+    assert redact_text(text) == "push with [redacted] failed; through the high gate"
+
+
+def test_english_prose_does_not_run_the_github_token_pattern() -> None:
+    from codemode import redact
+
+    github = next(s for s in redact._GATED if "ghp_" in s[2])
+    prose = "through the high night, enough light: gh"
+    assert not any(a in prose for a in github[2])
+    assert redact_text(prose) == prose

@@ -85,7 +85,12 @@ _SHAPES: tuple[tuple[re.Pattern[str], int, tuple[str, ...]], ...] = (
         ("key", "token", "secret", "passw", "pwd", "credential", "authorization"),
     ),
     (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), 0, ("sk-",)),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), 0, ("gh",)),
+    # Anchored on the whole prefix: "gh" alone is in much English prose ("through").
+    (
+        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"),
+        0,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), 0, ("github_pat_",)),
     (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",)),
     (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",)),

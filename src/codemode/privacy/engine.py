@@ -36,7 +36,8 @@ from codemode_worker.protocol import Blob
 
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
-from .scan import Scanner
+from .known import KnownValues, replace_spans, with_held
+from .scan import Scanner, Span
 from .secrets import SecretDetector
 from .sinks import SinkPolicy
 from .tokens import TOKEN_RE
@@ -117,6 +118,7 @@ class Privacy:
         self.scanner = scanner if scanner is not None else build_scanner(config)
         self.sinks = SinkPolicy(config, servers or {}, workspace)
         self.max_chars = int(config.max_scan_mb * 1_000_000)
+        self.known = KnownValues(vault.held())
         if config.secrets:
             remember_environment()
 
@@ -198,6 +200,7 @@ class Privacy:
         texts = leaves.texts
         if literal:
             texts = [_replace_literals(t, literal) for t in texts]
+        texts, whole, inside = self._replace_known(texts, report)
         new = self._replace_all(texts, report)
         if self.config.action == "block" and report.found:
             raise PrivacyBlocked(
@@ -209,7 +212,34 @@ class Privacy:
             for i, t in enumerate(texts):
                 if i not in new and t is not leaves.texts[i]:
                     new[i] = t
+        else:
+            for i in inside:
+                if i not in new:
+                    new[i] = texts[i]
+        new.update(whole)
         return leaves.apply_changes(new), report
+
+    def _replace_known(
+        self, texts: list[str], report: Report
+    ) -> tuple[list[str], dict[int, str], Iterable[int]]:
+        """(the texts to scan, {index: token} of the texts that are a held value, the
+        indexes of the texts holding some inside): the values the vault already holds
+        replaced as the detectors' finds are (see ``known.py``), so a value tokenized
+        where a detector recognised it (a field name, a context word, NER) gets the same
+        token wherever it comes back. A text that is a held value is not scanned again
+        (it is "" in the texts to scan); one holding some has tokens, which the
+        detectors skip."""
+        whole, inside = self.known.find(texts)
+        if not whole and not inside:
+            return texts, {}, ()
+        keys = [(e, texts[i]) for i, e in whole.items()]
+        keys += [(e, texts[i][a:b]) for i, spans in inside.items() for a, b, e in spans]
+        tokens = self._tokens_for(keys)
+        report.found.update(k[0] for k in keys)
+        scan = replace_spans(texts, inside, tokens[len(whole) :])
+        for i in whole:
+            scan[i] = ""
+        return scan, dict(zip(whole, tokens, strict=False)), inside.keys()
 
     def _replace_all(self, texts: list[str], report: Report) -> dict[int, str]:
         """{index: new text} for the texts of ``texts`` that hold detected values, from
@@ -420,6 +450,11 @@ class Privacy:
         if exc.args and isinstance(exc.args[0], str):
             exc.args = (self.protect_text(exc.args[0], literal=literal), *exc.args[1:])
         return exc
+
+    def spans(self, text: str) -> list[Span]:
+        """The detectors' spans in ``text`` and, where none is, the held values' (for
+        the stream scanner, which replaces values chunk by chunk)."""
+        return with_held(self.scanner.spans(text), self.known, text)
 
     def redact(self, text: str) -> str:
         """``text`` with detected values as ``[EMAIL]``..., nothing stored (logs)."""

@@ -78,7 +78,7 @@ class StreamScanner:
             if len(self._buf) < self.max_hold:
                 return ""
             full = True
-        spans = [s for s in self.engine.scanner.spans(text) if s.end > len(ctx)]
+        spans = [s for s in self.engine.spans(text) if s.end > len(ctx)]
         for sp in spans:
             # Inside a value, or one that reaches the end so far (it may go on).
             if sp.start < cut < sp.end or (not final and sp.end == len(text) > sp.start):

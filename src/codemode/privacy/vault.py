@@ -283,6 +283,10 @@ class Vault:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries = self.store.load()
+        self._by_value: dict[str, str] = {}
+        """value -> its token, for every entry known here: a held value found again
+        where no detector recognises it (``known.KnownValues``) gets the same token."""
+        self._note(self._entries)
         self._pending: dict[str, Entry] = {}
         self._memo: dict[tuple[str, str], str] = {}
         self._writer: threading.Thread | None = None
@@ -331,6 +335,7 @@ class Vault:
                     entries.update(new)
                     pending.update(new)
                     memo.update(zip(items, tokens, strict=True))
+                    self._by_value.update(zip(map(itemgetter(1), items), tokens, strict=True))
                     return tokens
                 firsts = tokens
             for item, first in zip(items, firsts, strict=False):  # firsts may repeat None
@@ -353,6 +358,7 @@ class Vault:
                         raise RuntimeError("token id collisions: the vault is corrupt")
                 if entry is None or entry.expires < renew:
                     entries[token] = pending[token] = Entry(value, fresh)
+                    self._by_value[value] = token
                 memo[item] = token
                 add(token)
         return out
@@ -364,15 +370,28 @@ class Vault:
             entry = self._entries.get(token)
             if entry is None and now - self._last_refresh > 0.5:
                 self._last_refresh = now
-                _merge(self._entries, self.store.refresh())
+                more = self.store.refresh()
+                _merge(self._entries, more)
+                self._note(more)
                 entry = self._entries.get(token)
             if entry is None:
                 entry = self.store.get(token)
                 if entry is not None:
                     self._entries[token] = entry
+                    self._note({token: entry})
             if entry is None or entry.expires <= now:
                 return None
             return entry.value
+
+    def _note(self, entries: Mapping[str, Entry]) -> None:
+        """Entries read from the store (other sessions of this vault) are held values too."""
+        for token, entry in entries.items():
+            self._by_value.setdefault(entry.value, token)
+
+    def held(self) -> Mapping[str, str]:
+        """{value: token} of every value this vault issued a token for (the live dict:
+        read it, never change it; ``len`` of it tells that it grew)."""
+        return self._by_value
 
     def flush(self) -> None:
         """Persist the tokens issued since the last flush (after a ``flush_soon`` under

@@ -1,0 +1,294 @@
+"""Values the vault holds, found again where no detector would recognise them.
+
+A detector finds a value in its context: a bare 10-digit number is a phone under
+``"phone"`` and an order id elsewhere; a name is a ``PERSON`` only where a NER model
+says so; a custom recognizer may need a context word. Once the vault has issued a token
+for such a value, codemode knows it is personal data, and the same value returned by
+another tool (as a plain field, or inside free text) must get the same token.
+
+``KnownValues.find(texts)`` returns, per text, the spans of held values, looked for in
+the distinct texts only (one ``set`` of them, in C: notes from a few templates are
+searched once):
+
+- a whole text equal to a held value of ``MIN_WHOLE``+ characters: a set intersection
+  with the vault's value -> token map itself (no copy of it);
+- a held value of ``MIN_INSIDE``+ characters inside a longer text, standing alone (no
+  letter or digit right before or after it). With a few held values, ``value in text``
+  each (a C search, below ``FIND_MAX`` values); with more, the texts' words (runs of
+  ASCII letters and digits, from one ``bytes.translate`` and ``split``) are intersected
+  with an index of each value's longest word, and a value is searched for only when
+  all of its words are among the texts' (e-mails of one domain share their longest
+  word). Nothing is O(held values x text) past ``FIND_MAX``, except values with no ASCII
+  letter or digit (another script), searched one by one. The index grows with the
+  values the vault took since the last scan (its dict keeps them in order): no rebuild.
+
+Why the minimums: fields of 1-3 characters are codes (``"US"``, ``"CA"``, ``"yes"``,
+``"N/A"``), and no built-in detector issues a value that short (an IPv4 address has 7+
+characters, a phone 7+ digits); inside free text, 4-5 characters ("Anna", "Main") are too
+often part of ordinary prose. A value that is one lower-case word ("active", "street":
+a NER model's or a deny-list's mistake) is never searched for: it would turn every
+occurrence of an ordinary word into a token. Matching is exact (case-sensitive).
+
+The index follows the vault: one ``KnownValues`` per ``Privacy`` engine, so per
+workspace and tenant (or per client session with ``vault.scope: session``); values of
+another tenant's vault are never looked at.
+"""
+
+from __future__ import annotations
+
+import bisect
+import string
+import threading
+from collections.abc import Mapping
+from itertools import accumulate, compress, count, islice, repeat
+from typing import TypeVar
+
+from .scan import Span
+
+_T = TypeVar("_T")
+
+__all__ = [
+    "FIND_MAX",
+    "MIN_INSIDE",
+    "MIN_WHOLE",
+    "SEARCH_MAX",
+    "KnownValues",
+    "replace_spans",
+    "searchable",
+    "with_held",
+]
+
+MIN_WHOLE = 4
+"""Characters a held value needs to be found as a whole text (a JSON string value)."""
+MIN_INSIDE = 6
+"""Characters a held value needs to be found inside a longer text."""
+FIND_MAX = 48
+"""Held values searched one by one (``value in text``); past this, by word index."""
+SEARCH_MAX = 64
+"""Values the word index leaves that are searched for in all the texts at once; past
+this, text by text."""
+
+_SEP = "\x00"
+# Words are runs of ASCII letters and digits: every other byte (punctuation, and the
+# bytes of any non-ASCII character, such as "«" or "é") splits, in values and texts alike.
+_PUNCT = (string.punctuation + string.whitespace + "\x00").encode() + bytes(range(128, 256))
+_TO_SPACE = bytes.maketrans(_PUNCT, b" " * len(_PUNCT))
+
+
+def searchable(value: str) -> bool:
+    """Whether a held value is looked for again at all (see the module doc)."""
+    return (
+        len(value) >= MIN_WHOLE and not (value.isalpha() and value.islower()) and _SEP not in value
+    )
+
+
+def _words(text: str) -> list[bytes]:
+    return text.encode("utf-8", "surrogatepass").translate(_TO_SPACE).split()
+
+
+class KnownValues:
+    """Finds the values of one vault's ``held`` map (value -> token) in texts."""
+
+    def __init__(self, held: Mapping[str, str]) -> None:
+        self._held = held
+        self._size = 0
+        self._lock = threading.Lock()
+        self._inside: list[str] = []
+        self._anchors: dict[bytes, list[tuple[str, list[bytes]]]] = {}
+        self._wordless: list[str] = []
+        self._entity: dict[str, str] = {}
+        """{held value: its entity type} of the values looked for (``searchable``)."""
+
+    def _index(self) -> None:
+        """Index the values of ``MIN_INSIDE``+ characters the vault took since the last
+        look (its dict keeps them in the order they came: only the new ones are read,
+        in a few C passes, no rebuild per call)."""
+        held = self._held
+        size = len(held)
+        if size == self._size:
+            return
+        # Copied first, in one C call: another thread may add to the vault meanwhile.
+        new = [v for v in list(islice(held, self._size, size)) if searchable(v)]
+        self._size = size
+        self._entity.update(zip(new, map(_entity, map(held.__getitem__, new)), strict=True))
+        new = list(compress(new, map(MIN_INSIDE.__le__, map(len, new))))
+        if not new:
+            return
+        self._inside.extend(new)
+        encoded = map(str.encode, new, repeat("utf-8"), repeat("surrogatepass"))
+        words = list(map(bytes.split, map(bytes.translate, encoded, repeat(_TO_SPACE))))
+        anchors = self._anchors
+        # Found by its longest word (values sharing it, such as e-mails of one domain,
+        # are told apart by their other words: ``_inside_texts``).
+        for v, ws in zip(new, words, strict=True):
+            if not ws:  # no ASCII letter or digit (another script): searched one by one
+                self._wordless.append(v)
+                continue
+            # The longest word no other value is found by yet, else the one fewest share:
+            # a shared domain, area code or street name makes a poor anchor.
+            word = ws[0]
+            if len(ws) > 1:
+                for w in sorted(ws, key=len, reverse=True):
+                    if w not in anchors:
+                        word = w
+                        break
+                else:
+                    word = min(ws, key=lambda w: len(anchors[w]))
+            got = anchors.get(word)
+            if got is None:
+                anchors[word] = [(v, ws)]
+            else:
+                got.append((v, ws))
+
+    def find(
+        self, texts: list[str]
+    ) -> tuple[dict[int, str], dict[int, list[tuple[int, int, str]]]]:
+        """({index: entity} of the texts that are a held value, {index: [(start, end,
+        entity), ...] in order, not overlapping} of the texts holding some inside)."""
+        if not self._held:
+            return {}, {}
+        with self._lock:  # one scan at a time reads (and grows) the index
+            return self._find(texts)
+
+    def _find(
+        self, texts: list[str]
+    ) -> tuple[dict[int, str], dict[int, list[tuple[int, int, str]]]]:
+        self._index()
+        entity = self._entity
+        # Distinct texts (one C pass; notes from a few templates are searched once).
+        distinct = set(texts)
+        are = _common(distinct, entity)
+        out: dict[int, str] = {}
+        if are:
+            at = list(compress(count(), map(are.__contains__, texts)))
+            out = dict(zip(at, map(entity.__getitem__, map(texts.__getitem__, at)), strict=True))
+            distinct -= are
+        if not self._inside:
+            return out, {}
+        found = self._inside_texts(
+            list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
+        )
+        if not found:
+            return out, {}
+        got = list(map(found.get, texts))
+        return out, dict(zip(compress(count(), got), filter(None, got), strict=True))
+
+    def _inside_texts(self, texts: list[str]) -> dict[str, list[tuple[int, int, str]]]:
+        """{text: spans} for the texts holding a held value inside them."""
+        joined = _SEP.join(texts)
+        if len(self._inside) <= FIND_MAX:
+            return self._locate(texts, joined, [v for v in self._inside if v in joined])
+        present = set(_words(joined))
+        anchors = self._anchors
+        hit = _common(present, anchors)
+        # A value whose every word is in the texts (the words rule out most values that
+        # share their anchor with a text), then searched for.
+        candidates = [
+            (v, words) for w in hit for v, words in anchors[w] if present.issuperset(words)
+        ]
+        wordless = [v for v in self._wordless if v in joined]
+        if len(candidates) <= SEARCH_MAX:
+            found = [v for v, _ in candidates if v in joined]
+            return self._locate(texts, joined, found + wordless)
+        # Many values made of common words (phone numbers: area codes, "555"): each text
+        # is matched against the anchors on its own words, so the cost follows the
+        # texts, not the number of held values.
+        out = self._locate(texts, joined, wordless) if wordless else {}
+        for text in texts:
+            words = set(_words(text))
+            found = [
+                v
+                for w in _common(words, anchors)
+                if w in hit
+                for v, vw in anchors[w]
+                if words.issuperset(vw) and v in text
+            ]
+            if found:
+                spans = self._locate([text], text, found).get(text, [])
+                if text in out:  # wordless values found there too: theirs go first
+                    taken = out[text]
+                    spans = [
+                        sp for sp in spans if not any(sp[0] < e and s < sp[1] for s, e, _ in taken)
+                    ]
+                    spans = sorted([*taken, *spans])
+                if spans:
+                    out[text] = spans
+        return out
+
+    def _locate(
+        self, texts: list[str], joined: str, values: list[str]
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """{text: spans} of ``values`` (each in ``joined``, ``texts`` joined by NUL)
+        where they stand alone, the longer first where two overlap."""
+        if not values:
+            return {}
+        values.sort(key=len, reverse=True)
+        starts = list(accumulate((len(t) + 1 for t in texts), initial=0))
+        per: dict[int, list[tuple[int, int, str]]] = {}
+        taken: dict[int, list[tuple[int, int]]] = {}
+        for v in values:
+            entity = self._entity[v]
+            n = len(v)
+            pos = joined.find(v)
+            while pos >= 0:
+                end = pos + n
+                if _alone(joined, pos, end):
+                    k = bisect.bisect_right(starts, pos) - 1
+                    a, b = pos - starts[k], end - starts[k]
+                    spans = taken.setdefault(k, [])
+                    if not any(a < e and s < b for s, e in spans):
+                        spans.append((a, b))
+                        per.setdefault(k, []).append((a, b, entity))
+                pos = joined.find(v, end)
+        return {texts[k]: sorted(spans) for k, spans in per.items()}
+
+
+def _common(items: set[_T], mapping: Mapping[_T, object]) -> set[_T]:
+    """The items that are keys of ``mapping``, iterating the smaller of the two."""
+    if len(items) <= len(mapping):
+        return set(filter(mapping.__contains__, items))
+    return set(filter(items.__contains__, mapping))
+
+
+def with_held(spans: list[Span], known: KnownValues, text: str) -> list[Span]:
+    """``spans`` (the detectors') and the held values in ``text`` where none of them is."""
+    whole, inside = known.find([text])
+    held = [(0, len(text), e) for e in whole.values()] or inside.get(0, [])
+    if not held:
+        return spans
+    taken = [(s.start, s.end) for s in spans]
+    extra = [Span(a, b, e) for a, b, e in held if not any(a < t and f < b for f, t in taken)]
+    return sorted([*spans, *extra]) if extra else spans
+
+
+def _entity(token: str) -> str:
+    """The entity type a token of the vault names (``[PHONE_ab2...]`` -> ``PHONE``)."""
+    return token[1 : token.rindex("_")]
+
+
+def _alone(text: str, start: int, end: int) -> bool:
+    """No letter or digit right before ``start`` or right at ``end``: "Anna Lee" is not
+    found in "Hanna Leeds", "5551234567" not in "15551234567"."""
+    return (start == 0 or not text[start - 1].isalnum()) and (
+        end == len(text) or not text[end].isalnum()
+    )
+
+
+def replace_spans(
+    texts: list[str], found: Mapping[int, list[tuple[int, int, str]]], tokens: list[str]
+) -> list[str]:
+    """A copy of ``texts`` with the spans of ``found`` (in its order) replaced by
+    ``tokens``, one per span."""
+    out = list(texts)
+    it = iter(tokens)
+    for i, spans in found.items():
+        text = texts[i]
+        parts: list[str] = []
+        pos = 0
+        for a, b, _ in spans:
+            parts.append(text[pos:a])
+            parts.append(next(it))
+            pos = b
+        parts.append(text[pos:])
+        out[i] = "".join(parts)
+    return out

@@ -1,0 +1,302 @@
+"""Values the vault holds are tokenized wherever they come back, even where no detector
+would recognise them out of context (``codemode.privacy.known``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode import Session, SubprocessExecutor
+from codemode.context import CallContext
+from codemode.privacy.config import PrivacyConfig
+from codemode.privacy.engine import Privacy
+from codemode.privacy.known import FIND_MAX, MIN_INSIDE, MIN_WHOLE, SEARCH_MAX
+from codemode.privacy.layers import engine_for, reset_engines
+from codemode.privacy.tokens import TOKEN_RE
+from codemode.privacy.vault import Vault
+from codemode.workspace import Workspace
+
+from .conftest import PrivateWorkspace, make_private_workspace
+
+ACCOUNT = "4402117755"
+PHONE = "6505550123"
+ACCOUNTS = {
+    "enabled": True,
+    "recognizers": [{"name": "ACCOUNT", "pattern": r"\b\d{10}\b", "context": ["account"]}],
+}
+
+
+def engine(config: PrivacyConfig | None = None) -> Privacy:
+    return Privacy(config or PrivacyConfig(enabled=True), Vault(os.urandom(32)))
+
+
+def protect(e: Privacy, value: Any) -> Any:
+    out, _ = e.protect(value)
+    return out
+
+
+# -- the engine ----------------------------------------------------------------------
+
+
+def test_a_value_found_by_its_field_name_is_tokenized_as_a_plain_field_elsewhere() -> None:
+    e = engine()
+    first = protect(e, {"phone": PHONE})
+    token = first["phone"]
+    assert TOKEN_RE.fullmatch(token)
+    assert protect(e, {"order_id": PHONE}) == {"order_id": token}
+    assert protect(e, [PHONE, "other"]) == [token, "other"]
+    assert protect(e, PHONE) == token
+
+
+def test_a_held_value_inside_free_text_gets_the_same_token() -> None:
+    e = engine()
+    token = protect(e, {"phone": PHONE})["phone"]
+    note = f"Reference {PHONE}, see ({PHONE}); ref:{PHONE}."
+    assert protect(e, {"memo": note}) == {"memo": f"Reference {token}, see ({token}); ref:{token}."}
+
+
+def test_a_held_value_inside_a_longer_number_or_word_is_left_alone() -> None:
+    e = engine()
+    protect(e, {"phone": PHONE})
+    for text in (f"1{PHONE}", f"{PHONE}9", f"ID{PHONE}", f"order {PHONE}7 shipped"):
+        assert protect(e, {"ref": text}) == {"ref": text}
+
+
+def test_the_detectors_still_win_where_they_find_a_longer_value() -> None:
+    e = engine()
+    token = protect(e, {"phone": PHONE})["phone"]
+    out = protect(e, {"contact": "mail bob@example.org or call " + PHONE})
+    assert PHONE not in json.dumps(out) and "bob@example.org" not in json.dumps(out)
+    assert token in out["contact"]
+
+
+def test_short_values_and_lower_case_words_are_never_searched_for_again() -> None:
+    config = PrivacyConfig.model_validate(
+        {"enabled": True, "deny": {"CODE": ["USA", "active", "Anna"], "CITY": ["Madrid"]}}
+    )
+    e = engine(config)
+    protect(e, {"a": "USA", "b": "active", "c": "Anna", "d": "Madrid"})
+    # The deny-list still finds its own values (it is a detector); the held-values net
+    # must not add anything else: checked with a config without the deny-list.
+    bare = Privacy(PrivacyConfig(enabled=True), e.vault)
+    assert len("USA") < MIN_WHOLE and len("Anna") < MIN_INSIDE <= len("Madrid")
+    out = protect(bare, {"x": "USA", "y": "active", "z": "Anna", "t": "Hanna in Madrid"})
+    assert out["x"] == "USA" and out["y"] == "active"
+    assert TOKEN_RE.fullmatch(out["z"])  # a whole field of 4+ characters
+    assert out["t"].startswith("Hanna in [CODE_") or out["t"].startswith("Hanna in [CITY_")
+
+
+def test_the_same_vault_issues_the_same_token_in_another_engine_only() -> None:
+    vault = Vault(os.urandom(32))
+    token = protect(Privacy(PrivacyConfig(enabled=True), vault), {"phone": PHONE})["phone"]
+    again = Privacy(PrivacyConfig(enabled=True), vault)
+    assert protect(again, {"ref": PHONE}) == {"ref": token}
+    other = engine()
+    assert protect(other, {"ref": PHONE}) == {"ref": PHONE}
+
+
+def test_many_held_values_are_found_by_their_words_as_one_by_one() -> None:
+    """Past ``FIND_MAX`` held values the search goes by an index of words: the same
+    spans as searching each value, on random texts."""
+    rnd = random.Random(7)
+    e = engine()
+    numbers = [str(rnd.randrange(10**9, 10**10)) for _ in range(FIND_MAX * 3)]
+    protect(e, [{"phone": n} for n in numbers])
+    assert len(e.vault.held()) >= FIND_MAX * 3
+    for _ in range(50):
+        words = [rnd.choice([*numbers[:20], "call", "x", "7", "(", ")", ", "]) for _ in range(30)]
+        text = " ".join(words)
+        out = protect(e, {"memo": text})["memo"]
+        assert not any(n in out for n in numbers if n in text.split())
+    assert protect(e, {"memo": "nothing here 12"}) == {"memo": "nothing here 12"}
+
+
+def test_many_held_values_of_common_words_are_matched_text_by_text() -> None:
+    """Phone numbers share their words (area codes, "555"): past ``SEARCH_MAX`` such
+    values the texts are matched one by one; the same replacements as a plain search."""
+    rnd = random.Random(3)
+    e = engine()
+    phones = [f"+1 {rnd.randrange(200, 210)}-555-{n:04d}" for n in range(SEARCH_MAX * 4)]
+    for p in phones:
+        e.vault.token("PHONE", p)
+    texts = []
+    for _ in range(40):
+        picked = rnd.sample(phones, 3)
+        texts.append(f"call {picked[0]} or ({picked[1]}), not 9{picked[2]} nor {picked[2]}1")
+    texts.append(f"+1 555-555-{SEARCH_MAX * 8:04d} is not held")
+    # The held-values net alone (the phone detector finds some of these by itself).
+    whole, inside = e.known.find(texts)
+    assert whole == {}
+    for i, text in enumerate(texts):
+        want = []
+        for p in phones:
+            for m in re.finditer(rf"(?<![^\W_]){re.escape(p)}(?![^\W_])", text):
+                want.append((m.start(), m.end(), "PHONE"))
+        assert inside.get(i, []) == sorted(want), text
+
+
+@pytest.mark.parametrize("filler", [0, FIND_MAX * 2])
+def test_held_values_are_found_next_to_non_ascii_characters_and_in_other_scripts(
+    filler: int,
+) -> None:
+    e = engine()
+    for n in range(filler):  # past FIND_MAX: the word index
+        e.vault.token("ACCOUNT", f"ACC{n:08d}")
+    names = {"Chloé Dubois": "", "Алексей Смирнов": "", "諸葛孔明先生": ""}
+    for name in names:
+        names[name] = e.vault.token("PERSON", name)
+    text = "«Chloé Dubois» — Алексей Смирнов, 諸葛孔明先生; not Chloé Duboisé"
+    out = protect(e, {"memo": text})["memo"]
+    chloe, alexei, lee = names.values()
+    assert out == f"«{chloe}» — {alexei}, {lee}; not Chloé Duboisé"
+
+
+def test_action_redact_and_block_apply_to_held_values_too() -> None:
+    vault = Vault(os.urandom(32))
+    protect(Privacy(PrivacyConfig(enabled=True), vault), {"phone": PHONE})
+    redact = Privacy(PrivacyConfig(enabled=True, action="redact"), vault)
+    assert protect(redact, {"ref": PHONE}) == {"ref": "[PHONE]"}
+    block = Privacy(PrivacyConfig(enabled=True, action="block"), vault)
+    from codemode.errors import PrivacyBlocked
+
+    with pytest.raises(PrivacyBlocked):
+        block.protect({"ref": PHONE})
+
+
+def test_tenants_of_one_workspace_never_see_each_others_held_values(tmp_path: Path) -> None:
+    reset_engines()
+    config = PrivacyConfig(enabled=True)
+    ws = str(tmp_path)
+    a = engine_for(config, CallContext(tenant="acme", workspace=ws))
+    b = engine_for(config, CallContext(tenant="globex", workspace=ws))
+    token = protect(a, {"phone": PHONE})["phone"]
+    a.vault.flush()
+    assert protect(a, {"ref": PHONE}) == {"ref": token}
+    assert protect(b, {"ref": PHONE}) == {"ref": PHONE}
+    # A later process of tenant acme (a fresh engine reading the persisted vault) knows it.
+    reset_engines()
+    later = engine_for(config, CallContext(tenant="acme", workspace=ws))
+    assert protect(later, {"ref": PHONE}) == {"ref": token}
+    reset_engines()
+
+
+def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
+    from codemode.privacy.stream import StreamScanner
+
+    e = engine()
+    token = protect(e, {"phone": PHONE})["phone"]
+    stream = StreamScanner(e)
+    out = stream.feed("ledger ref 65055") + stream.feed("50123 settled\n") + stream.close()
+    assert out == f"ledger ref {token} settled\n"
+
+
+# -- a real session ------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def opened(ws: PrivateWorkspace) -> AsyncIterator[Session]:
+    workspace = Workspace.open(ws.base)
+    async with Session.for_workspace(
+        workspace, executor=SubprocessExecutor(memory_limit_mb=1024)
+    ) as s:
+        yield s
+
+
+@pytest.mark.anyio
+async def test_a_value_tokenized_from_one_tool_comes_back_tokenized_from_another(
+    tmp_path: Path,
+) -> None:
+    ws = make_private_workspace(tmp_path, privacy=ACCOUNTS)
+
+    def accounts() -> list[dict[str, str]]:
+        """Accounts by owner."""
+        return [{"phone": PHONE, "owner": "Dana", "account": ACCOUNT}]
+
+    def ledger() -> dict[str, Any]:
+        """The ledger: the same numbers with no field name that says what they are."""
+        return {
+            "rows": [{"ref": ACCOUNT, "amount": 12.5}, {"ref": PHONE, "amount": 3}],
+            "memo": f"Transfer {ACCOUNT} settled; callback {PHONE}.",
+        }
+
+    code = (
+        "a = tools.local.accounts()[0]\n"
+        "l = tools.local.ledger()\n"
+        "print(a, l)\n"
+        "assert l['rows'][0]['ref'] == a['account'] and l['rows'][1]['ref'] == a['phone']\n"
+        "assert a['account'] in l['memo'] and a['phone'] in l['memo']\n"
+        "tools.outbox.record(data={'ref': l['rows'][0]['ref'], 'memo': l['memo']})\n"
+        "l"
+    )
+    async with opened(ws) as s:
+        s.register_tool(accounts)
+        s.register_tool(ledger)
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    shown = r.stdout + json.dumps(r.value) + r.stderr
+    assert ACCOUNT not in shown and PHONE not in shown
+    assert "[ACCOUNT_" in shown and "[PHONE_" in shown
+    # The sink received the real values, restored from the tokens of the second tool.
+    received = json.dumps(ws.received())
+    assert ACCOUNT in received and PHONE in received
+    assert TOKEN_RE.search(received) is None
+
+
+@pytest.mark.anyio
+async def test_a_held_value_printed_by_code_is_tokenized_in_the_run_output(
+    tmp_path: Path,
+) -> None:
+    """The second net (the run's output) knows held values too: code that rebuilds a
+    value from a tool's result in a form the detectors miss still prints a token."""
+    ws = make_private_workspace(tmp_path, privacy=ACCOUNTS)
+
+    def accounts() -> list[dict[str, str]]:
+        """Accounts by owner."""
+        return [{"owner": "Dana", "account": ACCOUNT}]
+
+    async with opened(ws) as s:
+        s.register_tool(accounts)
+        r = await s.run(f"tools.local.accounts()\nprint('ref', {ACCOUNT!r})")
+    assert r.is_ok, r.error
+    assert ACCOUNT not in r.stdout and "[ACCOUNT_" in r.stdout
+
+
+@pytest.mark.anyio
+async def test_a_name_found_by_its_field_never_reaches_the_mcp_client_from_a_note(
+    tmp_path: Path,
+) -> None:
+    """``codemode serve``, every byte to the client captured: a name tokenized under
+    ``"name"`` in the CRM's records comes back inside the CRM's free-text note (where no
+    context word marks it), and from code that spells it out."""
+    from .test_serve_privacy import captured_serve, text_of
+
+    names = {
+        "enabled": True,
+        "recognizers": [
+            {"name": "PERSON", "pattern": r"[A-Z][a-z]+ [A-Z][a-z]+", "context": ["name"]}
+        ],
+    }
+    ws = make_private_workspace(tmp_path, privacy=names)
+    code = (
+        "cs = tools.crm.list_customers()\n"
+        "print([c['name'] for c in cs])\n"
+        "print(tools.crm.customer_note(customer_id=1001))\n"
+        "print('Dear ' + 'Alice' + ' ' + 'Martin')\n"
+        "tools.outbox.send(to=cs[0]['email'], subject='Hello ' + cs[0]['name'], body='-')\n"
+    )
+    capture = tmp_path / "to_client.jsonl"
+    async with captured_serve(ws, capture) as client:
+        run = await client.call_tool("run_code", {"code": code})
+    printed = text_of(run)
+    assert not run.is_error, printed
+    assert printed.count("[PERSON_") >= 3, printed
+    assert "Alice Martin" not in capture.read_text() and "Alice Martin" not in printed
+    assert "Hello Alice Martin" in json.dumps(ws.received())

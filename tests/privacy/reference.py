@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from codemode.privacy import detectors, encoded, engine, phone
+from codemode.privacy import detectors, encoded, phone, splice
 from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
@@ -69,19 +69,19 @@ def _iban_matches(text: str) -> Iterator[re.Match[str]]:
 @contextmanager
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
-    saved = (encoded._runs, detectors._iban_matches, engine._locate, phone._neg_context)
+    saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
     saved_is_phone = phone.PhoneDetector.is_phone
     saved_card = detectors.CardDetector._find
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
     encoded._runs = _runs
     detectors._iban_matches = _iban_matches
-    engine._locate = _locate
+    splice.locate = _locate
     phone._neg_context = _neg_context
     phone.PhoneDetector.is_phone = _is_phone  # type: ignore[method-assign]
     try:
         yield
     finally:
-        encoded._runs, detectors._iban_matches, engine._locate, phone._neg_context = saved
+        encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
 
@@ -155,8 +155,8 @@ def _is_phone(self: phone.PhoneDetector, text: str, start: int, num: str) -> boo
 def _locate(
     pieces: list[str], joined: str, ss: list[int], ts: list[int]
 ) -> tuple[list[int], list[int]] | None:
-    """``codemode.privacy.engine._locate`` before it counted NULs: from every offset."""
-    return engine._locate_by_offsets(pieces, ss, ts)
+    """``codemode.privacy.splice.locate`` before it counted NULs: from every offset."""
+    return splice._locate_by_offsets(pieces, ss, ts)
 
 
 # --------------------------------------------------------------------------- random rows

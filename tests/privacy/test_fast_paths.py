@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import engine
 from codemode.privacy.config import PrivacyConfig, Recognizer
-from codemode.privacy.engine import SEP, Privacy, build_scanner
+from codemode.privacy.engine import Privacy, build_scanner
 from codemode.privacy.phone import PhoneDetector
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
+from codemode.privacy.splice import SEP, locate
 from codemode.privacy.vault import Vault
 from codemode.privacy.walk import Leaves
 from codemode.redact import forget_secrets, remember_secret
@@ -85,7 +85,7 @@ def test_protect_gives_the_same_value_with_and_without_the_fast_paths(secrets: b
     rows = random_rows(99, 2000, secrets=secrets)
     texts = Leaves.collect(rows).texts
     found = build_scanner(CONFIG).spans_raw(joined(rows))
-    located = engine._locate(texts, joined(rows), [f[0] for f in found], [f[1] for f in found])
+    located = locate(texts, joined(rows), [f[0] for f in found], [f[1] for f in found])
     assert (located is None) == secrets  # "token=..." runs on across the NUL after it
     fast, fast_report = Privacy(CONFIG, Vault(key)).protect(rows)
     with reference_paths():

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, repeat
-from operator import add, ge, itemgetter, sub
+from operator import add, itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +34,14 @@ from codemode.redact import REDACTED, remember_environment
 from codemode.result import ErrorInfo, ExecutionResult
 from codemode_worker.protocol import Blob
 
+from . import splice
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
 from .known import KnownValues, replace_spans, with_held
 from .scan import Scanner, Span
 from .secrets import SecretDetector
 from .sinks import SinkPolicy
+from .splice import SEP, copy_repeats, rebuild
 from .tokens import TOKEN_RE
 from .vault import Vault
 from .walk import Leaves, _as_text
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
-SEP = "\x00"
 REPEAT_MIN = 64
 """Texts this long are scanned once per distinct (context, text) in a value."""
 CONTEXT = 32
@@ -261,7 +262,7 @@ class Privacy:
         # text that is one value (a JSON field holding an e-mail).
         ss = list(map(_start, found))
         ts = list(map(_end, found))
-        located = _locate(pieces, joined, ss, ts)
+        located = splice.locate(pieces, joined, ss, ts)
         if located is None:
             return self._replace_crossing(texts, pieces, joined, copies, found, report)
         kr, bases = located
@@ -273,11 +274,11 @@ class Privacy:
             bases = list(compress(bases, keep))
         keys = list(zip(entities, map(joined.__getitem__, map(slice, ss, ts)), strict=True))
         tokens = self._tokens_for(keys)
-        out = _rebuild(texts, bases, kr, ss, ts, tokens)
+        out = rebuild(texts, bases, kr, ss, ts, tokens)
         found_counts = report.found
         found_counts.update(entities)
         if copies:
-            _copy_repeats(out, copies, kr, entities, found_counts)
+            copy_repeats(out, copies, kr, entities, found_counts)
         return out
 
     def _replace_crossing(
@@ -313,11 +314,11 @@ class Privacy:
         tokens = self._tokens_for(keys)
         kr = [h[0] + 1 for h in hits]
         bases = [starts[h[0]] for h in hits]
-        out = _rebuild(texts, bases, kr, [h[1] for h in hits], [h[2] for h in hits], tokens)
+        out = rebuild(texts, bases, kr, [h[1] for h in hits], [h[2] for h in hits], tokens)
         entities = [k[0] for k in keys]
         report.found.update(entities)
         if copies:
-            _copy_repeats(out, copies, kr, entities, report.found)
+            copy_repeats(out, copies, kr, entities, report.found)
         return out
 
     def _tokens_for(self, keys: list[tuple[str, str]]) -> list[str]:
@@ -469,100 +470,6 @@ class Privacy:
             pos = sp.end
         parts.append(text[pos:])
         return "".join(parts)
-
-
-def _locate(
-    pieces: list[str], joined: str, ss: list[int], ts: list[int]
-) -> tuple[list[int], list[int]] | None:
-    """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
-    (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
-    ``bases[i]``; None if a value crosses from one piece into the next.
-
-    When no piece holds a NUL itself (the common case), a value is in the piece after as
-    many NULs as precede it (counted between one value and the next: each character
-    once), it crosses if a NUL is inside it, and its piece starts after the last NUL
-    before it: no offsets of the 100,000 pieces of a large result are needed.
-    """
-    if joined.count(SEP) != len(pieces) - 1:
-        return _locate_by_offsets(pieces, ss, ts)
-    if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
-        return None
-    kr = list(accumulate(map(joined.count, repeat(SEP), [0, *ss[:-1]], ss), initial=1))[1:]
-    bases = list(map(add, map(joined.rfind, repeat(SEP), repeat(0), ss), repeat(1)))
-    return kr, bases
-
-
-def _locate_by_offsets(
-    pieces: list[str], ss: list[int], ts: list[int]
-) -> tuple[list[int], list[int]] | None:
-    """``_locate`` from the offset of every piece (any piece may hold a NUL)."""
-    starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
-    kr = list(map(bisect.bisect_right, repeat(starts), ss))
-    if any(map(ge, ts, map(starts.__getitem__, kr))):
-        return None
-    return kr, list(map(starts.__getitem__, map(sub, kr, repeat(1))))
-
-
-def _rebuild(
-    texts: list[str],
-    bases: list[int],
-    kr: list[int],
-    ss: list[int],
-    ts: list[int],
-    tokens: list[str],
-) -> dict[int, str]:
-    """{index: new text}: value ``i`` (``ss[i]``..``ts[i]`` in the joined text, in text
-    ``kr[i] - 1``, which starts there at ``bases[i]``, in order) replaced by
-    ``tokens[i]``."""
-    out: dict[int, str] = {}
-    n = len(kr)
-    if len(set(kr)) == n:  # one value per text: no grouping
-        for k, base, a, b, token in zip(kr, bases, ss, ts, tokens, strict=True):
-            text = texts[k - 1]
-            if a == base and b - a == len(text):
-                out[k - 1] = token  # the whole text is the value
-            else:
-                out[k - 1] = text[: a - base] + token + text[b - base :]
-        return out
-    i = 0
-    while i < n:
-        k = kr[i]
-        j = i + 1
-        while j < n and kr[j] == k:
-            j += 1
-        base, text = bases[i], texts[k - 1]
-        parts: list[str] = []
-        pos = 0
-        for m in range(i, j):
-            parts.append(text[pos : ss[m] - base])
-            parts.append(tokens[m])
-            pos = ts[m] - base
-        parts.append(text[pos:])
-        out[k - 1] = "".join(parts)
-        i = j
-    return out
-
-
-def _copy_repeats(
-    out: dict[int, str],
-    copies: dict[int, int],
-    kr: list[int],
-    entities: list[str],
-    counts: Counter[str],
-) -> None:
-    """A repeated text gets the new text of its first occurrence, and its values are
-    counted again."""
-    firsts = set(copies.values()) & out.keys()
-    if not firsts:
-        return
-    by_text: dict[int, list[str]] = {}
-    for k, entity in zip(kr, entities, strict=True):
-        if k - 1 in firsts:
-            by_text.setdefault(k - 1, []).append(entity)
-    for c, first in copies.items():
-        if first in out:
-            out[c] = out[first]
-            counts.update(by_text[first])
 
 
 @contextmanager

@@ -1,0 +1,110 @@
+"""Where each value found in the NUL-joined text of a result's strings lies, and the
+strings rebuilt with tokens in place: the arithmetic of one scan, kept apart from the
+engine's policy because it is where a large result's time goes."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from itertools import accumulate, repeat
+from operator import add, ge, sub
+
+SEP = "\x00"
+"""Joins a value's strings into one text (a NUL: no detector matches across it)."""
+
+
+def locate(
+    pieces: list[str], joined: str, ss: list[int], ts: list[int]
+) -> tuple[list[int], list[int]] | None:
+    """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
+    (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
+    ``bases[i]``; None if a value crosses from one piece into the next.
+
+    When no piece holds a NUL itself (the common case), a value is in the piece after as
+    many NULs as precede it (counted between one value and the next: each character
+    once), it crosses if a NUL is inside it, and its piece starts after the last NUL
+    before it: no offsets of the 100,000 pieces of a large result are needed.
+    """
+    if joined.count(SEP) != len(pieces) - 1:
+        return _locate_by_offsets(pieces, ss, ts)
+    if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
+        return None
+    kr = list(accumulate(map(joined.count, repeat(SEP), [0, *ss[:-1]], ss), initial=1))[1:]
+    bases = list(map(add, map(joined.rfind, repeat(SEP), repeat(0), ss), repeat(1)))
+    return kr, bases
+
+
+def _locate_by_offsets(
+    pieces: list[str], ss: list[int], ts: list[int]
+) -> tuple[list[int], list[int]] | None:
+    """``locate`` from the offset of every piece (any piece may hold a NUL)."""
+    starts = list(accumulate(map(add, map(len, pieces), repeat(1)), initial=0))
+    kr = list(map(bisect.bisect_right, repeat(starts), ss))
+    if any(map(ge, ts, map(starts.__getitem__, kr))):
+        return None
+    return kr, list(map(starts.__getitem__, map(sub, kr, repeat(1))))
+
+
+def rebuild(
+    texts: list[str],
+    bases: list[int],
+    kr: list[int],
+    ss: list[int],
+    ts: list[int],
+    tokens: list[str],
+) -> dict[int, str]:
+    """{index: new text}: value ``i`` (``ss[i]``..``ts[i]`` in the joined text, in text
+    ``kr[i] - 1``, which starts there at ``bases[i]``, in order) replaced by
+    ``tokens[i]``."""
+    out: dict[int, str] = {}
+    n = len(kr)
+    if len(set(kr)) == n:  # one value per text: no grouping
+        for k, base, a, b, token in zip(kr, bases, ss, ts, tokens, strict=True):
+            text = texts[k - 1]
+            if a == base and b - a == len(text):
+                out[k - 1] = token  # the whole text is the value
+            else:
+                out[k - 1] = text[: a - base] + token + text[b - base :]
+        return out
+    i = 0
+    while i < n:
+        k = kr[i]
+        j = i + 1
+        while j < n and kr[j] == k:
+            j += 1
+        base, text = bases[i], texts[k - 1]
+        parts: list[str] = []
+        pos = 0
+        for m in range(i, j):
+            parts.append(text[pos : ss[m] - base])
+            parts.append(tokens[m])
+            pos = ts[m] - base
+        parts.append(text[pos:])
+        out[k - 1] = "".join(parts)
+        i = j
+    return out
+
+
+def copy_repeats(
+    out: dict[int, str],
+    copies: dict[int, int],
+    kr: list[int],
+    entities: list[str],
+    counts: Counter[str],
+) -> None:
+    """A repeated text gets the new text of its first occurrence, and its values are
+    counted again."""
+    firsts = set(copies.values()) & out.keys()
+    if not firsts:
+        return
+    by_text: dict[int, list[str]] = {}
+    for k, entity in zip(kr, entities, strict=True):
+        if k - 1 in firsts:
+            by_text.setdefault(k - 1, []).append(entity)
+    for c, first in copies.items():
+        if first in out:
+            out[c] = out[first]
+            counts.update(by_text[first])
+
+
+__all__ = ["SEP", "copy_repeats", "locate", "rebuild"]

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _ray_cluster import ray_cluster
 from _stats import median, pct, table
 from codemode import Session
 from codemode.cluster import RayConfig, RayExecutor
 from codemode.cluster.local import LocalCluster
 from codemode.errors import ExecutorError
-from codemode.execution.pool import close_pools
 from codemode.execution.sandbox import SandboxExecutor
 
 TARGET_ADDED_P50_MS = 1.0
@@ -274,26 +274,11 @@ def main() -> None:
     if args.quick:
         args.runs, args.rounds, args.starts = 60, 2, 2
         args.sessions, args.seconds = 4, 2.0
-    cluster = None
-    address = args.address
-    try:
-        if address is None:
-            t = time.perf_counter()
-            cluster = LocalCluster()
-            cluster.start_head()
-            cluster.add_node("b")
-            address = cluster.address
-            print(f"local cluster (head + 1 node) started in {time.perf_counter() - t:.1f} s")
+    with ray_cluster(args.address) as (address, cluster):
         if args.only != "throughput":
             asyncio.run(main_async(args, address))
         if args.only != "latency":
             scaling(args, address, cluster)
-    finally:
-        close_pools()
-        if "ray" in sys.modules:
-            sys.modules["ray"].shutdown()
-        if cluster is not None:
-            cluster.close()
 
 
 if __name__ == "__main__":

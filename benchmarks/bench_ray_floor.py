@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _ray_cluster import ray_cluster
 from _stats import median, pct, table
 from codemode import Session
 from codemode.cluster import RayConfig, RayExecutor
 from codemode.cluster.actor import SessionActor, _Session
-from codemode.cluster.local import LocalCluster
-from codemode.execution.pool import close_pools
 from codemode.execution.sandbox import SandboxExecutor
 
 CODE = "x = 1\nx + 1"
@@ -168,19 +167,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=1800)
     p.add_argument("--rounds", type=int, default=9)
     args = p.parse_args()
-    cluster = None
-    try:
-        if args.address is None:
-            cluster = LocalCluster()
-            cluster.start_head()
-            cluster.add_node("b")
-        asyncio.run(main_async(args, args.address or cluster.address))  # type: ignore[union-attr]
-    finally:
-        close_pools()
-        if "ray" in sys.modules:
-            sys.modules["ray"].shutdown()
-        if cluster is not None:
-            cluster.close()
+    with ray_cluster(args.address) as (address, _):
+        asyncio.run(main_async(args, address))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import pytest
 from codemode.cluster.local import LocalCluster, Node
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
 from redis_server import RedisServer as RedisServer  # tests/storage's real Redis; re-exported
 
 # Token authentication on, as docs/ray.md asks of a real cluster. Ray reads these when it

@@ -23,12 +23,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode import Session
 from codemode.observability import export_process
 from codemode.observability.capability import _tracing
 from codemode.observability.config import ObservabilityConfig
 from codemode.observability.metrics import default_metrics
 from codemode.observability.tracing import Tracing, digest, remote_parent
+
+from . import test_tracing
 
 pytestmark = pytest.mark.anyio
 
@@ -93,16 +95,6 @@ def tracing(collector: Collector) -> Iterator[Tracing]:
     t.close()
 
 
-def lookup(card: str) -> dict[str, Any]:
-    """The holder of a card."""
-    return {"card": card, "holder": "Ada Lovelace"}
-
-
-def down() -> None:
-    """Always fails."""
-    raise RuntimeError("backend down")
-
-
 def current_span() -> list[str]:
     """The trace and span id current where the tool runs (what an MCP client sends)."""
     ctx = trace.get_current_span().get_span_context()
@@ -110,15 +102,7 @@ def current_span() -> list[str]:
 
 
 async def traced_session(tracing: Tracing) -> Session:
-    reg = ToolRegistry()
-    reg.register(lookup, server="bank")
-    reg.register(current_span, server="probe")
-    reg.register(down, server="bank")
-    reg.use(tracing.tool_layer, "observe")
-    s = Session(SubprocessExecutor(), tools=reg)
-    s.use(tracing.run_hook, "observe")
-    await s.start()
-    return s
+    return await test_tracing.traced_session(tracing, current_span)
 
 
 def dropped() -> float:

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -56,10 +56,14 @@ def tracing(exporter: InMemorySpanExporter) -> Iterator[Tracing]:
     provider.shutdown()
 
 
-async def traced_session(tracing: Tracing) -> Session:
+async def traced_session(tracing: Tracing, *probes: Callable[..., Any]) -> Session:
+    """A session whose tools are ``bank.lookup``, ``bank.down`` and ``probe.<each probe>``,
+    traced by ``tracing``."""
     reg = ToolRegistry()
     reg.register(lookup, server="bank")
     reg.register(down, server="bank")
+    for probe in probes:
+        reg.register(probe, server="probe")
     reg.use(tracing.tool_layer, "observe")
     s = Session(SubprocessExecutor(), tools=reg)
     s.use(tracing.run_hook, "observe")

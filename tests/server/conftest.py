@@ -23,12 +23,10 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-
-from .browser import browser  # noqa: F401 - the fixture of the web console's tests
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
 from serve_process import INITIALIZE as INITIALIZE
 from serve_process import launch_serve
+
+from .browser import browser  # noqa: F401 - the fixture of the web console's tests
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / ".ci" / "node"

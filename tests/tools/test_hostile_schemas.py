@@ -4,15 +4,14 @@ schema that is its own ``$ref`` leaves the call to the server."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from schema_host import schema_listener
 
 from codemode.workspace import Workspace
 
@@ -28,28 +27,8 @@ def workspace(tmp_path: Path, *args: str) -> Path:
 @pytest.fixture
 def listener() -> Iterator[tuple[str, list[str]]]:
     """A URL on loopback and the paths requested from it."""
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = b'{"enum": ["the-secret-behind-the-firewall"]}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/latest/meta-data", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with schema_listener("/latest/meta-data", "the-secret-behind-the-firewall") as found:
+        yield found
 
 
 @pytest.mark.anyio

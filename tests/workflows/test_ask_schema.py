@@ -3,12 +3,11 @@ checking an answer against it never makes the host fetch a URL or run its regexe
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from schema_host import schema_listener
 
 from codemode import SubprocessExecutor
 from codemode.workflows import arun_workflow, scripted_asker
@@ -17,26 +16,8 @@ from codemode.workflows import arun_workflow, scripted_asker
 @pytest.fixture
 def listener() -> Iterator[tuple[str, list[str]]]:
     """A URL on loopback that answers a schema naming a secret, and the paths requested."""
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"enum": ["internal-secret"]}')
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/internal", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with schema_listener("/internal", "internal-secret") as found:
+        yield found
 
 
 @pytest.mark.anyio

@@ -13,14 +13,24 @@ from __future__ import annotations
 
 import re
 
+# Every control, format (Cf), surrogate and line/paragraph separator code point of
+# Unicode 15 (tag characters, used to smuggle hidden text, included), plus the invisible
+# ones of other categories: variation selectors, Mongolian and Hangul fillers.
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\ufeff\ufff9-\ufffb\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 
 
 def _escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    cp = ord(match.group())
+    if cp > 0xFFFF:  # a JSON string spells it as its UTF-16 surrogate pair
+        cp -= 0x10000
+        return f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}"
+    return f"\\u{cp:04x}"
 
 
 def printable(text: str) -> str:

@@ -144,6 +144,20 @@ async def test_a_tool_call_sees_the_identity_the_exported_run_span_has(
     assert seen == [run.trace_id.hex(), run.span_id.hex()]
 
 
+class Seconds(float):
+    """A float subclass (like numpy.float64), which marshal refuses."""
+
+
+async def test_a_run_whose_facts_are_subclassed_numbers_is_exported_all_the_same(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        assert (await s.run("1", timeout=Seconds(30))).value == 1
+        assert (await s.run("2")).value == 2  # and the emitter goes on
+    assert tracing.flush()
+    assert len(collector.named("codemode.run")) == 2
+
+
 async def test_a_failing_call_and_its_run_are_marked_with_their_error_type(
     tracing: Tracing, collector: Collector
 ) -> None:

@@ -70,6 +70,41 @@ def test_a_held_value_inside_a_longer_number_or_word_is_left_alone() -> None:
         assert protect(e, {"ref": text}) == {"ref": text}
 
 
+def test_a_held_value_joined_to_a_longer_one_leaves_that_one_to_the_detectors() -> None:
+    e = engine()
+    protect(e, {"email": "bob@example.org"})
+    protect(e, {"name": "Anna Lee"})
+    for text, longer in (
+        ("write to alice.bob@example.org today", "alice.bob@example.org"),
+        ("or bob@example.org.uk", "bob@example.org.uk"),
+    ):
+        out = protect(e, {"note": text})["note"]
+        (token,) = [m.group(0) for m in TOKEN_RE.finditer(out)]
+        assert out == text.replace(longer, token)  # the whole address, one token
+        assert e.restore({"to": token}, sink=True)[0] == {"to": longer}
+    assert protect(e, {"note": "Anna Lee-Smith"}) == {"note": "Anna Lee-Smith"}
+
+
+def test_a_held_value_of_a_few_digits_is_not_looked_for_again() -> None:
+    pins = {"name": "PIN", "pattern": r"\b\d{4}\b", "context": ["pin"]}
+    e = engine(PrivacyConfig.model_validate({"enabled": True, "recognizers": [pins]}))
+    token = protect(e, {"note": "pin 2024"})["note"].split()[1]
+    assert TOKEN_RE.fullmatch(token)
+    assert protect(e, {"year": "2024"}) == {"year": "2024"}  # a year, not the PIN
+
+
+def test_values_the_vault_purged_are_no_longer_looked_for() -> None:
+    now = [1000.0]
+    vault = Vault(os.urandom(32), ttl=60, clock=lambda: now[0])
+    e = Privacy(PrivacyConfig(enabled=True), vault)
+    token = protect(e, {"phone": PHONE})["phone"]
+    assert protect(e, {"ref": f"see {PHONE}"}) == {"ref": f"see {token}"}
+    now[0] += 120
+    assert vault.purge() == 1
+    assert PHONE not in vault.held()
+    assert protect(e, {"ref": f"see {PHONE}"}) == {"ref": f"see {PHONE}"}
+
+
 def test_the_detectors_still_win_where_they_find_a_longer_value() -> None:
     e = engine()
     token = protect(e, {"phone": PHONE})["phone"]
@@ -300,3 +335,13 @@ async def test_a_name_found_by_its_field_never_reaches_the_mcp_client_from_a_not
     assert printed.count("[PERSON_") >= 3, printed
     assert "Alice Martin" not in capture.read_text() and "Alice Martin" not in printed
     assert "Hello Alice Martin" in json.dumps(ws.received())
+
+
+def test_binary_holding_a_short_restored_value_by_chance_is_not_withheld() -> None:
+    from codemode.errors import PrivacyBlocked
+    from codemode.privacy.engine import _withhold_echoed_binary
+
+    image = b"\x89PNG\r\n\x1a\n\x00\xffUS\x00\xfe" + os.urandom(64)
+    _withhold_echoed_binary({"png": image}, {"US": "[COUNTRY_ab]"}, where="")  # passes
+    with pytest.raises(PrivacyBlocked):
+        _withhold_echoed_binary({"png": image + PHONE.encode()}, {PHONE: "[PHONE_ab]"}, where="")

@@ -27,7 +27,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import logging
 import marshal
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager
@@ -38,6 +40,8 @@ import codemode_worker.protocol as worker_protocol
 from ..errors import ExecutorError, RelayedCallError
 from ..execution.base import PROTOCOL_VERSION, Worker
 from ..result import ErrorInfo, ExecutionResult
+
+log = logging.getLogger(__name__)
 
 RELAY_VERSION = 2
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
@@ -127,7 +131,7 @@ class _Driver:
     (:meth:`call`). The keeper thread does the same every ``KEEP_EVERY`` seconds, and runs
     the actor's end once the session expired (:meth:`end_soon`)."""
 
-    def __init__(self, end: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def __init__(self, end: Callable[[], Coroutine[Any, Any, bool]]) -> None:
         self.loop = asyncio.new_event_loop()
         self._lock = threading.Lock()
         self._end = end
@@ -172,8 +176,10 @@ class _Driver:
         while True:
             self._nudge.wait(KEEP_EVERY)
             if self._ending:
-                self.run(self._end())
-                return
+                self._ending = False
+                if self.run(self._end()):
+                    return
+                continue  # a call came between the expiry and this turn: not idle now
             self.turn()
 
 
@@ -193,6 +199,8 @@ class _Session:
         self._holds: list[AbstractContextManager[None]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._idle_after = 0.0
+        self.expired = False
+        """The idle expiry fired and nothing touched the session since."""
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> int:
@@ -221,12 +229,17 @@ class _Session:
         self._touch()
 
     def _touch(self, *, arm: bool = True) -> None:
+        self.expired = False
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
         if arm and self._idle_after > 0:
             loop = asyncio.get_running_loop()
-            self._expiry = loop.call_later(self._idle_after, self._expired)
+            self._expiry = loop.call_later(self._idle_after, self._expire)
+
+    def _expire(self) -> None:
+        self.expired = True
+        self._expired()
 
     # -- runs ------------------------------------------------------------------------
     async def run(self, request: bytes) -> bytes | list[tuple[Any, ...]]:
@@ -372,11 +385,25 @@ class SessionActor:
         return self._session.pid()
 
 
-async def _end(session: _Session) -> None:
+async def _end(session: _Session) -> bool:
+    """Close the worker, then end this actor, if the session is still expired (a run may
+    have taken the loop between the expiry and the keeper: then False, and it lives on).
+    An actor whose ending failed would live on with no worker, holding its node's CPU and
+    memory, so it exits regardless."""
     import ray
 
-    await session.close()
-    ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+    if not session.expired:
+        return False
+    try:
+        await session.close()
+    except Exception:
+        log.exception("closing an expired session's worker failed; the actor ends anyway")
+    try:
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+    except Exception:
+        log.exception("ray.kill of an expired session's actor failed; it exits")
+        os._exit(0)
+    return True
 
 
 def actor_class(ray: Any) -> Any:

@@ -60,7 +60,8 @@ class ExportProcess:
         if exporter not in EXPORTERS:
             raise ValueError(f"exporter must be one of {EXPORTERS}, not {exporter!r}")
         setting = json.dumps({"exporter": exporter, "service": service, "endpoint": endpoint})
-        self.argv = [sys.executable, "-m", __name__, setting]
+        # -P: not the working directory first on sys.path (a json.py there is not ours).
+        self.argv = [sys.executable, "-P", "-m", __name__, setting]
         self._proc: subprocess.Popen[bytes] | None = None
         self._exited_at = 0.0
         self._lock = threading.Lock()  # the pipe's writes, starts and stops
@@ -77,7 +78,10 @@ class ExportProcess:
 
     def send(self, records: Sequence[Record], spans: int) -> bool:
         """Hand ``records`` (``spans`` spans in all) to the child; False: dropped."""
-        frame = marshal.dumps(("spans", list(records)))
+        try:
+            frame = marshal.dumps(("spans", list(records)))
+        except ValueError:  # a subclass of str, int or float (an enum, numpy.float64...)
+            frame = marshal.dumps(("spans", _plain(list(records))))
         with self._lock:
             proc = self._running(restart=True)
             if proc is not None and self._write(proc, frame):
@@ -233,6 +237,31 @@ def _processor(exporter: str, service: str, endpoint: str | None) -> tuple[Any, 
         processor = BatchSpanProcessor(Drop())
     resource = Resource.create({"service.name": service})
     return processor, resource, InstrumentationScope("codemode")
+
+
+_EXACT = (str, int, float, bool, bytes, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every container and scalar of the exact builtin types marshal takes
+    (subclasses become their base type's value; anything else its ``repr``)."""
+    if type(value) in _EXACT:
+        return value
+    if isinstance(value, tuple):
+        return tuple(map(_plain, value))
+    if isinstance(value, list):
+        return list(map(_plain, value))
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return str.__str__(value)  # the characters, not an enum's "Kind.A"
+    if isinstance(value, bool | int):
+        return bool(value) if isinstance(value, bool) else int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    return repr(value)
 
 
 def _read(stream: IO[bytes], n: int) -> bytes | None:

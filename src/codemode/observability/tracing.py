@@ -378,7 +378,11 @@ class Tracing:
                 continue
             spans += 1 + len(run.ops)
         if records:
-            self.process.send(records, spans)
+            try:
+                self.process.send(records, spans)
+            except Exception:  # the emitter thread must live on: later runs still export
+                log.exception("could not hand %d spans to the export process", spans)
+                signals.spans_dropped(spans, "export_process")
 
     def _record(self, run: _Run) -> Record:
         """A finished run as plain values (``spans.Record``) for the export process."""

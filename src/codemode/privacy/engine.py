@@ -119,7 +119,7 @@ class Privacy:
         self.scanner = scanner if scanner is not None else build_scanner(config)
         self.sinks = SinkPolicy(config, servers or {}, workspace)
         self.max_chars = int(config.max_scan_mb * 1_000_000)
-        self.known = KnownValues(vault.held())
+        self.known = KnownValues(vault.held(), lambda: vault.held_generation)
         if config.secrets:
             remember_environment()
 
@@ -508,7 +508,11 @@ def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: st
     """Raise when binary data (which no detector reads and no token can be put into)
     holds a value just restored into the call: a sink that echoes its arguments into an
     image or a file would otherwise hand the real value to the sandbox."""
-    needles = [v.encode(e) for v in literal if v for e in ("utf-8", "utf-16-le", "utf-16-be")]
+    # Values of 4+ characters: a shorter one ("US", a deny-list code) is in random bytes
+    # often enough to withhold an innocent image (2 bytes: every 64 KB on average).
+    needles = [
+        v.encode(e) for v in literal if len(v) >= 4 for e in ("utf-8", "utf-16-le", "utf-16-be")
+    ]
     stack = [value]
     while stack:
         v = stack.pop()

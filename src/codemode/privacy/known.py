@@ -39,7 +39,7 @@ from __future__ import annotations
 import bisect
 import string
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import accumulate, compress, count, islice, repeat
 from typing import TypeVar
 
@@ -49,6 +49,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "FIND_MAX",
+    "MIN_DIGITS",
     "MIN_INSIDE",
     "MIN_WHOLE",
     "SEARCH_MAX",
@@ -62,6 +63,9 @@ MIN_WHOLE = 4
 """Characters a held value needs to be found as a whole text (a JSON string value)."""
 MIN_INSIDE = 6
 """Characters a held value needs to be found inside a longer text."""
+MIN_DIGITS = 6
+"""Digits a held value made of digits only needs (a PIN "2024" would turn every year in
+a result into a token)."""
 FIND_MAX = 48
 """Held values searched one by one (``value in text``); past this, by word index."""
 SEARCH_MAX = 64
@@ -69,17 +73,18 @@ SEARCH_MAX = 64
 this, text by text."""
 
 _SEP = "\x00"
-# Words are runs of ASCII letters and digits: every other byte (punctuation, and the
-# bytes of any non-ASCII character, such as "«" or "é") splits, in values and texts alike.
-_PUNCT = (string.punctuation + string.whitespace + "\x00").encode() + bytes(range(128, 256))
+# Words are runs of ASCII letters and digits: every other byte (punctuation, control
+# characters, and the bytes of any non-ASCII character, such as "«" or "é") splits, in
+# values and texts alike.
+_ALNUM = (string.ascii_letters + string.digits).encode()
+_PUNCT = bytes(b for b in range(256) if b not in _ALNUM)
 _TO_SPACE = bytes.maketrans(_PUNCT, b" " * len(_PUNCT))
 
 
 def searchable(value: str) -> bool:
     """Whether a held value is looked for again at all (see the module doc)."""
-    return (
-        len(value) >= MIN_WHOLE and not (value.isalpha() and value.islower()) and _SEP not in value
-    )
+    least = MIN_DIGITS if value.isdigit() else MIN_WHOLE
+    return len(value) >= least and not (value.isalpha() and value.islower()) and _SEP not in value
 
 
 def _words(text: str) -> list[bytes]:
@@ -89,8 +94,11 @@ def _words(text: str) -> list[bytes]:
 class KnownValues:
     """Finds the values of one vault's ``held`` map (value -> token) in texts."""
 
-    def __init__(self, held: Mapping[str, str]) -> None:
+    def __init__(self, held: Mapping[str, str], generation: Callable[[], int] = int) -> None:
         self._held = held
+        self._generation = generation
+        """Changes when values were taken out of ``held`` (the index starts again)."""
+        self._seen_generation = generation()
         self._size = 0
         self._lock = threading.Lock()
         self._inside: list[str] = []
@@ -104,6 +112,11 @@ class KnownValues:
         look (its dict keeps them in the order they came: only the new ones are read,
         in a few C passes, no rebuild per call)."""
         held = self._held
+        generation = self._generation()
+        if generation != self._seen_generation:  # values were purged: index them afresh
+            self._seen_generation = generation
+            self._size = 0
+            self._inside, self._anchors, self._wordless, self._entity = [], {}, [], {}
         size = len(held)
         if size == self._size:
             return
@@ -266,12 +279,27 @@ def _entity(token: str) -> str:
     return token[1 : token.rindex("_")]
 
 
+_JOINERS = frozenset(".-_+@'%/")
+"""Characters that join two runs of letters or digits into one value (an e-mail's local
+part, a hyphenated name, a domain): a held value may not end at one."""
+
+
 def _alone(text: str, start: int, end: int) -> bool:
-    """No letter or digit right before ``start`` or right at ``end``: "Anna Lee" is not
-    found in "Hanna Leeds", "5551234567" not in "15551234567"."""
-    return (start == 0 or not text[start - 1].isalnum()) and (
-        end == len(text) or not text[end].isalnum()
-    )
+    """The value stands alone at ``start``..``end``: no letter or digit right beside it,
+    nor a joiner with one beyond. "Anna Lee" is not found in "Hanna Leeds" nor in
+    "Anna Lee-Smith", "5551234567" not in "15551234567", "bob@example.org" not in
+    "alice.bob@example.org" (that longer value is the detectors' to find, whole)."""
+    if start:
+        before = text[start - 1]
+        if before.isalnum() or (before in _JOINERS and start > 1 and text[start - 2].isalnum()):
+            return False
+    if end < len(text):
+        after = text[end]
+        if after.isalnum() or (
+            after in _JOINERS and end + 1 < len(text) and text[end + 1].isalnum()
+        ):
+            return False
+    return True
 
 
 def replace_spans(

@@ -284,6 +284,7 @@ class Vault:
         self._lock = threading.Lock()
         self._entries = self.store.load()
         self._by_value: dict[str, str] = {}
+        self.held_generation = 0
         """value -> its token, for every entry known here: a held value found again
         where no detector recognises it (``known.KnownValues``) gets the same token."""
         self._note(self._entries)
@@ -384,13 +385,17 @@ class Vault:
             return entry.value
 
     def _note(self, entries: Mapping[str, Entry]) -> None:
-        """Entries read from the store (other sessions of this vault) are held values too."""
+        """Entries read from the store (other sessions of this vault) are held values too,
+        while they live."""
+        now = self._clock()
         for token, entry in entries.items():
-            self._by_value.setdefault(entry.value, token)
+            if entry.expires > now:
+                self._by_value.setdefault(entry.value, token)
 
     def held(self) -> Mapping[str, str]:
         """{value: token} of every value this vault issued a token for (the live dict:
-        read it, never change it; ``len`` of it tells that it grew)."""
+        read it, never change it; ``len`` of it tells that it grew, ``held_generation``
+        that :meth:`purge` took values out of it)."""
         return self._by_value
 
     def flush(self) -> None:
@@ -457,6 +462,11 @@ class Vault:
             dead = [t for t, e in self._entries.items() if e.expires <= now]
             for t in dead:
                 del self._entries[t]
+            if dead:  # in place: readers hold this dict (``held``)
+                live = {e.value: t for t, e in reversed(self._entries.items())}
+                self._by_value.clear()
+                self._by_value.update(live)
+                self.held_generation += 1
         return len(dead)
 
     def tokens(self) -> Iterable[str]:

@@ -209,7 +209,8 @@ def test_with_tenants_each_tenants_session_moves_between_replicas_and_stays_its_
     for name in ("acme", "globex"):
         ws = tmp_path / name
         ws.mkdir()
-        (ws / "config.json").write_text(json.dumps(shared_config(cluster, redis.url)))
+        config = {**shared_config(cluster, redis.url), "redis_prefix": f"codemode-{name}"}
+        (ws / "config.json").write_text(json.dumps(config))
         tenants[name] = {"workspace": str(ws), "token_env": f"{name.upper()}_TOKEN"}
     spec = tmp_path / "tenants.json"
     spec.write_text(json.dumps({"tenants": tenants}))

@@ -289,17 +289,15 @@ def _alone(text: str, start: int, end: int) -> bool:
     nor a joiner with one beyond. "Anna Lee" is not found in "Hanna Leeds" nor in
     "Anna Lee-Smith", "5551234567" not in "15551234567", "bob@example.org" not in
     "alice.bob@example.org" (that longer value is the detectors' to find, whole)."""
-    if start:
-        before = text[start - 1]
-        if before.isalnum() or (before in _JOINERS and start > 1 and text[start - 2].isalnum()):
-            return False
-    if end < len(text):
-        after = text[end]
-        if after.isalnum() or (
-            after in _JOINERS and end + 1 < len(text) and text[end + 1].isalnum()
-        ):
-            return False
-    return True
+    return not (start and _glues(text, start - 1, start - 2)) and not (
+        end < len(text) and _glues(text, end, end + 1)
+    )
+
+
+def _glues(text: str, at: int, beyond: int) -> bool:
+    """Whether ``text[at]``, beside a value, makes it part of a longer one."""
+    c = text[at]
+    return c.isalnum() or (c in _JOINERS and 0 <= beyond < len(text) and text[beyond].isalnum())
 
 
 def replace_spans(

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from procs import processes_with
 
 from codemode.execution import executor_by_name
 from codemode.session import Session
@@ -144,19 +145,6 @@ async def test_a_failed_server_is_not_retried_by_every_search(
     assert registry.problems()[0].startswith("server 'hung' did not answer within 2 s")
 
 
-def _server_pids(marker: str) -> list[int]:
-    """The processes whose command line carries ``marker`` (jailed ones included)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 async def test_a_session_closed_after_an_interrupted_call_to_a_hung_server_leaves_nothing_running(
     tmp_path: Path,
 ) -> None:
@@ -175,7 +163,7 @@ async def test_a_session_closed_after_an_interrupted_call_to_a_hung_server_leave
         ) as s:
             run = asyncio.create_task(s.run("tools.hung.anything()", 3600))
             deadline = time.monotonic() + 60
-            while not _server_pids(marker):
+            while not processes_with(marker):
                 assert time.monotonic() < deadline and not run.done(), "the server never started"
                 await asyncio.sleep(0.05)
             assert s.interrupt(kill_stuck=False)
@@ -185,9 +173,9 @@ async def test_a_session_closed_after_an_interrupted_call_to_a_hung_server_leave
         left = [t for t in asyncio.all_tasks() if not t.done() and t is not mine]
         assert not [t for t in left if "mcp" in repr(t) or "_serve_call" in repr(t)], left
         deadline = time.monotonic() + 30
-        while _server_pids(marker) and time.monotonic() < deadline:
+        while processes_with(marker) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not _server_pids(marker), "the hung server outlived its session"
+        assert not processes_with(marker), "the hung server outlived its session"
     finally:
         await ws.registry().aclose()
 
@@ -208,16 +196,16 @@ async def test_an_in_process_session_closed_during_a_call_to_a_hung_server_stops
         async with Session.for_workspace(ws, executor=executor_by_name("inprocess")) as s:
             run = asyncio.create_task(s.run("tools.hung.anything()", 3600))
             deadline = time.monotonic() + 60
-            while not _server_pids(marker):
+            while not processes_with(marker):
                 assert time.monotonic() < deadline and not run.done(), "the server never started"
                 await asyncio.sleep(0.05)
         mine = asyncio.current_task()
         left = [t for t in asyncio.all_tasks() if not t.done() and t is not mine and t is not run]
         assert not [t for t in left if "mcp" in repr(t) or "LoopLink" in repr(t)], left
         deadline = time.monotonic() + 30
-        while _server_pids(marker) and time.monotonic() < deadline:
+        while processes_with(marker) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not _server_pids(marker), "the hung server outlived its session"
+        assert not processes_with(marker), "the hung server outlived its session"
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
     finally:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import processes_with
 
 from .conftest import Space
 
@@ -89,17 +90,7 @@ def wait_gone(mark: str) -> None:
     act in that gap. A test that touches the step's flag first measures that race.
     """
     deadline = time.monotonic() + 30
-    while True:
-        left = []
-        for entry in Path("/proc").iterdir():
-            try:
-                argv = (entry / "cmdline").read_bytes()
-            except OSError:  # not a process, or gone
-                continue
-            if mark.encode() in argv:
-                left.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
-        if not left:
-            return
+    while left := processes_with(mark):
         assert time.monotonic() < deadline, f"the killed run left processes behind: {left}"
         time.sleep(0.02)
 

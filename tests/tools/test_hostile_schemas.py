@@ -1,6 +1,6 @@
 """An upstream server's schemas cannot turn the host's argument and result checks against
 it: no URL is fetched for a ``$ref``, no server regex backtracks on the event loop, and a
-schema that is its own ``$ref`` leaves the call to the server."""
+check that recurses without end refuses the call instead of sending it unchecked."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from schema_host import schema_listener
 
+from codemode.errors import ToolArgumentError
 from codemode.workspace import Workspace
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "hostile_server.py"
@@ -42,15 +43,45 @@ async def test_a_remote_ref_in_a_schema_is_never_fetched_by_the_host(
 
 
 @pytest.mark.anyio
-async def test_a_schema_that_is_its_own_ref_leaves_the_check_to_the_server(
+async def test_a_ref_that_does_not_resolve_leaves_only_its_value_to_the_server(
+    tmp_path: Path, listener: tuple[str, list[str]]
+) -> None:
+    url, _ = listener
+    async with Workspace.open(workspace(tmp_path, url)).registry() as reg:
+        assert await reg.call("hostile", "remote_ref", {"a": 1, "n": 2}) == "ok"
+        with pytest.raises(ToolArgumentError, match="argument 'n': expected integer"):
+            await reg.call("hostile", "remote_ref", {"a": 1, "n": "two"})
+
+
+@pytest.mark.anyio
+async def test_a_schema_that_is_its_own_ref_refuses_the_call(tmp_path: Path) -> None:
+    async with Workspace.open(workspace(tmp_path)).registry() as reg:
+        with pytest.raises(ToolArgumentError, match="refers to itself without end"):
+            await reg.call("hostile", "self_ref", {"a": 1})
+
+
+def nested(depth: int) -> dict[str, object]:
+    tree: dict[str, object] = {"n": 0}
+    for _ in range(depth):
+        tree = {"child": tree}
+    return tree
+
+
+@pytest.mark.anyio
+async def test_arguments_too_deep_to_check_are_refused_and_later_calls_still_checked(
     tmp_path: Path,
 ) -> None:
     async with Workspace.open(workspace(tmp_path)).registry() as reg:
-        assert await reg.call("hostile", "self_ref", {"a": 1}) == "ok"
+        assert await reg.call("hostile", "tree", nested(5)) == "ok"
+        with pytest.raises(ToolArgumentError, match="nested too deeply"):
+            await reg.call("hostile", "tree", nested(400))
+        with pytest.raises(ToolArgumentError, match="argument 'n': expected integer"):
+            await reg.call("hostile", "tree", {"n": "x"})
 
 
 CALLS = """
 import asyncio, sys
+from codemode.errors import ToolArgumentError
 from codemode.workspace import Workspace
 
 async def main():

@@ -142,3 +142,11 @@ def test_flat_schemas_take_the_fast_path_and_nested_ones_do_not() -> None:
     flat = {"type": "object", "properties": {"a": {"type": "string", "description": "x"}}}
     assert ArgumentValidator(flat)._simple is not None
     assert ArgumentValidator(SCHEMA)._simple is None  # nested object with its own rules
+
+
+def test_a_schema_too_deep_to_check_refuses_every_call() -> None:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(3000):
+        schema = {"type": "object", "properties": {"a": schema}}
+    with pytest.raises(ToolArgumentError, match="nested too deeply to be checked"):
+        ArgumentValidator(schema).check({})

@@ -11,6 +11,7 @@ from schema_host import schema_listener
 
 from codemode import SubprocessExecutor
 from codemode.workflows import arun_workflow, scripted_asker
+from codemode.workflows.ask import ask
 
 
 @pytest.fixture
@@ -44,3 +45,11 @@ async def test_an_ask_schema_s_pattern_is_not_run_on_the_host(tmp_path: Path) ->
         wf, base=tmp_path, executor=SubprocessExecutor(), asker=scripted_asker([answer])
     )
     assert result.result == answer
+
+
+@pytest.mark.anyio
+async def test_an_answer_its_schema_cannot_check_is_refused_not_taken_unchecked() -> None:
+    asker = scripted_asker([{"n": 1}, {"n": 2}])
+    answer = await ask(asker, "n?", {"$ref": "#", "type": "object"})
+    assert answer.action == "decline"
+    assert "could not be checked" in asker.asked[1]  # type: ignore[attr-defined]

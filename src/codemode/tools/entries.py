@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from codemode.tools import stubs
 from codemode.tools.search import ToolDoc
 from codemode.tools.spec import ToolSource, ToolSpec, py_identifier
-from codemode.tools.validate import ArgumentValidator, compile_schema
+from codemode.tools.validate import ArgumentValidator, Uncheckable, compile_schema
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -70,7 +70,10 @@ class ToolEntry:
     def output_validator(self) -> Validator | None:
         if self._output is _UNSET:
             schema = self.spec.output_schema
-            self._output = compile_schema(schema) if isinstance(schema, dict) else None
+            try:
+                self._output = compile_schema(schema) if isinstance(schema, dict) else None
+            except Uncheckable:  # results are returned anyway; nothing to check them with
+                self._output = None
         out: Validator | None = self._output
         return out
 

@@ -17,7 +17,13 @@ turn against the host: ``$ref`` resolves only inside the schema (no remote retri
 jsonschema's default still does: a server could make the host fetch any URL), and regular
 expressions (``pattern``, ``patternProperties``) are left to the server (a pattern such as
 ``^(a+)+$`` backtracks for minutes on the host's event loop). A ``$ref`` that does not
-resolve or recurses forever leaves the arguments unchecked, as a schema jsonschema rejects does.
+resolve leaves the value under it to the server; the rest is still checked.
+
+A check that cannot finish fails closed: a schema that refers to itself without end, or
+arguments nested deeper than the host's stack, raise ``Uncheckable``, and the call is refused
+with that reason (never sent unchecked, and later calls are still checked). Only a schema
+that is not JSON Schema at all is skipped, so that a server's broken schema does not make its
+tool uncallable.
 """
 
 from __future__ import annotations
@@ -37,6 +43,19 @@ from codemode.errors import ToolArgumentError
 from codemode.tools.spec import JSONSchema, py_identifier
 
 log = logging.getLogger(__name__)
+
+
+class Uncheckable(Exception):
+    """The host could not finish checking a value against a schema (it recursed too deep)."""
+
+    def __init__(self, what: str = "the value") -> None:
+        super().__init__(
+            f"{what} could not be checked against the schema (it refers to itself without "
+            "end, or the value is nested too deeply), so it is refused"
+            if what != "schema"
+            else "the schema is nested too deeply to be checked, so every value is refused"
+        )
+
 
 _JSON_TYPES = {
     dict: "object",
@@ -65,6 +84,7 @@ class ArgumentValidator:
     __slots__ = (
         "_aliases",
         "_allow_extra",
+        "_broken",
         "_properties",
         "_required",
         "_simple",
@@ -95,7 +115,11 @@ class ArgumentValidator:
             alias = py_identifier(prop)
             if alias != prop and alias not in self._properties:
                 self._aliases.setdefault(alias, prop)
-        self._validator: Validator | None = compile_schema(schema)
+        self._broken: str | None = None
+        try:
+            self._validator: Validator | None = compile_schema(schema)
+        except Uncheckable as exc:  # every call is refused with this reason
+            self._validator, self._broken = None, str(exc)
         self._simple = _simple_rules(schema) if self._validator is not None else None
 
     @property
@@ -119,6 +143,8 @@ class ArgumentValidator:
 
     def problems(self, args: Mapping[str, Any]) -> list[str]:
         """Every reason ``args`` is refused, one sentence each; empty when they are fine."""
+        if self._broken is not None:
+            return [self._broken]
         if self._simple is not None and self._fast_ok(args):
             return []
         missing: list[str] = []
@@ -127,10 +153,11 @@ class ArgumentValidator:
         if not self._allow_extra:
             unknown = [k for k in args if k not in self._properties]
         if self._validator is not None:
-            errors = schema_errors(self._validator, dict(args))
-            if errors is None:  # said once: the next calls go to the server unchecked
-                self._validator = None
-            for err in errors or ():
+            try:
+                errors = schema_errors(self._validator, dict(args))
+            except Uncheckable:
+                return [str(Uncheckable("the arguments"))]
+            for err in errors:
                 _classify(err, missing, unknown, other)
         out: list[str] = []
         if missing:
@@ -249,8 +276,22 @@ def _no_check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterato
 _HOST_SAFE: dict[type, type] = {}
 
 
+def _lenient_ref(original: Any) -> Any:
+    """A ``$ref`` keyword that leaves the value under a reference it cannot resolve to the
+    server (the empty registry never fetches one) instead of abandoning the whole check."""
+
+    def ref(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        try:
+            yield from original(validator, value, instance, schema)
+        except Unresolvable:
+            return
+
+    return ref
+
+
 def _host_safe(cls: type[Validator]) -> type[Validator]:
-    """``cls`` without the keywords that run a schema's regular expressions on the host.
+    """``cls`` without the keywords that run a schema's regular expressions on the host, and
+    with references that do not resolve left to the server.
 
     ``additionalProperties`` beside ``patternProperties`` needs the patterns to know which
     keys are extra, and ``unevaluatedProperties`` may too: both are skipped there."""
@@ -268,13 +309,18 @@ def _host_safe(cls: type[Validator]) -> type[Validator]:
         skip = {"pattern", "patternProperties", "unevaluatedProperties"} & set(cls.VALIDATORS)
         keywords: dict[str, Any] = dict.fromkeys(skip, _no_check)
         keywords["additionalProperties"] = additional
+        for name in ("$ref", "$dynamicRef", "$recursiveRef"):
+            if name in cls.VALIDATORS:
+                keywords[name] = _lenient_ref(cls.VALIDATORS[name])
         safe = _HOST_SAFE[cls] = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
     return safe
 
 
 def compile_schema(schema: JSONSchema) -> Validator | None:
     """A validator for an untrusted ``schema`` that is safe to run on the host (see the
-    module's docstring), or None when the schema is not valid JSON Schema."""
+    module's docstring), or None when the schema is not valid JSON Schema.
+
+    Raises ``Uncheckable`` when the schema is nested too deeply to be checked itself."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -283,27 +329,28 @@ def compile_schema(schema: JSONSchema) -> Validator | None:
         log.warning("input schema is not valid JSON Schema, arguments not checked: %s", exc.message)
         return None
     except RecursionError:
-        log.warning("input schema is nested too deeply, arguments not checked")
-        return None
+        raise Uncheckable("schema") from None
     # An empty registry: ``$ref`` resolves within the schema, never over the network.
     validator: Validator = _host_safe(cls)(schema, registry=Registry())
     return validator
 
 
-def schema_errors(validator: Validator, instance: Any) -> list[ValidationError] | None:
-    """Every error of ``instance``, or None when the schema cannot be applied (a ``$ref``
-    that does not resolve, or one that recurses without end): the server checks it then."""
+def schema_errors(validator: Validator, instance: Any) -> list[ValidationError]:
+    """Every error of ``instance``; raises ``Uncheckable`` when the check recursed too deep
+    (a schema that is its own ``$ref``, or a deeply nested value)."""
     try:
         return list(validator.iter_errors(instance))
-    except (Unresolvable, RecursionError) as exc:
-        log.warning("schema could not be applied (%s), not checked", type(exc).__name__)
-        return None
+    except RecursionError:
+        raise Uncheckable() from None
 
 
 def schema_problem(validator: Validator, instance: Any) -> str | None:
-    """The most relevant error message for ``instance``, or None when it passes (or the
-    schema cannot be applied)."""
-    errors = schema_errors(validator, instance)
+    """The most relevant error message for ``instance`` (or why it could not be checked),
+    None when it passes."""
+    try:
+        errors = schema_errors(validator, instance)
+    except Uncheckable as exc:
+        return str(exc)
     err = best_match(errors) if errors else None
     return None if err is None else err.message
 

@@ -62,10 +62,13 @@ def check(schema: Mapping[str, Any], content: Any) -> str | None:
     answer would be quoted back in the problem) and no regex backtracks on the host."""
     from jsonschema.exceptions import best_match
 
-    from codemode.tools.validate import compile_schema, schema_errors
+    from codemode.tools.validate import Uncheckable, compile_schema, schema_errors
 
-    validator = compile_schema(dict(schema))
-    errors = None if validator is None else schema_errors(validator, content)
+    try:  # an answer that cannot be checked is refused, never taken unchecked
+        validator = compile_schema(dict(schema))
+        errors = [] if validator is None else schema_errors(validator, content)
+    except Uncheckable as exc:
+        return str(exc)
     err = best_match(errors) if errors else None
     if err is None:
         return None

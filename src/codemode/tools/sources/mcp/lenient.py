@@ -16,7 +16,7 @@ import mcp_types as mt
 from jsonschema.protocols import Validator
 from mcp.client import ClientSession
 
-from codemode.tools.validate import compile_schema, schema_problem
+from codemode.tools.validate import Uncheckable, compile_schema, schema_problem
 
 # Where the lenient output-schema check records its complaint for the call in this task.
 _schema_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
@@ -60,7 +60,11 @@ def install_lenient_validation(session: ClientSession, schemas: dict[str, Any]) 
         else:
             cached = checkers.get(name)
             if cached is None or cached[0] is not schema:
-                cached = checkers[name] = (schema, compile_schema(dict(schema)))
+                try:
+                    compiled = compile_schema(dict(schema))
+                except Uncheckable:  # the data is kept either way
+                    compiled = None
+                cached = checkers[name] = (schema, compiled)
             checker = cached[1]
             message = (
                 None if checker is None else schema_problem(checker, result.structured_content)

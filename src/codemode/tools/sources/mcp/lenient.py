@@ -16,6 +16,7 @@ import mcp_types as mt
 from jsonschema.protocols import Validator
 from mcp.client import ClientSession
 
+from codemode.tools.sources.mcp.listing import ListingError, every_tool
 from codemode.tools.validate import Uncheckable, compile_schema, schema_problem
 
 # Where the lenient output-schema check records its complaint for the call in this task.
@@ -48,27 +49,40 @@ def install_lenient_validation(session: ClientSession, schemas: dict[str, Any]) 
     """
     checkers: dict[str, tuple[Any, Validator | None]] = {}
 
-    async def lenient(name: str, result: mt.CallToolResult) -> None:
-        if name not in schemas:  # the SDK lists too when it meets a tool it does not know
-            listing = await session.list_tools()
-            schemas.update({t.name: t.output_schema for t in listing.tools})
-        schema = schemas.get(name)
-        if schema is None:
-            return
-        if result.structured_content is None:
-            problem = f"Tool {name} has an output schema but did not return structured content"
-        else:
-            cached = checkers.get(name)
-            if cached is None or cached[0] is not schema:
-                try:
-                    compiled = compile_schema(dict(schema))
-                except Uncheckable:  # the data is kept either way
-                    compiled = None
-                cached = checkers[name] = (schema, compiled)
-            checker = cached[1]
-            message = (
-                None if checker is None else schema_problem(checker, result.structured_content)
+    async def listed(name: str) -> str | None:
+        """Learn the output schemas of every page; why not, if the listing never ends."""
+        if name in schemas:
+            return None
+        try:
+            tools = await every_tool(
+                lambda cursor: session.list_tools(params=mt.PaginatedRequestParams(cursor=cursor))
             )
+        except ListingError as exc:
+            return f"the result of {name} could not be checked against its output schema: {exc}"
+        schemas.update({t.name: t.output_schema for t in tools})
+        return None
+
+    def checker(name: str, schema: Any) -> Validator | None:
+        cached = checkers.get(name)
+        if cached is None or cached[0] is not schema:
+            try:
+                compiled = compile_schema(dict(schema))
+            except Uncheckable:  # the data is kept either way
+                compiled = None
+            cached = checkers[name] = (schema, compiled)
+        return cached[1]
+
+    async def lenient(name: str, result: mt.CallToolResult) -> None:
+        # The SDK lists too when it meets a tool it does not know, but only the first page.
+        problem = await listed(name)
+        schema = schemas.get(name)
+        if problem is None and schema is None:
+            return
+        if problem is None and result.structured_content is None:
+            problem = f"Tool {name} has an output schema but did not return structured content"
+        elif problem is None:
+            check = checker(name, schema)
+            message = None if check is None else schema_problem(check, result.structured_content)
             if message is None:
                 return
             problem = f"Invalid structured content returned by tool {name}: {message}"

@@ -25,6 +25,7 @@ from codemode.isolation.servers import Isolation
 from codemode.tools.sources.mcp.connection import Connection
 from codemode.tools.sources.mcp.convert import call_result, tool_spec
 from codemode.tools.sources.mcp.lenient import schema_warnings
+from codemode.tools.sources.mcp.listing import ListingError, every_tool
 from codemode.tools.sources.mcp.stderr import describe, with_tail
 from codemode.tools.spec import ToolCallResult, ToolSpec
 
@@ -182,15 +183,11 @@ class MCPSource:
         raise AssertionError("unreachable")
 
     async def _list_all(self, client: Client) -> list[ToolSpec]:
-        specs: list[ToolSpec] = []
-        cursor: str | None = None
-        for _ in range(1000):  # a paginator that never ends cannot hang us
-            page = await client.list_tools(cursor=cursor)
-            specs.extend(tool_spec(self._name, t, trusted=self.config.trusted) for t in page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return specs
+        try:
+            tools = await every_tool(lambda cursor: client.list_tools(cursor=cursor))
+        except ListingError as exc:
+            raise ToolError(f"tools/list failed: {exc}", server=self._name) from None
+        return [tool_spec(self._name, t, trusted=self.config.trusted) for t in tools]
 
     async def call_tool(
         self, tool: str, arguments: dict[str, Any], *, timeout: float | None = None

@@ -40,6 +40,10 @@ PRIVATE_HOOKS = {
     "manager._task_group",
     "manager._lifespan_state",
     "manager._discard_session",
+    # tools/sources/mcp/stdio.py: the SDK's process spawn and stop, under codemode's reader
+    "sdk_stdio._create_platform_compatible_process",
+    "sdk_stdio._drain_stdout",
+    "sdk_stdio._stop_server_process",
 }
 """Private attributes of SDK objects that codemode touches (each has a test below)."""
 
@@ -65,6 +69,16 @@ def test_only_the_known_private_attributes_of_sdk_objects_are_used() -> None:
             ):
                 used.add(ast.unparse(node))
     assert used == PRIVATE_HOOKS
+
+
+def test_the_stdio_process_helpers_take_what_the_bounded_reader_passes() -> None:
+    from mcp.client import stdio as sdk_stdio
+
+    spawn = inspect.signature(sdk_stdio._create_platform_compatible_process).parameters
+    assert {"command", "args", "env", "errlog", "cwd"} <= set(spawn)
+    assert list(inspect.signature(sdk_stdio._drain_stdout).parameters) == ["process"]
+    assert list(inspect.signature(sdk_stdio._stop_server_process).parameters) == ["process"]
+    assert callable(sdk_stdio.get_default_environment)
 
 
 @pytest.mark.anyio

@@ -72,6 +72,9 @@ class _ServerBase(BaseModel):
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
     protocol: Literal["auto", "legacy", "modern"] | None = None
+    max_message_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    """The largest single message accepted from the server; a larger one fails the calls
+    waiting on it and restarts the server (it is not read into memory whole)."""
     trusted: bool = False
     """Believe the tool annotations this server declares (``readOnlyHint``...); otherwise
     policies apply the MCP defaults (destructive, open-world)."""

@@ -29,7 +29,7 @@ import mcp_types as mt
 from mcp import Client
 from mcp.client import Transport
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_MODERN_VERSION
@@ -39,6 +39,7 @@ from codemode.errors import ServerUnavailable
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
 from codemode.tools.sources.mcp.lenient import install_lenient_validation
 from codemode.tools.sources.mcp.stderr import StderrTail, describe, leaf_errors, with_tail
+from codemode.tools.sources.mcp.stdio import bounded_stdio_client
 
 log = logging.getLogger("codemode.tools.sources.mcp")  # the name it had before the split
 
@@ -84,6 +85,7 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.client: Client | None = None
         self.dead = False
+        self.broken: str | None = None  # why the transport gave up on the server, if it did
         self.stderr: StderrTail | None = None
         self.launch: ServerLaunch | None = None
         self._ready: asyncio.Future[None] = self.loop.create_future()
@@ -115,7 +117,15 @@ class Connection:
             self.stderr = StderrTail()
             self.stderr.on_eof(self._mark_dead_threadsafe)
             assert self.stderr.writer is not None
-            return cast(Transport, stdio_client(params, errlog=self.stderr.writer))
+            return cast(
+                Transport,
+                bounded_stdio_client(
+                    params,
+                    self.stderr.writer,
+                    max_message=cfg.max_message_bytes,
+                    on_too_large=self._give_up,
+                ),
+            )
         if cfg.transport == "sse":
             return cast(Transport, sse_client(cfg.url, headers=cfg.headers or None))
         return cast(
@@ -218,6 +228,10 @@ class Connection:
     def _mark_dead_threadsafe(self) -> None:
         with contextlib.suppress(RuntimeError):  # loop already closed
             self.loop.call_soon_threadsafe(self._mark_dead)
+
+    def _give_up(self, reason: str) -> None:
+        self.broken = reason
+        self._mark_dead()
 
     def _mark_dead(self) -> None:
         self.dead = True

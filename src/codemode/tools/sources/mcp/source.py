@@ -142,8 +142,9 @@ class MCPSource:
 
     async def _lost(self, conn: Connection, during: str) -> ServerUnavailable:
         tail = await conn.settled_stderr(0.2)
+        why = f": {conn.broken}" if conn.broken else ""
         return ServerUnavailable(
-            with_tail(f"connection lost during {during}; the next call reconnects", tail),
+            with_tail(f"connection lost during {during}{why}; the next call reconnects", tail),
             server=self._name,
         )
 

@@ -345,3 +345,13 @@ def test_binary_holding_a_short_restored_value_by_chance_is_not_withheld() -> No
     _withhold_echoed_binary({"png": image}, {"US": "[COUNTRY_ab]"}, where="")  # passes
     with pytest.raises(PrivacyBlocked):
         _withhold_echoed_binary({"png": image + PHONE.encode()}, {PHONE: "[PHONE_ab]"}, where="")
+
+
+def test_expired_values_are_purged_as_the_engine_scans_with_no_call_to_purge() -> None:
+    now = [1000.0]
+    vault = Vault(os.urandom(32), ttl=60, clock=lambda: now[0])
+    e = Privacy(PrivacyConfig(enabled=True), vault)
+    token = protect(e, {"phone": PHONE})["phone"]
+    now[0] += 61  # expired, and a purge interval (the TTL, when under an hour) passed
+    assert protect(e, {"ref": f"see {PHONE}"}) == {"ref": f"see {PHONE}"}
+    assert PHONE not in vault.held() and vault.value(token) is None

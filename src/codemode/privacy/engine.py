@@ -230,6 +230,7 @@ class Privacy:
         token wherever it comes back. A text that is a held value is not scanned again
         (it is "" in the texts to scan); one holding some has tokens, which the
         detectors skip."""
+        self.vault.purge_due()  # an expired value is not held any more
         whole, inside = self.known.find(texts)
         if not whole and not inside:
             return texts, {}, ()

@@ -64,6 +64,8 @@ COMPACT_AFTER = 64
 """Segments in a vault directory before they are merged into one."""
 MEMO_MAX = 1_000_000
 """Values whose tokens a vault remembers (``Vault.token_many``) before it starts over."""
+PURGE_EVERY = 3600.0
+"""Seconds between two purges of expired entries (or the vault's TTL, when shorter)."""
 
 
 @dataclass(slots=True)
@@ -292,6 +294,8 @@ class Vault:
         self._memo: dict[tuple[str, str], str] = {}
         self._writer: threading.Thread | None = None
         self._last_refresh = 0.0
+        self.purge_every = min(ttl, PURGE_EVERY)
+        self._next_purge = clock() + self.purge_every
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -454,6 +458,16 @@ class Vault:
                     self._writer = None
                 log.warning("privacy vault: %d tokens not persisted yet: %s", len(pending), exc)
                 return
+
+    def purge_due(self) -> int:
+        """``purge``, when ``purge_every`` seconds passed since the last one: the engine
+        asks before it looks for held values, so an expired value is no longer found (and
+        given a fresh token) more than ``purge_every`` after it expired."""
+        now = self._clock()
+        if now < self._next_purge:
+            return 0
+        self._next_purge = now + self.purge_every
+        return self.purge()
 
     def purge(self) -> int:
         """Forget expired entries (in memory); the next compaction drops them on disk."""

@@ -51,7 +51,13 @@ def test_a_foreign_host_header_is_refused_on_every_route(
 
 @pytest.mark.parametrize("path", ROUTES)
 def test_a_foreign_origin_is_refused_on_every_route(open_server: HttpServer, path: str) -> None:
-    for origin in ("http://evil.example", "null", "http://127.0.0.1.evil.example"):
+    for origin in (
+        "http://evil.example",
+        "null",
+        "http://127.0.0.1.evil.example",
+        "http://localhost.evil.example",
+        "http://localhost..",
+    ):
         refused = _get(open_server, path, Origin=origin)
         assert refused.status_code == 403, (origin, refused.text)
 
@@ -59,9 +65,16 @@ def test_a_foreign_origin_is_refused_on_every_route(open_server: HttpServer, pat
 @pytest.mark.parametrize("path", ROUTES)
 def test_loopback_hosts_and_origins_are_served(open_server: HttpServer, path: str) -> None:
     port = open_server.url.rsplit(":", 1)[1].split("/")[0]
-    for host in (f"localhost:{port}", open_server.url.split("/")[2]):
-        served = _get(open_server, path, Host=host, Origin=f"http://localhost:{port}")
-        assert served.status_code == 200, (host, served.status_code, served.text)
+    bound = open_server.url.split("/")[2].rsplit(":", 1)[0]
+    for host in ("localhost", "LocalHost.", "127.0.0.1", "[::1]", bound):
+        for origin in (f"http://{host}", f"http://{host}:{port}"):
+            served = _get(open_server, path, Host=f"{host}:{port}", Origin=origin)
+            assert served.status_code == 200, (host, origin, served.status_code, served.text)
+
+
+@pytest.mark.parametrize("host", ["localhost.evil.example", "localhost..", "127.0.0.1.", "evil."])
+def test_names_that_only_look_like_loopback_are_refused(open_server: HttpServer, host: str) -> None:
+    assert _get(open_server, "/api/console", Host=host).status_code == 421
 
 
 def test_health_stays_open_to_probes_whatever_their_host(open_server: HttpServer) -> None:

@@ -9,7 +9,8 @@ Rules (docs/server.md, "HTTP"):
   loopback address every route (``/mcp``, ``/ui``, ``/api/*``, ``/metrics``) refuses a
   ``Host`` or ``Origin`` that names another host (:class:`LoopbackHosts`): a web page
   whose name was re-pointed at 127.0.0.1 (DNS rebinding) reads and runs nothing, even
-  under ``--no-auth``. The SDK's own check covers only ``/mcp`` and three exact hosts.
+  under ``--no-auth``. (The SDK's own check, which covers only ``/mcp`` and three exact
+  hosts, is turned off there: this one is wider and refuses what it refused.)
 - ``/healthz`` and ``/readyz`` are answered by the outermost layer from counters, never
   behind a lock, the session manager or the SDK; still on the event loop. With a
   ``health`` socket (``--health-port``) a process of its own answers them too, off the
@@ -40,6 +41,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -142,7 +144,10 @@ class BearerAuth:
 
 
 def _loopback_name(host: str) -> bool:
-    return host.lower() == "localhost" or is_loopback(host)
+    """``localhost`` (any case, and ``localhost.``, its fully qualified spelling), or a
+    loopback address. ``localhost.evil.example`` and the like are other hosts."""
+    name = host.lower()
+    return name in ("localhost", "localhost.") or is_loopback(host)
 
 
 def _host_of(authority: str) -> str | None:
@@ -380,6 +385,12 @@ def build_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
         session_idle_timeout=SDK_IDLE_TIMEOUT,
+        # On loopback, LoopbackHosts checks every route; the SDK's own check (``/mcp``
+        # only, three exact hosts) would refuse loopback spellings it accepts, such as
+        # ``localhost.`` or an Origin without a port.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        if is_loopback(host)
+        else None,
     )
     sessions = context.sessions
     traffic = Traffic()

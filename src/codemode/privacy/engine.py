@@ -225,11 +225,16 @@ class Privacy:
     ) -> tuple[list[str], dict[int, str], Iterable[int]]:
         """(the texts to scan, {index: token} of the texts that are a held value, the
         indexes of the texts holding some inside): the values the vault already holds
-        replaced as the detectors' finds are (see ``known.py``), so a value tokenized
-        where a detector recognised it (a field name, a context word, NER) gets the same
-        token wherever it comes back. A text that is a held value is not scanned again
-        (it is "" in the texts to scan); one holding some has tokens, which the
-        detectors skip."""
+        replaced by their tokens (see ``known.py``), so a value tokenized where a detector
+        recognised it (a field name, a context word, NER) gets the same token wherever it
+        comes back.
+
+        This runs before the detectors: a text that is a held value is not scanned at all
+        (it is "" in the texts to scan), and one holding some is scanned with their tokens
+        in place, which the detectors skip. So where a held value stands alone inside a
+        longer value a detector would find (held ``Anna Lee`` in ``Anna Lee Smith``), the
+        held value's token wins and the detectors see only the rest. (``spans``, for the
+        stream scanner, goes the other way: detectors first.)"""
         self.vault.purge_due()  # an expired value is not held any more
         whole, inside = self.known.find(texts)
         if not whole and not inside:
@@ -455,7 +460,8 @@ class Privacy:
 
     def spans(self, text: str) -> list[Span]:
         """The detectors' spans in ``text`` and, where none is, the held values' (for
-        the stream scanner, which replaces values chunk by chunk)."""
+        the stream scanner, which replaces values chunk by chunk). The detectors come
+        first here, unlike ``protect``, which replaces held values before it runs them."""
         return with_held(self.scanner.spans(text), self.known, text)
 
     def redact(self, text: str) -> str:

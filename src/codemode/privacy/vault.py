@@ -286,9 +286,10 @@ class Vault:
         self._lock = threading.Lock()
         self._entries = self.store.load()
         self._by_value: dict[str, str] = {}
-        self.held_generation = 0
-        """value -> its token, for every entry known here: a held value found again
+        """value -> its token, for every live entry known here: a held value found again
         where no detector recognises it (``known.KnownValues``) gets the same token."""
+        self.held_generation = 0
+        """Bumped by each ``purge`` that took values out of ``_by_value``."""
         self._note(self._entries)
         self._pending: dict[str, Entry] = {}
         self._memo: dict[tuple[str, str], str] = {}

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from _support import banner, npm_server, scratch
 
-from codemode.bench.scenarios import Scenario, discover, run_code, run_codemode, run_direct
+from codemode.bench.runner import run_codemode, run_direct
+from codemode.bench.scenarios import Scenario, discover, run_code
 from codemode.bench.tokens import PROFILES, Agent, ScenarioResult, Transcript, check_tokenizer
 
 

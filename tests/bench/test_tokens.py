@@ -16,7 +16,7 @@ from codemode.bench.catalogs import Sizes, article_catalog
 from codemode.bench.cli import bench
 from codemode.bench.grounding import Fact, code_facts, unseen
 from codemode.bench.report import iter_lines, write_plot
-from codemode.bench.scenarios import run_benchmark
+from codemode.bench.runner import run_benchmark
 from codemode.bench.tokens import (
     Agent,
     BenchError,

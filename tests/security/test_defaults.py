@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 
 from codemode import Session
 from codemode.bench import cli as bench_cli
-from codemode.bench import scenarios, tokens
+from codemode.bench import runner, tokens
 from codemode.execution.bwrap import SANDBOX_UID
 
 pytestmark = [pytest.mark.anyio, pytest.mark.security]
@@ -150,7 +150,7 @@ def test_the_token_benchmark_runs_codemode_serve_with_the_sandbox_by_default() -
     assert option.default == "sandbox"
     assert "--executor" in (argv := tokens.serve_command(Path("/nonexistent")).args)
     assert argv[argv.index("--executor") + 1] == "sandbox"
-    for fn in (scenarios.run_benchmark, scenarios.run_scenario, tokens.codemode_client):
+    for fn in (runner.run_benchmark, runner.run_scenario, tokens.codemode_client):
         assert inspect.signature(fn).parameters["executor"].default == "sandbox", fn
 
 

@@ -81,6 +81,7 @@ def tokens(
     """Tokens and round trips: code mode against direct tool calling, on real MCP servers."""
     import anyio
 
+    from codemode.bench import runner
     from codemode.bench import scenarios as sc
     from codemode.bench.catalogs import QUICK, Sizes
     from codemode.bench.report import iter_lines, write_plot
@@ -111,7 +112,7 @@ def tokens(
 
     try:
         results = anyio.run(
-            lambda: sc.run_benchmark(
+            lambda: runner.run_benchmark(
                 names,
                 QUICK if quick else Sizes(),
                 executor=executor,

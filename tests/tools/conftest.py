@@ -174,7 +174,7 @@ class EdgeProcess:
         self.flag = flag
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
-        path = "/mcp" if flag == "--http" else "/sse"
+        path = "/sse" if flag == "--sse" else "/mcp"
         self.url = f"http://127.0.0.1:{self.port}{path}"
 
     def start(self) -> EdgeProcess:
@@ -212,6 +212,16 @@ def edge_http_url() -> Iterator[str]:
 def edge_sse_url() -> Iterator[str]:
     """The edge server over the legacy SSE transport (one process for the test run)."""
     edge = EdgeProcess("--sse").start()
+    try:
+        yield edge.url
+    finally:
+        edge.stop()
+
+
+@pytest.fixture(scope="session")
+def edge_json_url() -> Iterator[str]:
+    """The edge server over streamable HTTP answering with JSON bodies, not event streams."""
+    edge = EdgeProcess("--json-http").start()
     try:
         yield edge.url
     finally:

@@ -1,5 +1,6 @@
 """One message from an upstream server larger than its ``max_message_bytes`` fails the
-call with that reason and restarts the server; it is never buffered whole on the host."""
+call with that reason and restarts the server (stdio) or reconnects (HTTP); it is never
+buffered whole on the host."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from codemode.errors import ServerUnavailable
+from codemode.config import parse_servers
+from codemode.errors import ServerUnavailable, ToolError
+from codemode.tools.sources.mcp import MCPSource
 from codemode.tools.sources.mcp.stdio import LineSplitter, MessageTooLarge
 from codemode.workspace import Workspace
 
@@ -55,3 +58,23 @@ def test_lines_are_split_across_chunks_and_measured_before_they_end() -> None:
     assert list(split.feed(b':1}\n{}\n{"b"')) == [b'{"a":1}', b"{}"]
     with pytest.raises(MessageTooLarge):
         list(split.feed(b":" * 8))  # 12 bytes and still no newline
+
+
+@pytest.mark.parametrize("answers", ["event stream", "JSON body"])
+async def test_an_http_answer_over_the_ceiling_fails_the_call_and_reconnects(
+    answers: str, edge_http_url: str, edge_json_url: str
+) -> None:
+    # The handshake protocol makes the server answer calls with an event stream.
+    url = edge_http_url if answers == "event stream" else edge_json_url
+    raw = {"type": "http", "url": url, "max_message_bytes": MIB, "protocol": "legacy"}
+    src = MCPSource(
+        "edge", parse_servers({"mcpServers": {"edge": raw}}, source="t", env={})["edge"]
+    )
+    try:
+        with pytest.raises(ToolError, match=r"1,?048,?576.byte limit"):
+            await src.call_tool("huge", {"size": 2 * MIB})
+        assert (await src.call_tool("echo", {"text": "hi"})).content[0].text == "hi"  # type: ignore[union-attr]
+        result = await src.call_tool("huge", {"size": MIB // 4})  # sent twice: text, structured
+        assert not result.is_error
+    finally:
+        await src.aclose()

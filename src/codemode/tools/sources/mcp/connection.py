@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol, cast
 
@@ -37,6 +37,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
+from codemode.tools.sources.mcp.capped import CappedTransport
 from codemode.tools.sources.mcp.lenient import install_lenient_validation
 from codemode.tools.sources.mcp.stderr import StderrTail, describe, leaf_errors, with_tail
 from codemode.tools.sources.mcp.stdio import bounded_stdio_client
@@ -49,12 +50,19 @@ _STOP_WAIT = 10.0
 
 @asynccontextmanager
 async def _http_transport(
-    url: str, headers: dict[str, str], connect_timeout: float
+    url: str,
+    headers: dict[str, str],
+    connect_timeout: float,
+    max_message: int,
+    on_too_large: Callable[[str], None],
 ) -> AsyncIterator[Any]:
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
+    # One message at most ``max_message`` bytes: a JSON body by the capped transport, an
+    # event of a stream by the SDK's own per-event limit.
+    capped = CappedTransport(httpx2.AsyncHTTPTransport(), max_message, on_too_large)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=capped) as http,
+        streamable_http_client(url, http_client=http, max_sse_event_size=max_message) as streams,
     ):
         yield streams
 
@@ -129,7 +137,14 @@ class Connection:
         if cfg.transport == "sse":
             return cast(Transport, sse_client(cfg.url, headers=cfg.headers or None))
         return cast(
-            Transport, _http_transport(cfg.url, dict(cfg.headers), self.source.connect_timeout)
+            Transport,
+            _http_transport(
+                cfg.url,
+                dict(cfg.headers),
+                self.source.connect_timeout,
+                cfg.max_message_bytes,
+                self._give_up,
+            ),
         )
 
     async def start(self) -> None:

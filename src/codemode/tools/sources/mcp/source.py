@@ -140,9 +140,11 @@ class MCPSource:
         if self._conn is conn:
             await conn.stop()
 
-    async def _lost(self, conn: Connection, during: str) -> ServerUnavailable:
+    async def _lost(self, conn: Connection, during: str, detail: str = "") -> ServerUnavailable:
         tail = await conn.settled_stderr(0.2)
-        why = f": {conn.broken}" if conn.broken else ""
+        if detail == "Connection closed":  # the SDK's words for every end: nothing new
+            detail = ""
+        why = f": {conn.broken or detail}" if conn.broken or detail else ""
         return ServerUnavailable(
             with_tail(f"connection lost during {during}{why}; the next call reconnects", tail),
             server=self._name,
@@ -225,7 +227,7 @@ class MCPSource:
         except MCPError as exc:
             if exc.code == mt.CONNECTION_CLOSED:
                 await self._drop(conn)
-                err = await self._lost(conn, f"the call to {tool}")
+                err = await self._lost(conn, f"the call to {tool}", exc.message)
                 err.tool = tool
                 raise err from exc
             if exc.code == mt.REQUEST_TIMEOUT:

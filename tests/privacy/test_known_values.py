@@ -18,7 +18,7 @@ from codemode import Session, SubprocessExecutor
 from codemode.context import CallContext
 from codemode.privacy.config import PrivacyConfig
 from codemode.privacy.engine import Privacy
-from codemode.privacy.known import FIND_MAX, MIN_INSIDE, MIN_WHOLE, SEARCH_MAX
+from codemode.privacy.known import FIND_MAX, MIN_INSIDE, MIN_WHOLE, SEARCH_MAX, KnownValues
 from codemode.privacy.layers import engine_for, reset_engines
 from codemode.privacy.tokens import TOKEN_RE
 from codemode.privacy.vault import Vault
@@ -355,3 +355,20 @@ def test_expired_values_are_purged_as_the_engine_scans_with_no_call_to_purge() -
     now[0] += 61  # expired, and a purge interval (the TTL, when under an hour) passed
     assert protect(e, {"ref": f"see {PHONE}"}) == {"ref": f"see {PHONE}"}
     assert PHONE not in vault.held() and vault.value(token) is None
+
+
+class _PurgedWhileRead(dict[str, str]):
+    """A held map as a scan in one thread may see it while another thread purges: its
+    keys were copied before the value behind one of them was taken out."""
+
+    def __iter__(self) -> Any:
+        return iter([*super().__iter__(), "gone.value@example.org"])
+
+    def __len__(self) -> int:
+        return super().__len__() + 1
+
+
+def test_a_value_purged_while_the_index_grows_is_skipped() -> None:
+    held = _PurgedWhileRead({"kept.value@example.org": "[EMAIL_abcdefghij]"})
+    whole, _ = KnownValues(held).find(["kept.value@example.org", "gone.value@example.org"])
+    assert whole == {0: "EMAIL"}

@@ -123,7 +123,11 @@ class KnownValues:
         # Copied first, in one C call: another thread may add to the vault meanwhile.
         new = [v for v in list(islice(held, self._size, size)) if searchable(v)]
         self._size = size
-        self._entity.update(zip(new, map(_entity, map(held.__getitem__, new)), strict=True))
+        # ``get``: a purge in another thread may have taken some out since (the next look
+        # sees its generation and starts again).
+        tokens = list(map(held.get, new))
+        new = list(compress(new, tokens))
+        self._entity.update(zip(new, map(_entity, filter(None, tokens)), strict=True))
         new = list(compress(new, map(MIN_INSIDE.__le__, map(len, new))))
         if not new:
             return

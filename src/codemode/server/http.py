@@ -36,7 +36,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -51,6 +51,9 @@ from .health import DEFAULT_STALL_AFTER, Facts, HealthPort
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY, ServerContext
+
+if TYPE_CHECKING:
+    from .connections import ConnectionLimits
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
@@ -490,8 +493,12 @@ async def serve_http(
     *,
     log_level: str = "warning",
     stop: GracefulStop | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
+
+    Connections are bounded by ``limits`` (by default from the environment): a head
+    deadline and caps on open connections (:mod:`.connections`).
 
     A signal starts the app's graceful stop (``stop``, by default the one
     :func:`build_http_app` put in the app's state; see the module doc); once it is over,
@@ -499,6 +506,8 @@ async def serve_http(
     shutdown. The signal is not re-raised afterwards: a graceful stop exits with 0.
     """
     import uvicorn
+
+    from .connections import ConnectionLimits, guarded_protocol
 
     if stop is None:
         assert isinstance(app, Starlette), "an app not built by build_http_app needs a stop"
@@ -525,5 +534,6 @@ async def serve_http(
         timeout_graceful_shutdown=5,
         access_log=False,
         backlog=LISTEN_BACKLOG,
+        http=guarded_protocol(limits or ConnectionLimits.from_env()),
     )
     await Server(config).serve(sockets=[sock])

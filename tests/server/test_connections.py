@@ -82,6 +82,23 @@ def test_one_address_cannot_hold_every_connection(guarded: HttpServer) -> None:
             s.close()
 
 
+def test_at_the_total_cap_a_new_client_takes_the_place_of_the_longest_idle(
+    guarded: HttpServer,
+) -> None:
+    held = [_slow(guarded, f"127.0.0.{n}") for n in (1, 2, 3) for _ in range(20)]  # 60: full
+    try:
+        with socket.create_connection(
+            _address(guarded), timeout=10, source_address=("127.0.0.4", 0)
+        ) as other:
+            other.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            other.settimeout(10)
+            assert other.recv(64).startswith(b"HTTP/1.1 200")
+        assert _closed_within(held[0], 5)  # the oldest one made room
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_connections_are_served_again_once_the_slow_ones_are_cut(guarded: HttpServer) -> None:
     held = [_slow(guarded) for _ in range(20)]
     try:

@@ -11,8 +11,10 @@ itself enforces, per process:
   seconds of the connection opening or of the previous answer ending (a request being
   served, an event stream, is never cut);
 - a cap on open connections (``max_connections``, by default half the process's open-file
-  limit) and, so that one address cannot take them all, a cap per client address
-  (``max_per_client``, half the total): a connection beyond either is closed at once.
+  limit): at the cap, a new connection takes the place of the one that has waited longest
+  without sending a request (refused only when every connection is busy with one);
+- a cap per client address (``max_per_client``, half the total), so that one address
+  cannot take them all: a connection beyond it is closed at once.
 
 Settings: ``CODEMODE_HTTP_HEADER_TIMEOUT``, ``CODEMODE_HTTP_MAX_CONNECTIONS``,
 ``CODEMODE_HTTP_MAX_PER_CLIENT`` (docs/server.md, "HTTP").
@@ -75,62 +77,92 @@ def _number(env: Mapping[str, str], name: str, kind: type[Any], default: Any) ->
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """uvicorn's h11 protocol with ``limits`` applied (one class per server)."""
     open_by_client: Counter[str] = Counter()
+    waiting: dict[Any, None] = {}  # connections without a request in progress, oldest first
     opened = 0
     refused = 0
+
+    def refuse(peer: str) -> None:
+        nonlocal refused
+        refused += 1
+        if refused in (1, 10, 100) or refused % 1000 == 0:
+            log.warning(
+                "refused %d HTTP connections so far: at the limit of %d open connections "
+                "(all busy with requests), or %d from one address (%s)",
+                refused,
+                limits.max_connections,
+                limits.max_per_client,
+                peer,
+            )
 
     class Guarded(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _peer: str | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            nonlocal opened, refused
+            nonlocal opened
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
-            if opened >= limits.max_connections or open_by_client[peer] >= limits.max_per_client:
-                refused += 1
-                if refused in (1, 10, 100) or refused % 1000 == 0:
-                    log.warning(
-                        "refused %d HTTP connections so far: at the limit of %d open "
-                        "connections, or %d from one address (%s)",
-                        refused,
-                        limits.max_connections,
-                        limits.max_per_client,
-                        peer,
-                    )
+            if open_by_client[peer] >= limits.max_per_client:
+                refuse(peer)
                 transport.abort()
                 return
+            if opened >= limits.max_connections:
+                # Room is made from the connection that has waited longest without sending
+                # a request: many addresses holding idle sockets cannot keep others out.
+                oldest = next(iter(waiting), None)
+                if oldest is None:
+                    refuse(peer)
+                    transport.abort()
+                    return
+                oldest._release()
+                oldest.transport.abort()
             self._peer = peer
             open_by_client[peer] += 1
             opened += 1
             self._arm()
 
-        def connection_lost(self, exc: Exception | None) -> None:
+        def _release(self) -> None:
             nonlocal opened
+            waiting.pop(self, None)
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
             if self._peer is not None:
                 opened -= 1
                 open_by_client[self._peer] -= 1
                 if open_by_client[self._peer] <= 0:
                     del open_by_client[self._peer]
                 self._peer = None
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._release()
             super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._busy():
+                waiting.pop(self, None)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self._peer is not None and not self.transport.is_closing():
+            if self._peer is not None and not self.transport.is_closing() and not self._busy():
                 self._arm()  # the next request's head has its own deadline
+
+        def _busy(self) -> bool:
+            """A request is in progress (its head arrived; it is not answered yet)."""
+            return self.cycle is not None and not self.cycle.response_complete
 
         def _arm(self) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
             self._deadline = self.loop.call_later(limits.header_timeout, self._expired)
+            waiting.pop(self, None)
+            waiting[self] = None
 
         def _expired(self) -> None:
             self._deadline = None
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete:  # still waiting for a head
+            if not self._busy():  # still waiting for a head
+                self._release()
                 self.transport.abort()
 
     return Guarded

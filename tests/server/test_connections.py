@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
+from serve_process import INITIALIZE
 
 from .conftest import TOKEN, HttpServer, http_client, start_http_server
 
@@ -121,3 +122,21 @@ async def test_a_call_longer_than_the_header_timeout_is_not_cut(
         assert "done" in result.content[0].text  # type: ignore[union-attr]
         again = await client.call_tool("run_code", {"code": "print(6 * 7)"})
         assert "42" in again.content[0].text  # type: ignore[union-attr]
+
+
+def test_mcp_session_ids_are_capped_and_an_ended_one_frees_a_place(tmp_path: Path) -> None:
+    server = start_http_server(tmp_path, env={"CODEMODE_HTTP_MAX_MCP_SESSIONS": "5"})
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    try:
+        with httpx2.Client(headers=headers, timeout=30) as http:
+            answers = [http.post(server.url, json=INITIALIZE) for _ in range(7)]
+            assert [a.status_code for a in answers] == [200] * 5 + [503] * 2
+            sid = answers[0].headers["mcp-session-id"]
+            assert http.delete(server.url, headers={"mcp-session-id": sid}).status_code == 200
+            assert http.post(server.url, json=INITIALIZE).status_code == 200
+    finally:
+        server.stop()

@@ -17,7 +17,8 @@ itself enforces, per process:
   cannot take them all: a connection beyond it is closed at once.
 
 Settings: ``CODEMODE_HTTP_HEADER_TIMEOUT``, ``CODEMODE_HTTP_MAX_CONNECTIONS``,
-``CODEMODE_HTTP_MAX_PER_CLIENT`` (docs/server.md, "HTTP").
+``CODEMODE_HTTP_MAX_PER_CLIENT``, and ``CODEMODE_HTTP_MAX_MCP_SESSIONS`` for the SDK's MCP
+session ids (``http.mcp_sessions_cap``) (docs/server.md, "HTTP").
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 HEADER_TIMEOUT_ENV = "CODEMODE_HTTP_HEADER_TIMEOUT"
 MAX_CONNECTIONS_ENV = "CODEMODE_HTTP_MAX_CONNECTIONS"
 MAX_PER_CLIENT_ENV = "CODEMODE_HTTP_MAX_PER_CLIENT"
+MAX_MCP_SESSIONS_ENV = "CODEMODE_HTTP_MAX_MCP_SESSIONS"
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,14 @@ class ConnectionLimits:
         env = os.environ if env is None else env
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         fds = soft if soft != resource.RLIM_INFINITY else 65536
-        total = _number(env, MAX_CONNECTIONS_ENV, int, max(32, fds // 2))
-        per_client = _number(env, MAX_PER_CLIENT_ENV, int, max(16, total // 2))
-        timeout = _number(env, HEADER_TIMEOUT_ENV, float, DEFAULT_HEADER_TIMEOUT)
+        total = env_number(env, MAX_CONNECTIONS_ENV, int, max(32, fds // 2))
+        per_client = env_number(env, MAX_PER_CLIENT_ENV, int, max(16, total // 2))
+        timeout = env_number(env, HEADER_TIMEOUT_ENV, float, DEFAULT_HEADER_TIMEOUT)
         return cls(timeout, total, min(per_client, total))
 
 
-def _number(env: Mapping[str, str], name: str, kind: type[Any], default: Any) -> Any:
+def env_number(env: Mapping[str, str], name: str, kind: type[Any], default: Any) -> Any:
+    """``env[name]`` as a positive ``kind``, ``default`` when unset; ConfigError else."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -168,4 +171,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     return Guarded
 
 
-__all__ = ["DEFAULT_HEADER_TIMEOUT", "ConnectionLimits", "guarded_protocol"]
+__all__ = [
+    "DEFAULT_HEADER_TIMEOUT",
+    "MAX_MCP_SESSIONS_ENV",
+    "ConnectionLimits",
+    "env_number",
+    "guarded_protocol",
+]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -58,8 +59,15 @@ if TYPE_CHECKING:
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
-SDK_IDLE_TIMEOUT = 24 * 3600.0
-"""The SDK forgets an MCP session id after this long; ours expire first (clearer error)."""
+SDK_IDLE_AFTER_OURS = 600.0
+"""The SDK forgets an MCP session id with no request nor stream in flight this long after
+ours would have expired (ours expire first: a clearer error)."""
+SDK_SESSIONS_PER_SLOT = 16
+SDK_MIN_SESSIONS = 1024
+"""MCP session ids the SDK keeps at once: 16 per session slot and queue place, at least
+1024 (about 40 KB each). Beyond that a new client gets ``503`` until one ends or goes
+idle: a client that only says ``initialize``, over and over, cannot grow the server's
+memory without bound (nor, under ``--tenants``, take other tenants' memory)."""
 LISTEN_BACKLOG = 2048
 
 __all__ = [
@@ -353,6 +361,21 @@ class ClientWatch:
             await sessions.drop(f"mcp:{sid}")
 
 
+def sdk_idle_timeout(ours: float | None) -> float | None:
+    """How long the SDK keeps an MCP session id nothing uses (None: until it is ended)."""
+    return None if ours is None else ours + SDK_IDLE_AFTER_OURS
+
+
+def mcp_sessions_cap(sessions: SessionManager) -> int:
+    """How many MCP session ids the SDK keeps at once (``CODEMODE_HTTP_MAX_MCP_SESSIONS``)."""
+    from .connections import MAX_MCP_SESSIONS_ENV, env_number
+
+    slots = sessions.max_sessions + sessions.queue_size
+    default = max(SDK_MIN_SESSIONS, SDK_SESSIONS_PER_SLOT * slots)
+    cap: int = env_number(os.environ, MAX_MCP_SESSIONS_ENV, int, default)
+    return cap
+
+
 def build_http_app(
     server: MCPServer[Any],
     context: ServerContext,
@@ -382,7 +405,8 @@ def build_http_app(
     sdk_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
-        session_idle_timeout=SDK_IDLE_TIMEOUT,
+        session_idle_timeout=sdk_idle_timeout(context.sessions.idle_timeout),
+        max_sessions=mcp_sessions_cap(context.sessions),
     )
     sessions = context.sessions
     traffic = Traffic()

@@ -323,3 +323,49 @@ async def test_doctor_shows_how_each_server_is_isolated(tmp_path: Path) -> None:
     base, _ = _workspace(tmp_path)
     [line] = [p for p in server_isolation_lines(Workspace.open(base)) if "fs" in p.name]
     assert line.active and "no network" in line.detail and "files (rw)" in line.detail
+
+
+@pytest.mark.parametrize("given", ["workspace", "parent"])
+async def test_a_server_given_the_workspace_or_above_sees_only_its_files(
+    tmp_path: Path, given: str
+) -> None:
+    """Given the workspace (or $HOME holding ~/.codemode), the server the code drives must
+    not read mcp.json nor write config.json ("executor": "inprocess" would end the sandbox
+    at the next start)."""
+    _need(FS_SERVER)
+    root = tmp_path / "root"
+    base = root / "ws"
+    (base / "files").mkdir(parents=True)
+    root.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (base / "files" / "readme.txt").write_text("hello")
+    path = base if given == "workspace" else root
+    server = {"command": "node", "args": [str(FS_SERVER), str(path)], "timeout": 30}
+    servers = json.dumps({"mcpServers": {"fs": server}})
+    (base / "mcp.json").write_text(servers)
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    attempt = """
+def attempt(call, **kw):
+    try:
+        return str(call(**kw))
+    except Exception as e:
+        return "refused: " + str(e)
+[attempt(tools.fs.read_text_file, path=WS + '/mcp.json'),
+ attempt(tools.fs.write_file, path=WS + '/config.json', content='{"executor": "inprocess"}'),
+ attempt(tools.fs.list_directory, path=WS),
+ attempt(tools.fs.read_text_file, path=WS + '/files/readme.txt')]
+"""
+    try:
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(f"WS = {str(base.resolve())!r}\n" + attempt, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    read, write, listing, own = r.value
+    assert read.startswith("refused") and "mcpServers" not in read
+    assert write.startswith("refused")
+    assert "mcp.json" not in listing and "files" in listing
+    assert "hello" in own
+    assert not (base / "config.json").exists()
+    assert (base / "mcp.json").read_text() == servers

@@ -249,6 +249,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    hidden, reshown = _mask_workspace(mounts, workspace, files)
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
@@ -259,6 +260,8 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         cwd=chdir,
         etc=SERVER_ETC,
         tmp_size_mb=256,
+        hidden=hidden,
+        reshown=reshown,
     )
     summary = (
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
@@ -279,6 +282,29 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         launch=launch,
         mounts=mounts,
     )
+
+
+def _mask_workspace(
+    mounts: list[jail.Mount], workspace: str | None, files: str | None
+) -> tuple[list[str], list[jail.Mount]]:
+    """Where a server was given the workspace or a directory above it, the workspace as
+    the jail shows it: an empty directory but for ``files/``. Its ``mcp.json``,
+    ``config.json`` and memory are codemode's: a server the agent's code drives must not
+    read them, nor rewrite them (``"executor": "inprocess"``, an unjailed server)."""
+    if workspace is None:
+        return [], []
+    hidden: list[str] = []
+    reshown: list[jail.Mount] = []
+    for m in mounts:
+        real = os.path.realpath(m.src)
+        if not _within(workspace, real):
+            continue
+        inside = m.target.rstrip("/") + workspace[len(real.rstrip("/")) :]
+        hidden.append(inside or "/")
+        if files is not None and _within(files, workspace):
+            shown = inside.rstrip("/") + files[len(workspace.rstrip("/")) :]
+            reshown.append(jail.Mount(files, shown, writable=m.writable))
+    return hidden, reshown
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:

@@ -369,3 +369,40 @@ def attempt(call, **kw):
     assert "hello" in own
     assert not (base / "config.json").exists()
     assert (base / "mcp.json").read_text() == servers
+
+
+async def test_a_server_given_home_cannot_read_codemodes_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~/.config/codemode holds the audit and privacy keys: a server given $HOME (the
+    agent's code drives it) sees that directory empty."""
+    _need(FS_SERVER)
+    home = tmp_path / "home"
+    keys = home / ".config" / "codemode"
+    keys.mkdir(parents=True)
+    (keys / "audit.key").write_text("secret-audit-key")
+    base = home / "ws"
+    (base / "files").mkdir(parents=True)
+    for d in (tmp_path, home, home / ".config"):
+        d.chmod(0o755)
+    keys.chmod(0o755)
+    (keys / "audit.key").chmod(0o644)  # readable by the server's uid: only the jail hides it
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    server = {"command": "node", "args": [str(FS_SERVER), str(home)], "timeout": 30}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+try:
+    got = str(tools.fs.read_text_file(path={str(keys / "audit.key")!r}))
+except Exception as e:
+    got = "refused: " + str(e)
+got
+"""
+    try:
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    assert r.value.startswith("refused") and "secret-audit-key" not in r.value

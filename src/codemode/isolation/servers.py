@@ -287,23 +287,31 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
 def _mask_workspace(
     mounts: list[jail.Mount], workspace: str | None, files: str | None
 ) -> tuple[list[str], list[jail.Mount]]:
-    """Where a server was given the workspace or a directory above it, the workspace as
-    the jail shows it: an empty directory but for ``files/``. Its ``mcp.json``,
-    ``config.json`` and memory are codemode's: a server the agent's code drives must not
-    read them, nor rewrite them (``"executor": "inprocess"``, an unjailed server)."""
-    if workspace is None:
-        return [], []
+    """Where a server was given a directory holding codemode's own files (the workspace,
+    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``),
+    what the jail shows there: an empty directory (but for the workspace's ``files/``).
+    ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server the
+    agent's code drives must not read them, nor rewrite them (``"executor": "inprocess"``,
+    an unjailed server, a forged audit chain)."""
+    from ..audit.keys import config_home, state_home
+
+    private: list[tuple[str, str | None]] = [
+        (os.path.realpath(p), None) for p in (config_home(), state_home())
+    ]
+    if workspace is not None:
+        private.append((workspace, files if files and _within(files, workspace) else None))
     hidden: list[str] = []
     reshown: list[jail.Mount] = []
     for m in mounts:
-        real = os.path.realpath(m.src)
-        if not _within(workspace, real):
-            continue
-        inside = m.target.rstrip("/") + workspace[len(real.rstrip("/")) :]
-        hidden.append(inside or "/")
-        if files is not None and _within(files, workspace):
-            shown = inside.rstrip("/") + files[len(workspace.rstrip("/")) :]
-            reshown.append(jail.Mount(files, shown, writable=m.writable))
+        real = os.path.realpath(m.src).rstrip("/")
+        for root, keep in private:
+            if not _within(root, real or "/"):
+                continue
+            inside = m.target.rstrip("/") + root[len(real) :]
+            hidden.append(inside or "/")
+            if keep is not None:
+                shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
+                reshown.append(jail.Mount(keep, shown, writable=m.writable))
     return hidden, reshown
 
 

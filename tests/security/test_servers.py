@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from codemode import Session
-from codemode.config import parse_servers
+from codemode.config import StdioServerConfig, parse_servers
 from codemode.execution.doctor import server_isolation_lines
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.isolation import acl
@@ -369,6 +369,10 @@ def attempt(call, **kw):
     assert "hello" in own
     assert not (base / "config.json").exists()
     assert (base / "mcp.json").read_text() == servers
+    cfg = parse_servers(json.loads(servers), env={})["fs"]
+    assert isinstance(cfg, StdioServerConfig)
+    iso = Isolation(workspace=base, files=base / "files")
+    assert f"shown empty: {base.resolve()}" in plan(cfg, iso, dry_run=True).summary  # doctor
 
 
 async def test_a_server_given_home_cannot_read_codemodes_keys(

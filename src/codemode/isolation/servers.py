@@ -267,6 +267,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
         f"{'network' if network else 'no network'}, mounts: "
         + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
+        + (f"; shown empty: {', '.join(hidden)}" if hidden else "")
     )
     if dry_run:
         return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)

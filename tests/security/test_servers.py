@@ -410,3 +410,43 @@ got
         await ws.registry().aclose()
     assert r.is_ok, r.to_text()
     assert r.value.startswith("refused") and "secret-audit-key" not in r.value
+
+
+async def test_a_tenants_server_given_a_directory_above_the_workspaces_sees_only_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under serve --tenants (which names every workspace with keep_private), acme's server
+    given /srv/codemode shows globex's workspace empty."""
+    from codemode.isolation import servers as isolation_servers
+
+    _need(FS_SERVER)
+    monkeypatch.setattr(isolation_servers, "_PRIVATE", set())
+    srv = tmp_path / "srv"
+    acme, globex = srv / "acme", srv / "globex"
+    for root in (acme, globex):
+        (root / "files").mkdir(parents=True)
+        (root / "files" / "own.txt").write_text(f"{root.name} data")
+    for d in (tmp_path, srv, acme, globex):
+        d.chmod(0o755)
+    server = {"command": "node", "args": [str(FS_SERVER), str(srv)], "timeout": 30}
+    (acme / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    isolation_servers.keep_private([acme, globex])  # what serve_tenants does
+    ws = Workspace.open(acme, tenant="acme")
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+def attempt(path):
+    try:
+        return str(tools.fs.read_text_file(path=path))
+    except Exception as e:
+        return "refused: " + str(e)
+[attempt({str(globex / "files" / "own.txt")!r}), attempt({str(acme / "files" / "own.txt")!r})]
+"""
+    try:
+        async with Session.from_base(acme, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    theirs, mine = r.value
+    assert theirs.startswith("refused") and "globex data" not in theirs
+    assert "acme data" in mine

@@ -285,6 +285,16 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     )
 
 
+_PRIVATE: set[str] = set()
+
+
+def keep_private(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Directories no jailed server of this process may see, whatever it was given:
+    ``serve --tenants`` names every tenant's workspace, so a server given a directory
+    above them shows none but its own tenant's ``files/``."""
+    _PRIVATE.update(os.path.realpath(p) for p in paths)
+
+
 def _mask_workspace(
     mounts: list[jail.Mount], workspace: str | None, files: str | None
 ) -> tuple[list[str], list[jail.Mount]]:
@@ -299,6 +309,7 @@ def _mask_workspace(
     private: list[tuple[str, str | None]] = [
         (os.path.realpath(p), None) for p in (config_home(), state_home())
     ]
+    private += [(p, None) for p in sorted(_PRIVATE) if p != workspace]
     if workspace is not None:
         private.append((workspace, files if files and _within(files, workspace) else None))
     hidden: list[str] = []
@@ -352,4 +363,4 @@ def _is_program(path: str) -> bool:
     return os.access(path, os.X_OK) or "node_modules" in Path(path).parts
 
 
-__all__ = ["Isolation", "ServerLaunch", "plan", "runtime_mounts"]
+__all__ = ["Isolation", "ServerLaunch", "keep_private", "plan", "runtime_mounts"]

@@ -3,12 +3,21 @@ where the wire format matters), with real sessions and a real upstream MCP serve
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from codemode.agent import execute_task
-from codemode.agent.testing import Answer, Code, FakeLLMServer, RecordedRequest, Status, ToolCall
+from codemode.agent.testing import (
+    Answer,
+    Code,
+    FakeLLMServer,
+    RecordedRequest,
+    Status,
+    Text,
+    ToolCall,
+)
 
 from .conftest import make_agent, provider_args
 
@@ -179,3 +188,18 @@ async def test_aexecute_task_runs_inside_an_existing_event_loop(
         "hi", base=base, executor="subprocess", env={}, **provider_args(llm, "openai")
     )
     assert r.success and r.to_dict()["result"] == "async ok"
+
+
+def test_a_reply_asking_for_many_runs_gets_none_once_the_task_is_out_of_time(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    block = "```python\nimport time\ntime.sleep(0.05)\nprint('ran')\n```"
+    llm.add(Text("\n".join([block] * 200)), Answer("never asked"))
+    began = time.monotonic()
+    with make_agent(llm, base, mode="fenced", max_seconds=1.0) as agent:
+        r = agent.execute_task("keep busy")
+    took = time.monotonic() - began
+    assert not r.success and r.stop_reason == "max_seconds"
+    assert 0 < r.output.count("ran") < 200
+    assert took < 8, f"the runs went on for {took:.1f} s past a 1 s task"
+    assert len(llm.requests) == 1

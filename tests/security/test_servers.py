@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from codemode import Session
-from codemode.config import parse_servers
+from codemode.config import StdioServerConfig, parse_servers
 from codemode.execution.doctor import server_isolation_lines
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.isolation import acl
@@ -323,3 +323,130 @@ async def test_doctor_shows_how_each_server_is_isolated(tmp_path: Path) -> None:
     base, _ = _workspace(tmp_path)
     [line] = [p for p in server_isolation_lines(Workspace.open(base)) if "fs" in p.name]
     assert line.active and "no network" in line.detail and "files (rw)" in line.detail
+
+
+@pytest.mark.parametrize("given", ["workspace", "parent"])
+async def test_a_server_given_the_workspace_or_above_sees_only_its_files(
+    tmp_path: Path, given: str
+) -> None:
+    """Given the workspace (or $HOME holding ~/.codemode), the server the code drives must
+    not read mcp.json nor write config.json ("executor": "inprocess" would end the sandbox
+    at the next start)."""
+    _need(FS_SERVER)
+    root = tmp_path / "root"
+    base = root / "ws"
+    (base / "files").mkdir(parents=True)
+    root.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (base / "files" / "readme.txt").write_text("hello")
+    path = base if given == "workspace" else root
+    server = {"command": "node", "args": [str(FS_SERVER), str(path)], "timeout": 30}
+    servers = json.dumps({"mcpServers": {"fs": server}})
+    (base / "mcp.json").write_text(servers)
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    attempt = """
+def attempt(call, **kw):
+    try:
+        return str(call(**kw))
+    except Exception as e:
+        return "refused: " + str(e)
+[attempt(tools.fs.read_text_file, path=WS + '/mcp.json'),
+ attempt(tools.fs.write_file, path=WS + '/config.json', content='{"executor": "inprocess"}'),
+ attempt(tools.fs.list_directory, path=WS),
+ attempt(tools.fs.read_text_file, path=WS + '/files/readme.txt')]
+"""
+    try:
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(f"WS = {str(base.resolve())!r}\n" + attempt, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    read, write, listing, own = r.value
+    assert read.startswith("refused") and "mcpServers" not in read
+    assert write.startswith("refused")
+    assert "mcp.json" not in listing and "files" in listing
+    assert "hello" in own
+    assert not (base / "config.json").exists()
+    assert (base / "mcp.json").read_text() == servers
+    cfg = parse_servers(json.loads(servers), env={})["fs"]
+    assert isinstance(cfg, StdioServerConfig)
+    iso = Isolation(workspace=base, files=base / "files")
+    assert f"shown empty: {base.resolve()}" in plan(cfg, iso, dry_run=True).summary  # doctor
+
+
+async def test_a_server_given_home_cannot_read_codemodes_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~/.config/codemode holds the audit and privacy keys: a server given $HOME (the
+    agent's code drives it) sees that directory empty."""
+    _need(FS_SERVER)
+    home = tmp_path / "home"
+    keys = home / ".config" / "codemode"
+    keys.mkdir(parents=True)
+    (keys / "audit.key").write_text("secret-audit-key")
+    base = home / "ws"
+    (base / "files").mkdir(parents=True)
+    for d in (tmp_path, home, home / ".config"):
+        d.chmod(0o755)
+    keys.chmod(0o755)
+    (keys / "audit.key").chmod(0o644)  # readable by the server's uid: only the jail hides it
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    server = {"command": "node", "args": [str(FS_SERVER), str(home)], "timeout": 30}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+try:
+    got = str(tools.fs.read_text_file(path={str(keys / "audit.key")!r}))
+except Exception as e:
+    got = "refused: " + str(e)
+got
+"""
+    try:
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    assert r.value.startswith("refused") and "secret-audit-key" not in r.value
+
+
+async def test_a_tenants_server_given_a_directory_above_the_workspaces_sees_only_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under serve --tenants (which names every workspace with keep_private), acme's server
+    given /srv/codemode shows globex's workspace empty."""
+    from codemode.isolation import servers as isolation_servers
+
+    _need(FS_SERVER)
+    monkeypatch.setattr(isolation_servers, "_PRIVATE", set())
+    srv = tmp_path / "srv"
+    acme, globex = srv / "acme", srv / "globex"
+    for root in (acme, globex):
+        (root / "files").mkdir(parents=True)
+        (root / "files" / "own.txt").write_text(f"{root.name} data")
+    for d in (tmp_path, srv, acme, globex):
+        d.chmod(0o755)
+    server = {"command": "node", "args": [str(FS_SERVER), str(srv)], "timeout": 30}
+    (acme / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    isolation_servers.keep_private([acme, globex])  # what serve_tenants does
+    ws = Workspace.open(acme, tenant="acme")
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+def attempt(path):
+    try:
+        return str(tools.fs.read_text_file(path=path))
+    except Exception as e:
+        return "refused: " + str(e)
+[attempt({str(globex / "files" / "own.txt")!r}), attempt({str(acme / "files" / "own.txt")!r})]
+"""
+    try:
+        async with Session.from_base(acme, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    theirs, mine = r.value
+    assert theirs.startswith("refused") and "globex data" not in theirs
+    assert "acme data" in mine

@@ -144,3 +144,25 @@ def test_health_port_needs_http(tmp_path: Path) -> None:
     ]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--health-port needs --transport http" in r.stderr
+
+
+def test_connections_that_never_send_a_request_cannot_keep_probes_out(tmp_path: Path) -> None:
+    import socket
+
+    server = start_http_server(None, "--base", str(tmp_path / "ws"), "--health-port", "0")
+    held: list[socket.socket] = []
+    try:
+        line = next(x for x in server.lines if "serving MCP on" in x)
+        m = re.search(r"health on http://127.0.0.1:(\d+)/healthz", line)
+        assert m is not None, line
+        port = int(m.group(1))
+        for _ in range(100):  # more than the port's 64 waiting places, none finished
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            held.append(sock)
+        for _ in range(3):  # a probe still gets its answer, again and again
+            assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+        assert server.stop() == 0

@@ -341,6 +341,18 @@ def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     shared = _tenants_file(tmp_path, {"a": one, "b": {**two, "workspace": one["workspace"]}})
     with pytest.raises(ConfigError, match="two tenants share one workspace"):
         load_tenants(shared, env={"A_TOKEN": ACME_TOKEN, "B_TOKEN": GLOBEX_TOKEN})
+    inside = {**two, "workspace": str(tmp_path / "a" / "files" / "b")}
+    nested = _tenants_file(tmp_path, {"a": one, "b": inside})
+    with pytest.raises(ConfigError, match=r"tenant .b..s workspace .* is inside tenant .a."):
+        load_tenants(nested, env={"A_TOKEN": ACME_TOKEN, "B_TOKEN": GLOBEX_TOKEN})
+    secret = tmp_path / "a" / "files" / "b.token"
+    secret.parent.mkdir(parents=True)
+    secret.write_text(GLOBEX_TOKEN)
+    readable = _tenants_file(
+        tmp_path, {"a": one, "b": {"workspace": two["workspace"], "token_file": str(secret)}}
+    )
+    with pytest.raises(ConfigError, match=r"token_file .* is under tenant .a..s files/"):
+        load_tenants(readable, env={"A_TOKEN": ACME_TOKEN})
     bad = _tenants_file(tmp_path, {"A B": one})
     with pytest.raises(ConfigError, match=r"tenants: Value error, tenant name 'A B'"):
         load_tenants(bad, env={"A_TOKEN": ACME_TOKEN})

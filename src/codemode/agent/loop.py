@@ -34,6 +34,7 @@ from .result import CodeRun, Step, StopReason, TaskResult
 
 Mode = Literal["tools", "fenced"]
 
+OUT_OF_TIME = "not run: the task is out of time (max_seconds)"
 EMPTY_NUDGE = "Your reply was empty. Run code, or reply with the final answer."
 
 
@@ -243,13 +244,21 @@ class TaskRun:
         mark = len(recorder.calls) if recorder is not None else 0
         if recorder is not None:
             recorder.step = index
+        # The task's time bounds every run of the reply, however many it asks for: a reply
+        # of a hundred quick runs past ``max_seconds`` would otherwise each get 0.1 s.
         if calls:
             for call in calls:
-                text, ok = await self._run_call(call, session, step, on_event)
+                if self.remaining <= 0:
+                    text, ok = OUT_OF_TIME, False
+                else:
+                    text, ok = await self._run_call(call, session, step, on_event)
                 self.messages.append(Message("tool", text, tool_call_id=call.id, is_error=not ok))
         else:
             parts = []
             for i, code in enumerate(blocks, 1):
+                if self.remaining <= 0:
+                    parts.append(f"(blocks {i}-{len(blocks)} were not run: {OUT_OF_TIME})")
+                    break
                 text, ok = await self._run(code, session, step, on_event)
                 label = f"Output of block {i} of {len(blocks)}" if len(blocks) > 1 else "Output"
                 parts.append(f"{label}:\n{text}")

@@ -24,7 +24,7 @@ from .ledger import RUN_LIMITS, Ledger, exceeded, spent_of
 def tool_layer(ledger: Ledger) -> Middleware:
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
         spec = call.spec
-        names = (f"{spec.server}.{spec.name}", spec.qualified_name)
+        names = spec.names
         usages = ledger.charge_call(call.context, names, server=spec.py_server, tool=spec.py_name)
         waited: float = call.notes.get("approval_wait") or 0.0
         run = ledger.run(call.context) if waited else None

@@ -126,6 +126,10 @@ class JailSpec:
     etc: Sequence[str] = ()
     """Extra paths of the host's /etc to show read-only."""
     tmp_size_mb: int | None = 64
+    hidden: Sequence[str] = ()
+    """Paths inside the mounts covered by an empty tmpfs (after every mount)."""
+    reshown: Sequence[Mount] = ()
+    """Mounts made after ``hidden``: parts of a hidden path shown again."""
 
 
 @dataclass
@@ -205,7 +209,7 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    mounts = [(m, os.path.realpath(m.src)) for m in spec.mounts]
+    mounts = [(m, os.path.realpath(m.src)) for m in (*spec.mounts, *spec.reshown)]
     mounts = [(m, src) for m, src in mounts if os.path.exists(src)]
     binds = private_binds(
         [src for _, src in mounts], lambda p: traversable(p, uid, gid, read_last=False)
@@ -238,8 +242,15 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     a += system_root_args(etc)
     size = ["--size", str(spec.tmp_size_mb << 20)] if spec.tmp_size_mb else []
     a += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    later = {id(m) for m in spec.reshown}
     for m, src in sources:
-        a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+        if id(m) not in later:
+            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+    for path in spec.hidden:
+        a += ["--perms", "0555", "--tmpfs", path]
+    for m, src in sources:
+        if id(m) in later:
+            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
     for d in spec.empty_dirs:
         a += ["--dir", d]
     a += ["--remount-ro", "/", "--chdir", spec.cwd]

@@ -249,6 +249,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    hidden, reshown = _mask_workspace(mounts, workspace, files)
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
@@ -259,11 +260,14 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         cwd=chdir,
         etc=SERVER_ETC,
         tmp_size_mb=256,
+        hidden=hidden,
+        reshown=reshown,
     )
     summary = (
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
         f"{'network' if network else 'no network'}, mounts: "
         + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
+        + (f"; shown empty: {', '.join(hidden)}" if hidden else "")
     )
     if dry_run:
         return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
@@ -279,6 +283,48 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         launch=launch,
         mounts=mounts,
     )
+
+
+_PRIVATE: set[str] = set()
+
+
+def keep_private(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Directories no jailed server of this process may see, whatever it was given:
+    ``serve --tenants`` names every tenant's workspace, so a server given a directory
+    above them shows none but its own tenant's ``files/``."""
+    _PRIVATE.update(os.path.realpath(p) for p in paths)
+
+
+def _mask_workspace(
+    mounts: list[jail.Mount], workspace: str | None, files: str | None
+) -> tuple[list[str], list[jail.Mount]]:
+    """Where a server was given a directory holding codemode's own files (the workspace,
+    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``),
+    what the jail shows there: an empty directory (but for the workspace's ``files/``).
+    ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server the
+    agent's code drives must not read them, nor rewrite them (``"executor": "inprocess"``,
+    an unjailed server, a forged audit chain)."""
+    from ..audit.keys import config_home, state_home
+
+    private: list[tuple[str, str | None]] = [
+        (os.path.realpath(p), None) for p in (config_home(), state_home())
+    ]
+    private += [(p, None) for p in sorted(_PRIVATE) if p != workspace]
+    if workspace is not None:
+        private.append((workspace, files if files and _within(files, workspace) else None))
+    hidden: list[str] = []
+    reshown: list[jail.Mount] = []
+    for m in mounts:
+        real = os.path.realpath(m.src).rstrip("/")
+        for root, keep in private:
+            if not _within(root, real or "/"):
+                continue
+            inside = m.target.rstrip("/") + root[len(real) :]
+            hidden.append(inside or "/")
+            if keep is not None:
+                shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
+                reshown.append(jail.Mount(keep, shown, writable=m.writable))
+    return hidden, reshown
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:
@@ -317,4 +363,4 @@ def _is_program(path: str) -> bool:
     return os.access(path, os.X_OK) or "node_modules" in Path(path).parts
 
 
-__all__ = ["Isolation", "ServerLaunch", "plan", "runtime_mounts"]
+__all__ = ["Isolation", "ServerLaunch", "keep_private", "plan", "runtime_mounts"]

@@ -169,7 +169,7 @@ class Policy:
     def _decide(self, spec: ToolSpec) -> Decision:
         cfg = self.config
         h = hints(spec)
-        names = (f"{spec.server}.{spec.name}", spec.qualified_name)
+        names = spec.names
         for i, rule in enumerate(cfg.rules):
             if rule.matches(names, h):
                 return Decision(rule.action, rule.describe(i))

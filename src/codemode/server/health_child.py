@@ -8,7 +8,8 @@ The server writes the page every heartbeat (:mod:`codemode.server.health`): a se
 number (odd while it writes), the time of the tick (``CLOCK_MONOTONIC``, the same in
 every process) and the two answers as JSON. The process adds how late the loop is, and
 answers ``503 "stalled"`` once it is later than ``STALL_AFTER`` seconds. It exits when its
-parent is gone.
+parent is gone. A request must arrive within ``REQUEST_TIMEOUT``; beyond ``MAX_CONNECTIONS``
+waiting connections, the oldest is dropped.
 """
 
 from __future__ import annotations
@@ -100,8 +101,10 @@ def serve(sock: socket.socket, page: mmap.mmap, stall_after: float, parent: int)
                 except OSError:
                     continue
                 if len(pending) >= MAX_CONNECTIONS:
-                    conn.close()
-                    continue
+                    # The oldest goes, not the newcomer: a probe sends its request at once
+                    # and is answered within ms, so connections that hold a place without
+                    # finishing one (slowloris, no token needed) cannot keep probes out.
+                    drop(min(pending, key=lambda c: pending[c][1]))
                 conn.setblocking(False)
                 sel.register(conn, selectors.EVENT_READ)
                 pending[conn] = (bytearray(), time.monotonic())

@@ -33,11 +33,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -54,11 +55,21 @@ from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY, ServerContext
 
+if TYPE_CHECKING:
+    from .connections import ConnectionLimits
+
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
-SDK_IDLE_TIMEOUT = 24 * 3600.0
-"""The SDK forgets an MCP session id after this long; ours expire first (clearer error)."""
+SDK_IDLE_AFTER_OURS = 600.0
+"""The SDK forgets an MCP session id with no request nor stream in flight this long after
+ours would have expired (ours expire first: a clearer error)."""
+SDK_SESSIONS_PER_SLOT = 16
+SDK_MIN_SESSIONS = 1024
+"""MCP session ids the SDK keeps at once: 16 per session slot and queue place, at least
+1024 (about 40 KB each). Beyond that a new client gets ``503`` until one ends or goes
+idle: a client that only says ``initialize``, over and over, cannot grow the server's
+memory without bound (nor, under ``--tenants``, take other tenants' memory)."""
 LISTEN_BACKLOG = 2048
 
 __all__ = [
@@ -355,6 +366,21 @@ class ClientWatch:
             await sessions.drop(f"mcp:{sid}")
 
 
+def sdk_idle_timeout(ours: float | None) -> float | None:
+    """How long the SDK keeps an MCP session id nothing uses (None: until it is ended)."""
+    return None if ours is None else ours + SDK_IDLE_AFTER_OURS
+
+
+def mcp_sessions_cap(sessions: SessionManager) -> int:
+    """How many MCP session ids the SDK keeps at once (``CODEMODE_HTTP_MAX_MCP_SESSIONS``)."""
+    from .connections import MAX_MCP_SESSIONS_ENV, env_number
+
+    slots = sessions.max_sessions + sessions.queue_size
+    default = max(SDK_MIN_SESSIONS, SDK_SESSIONS_PER_SLOT * slots)
+    cap: int = env_number(os.environ, MAX_MCP_SESSIONS_ENV, int, default)
+    return cap
+
+
 def build_http_app(
     server: MCPServer[Any],
     context: ServerContext,
@@ -384,7 +410,8 @@ def build_http_app(
     sdk_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
-        session_idle_timeout=SDK_IDLE_TIMEOUT,
+        session_idle_timeout=sdk_idle_timeout(context.sessions.idle_timeout),
+        max_sessions=mcp_sessions_cap(context.sessions),
         # On loopback, LoopbackHosts checks every route; the SDK's own check (``/mcp``
         # only, three exact hosts) would refuse loopback spellings it accepts, such as
         # ``localhost.`` or an Origin without a port.
@@ -501,8 +528,12 @@ async def serve_http(
     *,
     log_level: str = "warning",
     stop: GracefulStop | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
+
+    Connections are bounded by ``limits`` (by default from the environment): a head
+    deadline and caps on open connections (:mod:`.connections`).
 
     A signal starts the app's graceful stop (``stop``, by default the one
     :func:`build_http_app` put in the app's state; see the module doc); once it is over,
@@ -510,6 +541,8 @@ async def serve_http(
     shutdown. The signal is not re-raised afterwards: a graceful stop exits with 0.
     """
     import uvicorn
+
+    from .connections import ConnectionLimits, guarded_protocol
 
     if stop is None:
         assert isinstance(app, Starlette), "an app not built by build_http_app needs a stop"
@@ -536,5 +569,6 @@ async def serve_http(
         timeout_graceful_shutdown=5,
         access_log=False,
         backlog=LISTEN_BACKLOG,
+        http=guarded_protocol(limits or ConnectionLimits.from_env()),
     )
     await Server(config).serve(sockets=[sock])

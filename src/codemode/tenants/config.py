@@ -92,6 +92,7 @@ class Tenants:
         self.source = source
         self.tokens: dict[str, str] = {}
         """tenant -> its static token (tenants without one authenticate through OAuth)."""
+        _check_apart(spec, source)
         seen: dict[str, str] = {}
         for name, tenant in spec.tenants.items():
             token = _read_token(name, tenant, env)
@@ -108,8 +109,6 @@ class Tenants:
                 )
             seen[token] = name
             self.tokens[name] = token
-        if len({str(t.workspace.resolve()) for t in spec.tenants.values()}) < len(spec.tenants):
-            raise ConfigError(f"{source}: two tenants share one workspace")
         by_uid: dict[int, str] = {}
         for name in spec.tenants:
             other = by_uid.setdefault(server_uid(name), name)
@@ -133,6 +132,41 @@ class Tenants:
                 raise ConfigError(f"{self.source}: tenant {name!r}: env_file {env_file} is missing")
             values.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
         return values
+
+
+def _check_apart(spec: TenantsFile, source: Path) -> None:
+    """Refuse workspaces that share, or hold, one another, and secrets a sandbox can read.
+
+    A workspace inside another tenant's (its ``files/`` is that tenant's ``/workspace``)
+    would let that tenant's code rewrite its ``mcp.json`` and read its skills and state;
+    a token or env file under any ``files/`` is readable by that tenant's code."""
+    roots = {name: t.workspace.resolve() for name, t in spec.tenants.items()}
+    for name, root in roots.items():
+        for other, theirs in roots.items():
+            if other == name:
+                continue
+            if root == theirs:
+                raise ConfigError(f"{source}: two tenants share one workspace ({root})")
+            if theirs in root.parents:
+                raise ConfigError(
+                    f"{source}: tenant {name!r}'s workspace {root} is inside tenant "
+                    f"{other!r}'s ({theirs}), where that tenant's code or files could reach "
+                    "it; give each tenant a directory of its own"
+                )
+    for name, tenant in spec.tenants.items():
+        for what in ("token_file", "env_file"):
+            path: Path | None = getattr(tenant, what)
+            if path is None:
+                continue
+            held = path.resolve()
+            for other, root in roots.items():
+                files = root / "files"
+                if held == files or files in held.parents:
+                    raise ConfigError(
+                        f"{source}: tenant {name!r}'s {what} {held} is under tenant "
+                        f"{other!r}'s files/, which that tenant's code reads and writes as "
+                        "/workspace; keep secrets outside every workspace's files/"
+                    )
 
 
 def _read_token(name: str, tenant: TenantSpec, env: dict[str, str]) -> str | None:

@@ -31,6 +31,9 @@ async def serve_tenants(opts: ServeOptions) -> None:
     assert opts.tenants is not None
     tenants = load_tenants(opts.tenants)
     check_storage_apart(tenants)
+    from ..isolation.servers import keep_private
+
+    keep_private(spec.workspace for spec in tenants.spec.tenants.values())
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []

@@ -244,7 +244,10 @@ class ToolRegistry:
             s.error = None
             s.refresh = False
             mapping = assign_names(spec.name for spec in specs)
-            tools = {mapping[spec.name]: ToolEntry(spec, s, mapping[spec.name]) for spec in specs}
+            tools = {
+                mapping[spec.name]: ToolEntry(_named(spec, s, mapping), s, mapping[spec.name])
+                for spec in specs
+            }
             s.tools = tools
             s.by_original = {t.spec.name: t for t in tools.values()}
             s.version = version
@@ -544,3 +547,12 @@ def _problem(server: str, exc: CodemodeError) -> str:
     if message.startswith("did not answer"):
         return f"server {server!r} {message}"
     return f"server {server!r} could not be listed: {message}"
+
+
+def _named(spec: ToolSpec, s: ServerEntry, mapping: Mapping[str, str]) -> ToolSpec:
+    """``spec`` with its ``alias`` when the code calls it by another name than its own
+    ``qualified_name``: a rule written with the name discovery shows must match it."""
+    exposed = f"{s.py_name}.{mapping[spec.name]}"
+    if exposed == spec.qualified_name:
+        return spec
+    return dataclasses.replace(spec, alias=exposed)

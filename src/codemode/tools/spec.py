@@ -48,6 +48,10 @@ class ToolSpec:
     """Whether ``annotations`` are believed: the server is marked ``"trusted"`` in mcp.json,
     or the tool is a Python callable the host registered. Otherwise the MCP defaults
     apply (``codemode.policy.hints``)."""
+    alias: str = ""
+    """``server.tool`` as agents' code calls it when the registry had to name it otherwise
+    than ``qualified_name`` (a name that collides after mapping gets ``_2``; a server named
+    like a method of ``tools`` gets ``_``); empty when they agree. Set by the registry."""
 
     @property
     def py_server(self) -> str:
@@ -61,6 +65,13 @@ class ToolSpec:
     def qualified_name(self) -> str:
         """``server.tool`` in Python identifiers: how agents' code names it."""
         return f"{self.py_server}.{self.py_name}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name a rule may give this tool (policy, budgets): ``server.tool`` as the
+        source spells it, in Python identifiers, and as the code calls it."""
+        own = (f"{self.server}.{self.name}", self.qualified_name)
+        return (*own, self.alias) if self.alias else own
 
 
 @dataclass(frozen=True, slots=True)

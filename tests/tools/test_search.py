@@ -7,7 +7,7 @@ import random
 import pytest
 
 from codemode.tools import LexicalIndex, PythonSource, ToolRegistry, ToolSpec, tokenize
-from codemode.tools.search import ToolDoc, ToolIndex, plain_query
+from codemode.tools.search import ToolDoc, ToolIndex, compound_parts, plain_query
 
 
 def test_identifiers_are_split_on_snake_camel_and_kebab_case() -> None:
@@ -155,6 +155,27 @@ def test_a_short_list_of_choices_is_searchable_and_a_long_one_is_not() -> None:
         doc("phone.press_button", "Press a button."),
     ]
     assert idx_names(ToolIndex(tools).search("landscape")) == ["phone.set_orientation"]
+
+
+def test_a_closed_compound_splits_into_two_words_the_corpus_uses() -> None:
+    corpus = [
+        ["worklog", "preview", "output"],
+        ["work", "log", "view", "put"],
+        ["work", "log", "pre", "out", "view", "put"],
+        ["wor", "klog"],  # each seen once: fragments, not words
+    ]
+    assert compound_parts(corpus) == {"worklog": ("work", "log")}
+
+
+def test_a_tool_named_by_a_closed_compound_is_found_by_its_open_words() -> None:
+    tools = [
+        doc("jira.add_worklog", "Add an entry to an issue.", ("issue_key",)),
+        doc("jira.get_issue", "Get an issue.", ("issue_key",)),
+        doc("hr.log_hours", "Log hours of work for payroll."),
+        doc("hr.work_shift", "A work shift."),
+        doc("logs.tail_log", "Tail a log."),
+    ]
+    assert idx_names(ToolIndex(tools).search("log work on the issue", 1)) == ["jira.add_worklog"]
 
 
 def test_parameter_names_are_searchable() -> None:

@@ -21,6 +21,10 @@ the user's own words still count most; before that, :func:`~codemode.tools.vocab
 adds the plain verb of a phrasal one ("turn off" -> "disable") and the kind of a value the
 query names (a file name -> "file").
 
+Authors close compounds that users write open ("worklog" for "log work", "filesystem",
+"textbox"), so a tool's document also carries the two parts of each of its words that
+joins two words of the catalog's own vocabulary (:func:`compound_parts`).
+
 A tool's name says what it does in two or three words (verb and object), and its
 description may be long: siblings of one server (``create_property``, ``list_properties``)
 share the object words, and a long description that mentions "list" once scores as well as
@@ -64,6 +68,19 @@ CHOICES_MOST = 3
 """A parameter's ``enum`` joins the document when it has at most this many values: a short
 one names the tool's modes in users' words ("portrait"/"landscape", "asc"/"desc"); a long
 one is a catalogue of identifiers (regions, languages). Chosen on ``dev``: 3 beat 5-20."""
+
+
+COMPOUND_PART = 3
+"""Shortest part a compound word is split into ("worklog" -> work, log)."""
+COMPOUND_SEEN = 2
+"""A part must be a word of at least this many tools' documents: a word the catalog uses
+on its own, not a fragment."""
+_PREFIXES = frozenset(
+    "anti auto co com con de dis ex im in inter intra multi non out over per pre pro re "  # noqa: SIM905
+    "semi sub super trans un under".split()
+)
+"""English prefixes: "preview", "subscript", "permission" and "output" are not compounds of
+the words "pre", "sub", "per" and "out" and whatever follows."""
 
 
 def _stem(token: str) -> str:
@@ -125,6 +142,32 @@ def query_words(text: str, known: Container[str]) -> list[str]:
             out.append(whole)
         else:
             out.extend(words)
+    return out
+
+
+def compound_parts(corpus: Sequence[list[str]]) -> dict[str, tuple[str, str]]:
+    """Words of ``corpus`` (token lists) written as one that join two of its own words
+    ("worklog", "filesystem", "textbox"), each -> its two parts.
+
+    Authors write compounds closed ("worklog") where users write them open ("log work"),
+    or the reverse; the parts are the corpus's own words (each in at least
+    :data:`COMPOUND_SEEN` documents, at least :data:`COMPOUND_PART` characters long, the
+    first not an English prefix), so no dictionary is needed and the split is the catalog's
+    own vocabulary. The first split from the left wins."""
+    seen: dict[str, int] = {}
+    for tokens in corpus:
+        for t in set(tokens):
+            seen[t] = seen.get(t, 0) + 1
+    known = {t for t, n in seen.items() if n >= COMPOUND_SEEN}
+    out: dict[str, tuple[str, str]] = {}
+    for word in seen:
+        if len(word) < 2 * COMPOUND_PART or not word.isalpha():
+            continue
+        for i in range(COMPOUND_PART, len(word) - COMPOUND_PART + 1):
+            head, tail = word[:i], word[i:]
+            if head in known and tail in known and head not in _PREFIXES:
+                out[word] = (head, tail)
+                break
     return out
 
 
@@ -334,8 +377,11 @@ class ToolIndex:
     def __init__(self, docs: Iterable[ToolDoc]) -> None:
         self.docs: dict[str, ToolDoc] = {d.name: d for d in docs}
         docs_ = list(self.docs.values())
+        corpus = [d.tokens() for d in docs_]
+        parts = compound_parts(corpus)
+        corpus = [tokens + [p for t in tokens for p in parts.get(t, ())] for tokens in corpus]
         self._index: LexicalIndex[str] = LexicalIndex(
-            [(d.name, "") for d in docs_], tokens=[d.tokens() for d in docs_], related=_synonyms()
+            [(d.name, "") for d in docs_], tokens=corpus, related=_synonyms()
         )
         self._names = [set(d.name_words()) for d in docs_]
         self._cover: tuple[dict[str, Any], Any] | None = None

@@ -32,6 +32,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from codemode.literals import Anchors
+
 from .phone import PHONE_CONTEXT, PhoneDetector
 
 __all__ = [
@@ -233,6 +235,7 @@ class CardDetector:
 # backwards for its three-digit area and a clean start.
 _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
+_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS])  # one pass with RE2
 _SSN_BARE = re.compile(
     r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
 )
@@ -260,7 +263,9 @@ class SSNDetector:
             raw = text[start : m.end()]
             if _ssn_valid(raw[:3], raw[4:6], raw[7:]):
                 yield start, m.end(), "US_SSN"
-        if not any(w in text for w in _SSN_WORDS):
+        possible = _SSN_ANCHORS.possible(text)
+        words = _SSN_WORDS if possible is None else [w for w, _ in possible]
+        if not any(w in text for w in words):
             return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)

@@ -73,7 +73,9 @@ def reference_paths() -> Iterator[None]:
     saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
     saved_is_phone = phone.PhoneDetector.is_phone
     saved_card = detectors.CardDetector._find
+    saved_card_find = detectors.CardDetector.find
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
+    detectors.CardDetector.find = _card_whole_find  # type: ignore[method-assign]
     encoded._runs = _runs
     detectors._iban_matches = _iban_matches
     splice.locate = _locate
@@ -87,6 +89,13 @@ def reference_paths() -> Iterator[None]:
         encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
+        detectors.CardDetector.find = saved_card_find  # type: ignore[method-assign]
+
+
+def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``CardDetector.find`` before bare runs of digits were checked without the pattern."""
+    for start, end, _ in detectors._card_regions(text):
+        yield from self._find(text, start, min(len(text), end + 2))
 
 
 def _card_find(

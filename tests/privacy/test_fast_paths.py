@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from codemode.privacy.config import PrivacyConfig, Recognizer
+from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
 from codemode.privacy.phone import PhoneDetector
 from codemode.privacy.quality import load_corpus
@@ -72,6 +73,28 @@ def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() ->
         for _ in range(20_000)
     ]
     det = PhoneDetector(("US", "GB", "DE", "FR"))
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 1000
+    assert got == want
+
+
+CARD_PIECES = [
+    "4111111111111111", "4000000000000010", "378282246310005", "5555555555554444",
+    "601111111111111", "4111 1111 1111 1111", "4111-1111", "0000", "1234", "9", "0",
+    *" -./_a+\x00\u00e9\u0663?,", "x", "ID", "card ", "4111111111111111111",
+]  # fmt: skip
+
+
+def test_the_card_detector_finds_what_its_plain_code_finds_in_random_texts() -> None:
+    """Bare runs of digits are checked without the pattern: the same cards, with any
+    character before or after them (a letter, "./" and a digit, another script's)."""
+    rng = random.Random(15)
+    texts = [
+        "".join(rng.choice(CARD_PIECES) for _ in range(rng.randrange(1, 12))) for _ in range(20_000)
+    ]
+    det = CardDetector()
     got = [list(det.find(t)) for t in texts]
     with reference_paths():
         want = [list(det.find(t)) for t in texts]

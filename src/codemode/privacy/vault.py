@@ -34,12 +34,11 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from codemode.errors import ConfigError
 
@@ -66,10 +65,17 @@ MEMO_MAX = 1_000_000
 """Values whose tokens a vault remembers (``Vault.token_many``) before it starts over."""
 
 
-@dataclass(slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """A value and when its token expires (a tuple: the thousands a large result issues
+    are made in C, ``_new_entries``)."""
+
     value: str
     expires: float
+
+
+def _new_entries(values: Iterable[str], expires: float) -> Iterator[Entry]:
+    """``Entry(value, expires)`` of each value, without a Python call per entry."""
+    return map(tuple.__new__, repeat(Entry), zip(values, repeat(expires)))
 
 
 class VaultStore(Protocol):
@@ -329,7 +335,7 @@ class Vault:
                     new = dict(
                         zip(
                             tokens,
-                            map(Entry, map(itemgetter(1), items), repeat(fresh)),
+                            _new_entries(map(itemgetter(1), items), fresh),
                             strict=True,
                         )
                     )

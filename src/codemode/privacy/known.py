@@ -135,16 +135,22 @@ class KnownValues:
         encoded = map(str.encode, new, repeat("utf-8"), repeat("surrogatepass"))
         words = list(map(bytes.split, map(bytes.translate, encoded, repeat(_TO_SPACE))))
         windows = self._windows
+        runs3 = windows.setdefault(3, {})
         for v, ws in zip(new, words, strict=True):
             n = len(ws)
-            if not n:  # no ASCII letter or digit (another script): searched one by one
+            if n > 3:  # the common case (an e-mail, a phone), inline: ``_window``'s first try
+                at = ws.index(max(ws, key=len))
+                lo = at - 2 if at > 2 else 0  # (at most n - 3)
+                key = tuple(ws[lo : lo + 3])
+                table = runs3
+                if key in table:
+                    key = _window(ws, table)
+            elif n:
+                key = tuple(ws)
+                table = windows.setdefault(n, {})
+            else:  # no ASCII letter or digit (another script): searched one by one
                 self._wordless.append(v)
                 continue
-            m = n if n < 3 else 3
-            table = windows.get(m)
-            if table is None:
-                table = windows[m] = {}
-            key = tuple(ws) if n <= 3 else _window(ws, table)
             got = table.get(key)
             if got is None:
                 table[key] = [v]

@@ -200,7 +200,7 @@ def test_held_values_of_many_words_are_found_by_a_window_of_their_words(picked: 
     whole, inside = e.known.find(texts)
     assert whole == {}
     for i, text in enumerate(texts):
-        want = []
+        want: list[tuple[int, int, str]] = []
         for v in sorted(held, key=len, reverse=True):
             for m in re.finditer(rf"(?<![^\W_]){re.escape(v)}(?![^\W_])", text):
                 if not any(m.start() < b and a < m.end() for a, b, _ in want):

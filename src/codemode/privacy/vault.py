@@ -36,9 +36,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from codemode.errors import ConfigError
 
@@ -71,6 +71,9 @@ class Entry(NamedTuple):
 
     value: str
     expires: float
+
+
+_value, _expires = attrgetter("value"), attrgetter("expires")
 
 
 def _new_entries(values: Iterable[str], expires: float) -> Iterator[Entry]:
@@ -326,7 +329,20 @@ class Vault:
             if len(memo) > MEMO_MAX:
                 memo.clear()
             firsts: Iterable[str | None] = repeat(None)
-            if items and not any(map(memo.__contains__, items)):
+            known = list(map(memo.get, items))
+            missing = known.count(None)
+            if items and not missing:
+                # Values all seen before (the same rows again, held values found again):
+                # each entry checked as the loop below does, in C passes.
+                tokens = cast(list[str], known)
+                got = list(map(entries.get, tokens))
+                if None not in got:
+                    live = cast(list[Entry], got)
+                    if min(map(_expires, live)) >= renew and list(map(_value, live)) == list(
+                        map(itemgetter(1), items)
+                    ):
+                        return tokens
+            elif items and missing == len(items):
                 # Values new to the memo (a result seen for the first time): their keyed
                 # hashes in one batch, and when none is in the vault and no two share a
                 # token (the common case), the entries stored with no loop per value.

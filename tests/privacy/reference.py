@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from codemode.literals import Anchors
 from codemode.privacy import detectors, encoded, phone, splice
 from codemode.privacy.encoded import (
     _RUN_TABLE,
@@ -24,7 +25,7 @@ from codemode.privacy.encoded import (
     _run_end,
 )
 
-__all__ = ["PHONE_PIECES", "random_rows", "reference_paths"]
+__all__ = ["PHONE_PIECES", "random_rows", "reference_paths", "text_of_bytes"]
 
 _RUN = b"a" * MIN_RUN
 
@@ -61,6 +62,23 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
         pos = marks.find(_RUN, end)
 
 
+def _plain_text(data: bytes) -> str | None:
+    """``codemode.privacy.encoded._text`` before it told invalid UTF-8 without raising."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text:
+        return None
+    if text.isprintable():
+        return text
+    control = len(text) - len(text.translate(encoded._CONTROL))
+    return text if control <= (1 - encoded.PRINTABLE) * len(text) else None
+
+
+text_of_bytes = _plain_text
+
+
 def _iban_matches(text: str) -> Iterator[re.Match[str]]:
     """``codemode.privacy.detectors._iban_matches`` before its literal seed."""
     return detectors._IBAN.finditer(text)
@@ -70,20 +88,34 @@ def _iban_matches(text: str) -> Iterator[re.Match[str]]:
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
     saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
+    saved_text = encoded._text
+    encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
     saved_card = detectors.CardDetector._find
+    saved_card_find = detectors.CardDetector.find
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
+    detectors.CardDetector.find = _card_whole_find  # type: ignore[method-assign]
     encoded._runs = _runs
     detectors._iban_matches = _iban_matches
     splice.locate = _locate
     phone._neg_context = _neg_context
     phone.PhoneDetector.is_phone = _is_phone  # type: ignore[method-assign]
+    Anchors.enabled = False  # every anchor looked up with ``in`` (no RE2 pass)
     try:
         yield
     finally:
+        Anchors.enabled = True
         encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
+        encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
+        detectors.CardDetector.find = saved_card_find  # type: ignore[method-assign]
+
+
+def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``CardDetector.find`` before bare runs of digits were checked without the pattern."""
+    for start, end, _ in detectors._card_regions(text):
+        yield from self._find(text, start, min(len(text), end + 2))
 
 
 def _card_find(

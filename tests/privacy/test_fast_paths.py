@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from codemode.privacy import encoded
 from codemode.privacy.config import PrivacyConfig, Recognizer
+from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
 from codemode.privacy.phone import PhoneDetector
 from codemode.privacy.quality import load_corpus
@@ -22,7 +24,7 @@ from codemode.privacy.vault import Vault
 from codemode.privacy.walk import Leaves
 from codemode.redact import forget_secrets, remember_secret
 
-from .reference import PHONE_PIECES, random_rows, reference_paths
+from .reference import PHONE_PIECES, random_rows, reference_paths, text_of_bytes
 
 CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
 CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
@@ -77,6 +79,39 @@ def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() ->
         want = [list(det.find(t)) for t in texts]
     assert sum(map(bool, want)) > 1000
     assert got == want
+
+
+CARD_PIECES = [
+    "4111111111111111", "4000000000000010", "378282246310005", "5555555555554444",
+    "601111111111111", "4111 1111 1111 1111", "4111-1111", "0000", "1234", "9", "0",
+    *" -./_a+\x00\u00e9\u0663?,", "x", "ID", "card ", "4111111111111111111",
+]  # fmt: skip
+
+
+def test_the_card_detector_finds_what_its_plain_code_finds_in_random_texts() -> None:
+    """Bare runs of digits are checked without the pattern: the same cards, with any
+    character before or after them (a letter, "./" and a digit, another script's)."""
+    rng = random.Random(15)
+    texts = [
+        "".join(rng.choice(CARD_PIECES) for _ in range(rng.randrange(1, 12))) for _ in range(20_000)
+    ]
+    det = CardDetector()
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 1000
+    assert got == want
+
+
+def test_decoded_runs_are_read_as_text_as_a_strict_decode_reads_them() -> None:
+    rng = random.Random(16)
+    pieces = [b"\xef\xbf\xbd", b"\xff", b"\xc3", b"\xa9", b"\xed\xa0\x80", b"\x00", b"\x07"]
+    pieces += [b"a", b"@", b" ", "é".encode(), "€".encode(), "\U0001f600".encode()]
+    blobs = [b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12))) for _ in range(5000)]
+    blobs += [os.urandom(rng.randrange(1, 24)) for _ in range(5000)]
+    got = [encoded._text(b) for b in blobs]
+    assert got == [text_of_bytes(b) for b in blobs]
+    assert any(got) and not all(got)
 
 
 @pytest.mark.parametrize("secrets", [False, True])

@@ -178,6 +178,36 @@ def test_many_held_values_of_common_words_are_matched_text_by_text() -> None:
         assert inside.get(i, []) == sorted(want), text
 
 
+@pytest.mark.parametrize("picked", [1, 3])
+def test_held_values_of_many_words_are_found_by_a_window_of_their_words(picked: int) -> None:
+    """Addresses and phones by three words in a row: the same spans as a plain search,
+    with their words shuffled, glued or split across texts around them as decoys."""
+    rnd = random.Random(picked)
+    e = engine()
+    held = [f"{n} Rue des Lilas {rnd.randrange(10)}, Lyon {rnd.randrange(100)}" for n in range(80)]
+    held += [f"+33 {rnd.randrange(1, 3)} 55 {n:02d} {rnd.randrange(100):02d}" for n in range(80)]
+    for v in held:
+        e.vault.token("ADDRESS", v)
+    texts = []
+    for _ in range(30):
+        chosen = rnd.sample(held, picked)
+        decoy = rnd.choice(held)
+        texts.append(
+            f"see {' / '.join(chosen)}; not {decoy}9 nor {' '.join(reversed(decoy.split()))}"
+        )
+        texts.append(decoy[: len(decoy) // 2])
+        texts.append(decoy[len(decoy) // 2 :])
+    whole, inside = e.known.find(texts)
+    assert whole == {}
+    for i, text in enumerate(texts):
+        want: list[tuple[int, int, str]] = []
+        for v in sorted(held, key=len, reverse=True):
+            for m in re.finditer(rf"(?<![^\W_]){re.escape(v)}(?![^\W_])", text):
+                if not any(m.start() < b and a < m.end() for a, b, _ in want):
+                    want.append((m.start(), m.end(), "ADDRESS"))
+        assert inside.get(i, []) == sorted(want), text
+
+
 @pytest.mark.parametrize("filler", [0, FIND_MAX * 2])
 def test_held_values_are_found_next_to_non_ascii_characters_and_in_other_scripts(
     filler: int,

@@ -32,6 +32,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from codemode.literals import Anchors
+
 from .phone import PHONE_CONTEXT, PhoneDetector
 
 __all__ = [
@@ -161,8 +163,9 @@ _CARD_MASK = bytes(
 _CARD_SEED = re.compile(rb"dddd(?:sdddd|d{8})")
 
 
-def _card_regions(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of the runs of digits and separators that may hold a card.
+def _card_regions(text: str) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, bare) of the runs of digits and separators that may hold a card;
+    ``bare``: 12 to 16 ASCII digits and nothing else, not glued to what comes before.
 
     A run is skipped without a regex when the bytes say no card fits: fewer than twelve
     digits (a SKU, a date), or plain ASCII digits with no separator that are more than
@@ -182,13 +185,13 @@ def _card_regions(text: str) -> Iterator[tuple[int, int]]:
         digits = mask.count(b"d", start, end)
         if digits >= 12:
             if digits != end - start:
-                yield start, end
+                yield start, end, False
             else:
                 run = text[start:end]
                 if not (run.isascii() and run.isdigit()):
-                    yield start, end  # "?" or another script's characters: let the regex see
+                    yield start, end, False  # "?" or another script's: let the regex see
                 elif digits <= 16 and not (start and _glued(text[start - 1])):
-                    yield start, end
+                    yield start, end, True
 
 
 def _glued(c: str) -> bool:
@@ -204,7 +207,21 @@ class CardDetector:
     local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
-        for start, end in _card_regions(text):
+        for start, end, bare in _card_regions(text):
+            if bare:
+                # What the pattern finds in a bare run, without it: the whole run, unless
+                # a word character or "./" and a digit follow it (its lookahead).
+                after = text[end : end + 1]
+                if after and (
+                    after.isalnum()
+                    or after == "_"
+                    or (after in "./" and text[end + 1 : end + 2].isdecimal())
+                ):
+                    continue
+                run = text[start:end]
+                if _card_brand_ok(run) and _luhn_ok(run):
+                    yield start, end, "CREDIT_CARD"
+                continue
             # The lookahead sees two characters past the run, as on the whole text.
             yield from self._find(text, start, min(len(text), end + 2))
 
@@ -233,6 +250,7 @@ class CardDetector:
 # backwards for its three-digit area and a clean start.
 _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
+_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS])  # one pass with RE2
 _SSN_BARE = re.compile(
     r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
 )
@@ -260,7 +278,9 @@ class SSNDetector:
             raw = text[start : m.end()]
             if _ssn_valid(raw[:3], raw[4:6], raw[7:]):
                 yield start, m.end(), "US_SSN"
-        if not any(w in text for w in _SSN_WORDS):
+        possible = _SSN_ANCHORS.possible(text)
+        words = _SSN_WORDS if possible is None else [w for w, _ in possible]
+        if not any(w in text for w in words):
             return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)
@@ -273,11 +293,15 @@ class SSNDetector:
 _IBAN = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]\d\d(?: ?[A-Z0-9]){10,32}(?![\w])")
 
 
+_IBAN_FORMATS: dict[str, Callable[[str], bool]] = {}
+"""Each country's check, shared by every detector (a fresh scanner costs no look-ups)."""
+
+
 class IBANDetector:
     """IBANs, compact or in groups of four: the country's format and the mod-97 check.
 
     The rules are ``python-stdnum``'s (its registry of national BBAN formats); the
-    per-country format is looked up once per country, not once per candidate.
+    per-country format is looked up once per country and process, not per candidate.
     """
 
     entities = ("IBAN",)
@@ -288,7 +312,7 @@ class IBANDetector:
         from stdnum import iban
 
         self._iban = iban
-        self._formats: dict[str, Callable[[str], bool]] = {}
+        self._formats = _IBAN_FORMATS
 
     def _valid(self, compact: str) -> bool:
         if len(compact) < 15 or not _mod97_ok(compact):

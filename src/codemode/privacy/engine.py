@@ -339,11 +339,9 @@ class Privacy:
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
             return texts, {}
-        if max(map(len, texts)) < REPEAT_MIN:  # short fields only: a third of the pass below
-            return texts, {}
         long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
-        if len(long) < 2:
-            return texts, {}
+        if len(long) < 2 or len(set(map(texts.__getitem__, long))) == len(long):
+            return texts, {}  # no long text comes twice (one C pass, no loop per text)
         copies: dict[int, int] = {}
         seen: dict[tuple[str, str], int] = {}
         for i in long:

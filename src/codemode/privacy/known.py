@@ -15,12 +15,15 @@ searched once):
 - a held value of ``MIN_INSIDE``+ characters inside a longer text, standing alone (no
   letter or digit right before or after it). With a few held values, ``value in text``
   each (a C search, below ``FIND_MAX`` values); with more, the texts' words (runs of
-  ASCII letters and digits, from one ``bytes.translate`` and ``split``) are intersected
-  with an index of each value's longest word, and a value is searched for only when
-  all of its words are among the texts' (e-mails of one domain share their longest
-  word). Nothing is O(held values x text) past ``FIND_MAX``, except values with no ASCII
-  letter or digit (another script), searched one by one. The index grows with the
-  values the vault took since the last scan (its dict keeps them in order): no rebuild.
+  ASCII letters and digits, from one ``bytes.translate`` and ``split``) are read in
+  runs of one, two and three (``zip`` in C) and looked up in an index of a window of
+  up to three consecutive words of each value (one no other value has, if it can); a
+  value is searched for only when its window is there. Phone numbers share their words
+  ("555", area codes) but rarely three in a row, so a new page of a table costs one
+  pass over its words, however many values the vault holds. Nothing is O(held values x text) past
+  ``FIND_MAX``, except values with no ASCII letter or digit (another script), searched
+  one by one. The index grows with the values the vault took since the last scan (its
+  dict keeps them in order): no rebuild.
 
 Why the minimums: fields of 1-3 characters are codes (``"US"``, ``"CA"``, ``"yes"``,
 ``"N/A"``), and no built-in detector issues a value that short (an IPv4 address has 7+
@@ -40,7 +43,7 @@ import bisect
 import string
 import threading
 from collections.abc import Callable, Mapping
-from itertools import accumulate, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import TypeVar
 
 from .scan import Span
@@ -67,9 +70,9 @@ MIN_DIGITS = 6
 """Digits a held value made of digits only needs (a PIN "2024" would turn every year in
 a result into a token)."""
 FIND_MAX = 48
-"""Held values searched one by one (``value in text``); past this, by word index."""
+"""Held values searched one by one (``value in text``); past this, by their words."""
 SEARCH_MAX = 64
-"""Values the word index leaves that are searched for in all the texts at once; past
+"""Values the word windows leave that are searched for in all the texts at once; past
 this, text by text."""
 
 _SEP = "\x00"
@@ -102,7 +105,8 @@ class KnownValues:
         self._size = 0
         self._lock = threading.Lock()
         self._inside: list[str] = []
-        self._anchors: dict[bytes, list[tuple[str, list[bytes]]]] = {}
+        self._windows: dict[int, dict[tuple[bytes, ...], list[str]]] = {}
+        """{m: {m consecutive words of a value: the values}}, m = 1, 2 or 3 (``_window``)."""
         self._wordless: list[str] = []
         self._entity: dict[str, str] = {}
         """{held value: its entity type} of the values looked for (``searchable``)."""
@@ -116,7 +120,7 @@ class KnownValues:
         if generation != self._seen_generation:  # values were purged: index them afresh
             self._seen_generation = generation
             self._size = 0
-            self._inside, self._anchors, self._wordless, self._entity = [], {}, [], {}
+            self._inside, self._windows, self._wordless, self._entity = [], {}, [], {}
         size = len(held)
         if size == self._size:
             return
@@ -134,28 +138,28 @@ class KnownValues:
         self._inside.extend(new)
         encoded = map(str.encode, new, repeat("utf-8"), repeat("surrogatepass"))
         words = list(map(bytes.split, map(bytes.translate, encoded, repeat(_TO_SPACE))))
-        anchors = self._anchors
-        # Found by its longest word (values sharing it, such as e-mails of one domain,
-        # are told apart by their other words: ``_inside_texts``).
+        windows = self._windows
+        runs3 = windows.setdefault(3, {})
         for v, ws in zip(new, words, strict=True):
-            if not ws:  # no ASCII letter or digit (another script): searched one by one
+            n = len(ws)
+            if n > 3:  # the common case (an e-mail, a phone), inline: ``_window``'s first try
+                at = ws.index(max(ws, key=len))
+                lo = at - 2 if at > 2 else 0  # (at most n - 3)
+                key = tuple(ws[lo : lo + 3])
+                table = runs3
+                if key in table:
+                    key = _window(ws, table)
+            elif n:
+                key = tuple(ws)
+                table = windows.setdefault(n, {})
+            else:  # no ASCII letter or digit (another script): searched one by one
                 self._wordless.append(v)
                 continue
-            # The longest word no other value is found by yet, else the one fewest share:
-            # a shared domain, area code or street name makes a poor anchor.
-            word = ws[0]
-            if len(ws) > 1:
-                for w in sorted(ws, key=len, reverse=True):
-                    if w not in anchors:
-                        word = w
-                        break
-                else:
-                    word = min(ws, key=lambda w: len(anchors[w]))
-            got = anchors.get(word)
+            got = table.get(key)
             if got is None:
-                anchors[word] = [(v, ws)]
+                table[key] = [v]
             else:
-                got.append((v, ws))
+                got.append(v)
 
     def find(
         self, texts: list[str]
@@ -195,30 +199,37 @@ class KnownValues:
         joined = _SEP.join(texts)
         if len(self._inside) <= FIND_MAX:
             return self._locate(texts, joined, [v for v in self._inside if v in joined])
-        present = set(_words(joined))
-        anchors = self._anchors
-        hit = _common(present, anchors)
-        # A value whose every word is in the texts (the words rule out most values that
-        # share their anchor with a text), then searched for.
-        candidates = [
-            (v, words) for w in hit for v, words in anchors[w] if present.issuperset(words)
-        ]
+        # A value standing alone in a text has its words among the text's, in a row (no
+        # letter or digit glues to its ends): its window of up to three words (``_window``)
+        # is a run of the texts' words. One C pass over those runs per window length
+        # leaves the values worth a search, whatever the number of values held (phone
+        # numbers share their words, "555", area codes; rarely three in a row).
+        words = _words(joined)
+        candidates: list[str] = []
+        for m, table in self._windows.items():
+            # (shorter iterators end it: a run of m words ends with the last word)
+            runs = zip(*(islice(words, i, None) for i in range(m)), strict=False)
+            for key in set(filter(table.__contains__, runs)):
+                candidates.extend(table[key])
+        candidates.sort()  # one order whatever the sets' (equal-length overlaps: first wins)
         wordless = [v for v in self._wordless if v in joined]
         if len(candidates) <= SEARCH_MAX:
-            found = [v for v, _ in candidates if v in joined]
-            return self._locate(texts, joined, found + wordless)
-        # Many values made of common words (phone numbers: area codes, "555"): each text
-        # is matched against the anchors on its own words, so the cost follows the
-        # texts, not the number of held values.
+            return self._locate(texts, joined, candidates + wordless)
+        # Many values inside the texts (a mailing list pasted into a note): each text is
+        # matched against the candidates on its own words, so no value is searched for
+        # in all the texts.
+        anchors: dict[bytes, list[tuple[str, set[bytes]]]] = {}
+        for v in candidates:
+            ws = _words(v)
+            anchors.setdefault(max(ws, key=len), []).append((v, set(ws)))
         out = self._locate(texts, joined, wordless) if wordless else {}
         for text in texts:
-            words = set(_words(text))
+            have = set(_words(text))
             found = [
                 v
-                for w in _common(words, anchors)
-                if w in hit
+                for w in _common(have, anchors)
                 for v, vw in anchors[w]
-                if words.issuperset(vw) and v in text
+                if have.issuperset(vw) and v in text
             ]
             if found:
                 spans = self._locate([text], text, found).get(text, [])
@@ -258,6 +269,32 @@ class KnownValues:
                         per.setdefault(k, []).append((a, b, entity))
                 pos = joined.find(v, end)
         return {texts[k]: sorted(spans) for k, spans in per.items()}
+
+
+def _window(words: list[bytes], table: Mapping[tuple[bytes, ...], list[str]]) -> tuple[bytes, ...]:
+    """Up to three consecutive words of a value, those around its longest word first
+    (a phone's last digits, an e-mail's name): the first run no other value has, else
+    the one fewest share. Any run of a value's words would do, as all of them are in a
+    row in a text that holds it; a shared run ("1 212 555", "mail example net") would
+    send many values to be searched for."""
+    if len(words) <= 3:
+        return tuple(words)
+    runs = len(words) - 2
+    at = words.index(max(words, key=len))
+    lo, hi = max(0, at - 2), min(at, runs - 1)  # the runs that hold the longest word
+    key = tuple(words[lo : lo + 3])
+    if key not in table:  # the common case, with no loop
+        return key
+    best: tuple[bytes, ...] = ()
+    fewest = -1
+    for i in chain(range(lo, hi + 1), range(lo), range(hi + 1, runs)):
+        key = (words[i], words[i + 1], words[i + 2])
+        got = table.get(key)
+        if got is None:
+            return key
+        if fewest < 0 or len(got) < fewest:
+            best, fewest = key, len(got)
+    return best
 
 
 def _common(items: set[_T], mapping: Mapping[_T, object]) -> set[_T]:

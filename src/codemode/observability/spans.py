@@ -10,7 +10,6 @@ results never go into a span: their SHA-256 and sizes do.
 from __future__ import annotations
 
 import hmac
-import os
 import random
 import secrets
 from dataclasses import dataclass
@@ -33,20 +32,10 @@ parent's tracestate header, start and end (ns), ``"run"`` or ``"op"``, the run's
 run's calls."""
 
 
-DIGEST_KEY_ENV = "CODEMODE_TRACE_DIGEST_KEY"
-"""Hands this process's key to its span export process (the environment, not argv:
-other users can read a command line)."""
-
-
-def _digest_key() -> bytes:
-    given = os.environ.pop(DIGEST_KEY_ENV, "")
-    try:
-        return bytes.fromhex(given) if len(given) == 64 else secrets.token_bytes(32)
-    except ValueError:
-        return secrets.token_bytes(32)
-
-
-DIGEST_KEY = _digest_key()
+DIGEST_KEY = secrets.token_bytes(32)
+"""This process's key; its span export process is handed it as the first frame on its
+stdin (``export_process``), never in its environment or argv, which other processes of
+the user (or, for argv, other users) can read."""
 
 
 def digest(text: str) -> str:

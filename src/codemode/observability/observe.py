@@ -23,7 +23,6 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .metrics import ARGS_JSON, Metrics, args_bytes, args_json, is_memory_method, result_bytes
-from .spans import Op
 from .tracing import _UNSAMPLED, Tracing
 
 _clock = time.perf_counter
@@ -47,11 +46,12 @@ class Observe:
         if series is None:
             series = metrics._tool_series(call.server, call.tool)
         notes = call.notes
-        op = token = None
-        if run is not _UNSAMPLED:
+        traced = run is not _UNSAMPLED
+        token = received = error = None
+        if traced:
             # The arguments as they arrive, before inner layers may rewrite them.
-            text = notes.get(ARGS_JSON)
-            op = Op(call.server, call.tool, None, run_id, _now(), text or args_json(call))
+            args = notes.get(ARGS_JSON) or args_json(call)
+            begun = _now()
             if tracing.propagate:  # the run's trace goes on to upstream MCP servers
                 token = tracing._attach(run.context)
         start = _clock()
@@ -59,8 +59,7 @@ class Observe:
             result = await call_next(call)
         except BaseException as exc:
             elapsed = _clock() - start
-            if op is not None:
-                op.error = type(exc).__name__
+            error = type(exc).__name__
             outcome = metrics._tool_failure(exc)
             metrics._count_call(series, outcome, elapsed, args_bytes(call), 0, None)
             raise
@@ -81,15 +80,14 @@ class Observe:
                 series.received += received
                 if run_id in metrics._run_bytes:
                     metrics._run_bytes[run_id] += received
-            if op is not None:
-                op.result_bytes = received
             return result
         finally:
             if token is not None:
                 tracing._detach(token)
-            if op is not None:
-                op.end = _now()
-                run.ops.append(op)
+            if traced:  # the call's Op as its fields (spans.op_fields), one tuple
+                run.ops.append(
+                    (call.server, call.tool, None, run_id, begun, args, 0, received, _now(), error)
+                )
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         tracing = self.tracing

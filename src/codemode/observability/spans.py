@@ -92,7 +92,12 @@ class Op:
         return attrs
 
 
-def op_fields(op: Op) -> tuple[Any, ...]:
+OpFields = tuple[Any, ...]
+"""An ``Op`` as its fields in order (``Op(*fields)`` rebuilds it): what the calls of a
+run note, one tuple each (no object to build and fill in while the run is live)."""
+
+
+def op_fields(op: Op) -> OpFields:
     """``Op(*fields)`` rebuilds it in the export process."""
     return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
             op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
@@ -105,13 +110,14 @@ def failed(span: Span, error_type: str) -> None:
     span.set_status(Status(StatusCode.ERROR))  # no description: it may quote values
 
 
-def children(tracer: Tracer, span: Span, ops: list[Op]) -> None:
+def children(tracer: Tracer, span: Span, ops: list[OpFields]) -> None:
     if not ops:
         return
     from opentelemetry import trace
 
     parent = trace.set_span_in_context(span)
-    for op in ops:
+    for fields in ops:
+        op = Op(*fields)
         child = tracer.start_span(
             op.name(),
             context=parent,
@@ -205,6 +211,7 @@ def run_attrs(
 
 __all__ = [
     "Op",
+    "OpFields",
     "Record",
     "children",
     "digest",

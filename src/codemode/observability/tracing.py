@@ -48,7 +48,7 @@ from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
 from .metrics import ARGS_JSON, args_json, is_memory_method, result_bytes, size_of
-from .spans import Op, Record, children, digest, failed, op_fields, run_attrs
+from .spans import Op, OpFields, Record, children, digest, failed, op_fields, run_attrs
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
@@ -85,7 +85,7 @@ class _Run:
     code: str = ""
     end: int = 0
     error: str | None = None
-    ops: list[Op] = field(default_factory=list)
+    ops: list[OpFields] = field(default_factory=list)
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
@@ -274,13 +274,40 @@ class Tracing:
         run = self._runs.get(run_id) if run_id else None
         if run is _UNSAMPLED:
             return await call_next(call)
+        if run is None:
+            return await self._alone(call, call_next)
         # The arguments as they arrive, before inner layers may rewrite them.
-        text = call.notes.get(ARGS_JSON)
-        op = Op(call.server, call.tool, None, run_id, _now(), text or args_json(call))
-        if run is None and (run := self._own_span(op)) is None:
-            return await call_next(call)
+        text = call.notes.get(ARGS_JSON) or args_json(call)
+        begun = _now()
         # The run's span is current during the call (calls are served on tasks of their
         # own), so an upstream MCP client passes the run's trace on in the request _meta.
+        token = self._attach(run.context) if self.propagate else None
+        received = error = None
+        try:
+            result = await call_next(call)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        else:
+            received = call.notes.get("bytes")  # the registry's measure, as result_bytes
+            if received is None:
+                received = result_bytes(call, result)
+            return result
+        finally:
+            if token is not None:
+                self._detach(token)
+            # op_fields of the call's Op, noted as one tuple.
+            run.ops.append(
+                (call.server, call.tool, None, run_id, begun, text, 0, received, _now(), error)
+            )
+
+    async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
+        """A call outside any run: a span of its own in the ambient trace."""
+        run_id = call.context.run_id
+        op = Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
+        run = self._own_span(op)
+        if run is None:
+            return await call_next(call)
         token = self._attach(run.context) if self.propagate else None
         try:
             result = await call_next(call)
@@ -288,18 +315,12 @@ class Tracing:
             op.error = type(exc).__name__
             raise
         else:
-            size = call.notes.get("bytes")  # the registry's measure, as result_bytes
-            op.result_bytes = result_bytes(call, result) if size is None else size
+            op.result_bytes = result_bytes(call, result)
             return result
         finally:
             if token is not None:
                 self._detach(token)
-            op.end = _now()
-            if run.op is op:
-                run.end = op.end
-                self._submit(run)
-            else:
-                run.ops.append(op)
+            self._done(run, op)
 
     # -- memory operations (a host layer) --------------------------------------------
     @for_methods(is_memory_method)
@@ -342,7 +363,7 @@ class Tracing:
             run.end = op.end
             self._submit(run)
         else:
-            run.ops.append(op)
+            run.ops.append(op_fields(op))
 
     # -- the emitter -----------------------------------------------------------------
     def _submit(self, run: _Run) -> None:
@@ -429,7 +450,7 @@ class Tracing:
         else:
             attrs = run_attrs(*run.facts) if run.facts is not None else {}
             body = ("run", (run.code, attrs, run.error))
-        return (*run.fields(), *body, [op_fields(op) for op in run.ops])
+        return (*run.fields(), *body, run.ops)
 
     def _emit(self, run: _Run) -> None:
         """End a finished run's span and build its children (on the emitter thread)."""

@@ -170,7 +170,7 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[ReadableSp
     spans = [span(name, context, parent, attrs, error, start, end)]
     for fields in ops:
         op = Op(*fields)
-        child = SpanContext(trace_id, _span_id(), False, sampled, trace_state)
+        child = SpanContext(trace_id, random_id(64), False, sampled, trace_state)
         spans.append(span(op.name(), child, context, op.attributes(), op.error, op.start, op.end))
     return spans
 
@@ -181,8 +181,9 @@ def _status(error: str | None) -> Status:
     return Status(StatusCode.UNSET if error is None else StatusCode.ERROR)
 
 
-def _span_id() -> int:
-    while not (got := random.getrandbits(64)):
+def random_id(bits: int) -> int:
+    """A trace (128) or span (64) id as the SDK's ``RandomIdGenerator`` makes it."""
+    while not (got := random.getrandbits(bits)):
         pass
     return got
 
@@ -217,6 +218,7 @@ __all__ = [
     "digest",
     "failed",
     "op_fields",
+    "random_id",
     "readable_spans",
     "run_attrs",
 ]

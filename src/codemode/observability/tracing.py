@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import logging
 import queue
-import random
 import sys
 import threading
 import time
@@ -48,7 +47,17 @@ from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
 from .metrics import ARGS_JSON, args_json, is_memory_method, result_bytes, size_of
-from .spans import Op, OpFields, Record, children, digest, failed, op_fields, run_attrs
+from .spans import (
+    Op,
+    OpFields,
+    Record,
+    children,
+    digest,
+    failed,
+    op_fields,
+    random_id,
+    run_attrs,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
@@ -107,13 +116,6 @@ class _Run:
 
 _UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
 _ID_LIMIT = (1 << 64) - 1  # TraceIdRatioBased.TRACE_ID_LIMIT
-
-
-def _random_id(bits: int) -> int:
-    """A trace (128) or span (64) id as the SDK's ``RandomIdGenerator`` makes it."""
-    while not (got := random.getrandbits(bits)):
-        pass
-    return got
 
 
 def _context_var(otel_context: Any) -> ContextVar[Any] | None:
@@ -226,10 +228,10 @@ class Tracing:
                 return None
             trace_id, state = parent.trace_id, parent.trace_state
         else:
-            parent, trace_id, state = None, _random_id(128), None
+            parent, trace_id, state = None, random_id(128), None
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
-        identity = trace.SpanContext(trace_id, _random_id(64), False, self._sampled_flags, state)
+        identity = trace.SpanContext(trace_id, random_id(64), False, self._sampled_flags, state)
         span = trace.NonRecordingSpan(identity)
         return _Run(span, context=trace.set_span_in_context(span, ctx), start=start, parent=parent)
 

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from codemode import Session
-from codemode.observability import export_process
+from codemode.observability import export_process, spans
 from codemode.observability.capability import _tracing
 from codemode.observability.config import ObservabilityConfig
 from codemode.observability.metrics import default_metrics
@@ -248,7 +248,7 @@ async def test_close_exports_what_is_pending_and_a_later_run_starts_another_proc
 
 
 SERVER = """
-import asyncio, os, sys, time
+import asyncio, os, signal, sys, time
 from codemode import ToolRegistry
 from codemode.chain import RUN_STAGES, Chain, RunEvent
 from codemode.context import CallContext, current_context
@@ -278,6 +278,16 @@ async def main() -> None:
         assert tracing.flush() and tracing.process is not None
         print(tracing.process.pid, flush=True)
         time.sleep(60)
+    elif sys.argv[2] == "stop":  # the child stops reading; the server then exits
+        from codemode.observability import export_process, spans
+        export_process.MAX_BUFFERED = 256 << 10
+        assert tracing.flush() and tracing.process is not None
+        pid = tracing.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        for _ in range(200):  # 2 MB of code: past the pipe and the buffer
+            await chain(RunEvent("#" * 10_000, 5.0, CallContext(session_id="s").for_run()))
+        assert not tracing.flush(1.0)
+        print(pid, tracing.process.dropped, flush=True)
 
 asyncio.run(main())
 """
@@ -312,6 +322,70 @@ def test_the_export_process_ends_with_a_killed_server(tmp_path: Path, collector:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+def test_a_stopped_export_process_does_not_hold_up_the_servers_exit(
+    tmp_path: Path, collector: Collector
+) -> None:
+    server = serve(tmp_path, collector.url, "stop")
+    try:
+        out, _ = server.communicate(timeout=60)  # before: blocked in a pipe write for ever
+    finally:
+        server.kill()
+    pid, lost = map(int, out.split())
+    assert server.returncode == 0
+    assert lost > 0  # the runs that did not fit were counted, not waited for
+    assert not alive(pid)  # killed at exit, not left stopped
+
+
+async def test_a_stopped_export_process_costs_spans_never_a_wait(
+    tracing: Tracing, collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(export_process, "MAX_BUFFERED", 64 << 10)
+    s = await traced_session(tracing)
+    try:
+        await s.run("tools.bank.lookup(card='x')")
+        assert tracing.flush()
+        process = tracing.process
+        assert process is not None and process.pid is not None
+        pid = process.pid
+        os.kill(pid, signal.SIGSTOP)
+        before = dropped()
+        started = time.monotonic()
+        for _ in range(2):  # two batches of 200 kB: past the pipe (64 kB) and the buffer
+            for _ in range(20):
+                assert (await s.run("#" * 10_000 + "\n2")).value == 2
+            assert not tracing.flush(0.5)
+        assert dropped() - before >= 20 and process.dropped >= 20  # the second batch
+        process.close(1.0)
+        assert time.monotonic() - started < 10  # bounded by the timeouts, not the child
+        assert not alive(pid)
+    finally:
+        await s.close()
+
+
+async def test_the_export_process_is_handed_its_key_on_stdin_not_in_its_environment(
+    tracing: Tracing, collector: Collector
+) -> None:
+    code = "tools.bank.lookup(card='x')\n'ok'"
+    async with await traced_session(tracing) as s:
+        assert (await s.run(code)).value == "ok"
+    assert tracing.flush()
+    assert tracing.process is not None and tracing.process.pid is not None
+    pid = tracing.process.pid
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        environ = f.read()
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read()
+    for secret in (spans.DIGEST_KEY, spans.DIGEST_KEY.hex().encode()):
+        assert secret not in environ and secret not in cmdline
+    assert b"DIGEST_KEY" not in environ
+    (run,) = collector.named("codemode.run")
+    (call,) = collector.named("execute_tool bank.lookup")
+    attrs = {a.key: a.value.string_value for a in run.attributes}
+    assert attrs["codemode.code.hmac"] == digest(code)  # the child has the same key
+    attrs = {a.key: a.value.string_value for a in call.attributes}
+    assert attrs["codemode.tool.arguments.hmac"] == digest('{"card": "x"}')
 
 
 def alive(pid: int) -> bool:

@@ -7,7 +7,7 @@ Cheap to import: ``prometheus_client`` and OpenTelemetry load when a layer is bu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..capability import Capability, HttpEndpoint
 from ..chain import RunHook
@@ -24,33 +24,38 @@ if TYPE_CHECKING:
 METRICS_PATH = "/metrics"
 
 
-def _tool_layers(config: ObservabilityConfig) -> Iterator[tuple[str, Middleware]]:
+def _layers(config: ObservabilityConfig) -> list[Any]:
+    """The objects whose layers go at stage ``observe``, outermost first: metrics and
+    tracing as one (``observe.Observe``: one frame a tool call) when both are on."""
+    layers: list[Any] = []
     if config.metrics:
         from .metrics import default_metrics
 
         metrics = default_metrics()
         metrics.tool_labels.cap = config.max_tool_labels
-        yield "observe", metrics.tool_layer
+        layers.append(metrics)
     if config.tracing != "off":
-        yield "observe", _tracing(config).tool_layer
+        layers.append(_tracing(config))
+    if len(layers) == 2:
+        from .observe import Observe
+
+        return [Observe(*layers)]
+    return layers
+
+
+def _tool_layers(config: ObservabilityConfig) -> Iterator[tuple[str, Middleware]]:
+    for each in _layers(config):
+        yield "observe", each.tool_layer
 
 
 def _run_hooks(config: ObservabilityConfig) -> Iterator[tuple[str, RunHook]]:
-    if config.metrics:
-        from .metrics import default_metrics
-
-        yield "observe", default_metrics().run_hook
-    if config.tracing != "off":
-        yield "observe", _tracing(config).run_hook
+    for each in _layers(config):
+        yield "observe", each.run_hook
 
 
 def _host_layers(config: ObservabilityConfig) -> Iterator[HostLayer]:
-    if config.metrics:
-        from .metrics import default_metrics
-
-        yield default_metrics().host_layer
-    if config.tracing != "off":
-        yield _tracing(config).host_layer
+    for each in _layers(config):
+        yield each.host_layer
 
 
 _tracers: dict[tuple[tuple[str, str, str | None, float, bool], bool], Tracing] = {}

@@ -18,11 +18,19 @@ used in process by ``Tracing(provider)``, as before.
 When the child is gone, a batch is dropped: counted (``dropped``, and
 ``codemode_trace_spans_dropped{reason="export_process"}``) and logged once per exit; a
 new child starts for a later batch, at most once per ``RESTART_AFTER`` seconds. A run
-never waits for the child: the pipe is written by the emitter thread.
+never waits for the child: the pipe is written by the emitter thread, and never blocks:
+its end is non-blocking, what the child has not read yet waits in a buffer of at most
+``MAX_BUFFERED`` bytes, and a batch that does not fit is dropped (counted, reason
+``export_process``). So a stopped or stuck child cannot hold the emitter, a flush or the
+server's exit beyond their timeouts; ``close`` kills a child that does not end in time.
+What stays buffered goes out with the next batch, a flush or ``close``.
 
 Frames, parent to child: 4-byte little-endian length, then ``marshal`` of
-``("spans", [record, ...])`` or ``("flush", token, timeout_ms)``; the child answers a
-flush with the token on a line of its stdout once its exporter has been flushed.
+``("key", digest_key)`` (the first frame: the HMAC key of ``spans.digest``, on the pipe
+rather than in the child's environment, which other processes of the user can read in
+``/proc/PID/environ``), ``("spans", [record, ...])`` or ``("flush", token, timeout_ms)``;
+the child answers a flush with the token on a line of its stdout once its exporter has
+been flushed.
 """
 
 from __future__ import annotations
@@ -37,12 +45,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from . import signals
-from .spans import DIGEST_KEY, DIGEST_KEY_ENV, Record
+from . import signals, spans
+from .spans import Record
 
 log = logging.getLogger("codemode.tracing")
 
@@ -50,6 +59,9 @@ EXPORTERS = ("console", "otlp", "none")
 """``none`` builds the spans and drops them (benchmarks: the cost without an exporter's)."""
 RESTART_AFTER = 5.0
 """Seconds after the child exited before another is started for a later batch."""
+MAX_BUFFERED = 8 << 20
+"""Bytes kept for a child that is not reading (a batch past this is dropped); a batch
+larger than this alone is still kept when nothing else waits."""
 _HEADER = struct.Struct("<I")
 
 
@@ -64,11 +76,13 @@ class ExportProcess:
         self.argv = [sys.executable, "-P", "-m", __name__, setting]
         self._proc: subprocess.Popen[bytes] | None = None
         self._exited_at = 0.0
-        self._lock = threading.Lock()  # the pipe's writes, starts and stops
+        self._lock = threading.Lock()  # the pipe's writes, starts and stops (none blocks)
         self._replies = b""
         self._token = 0
+        self._buffer = bytearray()  # written to the pipe as the child reads
+        self._frames: deque[list[int]] = deque()  # [bytes still buffered, spans] a frame
         self.dropped = 0
-        """Spans dropped because the child was not running."""
+        """Spans dropped because the child was not running or not reading."""
         self.starts = 0
 
     @property
@@ -84,11 +98,15 @@ class ExportProcess:
             frame = marshal.dumps(("spans", _plain(list(records))))
         with self._lock:
             proc = self._running(restart=True)
-            if proc is not None and self._write(proc, frame):
+            if proc is not None and self._queue(proc, frame, spans):
                 return True
-        self.dropped += spans
-        signals.spans_dropped(spans, "export_process")
+        self._drop(spans)
         return False
+
+    def _drop(self, spans: int) -> None:
+        if spans:
+            self.dropped += spans
+            signals.spans_dropped(spans, "export_process")
 
     def flush(self, timeout: float) -> bool:
         """Wait until the child has exported what it was sent (False: timeout or gone)."""
@@ -99,16 +117,21 @@ class ExportProcess:
                 return self._exited_at == 0.0  # never started or closed: nothing held
             self._token += 1
             token = self._token
-            if not self._write(proc, marshal.dumps(("flush", token, int(timeout * 1000)))):
+            if not self._queue(proc, marshal.dumps(("flush", token, int(timeout * 1000))), 0):
                 return False
-            assert proc.stdout is not None
-            return self._await_reply(proc.stdout, token, deadline)
+            return self._await_reply(proc, token, deadline)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the child after it exported what it holds (a later batch starts another)."""
+        """Stop the child after it exported what it holds (a later batch starts another);
+        within ``timeout`` seconds in all, or it is killed (what it held is lost)."""
+        deadline = time.monotonic() + timeout
         with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                self._drain(proc, deadline)
             proc, self._proc = self._proc, None
             self._replies = b""
+            self._forget()
         if proc is None:
             return
         try:
@@ -117,8 +140,9 @@ class ExportProcess:
         except OSError:
             pass
         try:
-            proc.wait(timeout)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            log.warning("the span export process did not end in %g s: killed", timeout)
             proc.kill()
             proc.wait()
         if proc.stdout is not None:
@@ -140,7 +164,6 @@ class ExportProcess:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])  # so -m finds this package
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        env[DIGEST_KEY_ENV] = DIGEST_KEY.hex()  # its digests match the server's
         try:
             # Its own session: a terminal's Ctrl-C reaches the server, which flushes the
             # child at exit; the child ends when its stdin does.
@@ -152,20 +175,69 @@ class ExportProcess:
             log.warning("could not start the span export process (%s): spans are dropped", exc)
             self._exited_at = time.monotonic()
             return None
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)  # written by _pump only
         self._proc = proc
         self._exited_at = 0.0
         self.starts += 1
+        # First: the key, so its digests match the server's (see the module docstring).
+        self._queue(proc, marshal.dumps(("key", spans.DIGEST_KEY)), 0)
         return proc
 
-    def _write(self, proc: subprocess.Popen[bytes], payload: bytes) -> bool:
+    def _queue(self, proc: subprocess.Popen[bytes], payload: bytes, spans: int) -> bool:
+        """Buffer a frame and write what the pipe takes now; False: no room (dropped by
+        the caller) or the child is gone."""
+        if self._buffer and len(self._buffer) + len(payload) > MAX_BUFFERED:
+            self._pump(proc)  # perhaps the child read meanwhile
+            if self._proc is not proc:
+                return False
+            if self._buffer and len(self._buffer) + len(payload) > MAX_BUFFERED:
+                return False
+        self._buffer += _HEADER.pack(len(payload))
+        self._buffer += payload
+        self._frames.append([_HEADER.size + len(payload), spans])
+        self._pump(proc)
+        return self._proc is proc
+
+    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
+        """Write what the pipe takes without waiting (the child gone: ``_gone``)."""
         assert proc.stdin is not None
-        try:
-            proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            proc.stdin.flush()
-        except (OSError, ValueError):  # broken pipe; closed
-            self._gone(proc)
-            return False
-        return True
+        while self._buffer:
+            try:
+                n = os.write(proc.stdin.fileno(), self._buffer)
+            except BlockingIOError:
+                return
+            except (OSError, ValueError):  # broken pipe; closed
+                self._gone(proc)
+                return
+            del self._buffer[:n]
+            while n and self._frames:
+                frame = self._frames[0]
+                took = min(n, frame[0])
+                frame[0] -= took
+                n -= took
+                if frame[0] == 0:
+                    self._frames.popleft()
+
+    def _drain(self, proc: subprocess.Popen[bytes], deadline: float) -> bool:
+        """Write the buffer out, waiting for the child to read until ``deadline``."""
+        assert proc.stdin is not None
+        fd = proc.stdin.fileno()
+        while True:
+            self._pump(proc)
+            if not self._buffer or self._proc is not proc:
+                return not self._buffer
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([], [fd], [], left)
+
+    def _forget(self) -> None:
+        """Drop what is buffered for a child that is gone (its spans counted)."""
+        lost = sum(spans for _, spans in self._frames)
+        self._buffer.clear()
+        self._frames.clear()
+        self._drop(lost)
 
     def _gone(self, proc: subprocess.Popen[bytes]) -> None:
         if self._proc is not proc:
@@ -173,6 +245,7 @@ class ExportProcess:
         self._proc = None
         self._replies = b""
         self._exited_at = time.monotonic()
+        self._forget()
         code = proc.poll()
         for pipe in (proc.stdin, proc.stdout):
             try:
@@ -187,8 +260,11 @@ class ExportProcess:
             RESTART_AFTER,
         )
 
-    def _await_reply(self, out: IO[bytes], token: int, deadline: float) -> bool:
-        fd = out.fileno()
+    def _await_reply(self, proc: subprocess.Popen[bytes], token: int, deadline: float) -> bool:
+        """Write out what is buffered (the flush frame last) and read the child's replies
+        until ``token`` comes back or ``deadline`` passes."""
+        assert proc.stdout is not None and proc.stdin is not None
+        fd, to_child = proc.stdout.fileno(), proc.stdin.fileno()
         want = f"{token}\n".encode()
         while True:
             lines = self._replies.split(b"\n")
@@ -196,8 +272,14 @@ class ExportProcess:
             if any(line + b"\n" == want for line in lines[:-1]):
                 return True
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or self._proc is not proc:
                 return False
+            writable = [to_child] if self._buffer else []
+            readable, ready, _ = select.select([fd], writable, [], left)
+            if ready:
+                self._pump(proc)
+            if not readable:
+                continue
             chunk = os.read(fd, 4096)
             if not chunk:
                 return False
@@ -269,6 +351,12 @@ def _read(stream: IO[bytes], n: int) -> bytes | None:
     return data if len(data) == n else None
 
 
+def _frame(stream: IO[bytes]) -> Any:
+    head = _read(stream, _HEADER.size)
+    body = None if head is None else _read(stream, _HEADER.unpack(head)[0])
+    return None if body is None else marshal.loads(body)
+
+
 def main(argv: list[str]) -> int:
     from .spans import readable_spans
 
@@ -277,19 +365,20 @@ def main(argv: list[str]) -> int:
         setting["exporter"], setting["service"], setting["endpoint"]
     )
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    while (head := _read(stdin, _HEADER.size)) is not None:
-        body = _read(stdin, _HEADER.unpack(head)[0])
-        if body is None:
-            break
-        frame = marshal.loads(body)
+    first = _frame(stdin)
+    if first is None or first[0] != "key" or not isinstance(first[1], bytes):
+        log.error("the span export process needs its key as the first frame")
+        return 2
+    spans.DIGEST_KEY = first[1]  # so its digests match the server's
+    while (frame := _frame(stdin)) is not None:
         if frame[0] == "spans":
             for record in frame[1]:
                 try:
-                    spans = readable_spans(record, resource, scope)
+                    built = readable_spans(record, resource, scope)
                 except Exception:  # one bad record must not stop the others
                     log.exception("could not build the spans of a run")
                     continue
-                for span in spans:
+                for span in built:
                     processor.on_end(span)
         elif frame[0] == "flush":
             processor.force_flush(frame[2])

@@ -10,7 +10,6 @@ results never go into a span: their SHA-256 and sizes do.
 from __future__ import annotations
 
 import hmac
-import os
 import random
 import secrets
 from dataclasses import dataclass
@@ -33,20 +32,10 @@ parent's tracestate header, start and end (ns), ``"run"`` or ``"op"``, the run's
 run's calls."""
 
 
-DIGEST_KEY_ENV = "CODEMODE_TRACE_DIGEST_KEY"
-"""Hands this process's key to its span export process (the environment, not argv:
-other users can read a command line)."""
-
-
-def _digest_key() -> bytes:
-    given = os.environ.pop(DIGEST_KEY_ENV, "")
-    try:
-        return bytes.fromhex(given) if len(given) == 64 else secrets.token_bytes(32)
-    except ValueError:
-        return secrets.token_bytes(32)
-
-
-DIGEST_KEY = _digest_key()
+DIGEST_KEY = secrets.token_bytes(32)
+"""This process's key; its span export process is handed it as the first frame on its
+stdin (``export_process``), never in its environment or argv, which other processes of
+the user (or, for argv, other users) can read."""
 
 
 def digest(text: str) -> str:
@@ -103,7 +92,12 @@ class Op:
         return attrs
 
 
-def op_fields(op: Op) -> tuple[Any, ...]:
+OpFields = tuple[Any, ...]
+"""An ``Op`` as its fields in order (``Op(*fields)`` rebuilds it): what the calls of a
+run note, one tuple each (no object to build and fill in while the run is live)."""
+
+
+def op_fields(op: Op) -> OpFields:
     """``Op(*fields)`` rebuilds it in the export process."""
     return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
             op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
@@ -116,13 +110,14 @@ def failed(span: Span, error_type: str) -> None:
     span.set_status(Status(StatusCode.ERROR))  # no description: it may quote values
 
 
-def children(tracer: Tracer, span: Span, ops: list[Op]) -> None:
+def children(tracer: Tracer, span: Span, ops: list[OpFields]) -> None:
     if not ops:
         return
     from opentelemetry import trace
 
     parent = trace.set_span_in_context(span)
-    for op in ops:
+    for fields in ops:
+        op = Op(*fields)
         child = tracer.start_span(
             op.name(),
             context=parent,
@@ -175,7 +170,7 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[ReadableSp
     spans = [span(name, context, parent, attrs, error, start, end)]
     for fields in ops:
         op = Op(*fields)
-        child = SpanContext(trace_id, _span_id(), False, sampled, trace_state)
+        child = SpanContext(trace_id, random_id(64), False, sampled, trace_state)
         spans.append(span(op.name(), child, context, op.attributes(), op.error, op.start, op.end))
     return spans
 
@@ -186,8 +181,9 @@ def _status(error: str | None) -> Status:
     return Status(StatusCode.UNSET if error is None else StatusCode.ERROR)
 
 
-def _span_id() -> int:
-    while not (got := random.getrandbits(64)):
+def random_id(bits: int) -> int:
+    """A trace (128) or span (64) id as the SDK's ``RandomIdGenerator`` makes it."""
+    while not (got := random.getrandbits(bits)):
         pass
     return got
 
@@ -216,11 +212,13 @@ def run_attrs(
 
 __all__ = [
     "Op",
+    "OpFields",
     "Record",
     "children",
     "digest",
     "failed",
     "op_fields",
+    "random_id",
     "readable_spans",
     "run_attrs",
 ]

@@ -35,6 +35,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,18 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
-from .metrics import args_json, is_memory_method, result_bytes, size_of
-from .spans import Op, Record, children, digest, failed, op_fields, run_attrs
+from .metrics import ARGS_JSON, args_json, is_memory_method, result_bytes, size_of
+from .spans import (
+    Op,
+    OpFields,
+    Record,
+    children,
+    digest,
+    failed,
+    op_fields,
+    random_id,
+    run_attrs,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
@@ -83,7 +94,7 @@ class _Run:
     code: str = ""
     end: int = 0
     error: str | None = None
-    ops: list[Op] = field(default_factory=list)
+    ops: list[OpFields] = field(default_factory=list)
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
@@ -104,6 +115,21 @@ class _Run:
 
 
 _UNSAMPLED: Any = object()  # a run the sampler dropped: its calls make no spans
+_ID_LIMIT = (1 << 64) - 1  # TraceIdRatioBased.TRACE_ID_LIMIT
+
+
+def _context_var(otel_context: Any) -> ContextVar[Any] | None:
+    """The ContextVar OpenTelemetry keeps the current context in, when its runtime context
+    is its default (``contextvars``) one; None for another (then its API is used)."""
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+    except ImportError:
+        return None
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, ContextVar):
+        return var
+    return None
 
 
 class Tracing:
@@ -136,8 +162,18 @@ class Tracing:
         critical path)."""
         self.process: ExportProcess | None = None
         """Set by ``exporting``: the child process that builds and exports the spans."""
-        self._sampler: Any = None
-        self._ids: Any = None
+        self._bound = 0
+        """Set by ``exporting``: the ratio sampler's bound on a root trace id's low 64 bits."""
+        self._sampled_flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        # Context changes straight on OpenTelemetry's ContextVar when it keeps the context
+        # there (its default): its attach and detach are two Python calls more each, and
+        # a run with five calls makes six of each.
+        var = _context_var(otel_context)
+        self._get_current: Callable[[], Any] = otel_context.get_current if var is None else var.get
+        self._attach: Callable[[Any], Any] = otel_context.attach if var is None else var.set
+        # (A token is reset in the coroutine that set it: reset cannot fail as
+        # OpenTelemetry's detach guards against.)
+        self._detach: Callable[[Any], Any] = otel_context.detach if var is None else var.reset
 
     @classmethod
     def exporting(
@@ -153,8 +189,7 @@ class Tracing:
         built by a child process (``export_process``): the server process only decides
         each span's identity live (the sampler and ids the SDK would use) and hands plain
         tuples over, so the SDK's CPU does not compete for its GIL."""
-        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+        from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
         from .export_process import ExportProcess
 
@@ -165,8 +200,8 @@ class Tracing:
                 raise ConfigError(INSTALL_HINT) from exc
         tracing = cls(None, propagate=propagate)
         tracing.process = ExportProcess(exporter, service, endpoint)
-        tracing._sampler = ParentBased(TraceIdRatioBased(sample_ratio))
-        tracing._ids = RandomIdGenerator()
+        # ParentBased(TraceIdRatioBased(ratio)), decided in _begin as the SDK's would.
+        tracing._bound = TraceIdRatioBased(sample_ratio).bound  # checks the ratio
         # The child ends when its pipe does; this stops it (after an export) sooner. Not
         # at exit: _flush_all first hands it what is pending, then closes it.
         weakref.finalize(tracing, tracing.process.close, 1.0).atexit = False
@@ -183,24 +218,22 @@ class Tracing:
             if not span.is_recording():
                 return None
             return _Run(span, context=trace.set_span_in_context(span))
-        ctx = self._context.get_current()
+        # The SDK's ParentBased(TraceIdRatioBased) sampler and random ids, without its
+        # SamplingResult: a parent decides by its sampled flag and lends its trace state,
+        # a root by its trace id (the same low 64 bits against the same bound).
+        ctx = self._get_current()
         parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
         if parent is not None and parent.is_valid:
-            trace_id = parent.trace_id
+            if not parent.trace_flags & 1:
+                return None
+            trace_id, state = parent.trace_id, parent.trace_state
         else:
-            parent, trace_id = None, self._ids.generate_trace_id()
-        decided = self._sampler.should_sample(ctx, trace_id, name)
-        if not decided.decision.is_sampled():
-            return None
-        identity = trace.SpanContext(
-            trace_id,
-            self._ids.generate_span_id(),
-            is_remote=False,
-            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-            trace_state=decided.trace_state,
-        )
+            parent, trace_id, state = None, random_id(128), None
+            if trace_id & _ID_LIMIT >= self._bound:
+                return None
+        identity = trace.SpanContext(trace_id, random_id(64), False, self._sampled_flags, state)
         span = trace.NonRecordingSpan(identity)
-        return _Run(span, context=trace.set_span_in_context(span), start=start, parent=parent)
+        return _Run(span, context=trace.set_span_in_context(span, ctx), start=start, parent=parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -218,7 +251,7 @@ class Tracing:
         if run_id:
             self._runs[run_id] = run
         # Current in the run's own task, so spans of inner run hooks nest under it.
-        token = self._context.attach(run.context)
+        token = self._attach(run.context)
         result: ExecutionResult | None = None
         try:
             result = await call_next(event)
@@ -232,7 +265,7 @@ class Tracing:
         finally:
             run.end = _now()
             run.facts = (event.code, event.timeout, event.context, result)
-            self._context.detach(token)
+            self._detach(token)
             if run_id:
                 self._runs.pop(run_id, None)
             self._submit(run)
@@ -243,13 +276,41 @@ class Tracing:
         run = self._runs.get(run_id) if run_id else None
         if run is _UNSAMPLED:
             return await call_next(call)
+        if run is None:
+            return await self._alone(call, call_next)
         # The arguments as they arrive, before inner layers may rewrite them.
-        op = Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
-        if run is None and (run := self._own_span(op)) is None:
-            return await call_next(call)
+        text = call.notes.get(ARGS_JSON) or args_json(call)
+        begun = _now()
         # The run's span is current during the call (calls are served on tasks of their
         # own), so an upstream MCP client passes the run's trace on in the request _meta.
-        token = self._context.attach(run.context) if self.propagate else None
+        token = self._attach(run.context) if self.propagate else None
+        received = error = None
+        try:
+            result = await call_next(call)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        else:
+            received = call.notes.get("bytes")  # the registry's measure, as result_bytes
+            if received is None:
+                received = result_bytes(call, result)
+            return result
+        finally:
+            if token is not None:
+                self._detach(token)
+            # op_fields of the call's Op, noted as one tuple.
+            run.ops.append(
+                (call.server, call.tool, None, run_id, begun, text, 0, received, _now(), error)
+            )
+
+    async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
+        """A call outside any run: a span of its own in the ambient trace."""
+        run_id = call.context.run_id
+        op = Op(call.server, call.tool, None, run_id, _now(), args_text=args_json(call))
+        run = self._own_span(op)
+        if run is None:
+            return await call_next(call)
+        token = self._attach(run.context) if self.propagate else None
         try:
             result = await call_next(call)
         except BaseException as exc:
@@ -260,7 +321,7 @@ class Tracing:
             return result
         finally:
             if token is not None:
-                self._context.detach(token)
+                self._detach(token)
             self._done(run, op)
 
     # -- memory operations (a host layer) --------------------------------------------
@@ -304,7 +365,7 @@ class Tracing:
             run.end = op.end
             self._submit(run)
         else:
-            run.ops.append(op)
+            run.ops.append(op_fields(op))
 
     # -- the emitter -----------------------------------------------------------------
     def _submit(self, run: _Run) -> None:
@@ -391,7 +452,7 @@ class Tracing:
         else:
             attrs = run_attrs(*run.facts) if run.facts is not None else {}
             body = ("run", (run.code, attrs, run.error))
-        return (*run.fields(), *body, [op_fields(op) for op in run.ops])
+        return (*run.fields(), *body, run.ops)
 
     def _emit(self, run: _Run) -> None:
         """End a finished run's span and build its children (on the emitter thread)."""

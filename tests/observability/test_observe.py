@@ -1,0 +1,94 @@
+"""Metrics and tracing as one layer (``Observe``) count and trace what the two layers do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode.errors import ToolError
+from codemode.observability import Metrics, ObservabilityConfig
+from codemode.observability.capability import _layers
+from codemode.observability.observe import Observe
+from codemode.observability.tracing import Tracing
+
+from . import test_tracing
+from .scrape import samples
+
+pytestmark = pytest.mark.anyio
+
+CODE = [
+    "tools.bank.lookup(card='x')\ntools.bank.lookup(card='é' * 3)\n'ok'",
+    "try:\n    tools.bank.down()\nexcept Exception:\n    pass",
+    "try:\n    tools.bank.lookup(card=1)\nexcept Exception:\n    pass",  # bad arguments
+    "tools.bank.lookup(card='y')\n1 / 0",
+]
+VARIES = (  # from run to run
+    "codemode.run.id",
+    "codemode.session.id",
+    "codemode.run.cpu_s",
+    "codemode.worker.peak_memory_bytes",
+)
+
+
+async def observed(ratio: float, layers: Callable[[Metrics, Tracing], list[Any]]) -> Any:
+    """What the metrics and the spans say of ``CODE`` and a call outside any run."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    metrics, tracing = Metrics(process=False), Tracing(provider)
+    reg = ToolRegistry()
+    reg.register(test_tracing.lookup, server="bank")
+    reg.register(test_tracing.down, server="bank")
+    s = Session(SubprocessExecutor(), tools=reg)
+    for each in layers(metrics, tracing):
+        reg.use(each.tool_layer, "observe")
+        s.use(each.run_hook, "observe")
+    try:
+        async with s:
+            for code in CODE:
+                await s.run(code)
+        await reg.call("bank", "lookup", {"card": "z"})
+        with pytest.raises(ToolError):
+            await reg.call("bank", "down", {})
+        assert tracing.flush()
+    finally:
+        tracing.close()
+        provider.shutdown()
+    counts = {
+        k: v
+        for k, v in samples(metrics.exposition().decode()).items()
+        if not k[0].endswith(("_sum", "_bucket", "_created", "_ratio"))
+    }
+    return counts, sorted(map(_shape, exporter.get_finished_spans()))
+
+
+def _shape(span: ReadableSpan) -> tuple[Any, ...]:
+    attrs = {k: v for k, v in (span.attributes or {}).items() if k not in VARIES}
+    return (span.name, span.parent is None, span.status.status_code.name, sorted(attrs.items()))
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.0])
+async def test_one_layer_counts_and_traces_what_the_two_layers_do(ratio: float) -> None:
+    apart = await observed(ratio, lambda m, t: [m, t])
+    together = await observed(ratio, lambda m, t: [Observe(m, t)])
+    assert together == apart
+    counts, spans = together
+    ok = ("codemode_tool_calls_total", frozenset({("server", "bank"), ("tool", "lookup"),
+                                                  ("outcome", "ok")}))  # fmt: skip
+    assert counts[ok] == 4  # three in runs, one outside
+    assert len(spans) == (11 if ratio else 0)  # 4 runs, their 5 calls, 2 calls outside
+
+
+def test_serve_uses_one_layer_when_metrics_and_tracing_are_both_on() -> None:
+    both = ObservabilityConfig(tracing="console", service_name="codemode-test-observe")
+    (layer,) = _layers(both)
+    assert isinstance(layer, Observe)
+    only = ObservabilityConfig(metrics=False, tracing="console")
+    assert [type(x).__name__ for x in _layers(only)] == ["Tracing"]

@@ -94,7 +94,8 @@ EXTRA_CHECKS = {
     "redis": "from codemode import RedisStorage; RedisStorage(url='redis://x:1/0', prefix='p')",
     "bench": "import tiktoken; from codemode.bench import tokens",
     "plot": "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot",
-    "otel": "from codemode.observability.tracing import Tracing, exporting_provider; "
+    "otel": "from codemode.observability.tracing import Tracing; "
+    "from codemode.observability.providers import exporting_provider; "
     "Tracing(exporting_provider('otlp', 'codemode', 'http://127.0.0.1:9/v1/traces'))",
 }
 

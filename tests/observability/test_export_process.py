@@ -28,7 +28,8 @@ from codemode.observability import export_process, spans
 from codemode.observability.capability import _tracing
 from codemode.observability.config import ObservabilityConfig
 from codemode.observability.metrics import default_metrics
-from codemode.observability.tracing import Tracing, digest, remote_parent
+from codemode.observability.providers import remote_parent
+from codemode.observability.tracing import Tracing, digest
 
 from . import test_tracing
 

@@ -22,7 +22,8 @@ from codemode.chain import NextRun, RunEvent
 from codemode.errors import ToolError
 from codemode.observability.config import ObservabilityConfig
 from codemode.observability.metrics import ARGS_JSON
-from codemode.observability.tracing import Tracing, digest, exporting_provider, remote_parent
+from codemode.observability.providers import exporting_provider, remote_parent
+from codemode.observability.tracing import Tracing, digest
 from codemode.result import ExecutionResult
 from codemode.tools.registry import NextCall, ToolCall
 

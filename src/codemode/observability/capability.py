@@ -63,7 +63,8 @@ _tracers: dict[tuple[tuple[str, str, str | None, float, bool], bool], Tracing] =
 
 def _tracing(config: ObservabilityConfig) -> Tracing:
     """One ``Tracing`` per exporter setting in this process (registry and sessions share it)."""
-    from .tracing import Tracing, exporting_provider
+    from .providers import exporting_provider
+    from .tracing import Tracing
 
     key = (config.tracing, config.service_name, config.otlp_endpoint, config.trace_sample_ratio)
     got = _tracers.get(((*key, config.trace_export_process), config.trace_propagation))

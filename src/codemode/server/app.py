@@ -41,7 +41,7 @@ from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 from codemode.tools.registry import ToolRegistry
 
-from ..observability.tracing import remote_parent
+from ..observability.providers import remote_parent
 from .approve import PausedRuns, no_elicitation
 from .live import mcp_listener, request_meta
 from .toolset import Call, Reply, ServerContext, Toolset, is_modern, load_text

@@ -16,7 +16,7 @@ from codemode.cluster import RayWorker
 from codemode.cluster.link import Link, LinkBroken
 
 from .conftest import RayCluster
-from .test_ray_executor import executor, worker_of
+from .test_ray_executor import SLEEPS_AFTER_PROBE, executor, probe, worker_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ray]
 
@@ -129,3 +129,26 @@ async def test_with_the_link_off_runs_and_tool_calls_go_over_ray_calls(
         assert (await s.run("y = tools.host.echo(x=4)")).error is None
         assert (await s.run("y * 2")).value == 8
         assert not worker_of(s).linked
+
+
+async def test_interrupt_and_cancel_of_a_run_over_the_link_keep_the_state(
+    cluster: RayCluster,
+) -> None:
+    async with Session(executor(cluster)) as s:
+        started = probe(s)
+        w = await linked(s)
+        await s.run("kept = 'yes'")
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        assert w.linked and s.interrupt()  # sent over the link
+        r = await asyncio.wait_for(run, 120)
+        assert r.error is not None and r.error.type == "KeyboardInterrupt"
+        await up(w)
+        started.clear()
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        run.cancel()  # mid-read on the link: it closes, the run is followed over Ray
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        after = await asyncio.wait_for(s.run("kept"), 60)
+        assert after.value == "yes" and not after.state_lost

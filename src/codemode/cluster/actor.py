@@ -154,6 +154,7 @@ class _Session:
         self._events: list[tuple[Any, ...]] = []
         self._wake = asyncio.Event()
         self._run_id = b""
+        self._running: asyncio.Task[None] | None = None
         self._sent: tuple[int, bytes] | None = None
         """The last batch sent: ``(seq, packed)``, sent again to a poll that missed it."""
         self._link: LinkServer | None = None
@@ -242,7 +243,7 @@ class _Session:
             raise ExecutorError("the session's worker on this node is not running")
         self._touch(arm=False)  # a run never expires: the idle time starts at its end
         self._run_id, self._sent = run_id, None
-        asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
+        self._running = asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
         return await self.poll(0)
 
     async def _run(self, worker: Worker, code: str, timeout: float) -> None:

@@ -63,8 +63,8 @@ class FormerAsyncActor:
     async def run(self, request: bytes) -> Any:
         return await self._session.run(*unpack(request))
 
-    async def poll(self, ack: int) -> Any:
-        return await self._session.poll(ack)
+    async def poll(self, request: bytes) -> Any:
+        return await self._session.poll(*unpack(request))
 
     def reply(self, answer: bytes) -> None:
         self._session.reply(*unpack(answer))

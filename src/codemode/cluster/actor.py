@@ -194,7 +194,7 @@ class _Session:
     async def _answer(self, op: str, arg: Any) -> bytes:
         if op == LINK_RUN:
             return await self.run(*arg)
-        return await self.poll(int(arg))
+        return await self.poll(*arg)
 
     def _tell(self, op: str, arg: Any) -> None:
         if op == LINK_REPLY:
@@ -237,14 +237,14 @@ class _Session:
         """Start the run ``run_id`` (or, when it started already, as the same request
         sent again after the link broke: a poll); answers with the first event batch."""
         if run_id == self._run_id:
-            return await self.poll(ack)
+            return await self.poll(run_id, ack)
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
         self._touch(arm=False)  # a run never expires: the idle time starts at its end
         self._run_id, self._sent = run_id, None
         self._running = asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
-        return await self.poll(0)
+        return await self.poll(run_id, 0)
 
     async def _run(self, worker: Worker, code: str, timeout: float) -> None:
         try:
@@ -259,16 +259,20 @@ class _Session:
             self._touch()  # idle from the end of the run on
         self._push((DONE, result_fields(result)))
 
-    async def poll(self, ack: int) -> bytes:
-        """The batch after ``ack`` (the last one the host received): the last batch sent
-        again when the host did not get it (its stream broke), else the next events."""
+    async def poll(self, run_id: bytes, ack: int) -> bytes:
+        """The batch of run ``run_id`` after ``ack`` (the last one the host received): the
+        last batch sent again when the host did not get it (its stream broke), else the
+        next events. A poll left over from an earlier run (a stream that broke without a
+        word: a host gone with its network) ends at once and takes nothing."""
         while True:
+            if run_id != self._run_id:
+                raise ExecutorError("a poll of a run that is over")
             sent = self._sent
             if sent is not None and sent[0] > ack:
                 return sent[1]
             if self._events:
                 events, self._events = self._events, []
-                seq = ack + 1
+                seq = (sent[0] if sent is not None else 0) + 1
                 self._sent = (seq, pack((seq, events)))
                 self._notify()  # another poll waiting (the one of a broken link) sees it
                 return self._sent[1]
@@ -375,9 +379,10 @@ class SessionActor:
         event batch."""
         return self._loop.run(self._session.run(*unpack(request)))
 
-    def poll(self, ack: int) -> bytes:
-        """The event batch after ``ack``: calls the worker made, or the end of the run."""
-        return self._loop.run(self._session.poll(ack))
+    def poll(self, request: bytes) -> bytes:
+        """The event batch after ``ack`` (``pack((run_id, ack))``): calls the worker made,
+        or the end of the run."""
+        return self._loop.run(self._session.poll(*unpack(request)))
 
     def reply(self, answer: bytes | tuple[int, bool, Any]) -> None:
         """The host's answer to a call: ``pack((id, ok, value))``."""

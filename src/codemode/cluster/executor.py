@@ -352,8 +352,8 @@ class RayWorker:
         self._disarm_idle()
         self._running = True
         ray = _ray()
-        request: tuple[bytes, str, float] | None = (secrets.token_bytes(8), code, timeout)
-        ack = 0  # the last event batch received
+        request = (secrets.token_bytes(8), code, timeout)
+        ack = 0  # the last event batch received: none yet, the run may not have started
         self._replies.clear()
         if self._link is not None:  # opened by the first run (a worker may never run)
             self._link.want()
@@ -376,7 +376,6 @@ class RayWorker:
                     elif op == FAILED:
                         self._end()
                         return _lost(f"the run failed on its node: {event[1]}", start)
-                request = None
         except asyncio.CancelledError:
             # The caller is gone: stop the code on its node as a timeout would (interrupt,
             # then kill after the node's grace), without making the caller wait for it.
@@ -395,21 +394,22 @@ class RayWorker:
                 task.cancel()
             self._arm_idle()
 
-    async def _next(self, request: tuple[bytes, str, float] | None, ack: int) -> Any:
-        """The event batch after ``ack``: over the link when it is up, else (or when it
-        breaks now) over Ray. ``request``: the run, until its first batch came."""
+    async def _next(self, request: tuple[bytes, str, float], ack: int) -> Any:
+        """The event batch of the run ``request`` after ``ack``: over the link when it is
+        up, else (or when it breaks now) over Ray. Until a first batch came (``ack`` 0)
+        the run itself is sent: the node starts it once, whichever way it came."""
         link = self._link.up if self._link is not None else None
         if link is not None:
             try:
-                if request is not None:
+                if not ack:
                     return await link.ask(RUN, (*request, ack))
-                return await link.ask(POLL, ack)
+                return await link.ask(POLL, (request[0], ack))
             except LinkBroken:
                 for answer in self._replies:  # some may not have come: each counts once
                     self._handle.reply.remote(pack(answer))
-        if request is not None:
+        if not ack:
             return unpack(await self._handle.run.remote(pack((*request, ack))))
-        return unpack(await self._handle.poll.remote(ack))
+        return unpack(await self._handle.poll.remote(pack((request[0], ack))))
 
     def _spawn_serve(self, event: tuple[Any, ...]) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(event))
@@ -427,7 +427,7 @@ class RayWorker:
             return False
         return True
 
-    def _stop_cancelled(self, request: tuple[bytes, str, float] | None, ack: int) -> None:
+    def _stop_cancelled(self, request: tuple[bytes, str, float], ack: int) -> None:
         """Interrupt the node's run and follow it to its end in the background over Ray
         (the link, cancelled mid-read, is closed): the batches after ``ack`` are read,
         never dropped, so the actor's event queue is empty again before the next run."""
@@ -439,7 +439,7 @@ class RayWorker:
         task = asyncio.get_running_loop().create_task(self._drain(request, ack))
         self._stopping = task
 
-    async def _drain(self, request: tuple[bytes, str, float] | None, ack: int) -> None:
+    async def _drain(self, request: tuple[bytes, str, float], ack: int) -> None:
         ray = _ray()
         # The node kills a run that ignores the interrupt after its grace; past that (and
         # a relay's worth of slack) the actor itself is given up, with the state.
@@ -447,11 +447,10 @@ class RayWorker:
         try:
             async with asyncio.timeout(bound):
                 while True:
-                    if request is not None:  # the run may not have reached the node yet
+                    if not ack:  # the run may not have reached the node yet
                         ref = self._handle.run.remote(pack((*request, ack)))
-                        request = None
                     else:
-                        ref = self._handle.poll.remote(ack)
+                        ref = self._handle.poll.remote(pack((request[0], ack)))
                     seq, events = unpack(await ref)
                     if seq <= ack:
                         continue

@@ -1,8 +1,9 @@
 """Issue 20 figures: what a session on Ray costs, against the local sandbox in one run.
 
 1. Warm ``run("x+1")`` p50/p95: RayExecutor (worker in an actor on another node, every run
-   one actor call) vs SandboxExecutor (the same worker, local pipes); rounds alternate.
-   Target: <= 1 ms added p50.
+   one exchange over the direct link to the actor) vs the same with Ray actor calls only
+   (``ray.direct`` false: what a run costs while the link is down) vs SandboxExecutor (the
+   same worker, local pipes); rounds alternate. Target: <= 1 ms added p50.
 2. A tool call from the code (``tools.bench.echo(x=1)``), served on the host: Ray vs local.
 3. Session start: RayExecutor.start (actor placed, worker started on its node, versions
    checked) vs a cold local sandbox start (no warm pool).
@@ -115,7 +116,7 @@ async def throughput(address: str, sessions: int, seconds: float) -> dict[str, A
 
 
 FLOOR = "ray actor call alone (no-op)"
-EVENTS_ON = "ray, task events on"
+NO_LINK = "ray, Ray calls only (ray.direct false)"
 
 
 async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str, list[float]]:
@@ -124,8 +125,8 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
     sessions = {
         "sandbox": Session(SandboxExecutor(pool_size=0)),
         "ray": Session(_ray_executor(address)),
-        # The actor option ray.task_events turns off (the default): what it costs.
-        EVENTS_ON: Session(_ray_executor(address, task_events=True)),
+        # Every run as Ray actor calls, as when the direct link is off or broken.
+        NO_LINK: Session(_ray_executor(address, direct=False)),
     }
     out: dict[str, list[float]] = {}
     try:
@@ -144,11 +145,12 @@ async def warm_runs(address: str, runs: int, rounds: int, code: str) -> dict[str
                 handle: Any = getattr(s._worker, "_handle", None)
                 if handle is None:
                     continue
-                floor = FLOOR + ("" if name == "ray" else EVENTS_ON[3:])
+                if name != "ray":
+                    continue
                 for _ in range(runs // rounds):  # what one Ray round trip costs by itself
                     t = time.perf_counter()
                     await handle.pid.remote()
-                    out.setdefault(floor, []).append((time.perf_counter() - t) * 1000)
+                    out.setdefault(FLOOR, []).append((time.perf_counter() - t) * 1000)
         rss = actor_rss_mb()
         if rss:
             print(f"session actor processes: {len(rss)}, resident {median(rss):.0f} MB each (p50)")
@@ -202,20 +204,19 @@ async def main_async(args: argparse.Namespace, address: str) -> None:
     print(table('warm run("x+1") (ms)', ["executor", "runs", "p50", "p95"], rows))
     verdict = "met" if added <= TARGET_ADDED_P50_MS else "NOT met"
     print(f"added p50 by Ray: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: {verdict}); "
-          f"one Ray actor round trip alone: {floor:.3f} ms, so codemode's relay adds "
-          f"{added - floor:.3f} ms above Ray's floor")  # fmt: skip
-    events = median(runs[EVENTS_ON]) - median(runs["ray"])
-    print(
-        f"task events on (ray.task_events) would add {events:.3f} ms p50 per run "
-        f"({median(runs[FLOOR + EVENTS_ON[3:]]) - floor:.3f} ms per no-op call)"
-    )
+          f"one Ray actor call alone: {floor:.3f} ms (runs go over the direct link)")  # fmt: skip
+    no_link = median(runs[NO_LINK]) - median(runs["sandbox"])
+    print(f"added p50 with Ray calls only (ray.direct false, or the link down): {no_link:.3f} ms, "
+          f"{no_link - floor:.3f} ms above Ray's floor")  # fmt: skip
 
     calls = await warm_runs(address, args.runs // 2, args.rounds, "tools.bench.echo(x=1)")
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in calls.items()]
     print(table("run with one tool call served on the host (ms)", ["executor", "runs",
                 "p50", "p95"], rows))  # fmt: skip
     added = median(calls["ray"]) - median(calls["sandbox"])
-    print(f"added p50 by Ray for a run with one tool call: {added:.3f} ms (no target)")
+    no_link = median(calls[NO_LINK]) - median(calls["sandbox"])
+    print(f"added p50 by Ray for a run with one tool call: {added:.3f} ms (no target); "
+          f"with Ray calls only: {no_link:.3f} ms")  # fmt: skip
 
     st = await starts(address, args.starts)
     rows = [[name, len(v), median(v), pct(v, 95)] for name, v in st.items()]

@@ -5,9 +5,9 @@ can be set per actor, and a run through the session actor against the former sha
    shapes: an ``async`` actor (Ray hands each call to the actor's event-loop thread) or
    a plain one; Ray's task events on (Ray's default) or off (``enable_task_events``);
    awaited on the host's event loop, as ``RayWorker`` does.
-2. ``run("x+1")`` through ``SessionActor`` (a plain actor whose waiting call runs the
-   session's loop) against the same session logic in an ``async`` actor (the shape before
-   it), and the local sandbox, in one run.
+2. ``run("x+1")`` through ``SessionActor`` over its direct link (the default) and over
+   Ray calls only (``ray.direct`` false: the link down), against the same session logic
+   in an ``async`` actor, and the local sandbox, in one run.
 
 Without ``--address`` it starts its own cluster on this machine (a head and one worker
 node offering the ``codemode`` resource). Numbers measured at load > 3 are noise: the
@@ -31,7 +31,7 @@ from _ray_cluster import ray_cluster
 from _stats import median, pct, table
 from codemode import Session
 from codemode.cluster import RayConfig, RayExecutor
-from codemode.cluster.actor import SessionActor, _Session
+from codemode.cluster.actor import SessionActor, _Session, unpack
 from codemode.execution.sandbox import SandboxExecutor
 
 CODE = "x = 1\nx + 1"
@@ -48,7 +48,8 @@ class PlainNoop:
 
 
 class FormerAsyncActor:
-    """The session actor's logic in an ``async`` actor, as it was before the plain one."""
+    """The session actor's logic in an ``async`` actor (Ray calls only), as it was before
+    the plain one."""
 
     def __init__(self, kind: str, options: dict[str, Any]) -> None:
         self._session = _Session(kind, options, lambda: None)
@@ -60,13 +61,13 @@ class FormerAsyncActor:
         return await self._session.start()
 
     async def run(self, request: bytes) -> Any:
-        return await self._session.run(request)
+        return await self._session.run(*unpack(request))
 
-    async def poll(self) -> Any:
-        return await self._session.poll()
+    async def poll(self, request: bytes) -> Any:
+        return await self._session.poll(*unpack(request))
 
     def reply(self, answer: bytes) -> None:
-        self._session.reply(answer)
+        self._session.reply(*unpack(answer))
 
     def pid(self) -> int:
         return self._session.pid()
@@ -107,9 +108,13 @@ async def floors(calls: int, rounds: int) -> dict[str, list[float]]:
     return out
 
 
-def _executor(address: str) -> RayExecutor:
+def _executor(address: str, direct: bool = True) -> RayExecutor:
     config = RayConfig(
-        address=address, resources={"codemode": 0.01}, memory_mb=200, start_timeout=600
+        address=address,
+        resources={"codemode": 0.01},
+        memory_mb=200,
+        start_timeout=600,
+        direct=direct,
     )
     return RayExecutor(config, pool_size=0, worker_start_timeout=60)
 
@@ -117,12 +122,13 @@ def _executor(address: str) -> RayExecutor:
 async def runs(address: str, n: int, rounds: int) -> dict[str, list[float]]:
     import ray
 
-    former = _executor(address)
+    former = _executor(address, direct=False)
     former._actor_cls = ray.remote(FormerAsyncActor)
     sessions = {
         "sandbox (local)": Session(SandboxExecutor(pool_size=0)),
-        "ray: SessionActor (plain actor)": Session(_executor(address)),
-        "ray: former async actor": Session(former),
+        "ray: SessionActor, direct link": Session(_executor(address)),
+        "ray: SessionActor, Ray calls only": Session(_executor(address, direct=False)),
+        "ray: async actor, Ray calls only": Session(former),
     }
     out: dict[str, list[float]] = {name: [] for name in sessions}
     try:

@@ -28,7 +28,7 @@ def test_bench_ray_quick_prints_run_overhead_tool_calls_start_times_and_throughp
     assert r.returncode == 0, r.stderr[-3000:]
     assert 'warm run("x+1") (ms)' in r.stdout
     assert "added p50 by Ray:" in r.stdout and "(target <= 1.0 ms:" in r.stdout
-    assert "task events on (ray.task_events) would add" in r.stdout
+    assert "added p50 with Ray calls only (ray.direct false, or the link down)" in r.stdout
     assert "run with one tool call served on the host (ms)" in r.stdout
     assert "ray (a ready actor from the pool)" in r.stdout
     assert "throughput: 4 concurrent sessions" in r.stdout and "the given cluster" in r.stdout
@@ -45,5 +45,6 @@ def test_bench_ray_floor_prints_the_floor_per_actor_option_and_both_actor_shapes
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     for row in ("async actor, task events on", "plain actor, task events off",
-                "ray: SessionActor (plain actor)", "ray: former async actor"):  # fmt: skip
+                "ray: SessionActor, direct link", "ray: SessionActor, Ray calls only",
+                "ray: async actor, Ray calls only"):  # fmt: skip
         assert row in r.stdout

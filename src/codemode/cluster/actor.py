@@ -8,14 +8,13 @@ asks of the host (``call`` frames: tools, memory, live output) is not answered h
 is handed to the host in the answer of its pending ``run``/``poll``, and the host's
 ``reply`` resolves it. Upstream connections and their credentials stay on the host.
 
-The actor is a plain (not ``async``) Ray actor: Ray hands an ``async`` actor's call to
-the actor's event-loop thread and parks its own thread until the method ends, two thread
-wake-ups more per call (measured: 0.15-0.5 ms of a run, docs/ray.md). Here the thread of
-the call that waits (``run``, ``poll``, ``start``...) runs the session's asyncio loop itself
-while it waits (:class:`_Driver`); calls that must not wait behind it (``reply``,
-``interrupt``, ``hold``...) go to the ``control`` concurrency group and hand their work to
-the loop; between calls a keeper thread turns the loop once a second, so
-timers (a run's timeout, the idle expiry) fire even when no host is waiting.
+The session's asyncio loop runs on a thread of its own (:class:`_Loop`): it serves the
+host's direct link (:mod:`.link`: a run's messages over a TCP stream, the fast path) and
+its timers (a run's timeout, the idle expiry); the actor's Ray methods hand their work to
+it. The Ray calls carry the same run messages when the link is down: runs are named by a
+random id and event batches numbered, so a run can move from the link to Ray midway.
+Calls that must not wait behind a pending ``run``/``poll`` (``reply``, ``interrupt``,
+``hold``...) go to the ``control`` concurrency group.
 
 Nothing here imports Ray at module level: Ray imports this module by name on the node
 (so the node must have the same codemode release; ``hello`` reports it).
@@ -24,7 +23,6 @@ Nothing here imports Ray at module level: Ray imports this module by name on the
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -40,15 +38,21 @@ import codemode_worker.protocol as worker_protocol
 from ..errors import ExecutorError, RelayedCallError
 from ..execution.base import PROTOCOL_VERSION, Worker
 from ..result import ErrorInfo, ExecutionResult
+from .link import HOLD as LINK_HOLD
+from .link import INTERRUPT as LINK_INTERRUPT
+from .link import REPLY as LINK_REPLY
+from .link import RUN as LINK_RUN
+from .link import LinkServer
 
 log = logging.getLogger(__name__)
 
-RELAY_VERSION = 2
+RELAY_VERSION = 3
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
 
 CALL, DONE, FAILED = "call", "done", "failed"
 """Event kinds. Events are plain tuples: ``(CALL, id, method, params)``,
-``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``."""
+``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``. They come in
+numbered batches ``(seq, [event, ...])``, 1, 2, ... within a run."""
 
 MARSHAL_VERSION = 4
 """Stable since Python 3.4: a host and a node on different Python versions agree."""
@@ -115,72 +119,27 @@ T = TypeVar("T")
 CONTROL = "control"
 """Ray concurrency group (one thread: its calls start in the order they were sent) of the
 calls that must not wait behind a pending ``run``/``poll``."""
-CONTROL_METHODS = ("hello", "pid", "reply", "hold", "interrupt", "kill", "expire_after")
-KEEP_EVERY = 1.0
-"""Seconds between the keeper's turns of a loop no call runs: timers fire this late at
-most then (only a host that stopped polling mid-run, or an idle expiry, waits on them).
-A turn costs ~10 us of CPU: 350 idle sessions on a node cost it ~0.4 % of a core."""
+CONTROL_METHODS = ("hello", "link", "pid", "reply", "hold", "interrupt", "kill", "expire_after")
 
 
-class _Driver:
-    """The actor's asyncio loop, run by the thread that needs it.
+class _Loop:
+    """The session's asyncio loop on a thread of its own: it serves the link's streams as
+    they speak, fires timers, and runs what the actor's Ray methods hand it."""
 
-    A waiting call runs the loop until its coroutine ends (:meth:`run`, one at a time: the
-    default concurrency group has one thread, the lock covers the keeper). A control call
-    queues its function on the loop and, when nobody runs the loop, turns it once itself
-    (:meth:`call`). The keeper thread does the same every ``KEEP_EVERY`` seconds, and runs
-    the actor's end once the session expired (:meth:`end_soon`)."""
-
-    def __init__(self, end: Callable[[], Coroutine[Any, Any, bool]]) -> None:
+    def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._lock = threading.Lock()
-        self._end = end
-        self._ending = False
-        self._nudge = threading.Event()
-        threading.Thread(target=self._keep, name="codemode-loop-keeper", daemon=True).start()
+        threading.Thread(
+            target=self.loop.run_forever, name="codemode-session-loop", daemon=True
+        ).start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            return self.loop.run_until_complete(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        async def on_loop() -> T:
+            return fn(*args)
 
-        def on_loop() -> None:
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-                done.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(on_loop)
-        while True:
-            self.turn()
-            with contextlib.suppress(concurrent.futures.TimeoutError):
-                # A thread running the loop picks it up at once; one that was just ending
-                # its run may not have: turn the loop here then.
-                return done.result(timeout=0.01)
-
-    def turn(self) -> None:
-        """Run what is due on the loop (ready callbacks, I/O, timers) unless a call runs it."""
-        if self._lock.acquire(blocking=False):
-            try:
-                self.loop.run_until_complete(asyncio.sleep(0))
-            finally:
-                self._lock.release()
-
-    def end_soon(self) -> None:
-        self._ending = True
-        self._nudge.set()
-
-    def _keep(self) -> None:
-        while True:
-            self._nudge.wait(KEEP_EVERY)
-            if self._ending:
-                self._ending = False
-                if self.run(self._end()):
-                    return
-                continue  # a call came between the expiry and this turn: not idle now
-            self.turn()
+        return self.run(on_loop())
 
 
 class _Session:
@@ -193,7 +152,13 @@ class _Session:
         self._options = options
         self._worker: Worker | None = None
         self._events: list[tuple[Any, ...]] = []
-        self._wake: asyncio.Event | None = None
+        self._wake = asyncio.Event()
+        self._run_id = b""
+        self._running: asyncio.Task[None] | None = None
+        self._sent: tuple[int, bytes] | None = None
+        """The last batch sent: ``(seq, packed)``, sent again to a poll that missed it."""
+        self._link: LinkServer | None = None
+        self._closed = False
         self._calls: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
         self._seq = 0
         self._holds: list[AbstractContextManager[None]] = []
@@ -208,7 +173,6 @@ class _Session:
         from ..execution.sandbox import SandboxExecutor
         from ..execution.subprocess import SubprocessExecutor
 
-        self._wake = asyncio.Event()
         # One session per actor: no pre-started spare workers on the node.
         options = {**self._options, "pool_size": 0}
         executor: SubprocessExecutor = (
@@ -217,7 +181,34 @@ class _Session:
         self._worker = worker = await executor.start(self._relay)
         return int(getattr(worker, "pid", 0))
 
+    async def open_link(self, host: str) -> tuple[str, int, bytes]:
+        """Listen for the host's direct link on ``host`` (this node's address)."""
+        if self._closed:
+            raise ExecutorError("the session on this node is closed")
+        link = self._link
+        if link is None:
+            link = self._link = LinkServer(self._answer, self._tell)
+        address, port = await link.open(host)
+        return address, port, link.secret
+
+    async def _answer(self, op: str, arg: Any) -> bytes:
+        if op == LINK_RUN:
+            return await self.run(*arg)
+        return await self.poll(*arg)
+
+    def _tell(self, op: str, arg: Any) -> None:
+        if op == LINK_REPLY:
+            self.reply(*arg)
+        elif op == LINK_HOLD:
+            self.hold(bool(arg))
+        elif op == LINK_INTERRUPT:
+            self.interrupt(bool(arg))
+
     async def close(self) -> None:
+        self._closed = True
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
         worker, self._worker = self._worker, None
         if worker is not None:
             await worker.close()
@@ -242,16 +233,18 @@ class _Session:
         self._expired()
 
     # -- runs ------------------------------------------------------------------------
-    async def run(self, request: bytes) -> bytes | list[tuple[Any, ...]]:
-        """Start a run (``pack((code, timeout))``); answers with the first events (the
-        result, or calls to serve), packed."""
-        code, timeout = unpack(request)
+    async def run(self, run_id: bytes, code: str, timeout: float, ack: int) -> bytes:
+        """Start the run ``run_id`` (or, when it started already, as the same request
+        sent again after the link broke: a poll); answers with the first event batch."""
+        if run_id == self._run_id:
+            return await self.poll(run_id, ack)
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
         self._touch(arm=False)  # a run never expires: the idle time starts at its end
-        asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
-        return await self.poll()
+        self._run_id, self._sent = run_id, None
+        self._running = asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
+        return await self.poll(run_id, 0)
 
     async def _run(self, worker: Worker, code: str, timeout: float) -> None:
         try:
@@ -266,19 +259,32 @@ class _Session:
             self._touch()  # idle from the end of the run on
         self._push((DONE, result_fields(result)))
 
-    async def poll(self) -> bytes | list[tuple[Any, ...]]:
-        """Wait for events: calls the worker made, or the end of the run."""
-        assert self._wake is not None
-        while not self._events:
-            self._wake.clear()
+    async def poll(self, run_id: bytes, ack: int) -> bytes:
+        """The batch of run ``run_id`` after ``ack`` (the last one the host received): the
+        last batch sent again when the host did not get it (its stream broke), else the
+        next events. A poll left over from an earlier run (a stream that broke without a
+        word: a host gone with its network) ends at once and takes nothing."""
+        while True:
+            if run_id != self._run_id:
+                raise ExecutorError("a poll of a run that is over")
+            sent = self._sent
+            if sent is not None and sent[0] > ack:
+                return sent[1]
+            if self._events:
+                events, self._events = self._events, []
+                seq = (sent[0] if sent is not None else 0) + 1
+                self._sent = (seq, pack((seq, events)))
+                self._notify()  # another poll waiting (the one of a broken link) sees it
+                return self._sent[1]
             await self._wake.wait()
-        events, self._events = self._events, []
-        return pack(events)
+
+    def _notify(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()
 
     def _push(self, event: tuple[Any, ...]) -> None:
         self._events.append(event)
-        if self._wake is not None:
-            self._wake.set()
+        self._notify()
 
     async def _relay(self, method: str, params: dict[str, Any]) -> Any:
         """The inner worker's call handler: the host answers it through ``reply``."""
@@ -295,9 +301,8 @@ class _Session:
             raise RelayedCallError(value)
         return value
 
-    def reply(self, answer: bytes | tuple[int, bool, Any]) -> None:
-        """The host's answer to a call: ``pack((id, ok, value))``."""
-        cid, ok, value = unpack(answer)
+    def reply(self, cid: int, ok: bool, value: Any) -> None:
+        """The host's answer to a call (sent again after a broken link: taken once)."""
         fut = self._calls.get(cid)
         if fut is not None and not fut.done():
             fut.set_result((ok, value))
@@ -337,8 +342,12 @@ class SessionActor:
 
     # No ``async def`` here: one would make Ray run the actor as an async actor.
     def __init__(self, kind: str, options: dict[str, Any]) -> None:
-        self._session = session = _Session(kind, options, lambda: self._driver.end_soon())
-        self._driver = _Driver(lambda: _end(session))
+        self._loop = _Loop()
+        self._session = _Session(kind, options, self._end_soon)
+        self._ending: asyncio.Task[bool] | None = None
+
+    def _end_soon(self) -> None:  # on the loop, when the session expired
+        self._ending = self._loop.loop.create_task(_end(self._session))
 
     def hello(self) -> dict[str, Any]:
         import ray
@@ -346,40 +355,50 @@ class SessionActor:
         ctx = ray.get_runtime_context()
         return {**versions(), "node": ctx.get_node_id(), "ip": ray.util.get_node_ip_address()}
 
+    def link(self) -> tuple[str, int, bytes]:
+        """Where the host's direct link connects, and its secret (only Ray's callers,
+        whom Ray authenticated, ever learn it)."""
+        import ray
+
+        return self._loop.run(self._session.open_link(ray.util.get_node_ip_address()))
+
     def start(self) -> int:
         """Start the worker on this node; returns its pid."""
-        return self._driver.run(self._session.start())
+        return self._loop.run(self._session.start())
 
     def close(self) -> None:
-        self._driver.run(self._session.close())
+        self._loop.run(self._session.close())
 
     def expire_after(self, seconds: float) -> None:
         """End this actor once no run has started for ``seconds`` (a detached actor has
         no owner whose exit would end it)."""
-        self._driver.call(self._session.expire_after, seconds)
+        self._loop.call(self._session.expire_after, seconds)
 
-    def run(self, request: bytes) -> bytes | list[tuple[Any, ...]]:
-        """Start a run (``pack((code, timeout))``); answers with the first events."""
-        return self._driver.run(self._session.run(request))
+    def run(self, request: bytes) -> bytes:
+        """Start a run (``pack((run_id, code, timeout, ack))``); answers with the first
+        event batch."""
+        return self._loop.run(self._session.run(*unpack(request)))
 
-    def poll(self) -> bytes | list[tuple[Any, ...]]:
-        """Wait for events: calls the worker made, or the end of the run."""
-        return self._driver.run(self._session.poll())
+    def poll(self, request: bytes) -> bytes:
+        """The event batch after ``ack`` (``pack((run_id, ack))``): calls the worker made,
+        or the end of the run."""
+        return self._loop.run(self._session.poll(*unpack(request)))
 
     def reply(self, answer: bytes | tuple[int, bool, Any]) -> None:
-        self._driver.call(self._session.reply, answer)
+        """The host's answer to a call: ``pack((id, ok, value))``."""
+        self._loop.call(self._session.reply, *unpack(answer))
 
     def hold(self, on: bool) -> None:
-        self._driver.call(self._session.hold, on)
+        self._loop.call(self._session.hold, on)
 
     def interrupt(self, kill_stuck: bool) -> bool:
-        return self._driver.call(self._session.interrupt, kill_stuck)
+        return self._loop.call(self._session.interrupt, kill_stuck)
 
     def kill(self) -> None:
-        self._driver.call(self._session.kill)
+        self._loop.call(self._session.kill)
 
     def reset(self) -> None:
-        self._driver.run(self._session.reset())
+        self._loop.run(self._session.reset())
 
     def pid(self) -> int:
         return self._session.pid()
@@ -387,7 +406,7 @@ class SessionActor:
 
 async def _end(session: _Session) -> bool:
     """Close the worker, then end this actor, if the session is still expired (a run may
-    have taken the loop between the expiry and the keeper: then False, and it lives on).
+    have come between the expiry and this task: then False, and it lives on).
     An actor whose ending failed would live on with no worker, holding its node's CPU and
     memory, so it exits regardless."""
     import ray

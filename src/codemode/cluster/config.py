@@ -57,6 +57,13 @@ class RayConfig(BaseModel):
         "list, `ray list tasks`, `ray.timeline`). Off: no call is recorded and reported to "
         "the GCS (up to ~0.1 ms of a call, GCS traffic per call: docs/ray.md); on to debug.",
     )
+    direct: bool = Field(
+        default=True,
+        description="Runs go over a direct TCP link from the host to the session's actor "
+        "(authenticated with a secret only Ray's callers learn; falls back to Ray calls "
+        "when it breaks): ~1 ms less per run than actor calls here (docs/ray.md). Nodes "
+        "must accept TCP from the hosts on ephemeral ports; false: every run is Ray calls.",
+    )
     connect_timeout: float = Field(
         default=15.0, gt=0, description="Seconds to reach the cluster at start."
     )

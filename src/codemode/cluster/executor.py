@@ -3,9 +3,10 @@
 The host (this process: ``codemode serve``, the SDK) keeps everything that holds
 credentials: the tool registry, upstream MCP connections, the memory's storage. A
 session's actor (:mod:`.actor`) starts the same sandboxed worker on its node and relays
-the worker protocol: a run is one actor call whose answer is the result, or the calls
-the code made; the host serves those calls here and sends each reply back. The run's
-limits are enforced on the node by the node's own ``SandboxExecutor``.
+the worker protocol: a run is one exchange whose answer is the result, or the calls the
+code made; the host serves those calls here and sends each reply back. The exchange goes
+over the session's direct link (:mod:`.link`) when it is up, else as actor calls. The
+run's limits are enforced on the node by the node's own ``SandboxExecutor``.
 
 Placement: an actor reserves ``num_cpus`` (0.01 by default: Ray's default of one CPU
 per actor would fit one session per core) and ``memory`` (the worker's memory limit plus
@@ -23,15 +24,13 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ExecutorError
-from ..execution.base import CallHandler, check_protocol
+from ..errors import ExecutorError
+from ..execution.base import CallHandler
 from ..execution.limits import Limits
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult
@@ -39,98 +38,27 @@ from .actor import (
     CALL,
     DONE,
     FAILED,
-    RELAY_VERSION,
     actor_class,
     from_result_fields,
     pack,
     unpack,
-    versions,
 )
 from .config import RayConfig
+from .join import EXTRA_HINT as EXTRA_HINT
+from .join import _ray, _why, check_versions, connect
+from .link import HOLD, INTERRUPT, POLL, REPLY, RUN, LinkBroken, LinkFailed, LinkKeeper
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
 
 log = logging.getLogger("codemode.cluster")
 
-EXTRA_HINT = "the ray executor needs Ray: pip install 'codemode[ray]'"
 ACTOR_OVERHEAD_MB = 150
 """What the actor's own Ray worker process holds, beside the sandboxed worker."""
 
 STOP_SLACK = 30.0
 """Seconds past the node's interrupt grace that a cancelled run may take to end there."""
 CANCELLED_REPLY = {"type": "HostError", "message": "the run was cancelled"}
-
-_connect_lock = threading.Lock()
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ConfigError(EXTRA_HINT) from exc
-    return ray
-
-
-def _probe(address: str, timeout: float) -> None:
-    """Fail fast, naming the address, when nothing listens there (``ray.init`` would
-    retry for minutes)."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"ray.address {address!r} is not host:port (or auto)")
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout).close()
-    except OSError as exc:
-        raise ExecutorError(
-            f"the Ray cluster at {address} cannot be reached ({exc}). Start it "
-            f"(`ray start --head --port={port}` on the head node) or fix ray.address "
-            "(CODEMODE_RAY_ADDRESS)"
-        ) from None
-
-
-_joined: list[str] = []
-"""The ``ray.address`` this process joined through :func:`connect` ("" for a private
-local Ray); empty when it joined some other way (the application's own ``ray.init``)."""
-
-
-def connect(config: RayConfig) -> None:
-    """Join the cluster once per process (a process already connected keeps its link).
-
-    Ray joins one cluster per process: a workspace asking for another one (a tenant of
-    ``serve --tenants`` with its own ``ray.address``) is refused, not silently placed on
-    the first."""
-    ray = _ray()
-    with _connect_lock:
-        if ray.is_initialized():
-            wanted = config.address or ""
-            if _joined and "auto" not in (wanted, _joined[0]) and wanted != _joined[0]:
-                raise ConfigError(
-                    f"this process already joined {_where(_joined[0])}; ray.address asks "
-                    f"for {_where(wanted)}. A process joins one Ray cluster: give every "
-                    "workspace it serves (every tenant of serve --tenants) the same ray.address"
-                )
-            return
-        address = config.address
-        options: dict[str, Any] = {
-            "namespace": config.namespace,
-            "logging_level": logging.WARNING,
-            "log_to_driver": False,
-        }
-        if address is None:
-            options["include_dashboard"] = False
-        elif address != "auto":
-            _probe(address, config.connect_timeout)
-        try:
-            ray.init(address=address, **options)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ExecutorError(
-                f"cannot join the Ray cluster at {address or 'a new local Ray'}: {exc}"
-            ) from exc
-        _joined[:] = [address or ""]
-
-
-def _where(address: str) -> str:
-    return f"the Ray cluster at {address}" if address else "a private local Ray (no ray.address)"
 
 
 class RayExecutor:
@@ -301,7 +229,7 @@ class RayExecutor:
             )
             try:
                 info = await self._call(handle.hello.remote(), "get placed on a node", deadline)
-                _check_versions(info)
+                check_versions(info)
                 info["pid"] = await self._call(handle.start.remote(), "start its worker", deadline)
                 info["name"] = name
             except _NodeLost:
@@ -363,34 +291,6 @@ class _NodeLost(ExecutorError):
     """The actor died with its node (not of its own error) while starting: worth a retry."""
 
 
-def _check_versions(info: dict[str, Any]) -> None:
-    """The node must speak this host's protocols (same codemode release on both sides)."""
-    where = f"Ray node {info.get('ip', '?')} ({str(info.get('node', '?'))[:12]})"
-    ours = versions()
-    try:
-        check_protocol(info.get("worker_protocol"))
-        check_protocol(info.get("protocol"))
-    except ExecutorError as exc:
-        raise ExecutorError(
-            f"{where}: {exc} (host: codemode {ours['release']}, node: codemode "
-            f"{info.get('release')})"
-        ) from None
-    if info.get("relay") != RELAY_VERSION:
-        raise ExecutorError(
-            f"{where} relays protocol version {info.get('relay')}, this host speaks version "
-            f"{RELAY_VERSION}: install the same codemode release on both sides"
-        )
-
-
-def _why(exc: BaseException) -> str:
-    """A Ray error in a line or a few: its cause when it carries one."""
-    cause = getattr(exc, "cause", None)
-    if isinstance(cause, BaseException):
-        return f"{type(cause).__name__}: {cause}"
-    text = str(exc).strip()
-    return text if len(text) < 1500 else text[:1500] + " ..."
-
-
 class RayWorker:
     """Host side of one session's actor: runs relay calls; calls come back to be served."""
 
@@ -416,10 +316,22 @@ class RayWorker:
         """A cancelled run's end on its node, awaited by ``idle``."""
         self._idle: asyncio.TimerHandle | None = None
         self._arm_idle()
+        self._link = LinkKeeper(self._where) if executor.config.direct else None
+        self._replies: list[tuple[Any, bool, Any]] = []
+        """Replies of the current run sent over the link: sent again over Ray if it breaks."""
+
+    async def _where(self) -> tuple[str, int, bytes]:
+        host, port, secret = await self._handle.link.remote()
+        return str(host), int(port), bytes(secret)
 
     @property
     def alive(self) -> bool:
         return not self._dead
+
+    @property
+    def linked(self) -> bool:
+        """Runs go over the direct link now (else over Ray calls)."""
+        return self._link is not None and self._link.up is not None
 
     @property
     def node(self) -> str:
@@ -440,10 +352,18 @@ class RayWorker:
         self._disarm_idle()
         self._running = True
         ray = _ray()
-        ref = self._handle.run.remote(pack((code, timeout)))
+        request = (secrets.token_bytes(8), code, timeout)
+        ack = 0  # the last event batch received: none yet, the run may not have started
+        self._replies.clear()
+        if self._link is not None:  # opened by the first run (a worker may never run)
+            self._link.want()
         try:
             while True:
-                for event in unpack(await ref):
+                seq, events = await self._next(request, ack)
+                if seq <= ack:
+                    continue  # sent again after a broken link, but it had come
+                ack = seq
+                for event in events:
                     op = event[0]
                     if op == CALL:
                         self._spawn_serve(event)
@@ -456,40 +376,70 @@ class RayWorker:
                     elif op == FAILED:
                         self._end()
                         return _lost(f"the run failed on its node: {event[1]}", start)
-                ref = self._handle.poll.remote()
         except asyncio.CancelledError:
             # The caller is gone: stop the code on its node as a timeout would (interrupt,
             # then kill after the node's grace), without making the caller wait for it.
-            self._stop_cancelled(ref)
+            self._stop_cancelled(request, ack)
             raise
         except ray.exceptions.RayActorError as exc:
             self._end()
             return _lost(f"the Ray node running this session was lost ({_why(exc)})", start)
-        except ray.exceptions.RayError as exc:
+        except (ray.exceptions.RayError, LinkFailed) as exc:
             self._end()
             return _lost(f"the session's Ray actor failed ({_why(exc)})", start)
         finally:
             self._running = False
+            self._replies.clear()
             for task in self._calls:
                 task.cancel()
             self._arm_idle()
+
+    async def _next(self, request: tuple[bytes, str, float], ack: int) -> Any:
+        """The event batch of the run ``request`` after ``ack``: over the link when it is
+        up, else (or when it breaks now) over Ray. Until a first batch came (``ack`` 0)
+        the run itself is sent: the node starts it once, whichever way it came."""
+        link = self._link.up if self._link is not None else None
+        if link is not None:
+            try:
+                if not ack:
+                    return await link.ask(RUN, (*request, ack))
+                return await link.ask(POLL, (request[0], ack))
+            except LinkBroken:
+                for answer in self._replies:  # some may not have come: each counts once
+                    self._handle.reply.remote(pack(answer))
+        if not ack:
+            return unpack(await self._handle.run.remote(pack((*request, ack))))
+        return unpack(await self._handle.poll.remote(pack((request[0], ack))))
 
     def _spawn_serve(self, event: tuple[Any, ...]) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(event))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
 
-    def _stop_cancelled(self, pending: Any) -> None:
-        """Interrupt the node's run and follow it to its end in the background: the
-        answer in flight (``pending``) and the polls after it are read, never dropped, so
-        the actor's event queue is empty again before the next run."""
+    def _tell(self, op: str, arg: Any) -> bool:
+        """Send ``op`` over the link if it is up (True), else leave it to the caller."""
+        link = self._link.up if self._link is not None else None
+        if link is None:
+            return False
+        try:
+            link.tell(op, arg)
+        except LinkBroken:
+            return False
+        return True
+
+    def _stop_cancelled(self, request: tuple[bytes, str, float], ack: int) -> None:
+        """Interrupt the node's run and follow it to its end in the background over Ray
+        (the link, cancelled mid-read, is closed): the batches after ``ack`` are read,
+        never dropped, so the actor's event queue is empty again before the next run."""
         if self._dead:
             return
         self._handle.interrupt.remote(True)
-        task = asyncio.get_running_loop().create_task(self._drain(pending))
+        for answer in self._replies:  # the link may have lost them: each counts once
+            self._handle.reply.remote(pack(answer))
+        task = asyncio.get_running_loop().create_task(self._drain(request, ack))
         self._stopping = task
 
-    async def _drain(self, ref: Any) -> None:
+    async def _drain(self, request: tuple[bytes, str, float], ack: int) -> None:
         ray = _ray()
         # The node kills a run that ignores the interrupt after its grace; past that (and
         # a relay's worth of slack) the actor itself is given up, with the state.
@@ -497,7 +447,15 @@ class RayWorker:
         try:
             async with asyncio.timeout(bound):
                 while True:
-                    for event in unpack(await ref):
+                    if not ack:  # the run may not have reached the node yet
+                        ref = self._handle.run.remote(pack((*request, ack)))
+                    else:
+                        ref = self._handle.poll.remote(pack((request[0], ack)))
+                    seq, events = unpack(await ref)
+                    if seq <= ack:
+                        continue
+                    ack = seq
+                    for event in events:
                         op = event[0]
                         if op == CALL:  # nobody waits for an answer any more
                             self._refuse(event[1])
@@ -508,7 +466,6 @@ class RayWorker:
                             return
                         elif op == DONE:
                             return
-                    ref = self._handle.poll.remote()
         except (TimeoutError, ray.exceptions.RayError):
             self._end()
 
@@ -534,27 +491,34 @@ class RayWorker:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the agent's code
             ok, value = False, error_to_wire(exc)
+        answer = (cid, ok, value)
+        if self._tell(REPLY, answer):
+            self._replies.append(answer)
+            return
         with contextlib.suppress(ray.exceptions.RayError):
-            await self._handle.reply.remote(pack((cid, ok, value)))
+            await self._handle.reply.remote(pack(answer))
 
     @contextmanager
     def hold_timeout(self) -> Iterator[None]:
         if not self._running or self._dead:
             yield
             return
-        # Calls from one caller start on the actor in the order they were sent.
-        self._handle.hold.remote(True)
+        # Calls from one caller start on the actor in the order they were sent, and so
+        # do the link's messages.
+        if not self._tell(HOLD, True):
+            self._handle.hold.remote(True)
         try:
             yield
         finally:
-            if not self._dead:
+            if not self._dead and not self._tell(HOLD, False):
                 self._handle.hold.remote(False)
 
     def interrupt(self, *, kill_stuck: bool = True) -> bool:
         """Ctrl-C for the code on the node; the node's grace period and kill apply."""
         if not self._running or self._dead:
             return False
-        self._handle.interrupt.remote(kill_stuck)
+        if not self._tell(INTERRUPT, kill_stuck):
+            self._handle.interrupt.remote(kill_stuck)
         return True
 
     def kill(self) -> None:
@@ -577,7 +541,11 @@ class RayWorker:
         if self.detached:  # the session lives on: only this host lets go of it
             self._dead = True
             self._disarm_idle()
+            if self._link is not None:
+                self._link.close()
             return
+        if self._link is not None:
+            self._link.close()
         ray = _ray()
         with contextlib.suppress(TimeoutError, ray.exceptions.RayError):
             await asyncio.wait_for(self._handle.close.remote(), 5)
@@ -589,6 +557,8 @@ class RayWorker:
             return
         self._dead = True
         self._disarm_idle()
+        if self._link is not None:
+            self._link.close()
         with contextlib.suppress(Exception):
             _ray().kill(self._handle, no_restart=True)
 

@@ -1,0 +1,281 @@
+"""The direct link: a run's messages over one TCP stream from the host to its actor.
+
+Ray places a session's actor, watches its life and carries everything but the runs
+(start, versions, interrupt when the link is down, close, node loss). A run over Ray is
+one actor call each way, and Ray's own floor for that is most of a run's added time
+(~0.75 ms on a 2-core VM, docs/ray.md); the same messages over a stream the actor opens
+cost a loopback or LAN round trip. The link carries exactly the relay's messages (the
+same ``run``/``poll``/``reply``/``hold``/``interrupt``, the same packed events), so the
+host falls back to the Ray calls at any point: a broken link loses nothing, because runs
+are named by a random id and event batches are numbered (:class:`codemode.cluster.actor.
+_Session` resends the last batch to a poll that did not see it).
+
+Who may connect: whoever knows the session's secret, 32 random bytes the actor makes and
+hands out only through its Ray ``link`` call, so the link trusts exactly whom Ray trusts
+(run Ray with token authentication: docs/ray.md). The secret never crosses the stream:
+the actor sends a fresh nonce, the host answers HMAC-SHA256(secret, nonce), and a wrong
+or late answer closes the stream before a single message is read. The actor listens on
+its node's own address (the one Ray uses), on a port the OS picks.
+
+Frames: 4-byte big-endian length, then ``marshal`` data (plain tuples; both ends are
+codemode of the same release: ``hello`` checks the relay version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import marshal
+import os
+import secrets
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger("codemode.cluster")
+
+RUN, POLL, REPLY, HOLD, INTERRUPT = "run", "poll", "reply", "hold", "interrupt"
+"""Host -> actor messages: ``(op, arg)``. ``run`` and ``poll`` are answered (a packed
+event batch, or an :data:`ERROR` frame); the others are not."""
+ERROR = -1
+"""An answer ``marshal((ERROR, message))``: the actor's session raised (as a Ray call would)."""
+
+NONCE = 32
+AUTH_TIMEOUT = 5.0
+"""Seconds a connecting peer has to prove it knows the secret."""
+_DOMAIN = b"codemode-link-1"
+_LEN = struct.Struct(">I")
+MAX_FRAME = 1 << 30
+
+
+def proof(secret: bytes, nonce: bytes) -> bytes:
+    return hmac.new(secret, _DOMAIN + nonce, hashlib.sha256).digest()
+
+
+def _frame(data: bytes) -> bytes:
+    return _LEN.pack(len(data)) + data
+
+
+async def _read(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+    if size > MAX_FRAME:
+        raise ValueError(f"a link frame of {size} bytes")
+    return await reader.readexactly(size)
+
+
+class LinkBroken(Exception):
+    """The stream failed or closed: the caller goes on over Ray."""
+
+
+class LinkFailed(Exception):
+    """The actor's session raised while answering (as an actor call would)."""
+
+
+# -- the actor's side ------------------------------------------------------------------
+
+
+Answer = Callable[[str, Any], Awaitable[bytes]]
+"""Answers ``run``/``poll`` with a packed batch."""
+Tell = Callable[[str, Any], None]
+"""Takes ``reply``/``hold``/``interrupt``."""
+
+
+class LinkServer:
+    """Listens for the host's streams on the node's address; runs on the session's loop."""
+
+    def __init__(self, answer: Answer, tell: Tell) -> None:
+        self.secret = secrets.token_bytes(32)
+        self._answer = answer
+        self._tell = tell
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+
+    async def open(self, host: str) -> tuple[str, int]:
+        if self._server is None:
+            self._server = await asyncio.start_server(self._serve, host, 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return host, int(port)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for task in list(self._conns):
+            task.cancel()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        pending: asyncio.Task[None] | None = None
+        try:
+            nonce = os.urandom(NONCE)
+            writer.write(nonce)
+            try:
+                got = await asyncio.wait_for(reader.readexactly(32), AUTH_TIMEOUT)
+            except (TimeoutError, asyncio.IncompleteReadError):
+                return
+            if not hmac.compare_digest(got, proof(self.secret, nonce)):
+                log.warning("a link connection from %s was refused: wrong secret", _peer(writer))
+                return
+            writer.write(b"\x01")  # accepted
+            while True:
+                op, arg = marshal.loads(await _read(reader))
+                if op in (RUN, POLL):
+                    # Answered when its events come; replies keep arriving meanwhile.
+                    pending = asyncio.get_running_loop().create_task(self._ask(writer, op, arg))
+                else:
+                    self._tell(op, arg)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError, TypeError):
+            pass  # the host went away (or spoke nonsense): it goes on over Ray
+        finally:
+            if pending is not None:
+                pending.cancel()
+            writer.close()
+            self._conns.discard(task)
+
+    async def _ask(self, writer: asyncio.StreamWriter, op: str, arg: Any) -> None:
+        try:
+            data = await self._answer(op, arg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the host as the call's failure
+            data = marshal.dumps((ERROR, f"{type(exc).__name__}: {exc}"))
+        if not writer.is_closing():
+            writer.write(_frame(data))
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
+
+
+# -- the host's side -------------------------------------------------------------------
+
+
+class Link:
+    """One authenticated stream to a session's actor (host side; one ``ask`` at a time)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.broken = False
+
+    @classmethod
+    async def connect(cls, host: str, port: int, secret: bytes, timeout: float) -> Link:
+        """Raises ``OSError``/``TimeoutError`` when the node cannot be reached, and
+        ``LinkBroken`` when it refuses the secret."""
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                nonce = await reader.readexactly(NONCE)
+                writer.write(proof(secret, nonce))
+                if await reader.readexactly(1) != b"\x01":
+                    raise LinkBroken("the session's actor refused the link")
+            except asyncio.IncompleteReadError:
+                writer.close()
+                raise LinkBroken("the session's actor refused the link") from None
+            except BaseException:
+                writer.close()
+                raise
+        return cls(reader, writer)
+
+    def tell(self, op: str, arg: Any) -> None:
+        """A message that has no answer (``reply``, ``hold``, ``interrupt``)."""
+        if self.broken:
+            raise LinkBroken("the link is closed")
+        try:
+            self._writer.write(_frame(marshal.dumps((op, arg))))
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            self.close()
+            raise LinkBroken(str(exc)) from exc
+
+    async def ask(self, op: str, arg: Any) -> tuple[int, Any]:
+        """``run``/``poll``: the event batch ``(seq, events)``. Any failure (or a cancel,
+        which leaves a frame half read) closes the link."""
+        self.tell(op, arg)
+        try:
+            seq, events = marshal.loads(await _read(self._reader))
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError) as exc:
+            self.close()
+            raise LinkBroken(str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            self.close()
+            raise
+        if seq == ERROR:
+            raise LinkFailed(str(events))
+        return seq, events
+
+    def close(self) -> None:
+        self.broken = True
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+LINK_TIMEOUT = 5.0
+"""Seconds to learn the link's address from the actor and connect."""
+RETRY_AFTER = 2.0
+RETRY_MAX = 120.0
+"""A link that could not be opened is tried again after 2 s, doubling up to this."""
+
+
+class LinkKeeper:
+    """The host's link to one actor: opened in the background (runs go over Ray until it
+    is up), opened again after a break, backing off while the node cannot be reached."""
+
+    def __init__(self, where: Callable[[], Awaitable[tuple[str, int, bytes]]]) -> None:
+        self._where = where
+        self._link: Link | None = None
+        self._opening: asyncio.Task[None] | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._closed = False
+
+    @property
+    def up(self) -> Link | None:
+        link = self._link
+        return link if link is not None and not link.broken else None
+
+    def want(self) -> None:
+        """Open the link unless it is up, opening, or backing off."""
+        if self._closed or self.up is not None or self._opening is not None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._retry_at:
+            self._opening = loop.create_task(self._open())
+
+    async def _open(self) -> None:
+        try:
+            host, port, secret = await asyncio.wait_for(self._where(), LINK_TIMEOUT)
+            link = await Link.connect(host, port, secret, LINK_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - any failure: runs stay on Ray
+            self._failures += 1
+            delay = min(RETRY_AFTER * 2 ** (self._failures - 1), RETRY_MAX)
+            self._retry_at = asyncio.get_running_loop().time() + delay
+            level = logging.WARNING if self._failures == 1 and not self._closed else logging.DEBUG
+            log.log(
+                level,
+                "the direct link to a session's actor could not be opened (%s: %s); its "
+                "runs go over Ray calls (slower) and the link is tried again in %g s",
+                type(exc).__name__,
+                exc,
+                delay,
+            )
+            return
+        finally:
+            self._opening = None
+        if self._closed:
+            link.close()
+            return
+        self._failures = 0
+        self._link = link
+
+    def close(self) -> None:
+        self._closed = True
+        if self._opening is not None:
+            self._opening.cancel()
+        if self._link is not None:
+            self._link.close()

@@ -1,0 +1,154 @@
+"""The direct link from the host to a session's actor (real cluster, real sandbox): runs go
+over it, a break at any point of a run falls back to Ray calls with nothing lost, and
+nothing that lacks the session's secret can drive the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import marshal
+import socket
+import struct
+
+import pytest
+
+from codemode import Session
+from codemode.cluster import RayWorker
+from codemode.cluster.link import Link, LinkBroken
+
+from .conftest import RayCluster
+from .test_ray_executor import SLEEPS_AFTER_PROBE, executor, probe, worker_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.ray]
+
+
+async def linked(s: Session) -> RayWorker:
+    """The session's worker once its link is up (the first run opens it in the background)."""
+    assert (await s.run("None")).error is None
+    return await up(worker_of(s))
+
+
+async def up(worker: RayWorker) -> RayWorker:
+    async with asyncio.timeout(60):
+        while not worker.linked:
+            await asyncio.sleep(0.02)
+    return worker
+
+
+def cut(worker: RayWorker) -> None:
+    """Break the link's TCP stream under both ends, as a network fault would."""
+    link = worker._link.up if worker._link is not None else None
+    assert link is not None
+    link._writer.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+
+
+async def test_runs_go_over_the_link_once_it_is_up_and_keep_their_state(
+    cluster: RayCluster,
+) -> None:
+    async with Session(executor(cluster)) as s:
+        assert not worker_of(s).linked  # a worker that never ran opens no link
+        w = await linked(s)
+        assert (await s.run("x = 41")).error is None
+        assert (await s.run("x + 1")).value == 42
+        assert w.linked
+
+
+async def test_a_link_cut_after_a_reply_went_over_it_falls_back_and_the_run_answers(
+    cluster: RayCluster,
+) -> None:
+    async with Session(executor(cluster)) as s:
+        w = await linked(s)
+        calls: list[int] = []
+        loop = asyncio.get_running_loop()
+
+        def ready(n: int) -> int:
+            """Answers n + 1; the first call cuts the link just after its reply went."""
+            calls.append(n)
+            if len(calls) == 1:  # (a sync tool runs on a thread of its own)
+                loop.call_soon_threadsafe(loop.call_later, 0.2, cut, w)
+            return n + 1
+
+        s.register_tool(ready, server="probe")
+        code = (
+            "a = tools.probe.ready(n=1)\nimport time; time.sleep(1)\n"
+            "b = tools.probe.ready(n=a)\na + b"
+        )
+        r = await asyncio.wait_for(s.run(code), 120)
+        assert r.error is None, r.error
+        assert r.value == 5 and calls == [1, 2] and not r.state_lost
+        assert not w.linked
+        # The next run goes over Ray while the link opens again, then over the link.
+        assert (await s.run("a, b")).value == [2, 3]
+        await up(w)
+        assert (await s.run("a + b")).value == 5
+
+
+async def test_a_link_cut_while_the_run_request_is_out_runs_the_code_once(
+    cluster: RayCluster,
+) -> None:
+    async with Session(executor(cluster)) as s:
+        w = await linked(s)
+        await s.run("n = 0")
+        asyncio.get_running_loop().call_later(0.2, cut, w)
+        r = await asyncio.wait_for(s.run("import time; time.sleep(1)\nn += 1\nn"), 120)
+        assert r.error is None, r.error
+        assert r.value == 1 and not r.state_lost
+
+
+async def test_a_wrong_secret_is_refused_and_the_right_one_accepted(cluster: RayCluster) -> None:
+    async with Session(executor(cluster)) as s:
+        w = worker_of(s)
+        host, port, secret = await w._where()
+        with pytest.raises(LinkBroken):
+            await Link.connect(host, port, bytes(32), 10)
+        link = await Link.connect(host, port, secret, 10)
+        link.close()
+
+
+async def test_a_run_sent_without_the_handshake_never_runs(cluster: RayCluster) -> None:
+    async with Session(executor(cluster)) as s:
+        host, port, _ = await worker_of(s)._where()
+        reader, writer = await asyncio.open_connection(host, port)
+        await reader.readexactly(32)  # the nonce; answered with a run frame instead
+        data = marshal.dumps(("run", (b"12345678", "pwned = 1", 10.0, 0)))
+        frame = struct.pack(">I", len(data)) + data
+        writer.write(frame + frame)
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # closed, nothing answered
+        writer.close()
+        assert (await s.run("'pwned' in globals()")).value is False
+
+
+async def test_with_the_link_off_runs_and_tool_calls_go_over_ray_calls(
+    cluster: RayCluster,
+) -> None:
+    def echo(x: int) -> int:
+        """Returns x."""
+        return x
+
+    async with Session(executor(cluster, direct=False)) as s:
+        s.register_tool(echo, server="host")
+        assert (await s.run("y = tools.host.echo(x=4)")).error is None
+        assert (await s.run("y * 2")).value == 8
+        assert not worker_of(s).linked
+
+
+async def test_interrupt_and_cancel_of_a_run_over_the_link_keep_the_state(
+    cluster: RayCluster,
+) -> None:
+    async with Session(executor(cluster)) as s:
+        started = probe(s)
+        w = await linked(s)
+        await s.run("kept = 'yes'")
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        assert w.linked and s.interrupt()  # sent over the link
+        r = await asyncio.wait_for(run, 120)
+        assert r.error is not None and r.error.type == "KeyboardInterrupt"
+        await up(w)
+        started.clear()
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        run.cancel()  # mid-read on the link: it closes, the run is followed over Ray
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        after = await asyncio.wait_for(s.run("kept"), 60)
+        assert after.value == "yes" and not after.state_lost

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,58 @@ async def test_an_http_answer_over_the_ceiling_fails_the_call_and_reconnects(
         assert not result.is_error
     finally:
         await src.aclose()
+
+
+def _answering(body: bytes, coding: str) -> Any:
+    import httpx2
+
+    seen: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:  # streamed, as from a socket
+        for start in range(0, len(body), 65536):
+            yield body[start : start + 65536]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("accept-encoding", ""))
+        headers = {"content-type": "application/json", "content-encoding": coding}
+        return httpx2.Response(200, headers=headers, content=chunks())
+
+    return httpx2.MockTransport(handler), seen
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compressed_answer_is_measured_as_it_inflates(coding: str) -> None:
+    """A few KB of gzip inflate to GBs: the ceiling is on what would be parsed, and the
+    inflating stops there (before, the compressed size was measured and httpx inflated
+    the whole body in memory)."""
+    import zlib
+
+    import httpx2
+
+    from codemode.tools.sources.mcp.capped import BodyTooLarge, CappedTransport
+
+    wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    bomb = squeeze.compress(b" " * (64 * MIB)) + squeeze.flush()
+    assert len(bomb) < MIB // 8
+    transport, seen = _answering(bomb, coding)
+    async with httpx2.AsyncClient(transport=CappedTransport(transport, MIB)) as http:
+        with pytest.raises(BodyTooLarge):
+            await (await http.get("http://upstream/mcp")).aread()
+        small = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
+        squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
+        transport, seen = _answering(squeeze.compress(small) + squeeze.flush(), coding)
+    async with httpx2.AsyncClient(transport=CappedTransport(transport, len(small))) as http:
+        assert await (await http.get("http://upstream/mcp")).aread() == small  # at the cap
+    assert seen == ["gzip, deflate"]
+
+
+async def test_an_answer_in_a_coding_not_offered_is_refused() -> None:
+    import httpx2
+
+    from codemode.tools.sources.mcp.capped import BodyUnreadable, CappedTransport
+
+    transport, _ = _answering(b"\x28\xb5\x2f\xfd...", "zstd")
+    async with httpx2.AsyncClient(transport=CappedTransport(transport, MIB)) as http:
+        with pytest.raises(BodyUnreadable, match="zstd"):
+            await http.get("http://upstream/mcp")

@@ -63,3 +63,23 @@ async def test_a_per_tool_budget_naming_the_tool_as_the_code_calls_it_holds(
 ) -> None:
     ws = workspace(tmp_path, {"budget": {"session": {"tools": {"search_.echo": 1}}}})
     assert await outcomes(ws, runs=2) == (["ran", "BudgetExceeded"], ["search_.echo"])
+
+
+async def test_a_rule_follows_a_server_renamed_after_its_tools_were_listed() -> None:
+    """Adding server ``my_mail`` renames an earlier ``my-mail`` to ``tools.my_mail_2``: its
+    tools, already listed as ``my_mail.send``, must match rules by the new name too."""
+    from codemode.policy.rules import Policy, PolicyConfig, Rule
+    from codemode.tools.registry import ToolRegistry
+
+    def send(to: str) -> str:
+        """Send mail."""
+        return f"sent to {to}"
+
+    reg = ToolRegistry()
+    reg.register(send, server="my-mail")
+    assert (await reg.resolve("my_mail", "send")).spec.server == "my-mail"  # listed now
+    reg.register(send, server="my_mail")  # takes the name: my-mail is now my_mail_2
+    renamed = await reg.resolve("my_mail_2", "send")
+    assert renamed.spec.server == "my-mail"
+    policy = Policy(PolicyConfig(rules=(Rule(tools=("my_mail_2.send",), action="deny"),)))
+    assert policy.decide(renamed.spec).action == "deny"

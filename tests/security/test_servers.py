@@ -490,3 +490,29 @@ def test_a_server_starts_before_codemodes_own_directories_exist(
     for own in (home / ".config" / "codemode", home / ".local" / "state" / "codemode"):
         st = own.stat()
         assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Path) -> None:
+    """$HOME read-only and files/out writable: the workspace's empty tmpfs covered the
+    writable mount, and files/ shown again was read-only like $HOME: the server could not
+    write where its configuration said it may."""
+    home = tmp_path / "home"
+    out = home / "ws" / "files" / "out"
+    out.mkdir(parents=True)
+    for d in (tmp_path, home, home / "ws", home / "ws" / "files"):
+        d.chmod(0o755)
+    server = {"command": "touch", "args": [str(out / "made")], "read_only_paths": [str(home)]}
+    cfg = parse_servers({"mcpServers": {"touch": server}}, env={})["touch"]
+    assert isinstance(cfg, StdioServerConfig)
+    files = home / "ws" / "files"
+    iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
+    launch = plan(cfg, iso)
+    try:
+        r = subprocess.run(
+            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        launch.cleanup()
+    assert launch.isolated and r.returncode == 0, r.stderr
+    assert (out / "made").exists()

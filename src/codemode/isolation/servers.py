@@ -334,6 +334,17 @@ def _mask_workspace(
             if keep is not None:
                 shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
                 reshown.append(jail.Mount(keep, shown, writable=m.writable))
+    # A mount the server was given below a hidden path (``files/out`` writable, inside a
+    # read-only ``$HOME``) is made again after it, with its own flags: the empty tmpfs
+    # covered it, and ``files/`` shown again carried the outer mount's flags instead.
+    kept = [keep for _, keep in private if keep is not None]
+    for m in mounts:
+        real = os.path.realpath(m.src)
+        if not any(_within(m.target, h) for h in hidden):
+            continue
+        if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
+            reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
+    reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return hidden, reshown
 
 

@@ -59,7 +59,7 @@ class _CappedStream(httpx2.AsyncByteStream):
         inner: httpx2.AsyncByteStream,
         limit: int,
         fail: Callable[[], BodyTooLarge],
-        inflate: _Inflate | None = None,
+        inflate: _Inflate | str | None = None,
     ) -> None:
         self._inner = inner
         self._limit = limit
@@ -67,6 +67,12 @@ class _CappedStream(httpx2.AsyncByteStream):
         self._inflate = inflate
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if isinstance(self._inflate, str):  # raised here, as the body is read: the SDK
+            # fails that one request (an error from the transport ends the connection)
+            raise BodyUnreadable(
+                f"the server answered in the content coding {self._inflate!r}; codemode "
+                f"offers only {ACCEPT_ENCODING}"
+            )
         size = 0
         async for chunk in self._inner:
             if self._inflate is not None:
@@ -114,18 +120,16 @@ class CappedTransport(httpx2.AsyncBaseTransport):
             for c in response.headers.get_list("content-encoding", split_commas=True)
             if c.strip().lower() not in ("", "identity")
         ]
-        inflate = None
+        inflate: _Inflate | str | None = None
         if codings:
-            if len(codings) > 1 or codings[0] not in _WBITS:
-                await response.aclose()
-                raise BodyUnreadable(
-                    f"the server answered in the content coding {', '.join(codings)!r}; "
-                    f"codemode offers only {ACCEPT_ENCODING}"
-                )
-            inflate = _Inflate(codings[0])
-            # Inflated here, under the ceiling: httpx must not inflate it again.
+            # Inflated here, under the ceiling (or refused): httpx must not inflate it again.
             del response.headers["content-encoding"]
             response.headers.pop("content-length", None)
+            inflate = (
+                _Inflate(codings[0])
+                if len(codings) == 1 and codings[0] in _WBITS
+                else ", ".join(codings)
+            )
         response.stream = _CappedStream(response.stream, self.limit, self._fail, inflate)
         return response
 

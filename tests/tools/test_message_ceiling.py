@@ -105,32 +105,69 @@ async def test_a_compressed_answer_is_measured_as_it_inflates(coding: str) -> No
     the whole body in memory)."""
     import zlib
 
-    import httpx2
-
-    from codemode.tools.sources.mcp.capped import BodyTooLarge, CappedTransport
+    from codemode.tools.sources.mcp.capped import BodyTooLarge, MessageCap
 
     wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS
     squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
     bomb = squeeze.compress(b" " * (64 * MIB)) + squeeze.flush()
     assert len(bomb) < MIB // 8
     transport, seen = _answering(bomb, coding)
-    async with httpx2.AsyncClient(transport=CappedTransport(transport, MIB)) as http:
+    async with MessageCap(MIB).client(transport=transport) as http:
         with pytest.raises(BodyTooLarge):
             await (await http.get("http://upstream/mcp")).aread()
         small = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
         squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
         transport, seen = _answering(squeeze.compress(small) + squeeze.flush(), coding)
-    async with httpx2.AsyncClient(transport=CappedTransport(transport, len(small))) as http:
+    async with MessageCap(len(small)).client(transport=transport) as http:
         assert await (await http.get("http://upstream/mcp")).aread() == small  # at the cap
     assert seen == ["gzip, deflate"]
 
 
 async def test_an_answer_in_a_coding_not_offered_is_refused() -> None:
-    import httpx2
 
-    from codemode.tools.sources.mcp.capped import BodyUnreadable, CappedTransport
+    from codemode.tools.sources.mcp.capped import BodyUnreadable, MessageCap
 
     transport, _ = _answering(b"\x28\xb5\x2f\xfd...", "zstd")
-    async with httpx2.AsyncClient(transport=CappedTransport(transport, MIB)) as http:
+    async with MessageCap(MIB).client(transport=transport) as http:
         with pytest.raises(BodyUnreadable, match="zstd"):
             await http.get("http://upstream/mcp")
+
+
+async def test_the_capped_client_still_goes_through_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upstream servers behind a proxy (``HTTP_PROXY``) are reached through it: a client
+    given a transport of its own (the first form of the cap) ignored the environment."""
+    import socket
+    import threading
+
+    from codemode.tools.sources.mcp.capped import MessageCap
+
+    proxy = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = proxy.accept()
+        with conn:
+            conn.settimeout(10)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            seen.append(head.split(b"\r\n", 1)[0])
+            conn.sendall(
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.getsockname()[1]}")
+    try:
+        async with MessageCap(MIB).client(timeout=10) as http:
+            response = await http.post("http://upstream.invalid/mcp", json={})
+        assert response.status_code == 502
+        thread.join(10)
+        assert seen == [b"POST http://upstream.invalid/mcp HTTP/1.1"]
+    finally:
+        proxy.close()

@@ -2,7 +2,7 @@
 
 Streamable HTTP answers a request with an event stream or with one JSON body. The SDK caps
 each event of a stream (``max_sse_event_size``) but reads a JSON body whole, however long.
-:class:`CappedTransport` wraps httpx's transport: a JSON body (or any other that is not an
+:class:`MessageCap` hooks into httpx's client: a JSON body (or any other that is not an
 event stream) ends in :class:`BodyTooLarge` as soon as it passes the ceiling, before the
 rest is read. It is an ``httpx2.StreamError``, which the
 SDK turns into an error for that request; ``on_too_large`` lets the connection be replaced.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx2
 
@@ -88,18 +89,24 @@ class _CappedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-class CappedTransport(httpx2.AsyncBaseTransport):
-    """``inner`` with bodies other than event streams limited to ``limit`` bytes."""
+class MessageCap:
+    """A client's event hooks that limit bodies other than event streams to ``limit`` bytes.
 
-    def __init__(
-        self,
-        inner: httpx2.AsyncBaseTransport,
-        limit: int,
-        on_too_large: Callable[[str], None] = lambda reason: None,
-    ) -> None:
-        self._inner = inner
+    Hooks, not a transport of our own: a client given a transport ignores the proxies of
+    the environment (``HTTPS_PROXY``, ``NO_PROXY``), which upstream servers may need."""
+
+    def __init__(self, limit: int, on_too_large: Callable[[str], None] = lambda reason: None):
         self.limit = limit
         self._on_too_large = on_too_large
+
+    @property
+    def hooks(self) -> dict[str, list[Callable[..., Any]]]:
+        """For ``httpx2.AsyncClient(event_hooks=...)``."""
+        return {"request": [self._request], "response": [self._response]}
+
+    def client(self, **kwargs: Any) -> httpx2.AsyncClient:
+        """An ``httpx2.AsyncClient(**kwargs)`` with this cap."""
+        return httpx2.AsyncClient(event_hooks=self.hooks, **kwargs)
 
     def _fail(self) -> BodyTooLarge:
         reason = (
@@ -109,11 +116,12 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         self._on_too_large(reason)
         return BodyTooLarge(reason)
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def _request(self, request: httpx2.Request) -> None:
         request.headers["Accept-Encoding"] = ACCEPT_ENCODING
-        response = await self._inner.handle_async_request(request)
+
+    async def _response(self, response: httpx2.Response) -> None:
         if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            return response  # capped per event by the SDK's reader
+            return  # capped per event by the SDK's reader
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         codings = [
             c.strip().lower()
@@ -131,7 +139,3 @@ class CappedTransport(httpx2.AsyncBaseTransport):
                 else ", ".join(codings)
             )
         response.stream = _CappedStream(response.stream, self.limit, self._fail, inflate)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()

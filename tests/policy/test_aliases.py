@@ -83,3 +83,22 @@ async def test_a_rule_follows_a_server_renamed_after_its_tools_were_listed() -> 
     assert renamed.spec.server == "my-mail"
     policy = Policy(PolicyConfig(rules=(Rule(tools=("my_mail_2.send",), action="deny"),)))
     assert policy.decide(renamed.spec).action == "deny"
+
+
+async def test_an_approval_names_the_tool_as_the_code_calls_it(tmp_path: Path) -> None:
+    """The person asked sees ``search_.echo``, the name the code used (and that a rule
+    names), not ``search.echo``: for ``send_mail_2`` that was the name of another tool."""
+    from codemode.approval import ApprovalRequest
+
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    ws = workspace(tmp_path, {"policy": {"rules": [{"tools": "search_.echo", "action": "ask"}]}})
+    async with Session.for_workspace(ws, executor=SubprocessExecutor(), approve=approve) as s:
+        result = await s.run('tools.search_.echo(text="hi")')
+    await ws.registry().aclose()
+    assert result.error is None, result.error
+    assert [a.qualified for a in asked] == ["search_.echo"]

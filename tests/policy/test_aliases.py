@@ -63,3 +63,42 @@ async def test_a_per_tool_budget_naming_the_tool_as_the_code_calls_it_holds(
 ) -> None:
     ws = workspace(tmp_path, {"budget": {"session": {"tools": {"search_.echo": 1}}}})
     assert await outcomes(ws, runs=2) == (["ran", "BudgetExceeded"], ["search_.echo"])
+
+
+async def test_a_rule_follows_a_server_renamed_after_its_tools_were_listed() -> None:
+    """Adding server ``my_mail`` renames an earlier ``my-mail`` to ``tools.my_mail_2``: its
+    tools, already listed as ``my_mail.send``, must match rules by the new name too."""
+    from codemode.policy.rules import Policy, PolicyConfig, Rule
+    from codemode.tools.registry import ToolRegistry
+
+    def send(to: str) -> str:
+        """Send mail."""
+        return f"sent to {to}"
+
+    reg = ToolRegistry()
+    reg.register(send, server="my-mail")
+    assert (await reg.resolve("my_mail", "send")).spec.server == "my-mail"  # listed now
+    reg.register(send, server="my_mail")  # takes the name: my-mail is now my_mail_2
+    renamed = await reg.resolve("my_mail_2", "send")
+    assert renamed.spec.server == "my-mail"
+    policy = Policy(PolicyConfig(rules=(Rule(tools=("my_mail_2.send",), action="deny"),)))
+    assert policy.decide(renamed.spec).action == "deny"
+
+
+async def test_an_approval_names_the_tool_as_the_code_calls_it(tmp_path: Path) -> None:
+    """The person asked sees ``search_.echo``, the name the code used (and that a rule
+    names), not ``search.echo``: for ``send_mail_2`` that was the name of another tool."""
+    from codemode.approval import ApprovalRequest
+
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    ws = workspace(tmp_path, {"policy": {"rules": [{"tools": "search_.echo", "action": "ask"}]}})
+    async with Session.for_workspace(ws, executor=SubprocessExecutor(), approve=approve) as s:
+        result = await s.run('tools.search_.echo(text="hi")')
+    await ws.registry().aclose()
+    assert result.error is None, result.error
+    assert [a.qualified for a in asked] == ["search_.echo"]

@@ -402,3 +402,49 @@ def test_a_value_purged_while_the_index_grows_is_skipped() -> None:
     held = _PurgedWhileRead({"kept.value@example.org": "[EMAIL_abcdefghij]"})
     whole, _ = KnownValues(held).find(["kept.value@example.org", "gone.value@example.org"])
     assert whole == {0: "EMAIL"}
+
+
+def test_a_purge_never_shows_other_threads_a_held_map_without_its_live_values() -> None:
+    """Readers in other threads hold the vault's ``held`` dict while a purge runs: every
+    state it passes through must still hold the values that live (it was cleared, then
+    filled again: a scan between the two found no held value, and let it through)."""
+    now = [1000.0]
+    vault = Vault(os.urandom(32), ttl=60, clock=lambda: now[0])
+    vault.token("PERSON", "Old Value Expired")
+    now[0] += 40
+    live = vault.token("PERSON", "Anna Lee Live")
+    now[0] += 30  # the first has expired, the second lives
+
+    states: list[bool] = []
+
+    class Watched(dict[str, str]):
+        """The held map, noting after each change whether the live value is in it."""
+
+        def _note(self) -> None:
+            states.append(self.get("Anna Lee Live") == live)
+
+        def clear(self) -> None:
+            super().clear()
+            self._note()
+
+        def update(self, *a: Any, **k: Any) -> None:
+            super().update(*a, **k)
+            self._note()
+
+        def __setitem__(self, key: str, value: str) -> None:
+            super().__setitem__(key, value)
+            self._note()
+
+        def __delitem__(self, key: str) -> None:
+            super().__delitem__(key)
+            self._note()
+
+        def pop(self, *a: Any) -> Any:
+            out = super().pop(*a)
+            self._note()
+            return out
+
+    vault._by_value = Watched(vault._by_value)
+    assert vault.purge() == 1
+    assert states and all(states)
+    assert dict(vault.held()) == {"Anna Lee Live": live}

@@ -450,3 +450,69 @@ def attempt(path):
     theirs, mine = r.value
     assert theirs.startswith("refused") and "globex data" not in theirs
     assert "acme data" in mine
+
+
+@pytest.mark.parametrize("given", ["read-only", "writable"])
+def test_a_server_starts_before_codemodes_own_directories_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """The jail shows ~/.config/codemode and ~/.local/state/codemode empty by mounting over
+    them. Missing, bwrap had to create them in the server's view of $HOME, as the server's
+    uid: read-only, the server never started ("Can't mkdir ... Read-only file system");
+    writable, the directory codemode later keeps its keys in was the server's. codemode
+    makes them first (its own, 0700)."""
+    home = tmp_path / "home"
+    files = home / "ws" / "files"
+    files.mkdir(parents=True)
+    (files / "notes.txt").write_text("visible")
+    for d in (tmp_path, home, home / "ws"):
+        d.chmod(0o755)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    server: dict[str, object] = {"command": "ls", "args": [str(files)]}
+    if given == "read-only":
+        server["read_only_paths"] = [str(home)]
+    else:
+        server["args"] = [str(home), str(files)]
+    cfg = parse_servers({"mcpServers": {"ls": server}}, env={})["ls"]
+    assert isinstance(cfg, StdioServerConfig)
+    iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
+    launch = plan(cfg, iso)
+    try:
+        r = subprocess.run(
+            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        launch.cleanup()
+    assert launch.isolated and r.returncode == 0, r.stderr
+    assert "notes.txt" in r.stdout
+    for own in (home / ".config" / "codemode", home / ".local" / "state" / "codemode"):
+        st = own.stat()
+        assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Path) -> None:
+    """$HOME read-only and files/out writable: the workspace's empty tmpfs covered the
+    writable mount, and files/ shown again was read-only like $HOME: the server could not
+    write where its configuration said it may."""
+    home = tmp_path / "home"
+    out = home / "ws" / "files" / "out"
+    out.mkdir(parents=True)
+    for d in (tmp_path, home, home / "ws", home / "ws" / "files"):
+        d.chmod(0o755)
+    server = {"command": "touch", "args": [str(out / "made")], "read_only_paths": [str(home)]}
+    cfg = parse_servers({"mcpServers": {"touch": server}}, env={})["touch"]
+    assert isinstance(cfg, StdioServerConfig)
+    files = home / "ws" / "files"
+    iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
+    launch = plan(cfg, iso)
+    try:
+        r = subprocess.run(
+            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        launch.cleanup()
+    assert launch.isolated and r.returncode == 0, r.stderr
+    assert (out / "made").exists()

@@ -166,3 +166,47 @@ def test_connections_that_never_send_a_request_cannot_keep_probes_out(tmp_path: 
         for sock in held:
             sock.close()
         assert server.stop() == 0
+
+
+def test_a_connection_dropped_for_a_newcomer_and_readable_in_the_same_wake_is_skipped() -> None:
+    """At the cap, accepting a newcomer drops the oldest connection; when that one had
+    sent bytes in the same wake of the selector, its event must be skipped (it was
+    looked up after its drop, and the KeyError ended the process: every probe failed)."""
+    import os
+    import signal
+    import socket
+
+    from codemode.server.health import HealthPort
+    from codemode.server.health_child import MAX_CONNECTIONS
+
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    facts = {"/healthz": (200, {"status": "ok"})}
+    health = HealthPort(sock, facts.get, ("/healthz",))
+    health.start()
+    assert health._child is not None
+    pid = health._child.pid
+    fds = Path(f"/proc/{pid}/fd")
+    held: list[socket.socket] = []
+    try:
+        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200  # started and serving
+        idle = len(list(fds.iterdir()))
+        for _ in range(MAX_CONNECTIONS):
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        deadline = time.monotonic() + 30
+        while len(list(fds.iterdir())) < idle + MAX_CONNECTIONS:  # every one accepted
+            assert time.monotonic() < deadline, "the health process did not accept them"
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGSTOP)  # both events below reach it in one wake
+        try:
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            held[0].sendall(b"GET /healthz HTTP/1.1\r\n")  # the oldest, dropped for it
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        for _ in range(3):
+            assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        assert health._child.poll() is None
+    finally:
+        for s in held:
+            s.close()
+        health.close()

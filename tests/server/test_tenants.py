@@ -328,6 +328,27 @@ def test_a_tenants_secrets_come_from_its_own_env_file_never_the_servers_environm
         Workspace.open(tmp_path / "globex", env=tenants.environment("globex"), tenant="globex")
 
 
+def test_a_files_directory_that_is_a_symlink_is_checked_where_it_leads(tmp_path: Path) -> None:
+    """Tenant a's files/ links to a larger disk: a token file, or tenant b's workspace,
+    there is as readable (and writable) by a's code as one inside a/files."""
+    disk = tmp_path / "disk"
+    (disk / "b").mkdir(parents=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "files").symlink_to(disk)
+    secret = disk / "b.token"
+    secret.write_text(GLOBEX_TOKEN)
+    one = {"workspace": str(tmp_path / "a"), "token_env": "A_TOKEN"}
+    by_file = {"workspace": str(tmp_path / "b"), "token_file": str(secret)}
+    with pytest.raises(ConfigError, match=r"token_file .* is under tenant .a..s files/"):
+        load_tenants(_tenants_file(tmp_path, {"a": one, "b": by_file}), env={"A_TOKEN": ACME_TOKEN})
+    inside = {"workspace": str(disk / "b"), "token_env": "B_TOKEN"}
+    with pytest.raises(ConfigError, match=r"tenant .b..s workspace .* is inside tenant .a."):
+        load_tenants(
+            _tenants_file(tmp_path, {"a": one, "b": inside}),
+            env={"A_TOKEN": ACME_TOKEN, "B_TOKEN": GLOBEX_TOKEN},
+        )
+
+
 def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     one = {"workspace": str(tmp_path / "a"), "token_env": "A_TOKEN"}
     two = {"workspace": str(tmp_path / "b"), "token_env": "B_TOKEN"}

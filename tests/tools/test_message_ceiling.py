@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,95 @@ async def test_an_http_answer_over_the_ceiling_fails_the_call_and_reconnects(
         assert not result.is_error
     finally:
         await src.aclose()
+
+
+def _answering(body: bytes, coding: str) -> Any:
+    import httpx2
+
+    seen: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:  # streamed, as from a socket
+        for start in range(0, len(body), 65536):
+            yield body[start : start + 65536]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("accept-encoding", ""))
+        headers = {"content-type": "application/json", "content-encoding": coding}
+        return httpx2.Response(200, headers=headers, content=chunks())
+
+    return httpx2.MockTransport(handler), seen
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compressed_answer_is_measured_as_it_inflates(coding: str) -> None:
+    """A few KB of gzip inflate to GBs: the ceiling is on what would be parsed, and the
+    inflating stops there (before, the compressed size was measured and httpx inflated
+    the whole body in memory)."""
+    import zlib
+
+    from codemode.tools.sources.mcp.capped import BodyTooLarge, MessageCap
+
+    wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    bomb = squeeze.compress(b" " * (64 * MIB)) + squeeze.flush()
+    assert len(bomb) < MIB // 8
+    transport, seen = _answering(bomb, coding)
+    async with MessageCap(MIB).client(transport=transport) as http:
+        with pytest.raises(BodyTooLarge):
+            await (await http.get("http://upstream/mcp")).aread()
+        small = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
+        squeeze = zlib.compressobj(9, zlib.DEFLATED, wbits)
+        transport, seen = _answering(squeeze.compress(small) + squeeze.flush(), coding)
+    async with MessageCap(len(small)).client(transport=transport) as http:
+        assert await (await http.get("http://upstream/mcp")).aread() == small  # at the cap
+    assert seen == ["gzip, deflate"]
+
+
+async def test_an_answer_in_a_coding_not_offered_is_refused() -> None:
+
+    from codemode.tools.sources.mcp.capped import BodyUnreadable, MessageCap
+
+    transport, _ = _answering(b"\x28\xb5\x2f\xfd...", "zstd")
+    async with MessageCap(MIB).client(transport=transport) as http:
+        with pytest.raises(BodyUnreadable, match="zstd"):
+            await http.get("http://upstream/mcp")
+
+
+async def test_the_capped_client_still_goes_through_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upstream servers behind a proxy (``HTTP_PROXY``) are reached through it: a client
+    given a transport of its own (the first form of the cap) ignored the environment."""
+    import socket
+    import threading
+
+    from codemode.tools.sources.mcp.capped import MessageCap
+
+    proxy = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = proxy.accept()
+        with conn:
+            conn.settimeout(10)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            seen.append(head.split(b"\r\n", 1)[0])
+            conn.sendall(
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.getsockname()[1]}")
+    try:
+        async with MessageCap(MIB).client(timeout=10) as http:
+            response = await http.post("http://upstream.invalid/mcp", json={})
+        assert response.status_code == 502
+        thread.join(10)
+        assert seen == [b"POST http://upstream.invalid/mcp HTTP/1.1"]
+    finally:
+        proxy.close()

@@ -89,9 +89,12 @@ class Approvals:
             known = remembered.get(tool) if ctx.session_id else None
             if known is not None:
                 return known, "remembered"
+            # As the code called it: a renamed tool (``search_``, ``send_mail_2``) would
+            # otherwise be shown under its own or another tool's name.
+            server, _, name = (call.spec.alias or call.spec.qualified_name).partition(".")
             request = ApprovalRequest(
-                call.spec.py_server,
-                call.spec.py_name,
+                server,
+                name,
                 dict(call.args),
                 str(call.notes.get("policy_reason", "")),
                 ctx,

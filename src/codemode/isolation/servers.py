@@ -26,6 +26,7 @@ still jailed (bubblewrap works unprivileged).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -249,7 +250,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
-    hidden, reshown = _mask_workspace(mounts, workspace, files)
+    hidden, reshown = _mask_workspace(mounts, workspace, files, create=not dry_run)
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
@@ -296,19 +297,28 @@ def keep_private(paths: Iterable[str | os.PathLike[str]]) -> None:
 
 
 def _mask_workspace(
-    mounts: list[jail.Mount], workspace: str | None, files: str | None
+    mounts: list[jail.Mount], workspace: str | None, files: str | None, *, create: bool = True
 ) -> tuple[list[str], list[jail.Mount]]:
     """Where a server was given a directory holding codemode's own files (the workspace,
     ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``),
     what the jail shows there: an empty directory (but for the workspace's ``files/``).
     ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server the
     agent's code drives must not read them, nor rewrite them (``"executor": "inprocess"``,
-    an unjailed server, a forged audit chain)."""
+    an unjailed server, a forged audit chain).
+
+    ``create``: codemode's own directories are made now (0700) if missing. Left missing,
+    bwrap would have to make the mount point in the server's view, as the server's uid: on
+    a read-only mount, or in a directory of another owner, it cannot, and the server never
+    starts; where it can, the directory codemode later keeps its keys in is the server's."""
     from ..audit.keys import config_home, state_home
 
-    private: list[tuple[str, str | None]] = [
-        (os.path.realpath(p), None) for p in (config_home(), state_home())
-    ]
+    private: list[tuple[str, str | None]] = []
+    for own in (config_home(), state_home()):
+        if create:
+            with contextlib.suppress(OSError):
+                os.makedirs(own, mode=0o700, exist_ok=True)
+        if os.path.isdir(own) or not create:  # a directory that is not there holds nothing
+            private.append((os.path.realpath(own), None))
     private += [(p, None) for p in sorted(_PRIVATE) if p != workspace]
     if workspace is not None:
         private.append((workspace, files if files and _within(files, workspace) else None))
@@ -324,6 +334,17 @@ def _mask_workspace(
             if keep is not None:
                 shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
                 reshown.append(jail.Mount(keep, shown, writable=m.writable))
+    # A mount the server was given below a hidden path (``files/out`` writable, inside a
+    # read-only ``$HOME``) is made again after it, with its own flags: the empty tmpfs
+    # covered it, and ``files/`` shown again carried the outer mount's flags instead.
+    kept = [keep for _, keep in private if keep is not None]
+    for m in mounts:
+        real = os.path.realpath(m.src)
+        if not any(_within(m.target, h) for h in hidden):
+            continue
+        if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
+            reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
+    reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return hidden, reshown
 
 

@@ -496,13 +496,21 @@ class Vault:
         """Forget expired entries (in memory); the next compaction drops them on disk."""
         now = self._clock()
         with self._lock:
-            dead = [t for t, e in self._entries.items() if e.expires <= now]
-            for t in dead:
-                del self._entries[t]
-            if dead:  # in place: readers hold this dict (``held``)
+            dead = {
+                t: self._entries.pop(t) for t, e in list(self._entries.items()) if e.expires <= now
+            }
+            if dead:
+                # In place, one value at a time: readers in other threads hold this dict
+                # (``held``) and must never see it without the values that still live (a
+                # ``clear`` then ``update`` showed it empty in between: nothing was held).
                 live = {e.value: t for t, e in reversed(self._entries.items())}
-                self._by_value.clear()
-                self._by_value.update(live)
+                by_value = self._by_value
+                for value in {e.value for e in dead.values()}:
+                    if by_value.get(value) in dead:
+                        if value in live:
+                            by_value[value] = live[value]
+                        else:
+                            by_value.pop(value, None)
                 self.held_generation += 1
         return len(dead)
 

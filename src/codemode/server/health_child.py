@@ -110,6 +110,8 @@ def serve(sock: socket.socket, page: mmap.mmap, stall_after: float, parent: int)
                 pending[conn] = (bytearray(), time.monotonic())
                 continue
             conn = key.fileobj  # type: ignore[assignment]
+            if conn not in pending:  # dropped for a newcomer earlier in this same wake
+                continue
             buf = pending[conn][0]
             try:
                 data = conn.recv(MAX_REQUEST)

@@ -141,17 +141,19 @@ def _check_apart(spec: TenantsFile, source: Path) -> None:
     would let that tenant's code rewrite its ``mcp.json`` and read its skills and state;
     a token or env file under any ``files/`` is readable by that tenant's code."""
     roots = {name: t.workspace.resolve() for name, t in spec.tenants.items()}
+    # Resolved too: a files/ that is a symlink (to a larger disk) is where the code writes.
+    shared = {name: (root / "files").resolve() for name, root in roots.items()}
     for name, root in roots.items():
         for other, theirs in roots.items():
             if other == name:
                 continue
             if root == theirs:
                 raise ConfigError(f"{source}: two tenants share one workspace ({root})")
-            if theirs in root.parents:
+            if theirs in root.parents or root == shared[other] or shared[other] in root.parents:
                 raise ConfigError(
                     f"{source}: tenant {name!r}'s workspace {root} is inside tenant "
-                    f"{other!r}'s ({theirs}), where that tenant's code or files could reach "
-                    "it; give each tenant a directory of its own"
+                    f"{other!r}'s ({theirs}, files/ at {shared[other]}), where that tenant's "
+                    "code or files could reach it; give each tenant a directory of its own"
                 )
     for name, tenant in spec.tenants.items():
         for what in ("token_file", "env_file"):
@@ -159,8 +161,7 @@ def _check_apart(spec: TenantsFile, source: Path) -> None:
             if path is None:
                 continue
             held = path.resolve()
-            for other, root in roots.items():
-                files = root / "files"
+            for other, files in shared.items():
                 if held == files or files in held.parents:
                     raise ConfigError(
                         f"{source}: tenant {name!r}'s {what} {held} is under tenant "

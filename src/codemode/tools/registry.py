@@ -161,6 +161,9 @@ class ToolRegistry:
         mapping = assign_names(self._servers, RESERVED_SERVER_NAMES)
         self._by_py = {}
         for name, s in self._servers.items():
+            if s.tools is not None and s.py_name != mapping[name]:
+                for t in s.tools.values():  # listed under the old name: rules use the new
+                    t.spec = _named(t.spec, f"{mapping[name]}.{t.py_name}")
             s.py_name = mapping[name]
             s.stub = None
             self._by_py[s.py_name] = s
@@ -245,7 +248,9 @@ class ToolRegistry:
             s.refresh = False
             mapping = assign_names(spec.name for spec in specs)
             tools = {
-                mapping[spec.name]: ToolEntry(_named(spec, s, mapping), s, mapping[spec.name])
+                mapping[spec.name]: ToolEntry(
+                    _named(spec, f"{s.py_name}.{mapping[spec.name]}"), s, mapping[spec.name]
+                )
                 for spec in specs
             }
             s.tools = tools
@@ -549,10 +554,9 @@ def _problem(server: str, exc: CodemodeError) -> str:
     return f"server {server!r} could not be listed: {message}"
 
 
-def _named(spec: ToolSpec, s: ServerEntry, mapping: Mapping[str, str]) -> ToolSpec:
-    """``spec`` with its ``alias`` when the code calls it by another name than its own
-    ``qualified_name``: a rule written with the name discovery shows must match it."""
-    exposed = f"{s.py_name}.{mapping[spec.name]}"
-    if exposed == spec.qualified_name:
-        return spec
-    return dataclasses.replace(spec, alias=exposed)
+def _named(spec: ToolSpec, exposed: str) -> ToolSpec:
+    """``spec`` with its ``alias`` when the code calls it ``exposed``, another name than its
+    own ``qualified_name``: a rule written with the name discovery shows must match it.
+    (Again when its server is renamed, a server of a colliding name being added later.)"""
+    alias = "" if exposed == spec.qualified_name else exposed
+    return spec if spec.alias == alias else dataclasses.replace(spec, alias=alias)

@@ -37,7 +37,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
-from codemode.tools.sources.mcp.capped import CappedTransport
+from codemode.tools.sources.mcp.capped import MessageCap
 from codemode.tools.sources.mcp.lenient import install_lenient_validation
 from codemode.tools.sources.mcp.stderr import StderrTail, describe, leaf_errors, with_tail
 from codemode.tools.sources.mcp.stdio import bounded_stdio_client
@@ -57,11 +57,11 @@ async def _http_transport(
     on_too_large: Callable[[str], None],
 ) -> AsyncIterator[Any]:
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
-    # One message at most ``max_message`` bytes: a JSON body by the capped transport, an
-    # event of a stream by the SDK's own per-event limit.
-    capped = CappedTransport(httpx2.AsyncHTTPTransport(), max_message, on_too_large)
+    # One message at most ``max_message`` bytes: a JSON body by the cap's hooks, an event
+    # of a stream by the SDK's own per-event limit.
+    cap = MessageCap(max_message, on_too_large)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=capped) as http,
+        cap.client(headers=headers, timeout=timeout) as http,
         streamable_http_client(url, http_client=http, max_sse_event_size=max_message) as streams,
     ):
         yield streams

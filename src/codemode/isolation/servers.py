@@ -57,6 +57,9 @@ class Isolation:
     tenant: str | None = None
     sandbox_uid: int = SANDBOX_UID
     homes_root: str | None = None
+    private: tuple[str, ...] = ()
+    """Files and directories of codemode's no server may see (the workspace's configured
+    keys, token files, logs): shown empty wherever a server's mounts hold them."""
 
 
 @dataclass
@@ -249,7 +252,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
-    hidden, reshown = _mask_workspace(mounts, workspace, files)
+    hidden, hidden_files, reshown = _mask_workspace(mounts, workspace, files, iso.private)
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
@@ -261,13 +264,18 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         etc=SERVER_ETC,
         tmp_size_mb=256,
         hidden=hidden,
+        hidden_files=hidden_files,
         reshown=reshown,
     )
     summary = (
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
         f"{'network' if network else 'no network'}, mounts: "
         + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
-        + (f"; shown empty: {', '.join(hidden)}" if hidden else "")
+        + (
+            f"; shown empty: {', '.join([*hidden, *hidden_files])}"
+            if hidden or hidden_files
+            else ""
+        )
     )
     if dry_run:
         return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
@@ -289,42 +297,49 @@ _PRIVATE: set[str] = set()
 
 
 def keep_private(paths: Iterable[str | os.PathLike[str]]) -> None:
-    """Directories no jailed server of this process may see, whatever it was given:
-    ``serve --tenants`` names every tenant's workspace, so a server given a directory
-    above them shows none but its own tenant's ``files/``."""
-    _PRIVATE.update(os.path.realpath(p) for p in paths)
+    """Files and directories no jailed server of this process may see, whatever it was
+    given: ``serve --tenants`` names every tenant's workspace, token file and env file, so a
+    server given a directory above them shows none but its own tenant's ``files/``."""
+    _PRIVATE.update(os.path.realpath(os.path.expanduser(p)) for p in paths)
 
 
 def _mask_workspace(
-    mounts: list[jail.Mount], workspace: str | None, files: str | None
-) -> tuple[list[str], list[jail.Mount]]:
+    mounts: list[jail.Mount],
+    workspace: str | None,
+    files: str | None,
+    extra: Iterable[str] = (),
+) -> tuple[list[str], list[str], list[jail.Mount]]:
     """Where a server was given a directory holding codemode's own files (the workspace,
-    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``),
-    what the jail shows there: an empty directory (but for the workspace's ``files/``).
-    ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server the
-    agent's code drives must not read them, nor rewrite them (``"executor": "inprocess"``,
-    an unjailed server, a forged audit chain)."""
+    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``,
+    and every key, token, env or log file the configuration names elsewhere), what the
+    jail shows there: an empty directory (but for the workspace's ``files/``) or an empty
+    file. ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server
+    the agent's code drives must not read them, nor rewrite them (``"executor":
+    "inprocess"``, an unjailed server, a forged audit chain). A path that does not exist
+    when the server starts cannot be covered: codemode's keys exist before servers start."""
     from ..audit.keys import config_home, state_home
 
     private: list[tuple[str, str | None]] = [
         (os.path.realpath(p), None) for p in (config_home(), state_home())
     ]
-    private += [(p, None) for p in sorted(_PRIVATE) if p != workspace]
+    named = {os.path.realpath(os.path.expanduser(p)) for p in extra} | _PRIVATE
+    private += [(p, None) for p in sorted(named) if p != workspace]
     if workspace is not None:
         private.append((workspace, files if files and _within(files, workspace) else None))
     hidden: list[str] = []
+    hidden_files: list[str] = []
     reshown: list[jail.Mount] = []
     for m in mounts:
         real = os.path.realpath(m.src).rstrip("/")
         for root, keep in private:
-            if not _within(root, real or "/"):
+            if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
-            inside = m.target.rstrip("/") + root[len(real) :]
-            hidden.append(inside or "/")
+            inside = (m.target.rstrip("/") + root[len(real) :]) or "/"
+            (hidden if os.path.isdir(root) else hidden_files).append(inside)
             if keep is not None:
                 shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
                 reshown.append(jail.Mount(keep, shown, writable=m.writable))
-    return hidden, reshown
+    return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:

@@ -33,7 +33,15 @@ async def serve_tenants(opts: ServeOptions) -> None:
     check_storage_apart(tenants)
     from ..isolation.servers import keep_private
 
-    keep_private(spec.workspace for spec in tenants.spec.tenants.values())
+    keep_private(
+        [opts.tenants]
+        + [
+            path
+            for spec in tenants.spec.tenants.values()
+            for path in (spec.workspace, spec.token_file, spec.env_file)
+            if path is not None
+        ]
+    )
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []

@@ -42,12 +42,18 @@ async def serve_tenants(opts: ServeOptions) -> None:
             if path is not None
         ]
     )
+    from ..server.session_cap import SessionCap, default_total
+
+    total = opts.max_sessions_total or default_total(opts.max_sessions)
+    cap = SessionCap(total)  # the tenants' session managers share it
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []
     for name, spec in tenants.spec.tenants.items():
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
-        served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
+        served = await open_served(
+            own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
+        )
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
@@ -71,7 +77,10 @@ async def serve_tenants(opts: ServeOptions) -> None:
     router = TenantRouter(
         apps,
         Authenticator(tenants),
-        on_ready=lambda: _say(f"serving MCP on {url} for {len(apps)} tenants ({how})"),
+        on_ready=lambda: _say(
+            f"serving MCP on {url} for {len(apps)} tenants ({how}); at most "
+            f"{opts.max_sessions} sessions per tenant, {total} in all"
+        ),
     )
     async with anyio.create_task_group() as tg:
         for registry in registries:

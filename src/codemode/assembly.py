@@ -22,6 +22,7 @@ changes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -109,6 +110,13 @@ def configure_registry(
         hidden = cap.hidden_for(config)
         if hidden is not None:
             registry.hide(hidden)
+
+
+def private_paths(capabilities: Capabilities, sections: Sections, workspace: Path) -> list[str]:
+    """Every capability's keys and logs kept outside ``workspace`` (servers' jails hide them)."""
+    return [
+        str(p) for cap in capabilities for p in cap.private_for(section(cap, sections), workspace)
+    ]
 
 
 def configure_memory(memory: Memory, capabilities: Capabilities, sections: Sections) -> None:

@@ -20,6 +20,8 @@ are all optional:
   (``codemode.hostapi.HostLayer``: e.g. metrics and spans of memory operations).
 - ``session_setup(config, session)``: equips a session with what is not a layer (e.g. its
   checkpoint slot, ``codemode.checkpoint``).
+- ``private_paths(config, workspace)``: its keys and logs configured outside the workspace,
+  which upstream servers' jails show empty (``codemode.isolation.servers``).
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -79,6 +82,7 @@ MemoryWatchers = Callable[[C], Iterable["MemoryWatcher"]]
 ReplyLayers = Callable[[C], Iterable[Any]]
 HttpEndpoints = Callable[[C, Any], Iterable[HttpEndpoint]]
 HostLayers = Callable[[C], Iterable["HostLayer"]]
+PrivatePaths = Callable[[C, Path], Iterable[Path]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class Capability(Generic[C]):
     host_layers: HostLayers[C] | None = None
     session_setup: Callable[[C, Any], None] | None = None
     """``(config, session)``: typed loosely so that declaring one never imports Session."""
+    private_paths: PrivatePaths[C] | None = None
+    """``(config, workspace)``: files and directories of its own no upstream server may see."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -139,6 +145,9 @@ class Capability(Generic[C]):
 
     def host_layers_for(self, config: Any) -> list[HostLayer]:
         return list(self.host_layers(config)) if self.host_layers is not None else []
+
+    def private_for(self, config: Any, workspace: Path) -> list[Path]:
+        return list(self.private_paths(config, workspace)) if self.private_paths else []
 
     def replies_for(self, config: Any) -> list[Any]:
         return list(self.reply_layers(config)) if self.reply_layers is not None else []

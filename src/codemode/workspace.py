@@ -221,6 +221,13 @@ class Workspace:
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
+    def private_paths(self) -> list[str]:
+        """Keys and logs its configuration keeps outside it: upstream servers' jails show
+        them empty, as they show the workspace (``codemode.isolation.servers``)."""
+        from codemode.assembly import private_paths
+
+        return private_paths(self.capabilities, self.sections, self.path)
+
     def registry(self) -> ToolRegistry:
         """The process-wide tool registry for this workspace (one MCPSource per server).
 
@@ -248,7 +255,12 @@ class Workspace:
         reg.workspace = str(self.path)
         # A named tenant's servers run as that tenant's own uid (isolation.uids.server_uid).
         tenant = self.settings.tenant if self.settings.tenant != "default" else None
-        isolation = Isolation(workspace=self.path, files=self.files_dir, tenant=tenant)
+        isolation = Isolation(
+            workspace=self.path,
+            files=self.files_dir,
+            tenant=tenant,
+            private=tuple(self.private_paths()),
+        )
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
                 MCPSource(

@@ -516,3 +516,69 @@ def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Pa
         launch.cleanup()
     assert launch.isolated and r.returncode == 0, r.stderr
     assert (out / "made").exists()
+
+
+async def test_keys_and_token_files_configured_anywhere_are_shown_empty_to_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """audit.key_file, privacy.vault.key_file, an absolute audit.path and a tenant's token
+    file kept in /etc/codemode-like directories: a server given the directory above them
+    reads empty files there (and an empty log directory), and doctor names them."""
+    from codemode.isolation import servers as isolation_servers
+
+    _need(FS_SERVER)
+    monkeypatch.setattr(isolation_servers, "_PRIVATE", set())
+    etc = tmp_path / "etc"
+    (etc / "logs").mkdir(parents=True)
+    secrets = {
+        "audit.key": "secret-audit-key-0123456789",
+        "privacy.key": "secret-privacy-key",
+        "acme.token": "secret-tenant-token",
+    }
+    for name, text in secrets.items():
+        (etc / name).write_text(text)
+        (etc / name).chmod(0o644)  # readable by the server's uid: only the jail hides them
+    (etc / "logs" / "audit.jsonl").write_text("secret-log-line")
+    (etc / "logs" / "audit.jsonl").chmod(0o644)
+    (etc / "notes.txt").write_text("public notes")
+    (etc / "notes.txt").chmod(0o644)
+    for d in (tmp_path, etc, etc / "logs"):
+        d.chmod(0o755)
+    base = tmp_path / "ws"
+    (base / "files").mkdir(parents=True)
+    config = {
+        "audit": {"key_file": str(etc / "audit.key"), "path": str(etc / "logs" / "audit.jsonl")},
+        "privacy": {"vault": {"key_file": str(etc / "privacy.key")}},
+    }
+    (base / "config.json").write_text(json.dumps(config))
+    server = {"command": "node", "args": [str(FS_SERVER), str(etc)], "timeout": 30}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    isolation_servers.keep_private([etc / "acme.token"])  # what serve --tenants does
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+def attempt(path):
+    try:
+        return str(tools.fs.read_text_file(path=path))
+    except Exception as e:
+        return "refused: " + str(e)
+ETC = {str(etc.resolve())!r}
+[attempt(ETC + '/' + n) for n in ('audit.key', 'privacy.key', 'acme.token', 'notes.txt')] + [
+    attempt(ETC + '/logs/audit.jsonl'), str(tools.fs.list_directory(path=ETC + '/logs'))]
+"""
+    try:
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    *keys, notes, log_line, listing = r.value
+    for got in [*keys, log_line]:
+        assert not any(secret in got for secret in [*secrets.values(), "secret-log-line"]), got
+    assert "public notes" in notes
+    assert all("'content': ''" in got for got in keys), keys  # shown as empty files
+    assert "audit.jsonl" not in listing
+    assert (etc / "audit.key").read_text() == secrets["audit.key"]
+    [line] = [p for p in server_isolation_lines(ws) if "fs" in p.name]  # codemode doctor
+    for name in ("audit.key", "privacy.key", "acme.token", "logs"):
+        assert str((etc / name).resolve()) in line.detail.split("shown empty: ")[1]

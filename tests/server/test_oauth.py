@@ -236,3 +236,88 @@ def test_an_oauth_config_with_a_symmetric_algorithm_is_refused(tmp_path: Path) -
     path.write_text(json.dumps({"tenants": {"a": {"workspace": str(tmp_path)}}, "oauth": oauth}))
     with pytest.raises(ConfigError, match=r"oauth\.algorithm"):
         load_tenants(path, env={})
+
+
+class FlakyJWKS:
+    """The issuer's JWKS endpoint, that can go down (answering 503 after ``delay`` s, as a
+    struggling one does); counts the fetches it gets."""
+
+    def __init__(self, jwks: bytes) -> None:
+        self.down, self.delay, self.fetches = True, 1.0, 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.fetches += 1
+                if outer.down:
+                    time.sleep(outer.delay)
+                    self.send_error(503)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(jwks)))
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_flood_of_tokens_with_unknown_key_ids_costs_one_jwks_fetch_per_retry_period(
+    issuer: Issuer, tmp_path: Path
+) -> None:
+    """While the JWKS endpoint is down, each token with a key id not cached used to start a
+    fetch (up to 10 s, one at a time): bogus tokens could stall every OAuth request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(issuer.key.public_key()))
+    endpoint = FlakyJWKS(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig"}]}).encode())
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "mcp.json").write_text('{"mcpServers": {}}')
+    resource = "https://mcp.example.test/mcp"
+    oauth = {"issuer": ISSUER, "jwks_uri": endpoint.uri, "resource": resource, "jwks_retry": 3}
+    tenants = {"acme": {"workspace": str(tmp_path / "acme"), "token_env": "ACME_TOKEN"}}
+    (tmp_path / "tenants.json").write_text(json.dumps({"tenants": tenants, "oauth": oauth}))
+    server = start_http_server(
+        None, "--tenants", str(tmp_path / "tenants.json"), token=None, env={"ACME_TOKEN": STATIC}
+    )
+    served = Served(server, resource)
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": resource, "exp": now + 300, "tenant": "acme"}
+    bogus = [
+        jwt.encode(claims, issuer.key, algorithm="RS256", headers={"kid": f"bogus{i}"})
+        for i in range(8)
+    ]
+    valid = issuer.token(aud=resource)
+    try:
+        with ThreadPoolExecutor(len(bogus) + 2) as pool:
+            answers = list(pool.map(lambda t: post(served, t), [*bogus, valid, STATIC]))
+        *refused, during, static = answers
+        assert [r.status_code for r in refused] == [401] * len(bogus)
+        assert during.status_code == 401  # no key to check it with yet: refused, not stalled
+        assert "cannot be checked now" in during.json()["error_description"]
+        assert static.status_code == 200  # static tokens never wait for the issuer
+        assert endpoint.fetches == 1
+        endpoint.down = False
+        deadline = time.monotonic() + 30  # the retry period (3 s) passes
+        while post(served, valid).status_code != 200:
+            assert time.monotonic() < deadline, "the JWKS was never fetched again"
+            time.sleep(0.2)
+        fetched = endpoint.fetches
+        with ThreadPoolExecutor(len(bogus)) as pool:
+            refused = list(pool.map(lambda t: post(served, t), bogus))
+        assert {r.status_code for r in refused} == {401}
+        assert "no key of the issuer's JWKS signs it" in refused[0].json()["error_description"]
+        assert endpoint.fetches == fetched  # the fresh set lacks them: no refetch per token
+        assert post(served, valid).status_code == 200
+    finally:
+        server.stop()
+        endpoint.close()

@@ -487,3 +487,42 @@ async def test_no_more_sessions_start_at_once_than_allowed() -> None:
     finally:
         await manager.aclose()
     assert peak == 3 and opened == 12
+
+
+async def test_managers_sharing_a_process_cap_hand_freed_slots_to_each_others_waiters(
+    started: list[Session],
+) -> None:
+    """serve --tenants: each tenant's manager may hold 2, the process 2 in all; a slot
+    tenant a frees goes to tenant b's waiting client, not to a's own newcomer first."""
+    from codemode.server.session_cap import SessionCap
+
+    cap = SessionCap(2)
+    a = make_manager(started, max_sessions=2, queue_timeout=30, cap=cap)
+    b = make_manager(started, max_sessions=2, queue_timeout=30, cap=cap)
+    got: list[str] = []
+
+    async def want(manager: SessionManager, key: str) -> None:
+        async with manager.lease(key):
+            got.append(key)
+
+    try:
+        async with a.lease("a1"), a.lease("a2"):
+            assert cap.used == 2
+        with pytest.raises(ServerBusy, match="across all tenants"):
+            b2 = make_manager(started, max_sessions=2, queue_timeout=0, queue_size=0, cap=cap)
+            try:
+                async with b2.lease("b0"):
+                    pass
+            finally:
+                await b2.aclose()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(want, b, "b1")
+            await wait_until(lambda: b.queued == 1)
+            await a.drop("a1")
+            await wait_until(lambda: got == ["b1"])
+        assert cap.used == 2 and len(a) == 1 and len(b) == 1
+        await a.aclose()
+        assert cap.used == 1  # a closed tenant gives its slots back
+    finally:
+        await a.aclose()
+        await b.aclose()

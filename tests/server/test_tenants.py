@@ -380,3 +380,54 @@ def test_a_bad_tenants_file_is_refused_with_the_reason(tmp_path: Path) -> None:
     newline = _tenants_file(tmp_path, {"a\n": one})  # "$" would let a trailing newline in
     with pytest.raises(ConfigError, match=r"tenant name 'a\\n'"):
         load_tenants(newline, env={"A_TOKEN": ACME_TOKEN})
+
+
+async def test_a_tenants_server_given_a_directory_above_the_secrets_reads_them_empty() -> None:
+    """The tenants file, token files and env files of serve --tenants are shown empty to
+    every tenant's servers, even one given the directory that holds them all."""
+    if not (FS_SERVER / "index.js").exists():
+        pytest.skip(f"the filesystem server is missing: {INSTALL_HINT}")
+    root = Path(tempfile.mkdtemp(prefix="codemode-tenant-secrets-"))
+    try:
+        secrets = root / "secrets"
+        secrets.mkdir()
+        (secrets / "acme.token").write_text(ACME_TOKEN)
+        (secrets / "acme.env").write_text("API_KEY=acme-env-secret\n")
+        (secrets / "notes.txt").write_text("public notes")
+        ws = root / "acme"
+        (ws / "files").mkdir(parents=True)
+        fs = {"command": "node", "args": [str(FS_SERVER / "index.js"), str(root)]}
+        (ws / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": fs}}))
+        spec = {
+            "workspace": str(ws),
+            "token_file": str(secrets / "acme.token"),
+            "env_file": str(secrets / "acme.env"),
+        }
+        (secrets / "tenants.json").write_text(json.dumps({"tenants": {"acme": spec}}))
+        for path in root.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # only the jail hides them
+        root.chmod(0o755)
+        server = start_http_server(
+            None, "--tenants", str(secrets / "tenants.json"), token=None, executor="sandbox"
+        )
+        code = f"""
+def attempt(name):
+    try:
+        return str(tools.fs.read_text_file(path={str(secrets)!r} + '/' + name))
+    except Exception as e:
+        return "refused: " + str(e)
+[attempt(n) for n in ('acme.token', 'acme.env', 'tenants.json', 'notes.txt')]
+"""
+        try:
+            async with http_client(server.url, token=ACME_TOKEN) as client:
+                result = await client.call_tool("run_code", {"code": code})
+        finally:
+            server.stop()
+        said = _text(result)
+        assert not result.is_error, said
+        assert "public notes" in said, said
+        assert said.count("'content': ''") == 3, said  # shown as empty files
+        for secret in (ACME_TOKEN, "acme-env-secret", '"tenants"'):
+            assert secret not in said
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -9,6 +9,7 @@ MCP server's ``execute_task`` can drive it one round per client request (the
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -316,11 +317,11 @@ class TaskRun:
         )
 
     def to_state(self) -> dict[str, Any]:
-        """Everything needed to continue this task later (plain JSON data)."""
+        """Everything needed to continue this task later (plain JSON data). The limits are
+        not in it: whoever continues the task applies its own (``from_state``)."""
         return {
             "task": self.task,
             "mode": self.mode,
-            "limits": asdict(self.limits),
             "provider": self.provider,
             "model": self.model,
             "messages": [_message_dict(m) for m in self.messages],
@@ -332,22 +333,44 @@ class TaskRun:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> TaskRun:
-        run = cls(
-            str(state["task"]),
-            mode=state["mode"],
-            limits=Limits(**state["limits"]),
-            provider=str(state.get("provider", "")),
-            model=str(state.get("model", "")),
-        )
-        run.messages = [_message_from(m) for m in state["messages"]]
-        run.steps = [Step.from_dict(s) for s in state["steps"]]
-        usage = state.get("usage") or {}
-        run.usage = Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
-        run.tool_calls = list(state.get("tool_calls", []))
-        run.outputs = [str(o) for o in state.get("outputs", [])]
-        run.started = float(state["started"])
+    def from_state(cls, state: Any, *, limits: Limits) -> TaskRun:
+        """The task ``to_state`` described, under ``limits`` (the caller's: a state that
+        travelled through a client is not trusted to set its own timeouts or budgets).
+
+        Raises ``BadTaskState`` for anything ``to_state`` could not have written."""
+        try:
+            if not isinstance(state, dict):
+                raise TypeError(f"expected an object, got {type(state).__name__}")
+            mode = state["mode"]
+            if mode not in ("tools", "fenced"):
+                raise ValueError(f"unknown mode {mode!r}")
+            started = float(state["started"])
+            if not math.isfinite(started):
+                raise ValueError(f"started is {started}, not a time")
+            if started > time.time() + 5:
+                raise ValueError("it starts in the future")
+            run = cls(
+                str(state["task"]),
+                mode=mode,
+                limits=limits,
+                provider=str(state.get("provider", "")),
+                model=str(state.get("model", "")),
+            )
+            run.messages = [_message_from(m) for m in state["messages"]]
+            run.steps = [Step.from_dict(s) for s in state["steps"]]
+            usage = state.get("usage") or {}
+            run.usage = Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+            run.tool_calls = list(state.get("tool_calls", []))
+            run.outputs = [str(o) for o in state.get("outputs", [])]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise BadTaskState(f"not a task state this server wrote ({detail})") from None
+        run.started = started
         return run
+
+
+class BadTaskState(ValueError):
+    """A task state (``TaskRun.from_state``) that ``to_state`` did not write."""
 
 
 def _message_dict(m: Message) -> dict[str, Any]:

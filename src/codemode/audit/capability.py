@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..capability import Capability
@@ -48,6 +49,19 @@ def _watchers(config: AuditConfig) -> Iterator[MemoryWatcher]:
         yield memory_watcher(trail_for(config))
 
 
+def _private(config: AuditConfig, workspace: Path) -> Iterator[Path]:
+    """Its key file, head file, and the directory of a log kept outside the workspace (the
+    rotated files sit beside it): a server that could read them could forge the chain."""
+    from .trail import log_path
+
+    for name in (config.key_file, config.head_file):
+        if name:
+            yield Path(name).expanduser()
+    log = log_path(config, str(workspace))
+    if not log.resolve().is_relative_to(workspace.resolve()):
+        yield log.parent
+
+
 def _command(name: str) -> click.Command:
     from .cli import audit
 
@@ -61,6 +75,7 @@ AUDIT = Capability(
     tool_layers=_layers,
     run_hooks=_hooks,
     memory_watchers=_watchers,
+    private_paths=_private,
     commands={"audit": "Read and verify the audit log (tail, search, verify, keygen)."},
     command=_command,
 )

@@ -167,7 +167,11 @@ def server_isolation_lines(workspace: Any) -> list[Protection]:
     from ..config import StdioServerConfig
     from ..isolation.servers import Isolation, plan
 
-    iso = Isolation(workspace=workspace.path, files=workspace.files_dir)
+    iso = Isolation(
+        workspace=workspace.path,
+        files=workspace.files_dir,
+        private=tuple(workspace.private_paths()),
+    )
     out = []
     for name, cfg in sorted(workspace.enabled_servers.items()):
         if not isinstance(cfg, StdioServerConfig):

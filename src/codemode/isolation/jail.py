@@ -77,6 +77,16 @@ def rundir() -> str:
         return _rundir
 
 
+def empty_file() -> str:
+    """An empty read-only regular file, bound over the files a jail hides (``/dev/null``
+    would be refused on the ``nodev`` binds rather than read empty)."""
+    path = os.path.join(rundir(), "empty")
+    if not os.path.isfile(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+        os.close(fd)
+    return path
+
+
 @functools.cache
 def bpf_path(network: bool = False) -> str:
     return seccomp_mod.write_bpf(rundir(), network=network)
@@ -127,7 +137,9 @@ class JailSpec:
     """Extra paths of the host's /etc to show read-only."""
     tmp_size_mb: int | None = 64
     hidden: Sequence[str] = ()
-    """Paths inside the mounts covered by an empty tmpfs (after every mount)."""
+    """Directories inside the mounts covered by an empty tmpfs (after every mount)."""
+    hidden_files: Sequence[str] = ()
+    """Files inside the mounts covered by an empty read-only file (``empty_file``)."""
     reshown: Sequence[Mount] = ()
     """Mounts made after ``hidden``: parts of a hidden path shown again."""
 
@@ -248,6 +260,8 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
             a += ["--bind" if m.writable else "--ro-bind", src, m.target]
     for path in spec.hidden:
         a += ["--perms", "0555", "--tmpfs", path]
+    for path in spec.hidden_files:
+        a += ["--ro-bind", empty_file(), path]
     for m, src in sources:
         if id(m) in later:
             a += ["--bind" if m.writable else "--ro-bind", src, m.target]

@@ -58,6 +58,9 @@ class Isolation:
     tenant: str | None = None
     sandbox_uid: int = SANDBOX_UID
     homes_root: str | None = None
+    private: tuple[str, ...] = ()
+    """Files and directories of codemode's no server may see (the workspace's configured
+    keys, token files, logs): shown empty wherever a server's mounts hold them."""
 
 
 @dataclass
@@ -250,7 +253,9 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
-    hidden, reshown = _mask_workspace(mounts, workspace, files, create=not dry_run)
+    hidden, hidden_files, reshown = _mask_workspace(
+        mounts, workspace, files, iso.private, create=not dry_run
+    )
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
@@ -262,13 +267,18 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         etc=SERVER_ETC,
         tmp_size_mb=256,
         hidden=hidden,
+        hidden_files=hidden_files,
         reshown=reshown,
     )
     summary = (
         f"jail as uid {uid if uid is not None else os.geteuid()}, "
         f"{'network' if network else 'no network'}, mounts: "
         + ", ".join(f"{m.target}{' (rw)' if m.writable else ''}" for m in mounts)
-        + (f"; shown empty: {', '.join(hidden)}" if hidden else "")
+        + (
+            f"; shown empty: {', '.join([*hidden, *hidden_files])}"
+            if hidden or hidden_files
+            else ""
+        )
     )
     if dry_run:
         return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
@@ -290,21 +300,28 @@ _PRIVATE: set[str] = set()
 
 
 def keep_private(paths: Iterable[str | os.PathLike[str]]) -> None:
-    """Directories no jailed server of this process may see, whatever it was given:
-    ``serve --tenants`` names every tenant's workspace, so a server given a directory
-    above them shows none but its own tenant's ``files/``."""
-    _PRIVATE.update(os.path.realpath(p) for p in paths)
+    """Files and directories no jailed server of this process may see, whatever it was
+    given: ``serve --tenants`` names every tenant's workspace, token file and env file, so a
+    server given a directory above them shows none but its own tenant's ``files/``."""
+    _PRIVATE.update(os.path.realpath(os.path.expanduser(p)) for p in paths)
 
 
 def _mask_workspace(
-    mounts: list[jail.Mount], workspace: str | None, files: str | None, *, create: bool = True
-) -> tuple[list[str], list[jail.Mount]]:
+    mounts: list[jail.Mount],
+    workspace: str | None,
+    files: str | None,
+    extra: Iterable[str] = (),
+    *,
+    create: bool = True,
+) -> tuple[list[str], list[str], list[jail.Mount]]:
     """Where a server was given a directory holding codemode's own files (the workspace,
-    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``),
-    what the jail shows there: an empty directory (but for the workspace's ``files/``).
-    ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server the
-    agent's code drives must not read them, nor rewrite them (``"executor": "inprocess"``,
-    an unjailed server, a forged audit chain).
+    ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``,
+    and every key, token, env or log file the configuration names elsewhere), what the
+    jail shows there: an empty directory (but for the workspace's ``files/``) or an empty
+    file. ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server
+    the agent's code drives must not read them, nor rewrite them (``"executor":
+    "inprocess"``, an unjailed server, a forged audit chain). A path that does not exist
+    when the server starts cannot be covered: codemode's keys exist before servers start.
 
     ``create``: codemode's own directories are made now (0700) if missing. Left missing,
     bwrap would have to make the mount point in the server's view, as the server's uid: on
@@ -319,18 +336,20 @@ def _mask_workspace(
                 os.makedirs(own, mode=0o700, exist_ok=True)
         if os.path.isdir(own) or not create:  # a directory that is not there holds nothing
             private.append((os.path.realpath(own), None))
-    private += [(p, None) for p in sorted(_PRIVATE) if p != workspace]
+    named = {os.path.realpath(os.path.expanduser(p)) for p in extra} | _PRIVATE
+    private += [(p, None) for p in sorted(named) if p != workspace]
     if workspace is not None:
         private.append((workspace, files if files and _within(files, workspace) else None))
     hidden: list[str] = []
+    hidden_files: list[str] = []
     reshown: list[jail.Mount] = []
     for m in mounts:
         real = os.path.realpath(m.src).rstrip("/")
         for root, keep in private:
-            if not _within(root, real or "/"):
+            if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
-            inside = m.target.rstrip("/") + root[len(real) :]
-            hidden.append(inside or "/")
+            inside = (m.target.rstrip("/") + root[len(real) :]) or "/"
+            (hidden if os.path.isdir(root) else hidden_files).append(inside)
             if keep is not None:
                 shown = inside.rstrip("/") + keep[len(root.rstrip("/")) :]
                 reshown.append(jail.Mount(keep, shown, writable=m.writable))
@@ -345,7 +364,7 @@ def _mask_workspace(
         if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
             reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
     reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
-    return hidden, reshown
+    return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:

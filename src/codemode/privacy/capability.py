@@ -6,6 +6,7 @@ Cheap to import: nothing heavy loads until privacy is enabled and first used.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..capability import Capability
@@ -42,6 +43,11 @@ def _reply_layers(config: PrivacyConfig) -> Iterable[Any]:
     return [reply_layer(config)]
 
 
+def _private(config: PrivacyConfig, workspace: Path) -> Iterable[Path]:
+    """The vault's key file: with it, the tokens of the vault (and artifacts) decrypt."""
+    return [config.vault.key_file.expanduser()] if config.vault.key_file else []
+
+
 def _command(name: str) -> click.Command:
     from .cli import privacy
 
@@ -55,6 +61,7 @@ PRIVACY = Capability(
     tool_layers=_tool_layers,
     run_hooks=_run_hooks,
     reply_layers=_reply_layers,
+    private_paths=_private,
     commands={"privacy": "Personal-data tokenization: status, scan text, keys, the vault."},
     command=_command,
 )

@@ -11,7 +11,10 @@ progress notification per step; on 2026-07-28 connections, which have no back-ch
 each model turn is one round of the multi-round-trip flow: the tool answers
 ``InputRequiredResult`` with the sampling request and the task's state (sealed by the
 SDK), and the client retries with the model's reply. The client's
-``input_required_max_rounds`` (10 by default in the Python SDK) then caps the steps.
+``input_required_max_rounds`` (10 by default in the Python SDK) then caps the steps. The
+state carries the conversation, never the limits: each round applies the server's (a
+client cannot lengthen its task's time or budgets by editing the state), and a state this
+server did not write is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ from pydantic import Field
 
 from codemode.agent.config import resolve_llm_config
 from codemode.agent.fallback import NO_LLM, rule_based
-from codemode.agent.loop import AgentEvent, Limits, TaskRun, record_tool_calls, run_task
+from codemode.agent.loop import (
+    AgentEvent,
+    BadTaskState,
+    Limits,
+    TaskRun,
+    record_tool_calls,
+    run_task,
+)
 from codemode.agent.messages import (
     Message,
     ModelReply,
@@ -277,7 +287,15 @@ async def _round(call: Call, task: str, lim: Limits, mode: Any, progress: Any) -
     if state is None:
         run = TaskRun(task, mode=mode, limits=lim, provider="sampling", model="client")
     else:
-        run = TaskRun.from_state(json.loads(state))
+        try:  # the server's limits, whatever the state says: the client carried it
+            run = TaskRun.from_state(json.loads(state), limits=lim)
+        except (ValueError, BadTaskState) as exc:
+            return Reply(
+                f"execute_task: the request_state sent back is {exc}; call execute_task "
+                "again without it to start the task over",
+                None,
+                is_error=True,
+            )
         key = f"step{len(run.steps) + 1}"
         answer = responses.get(key)
         if not isinstance(answer, CreateMessageResult | CreateMessageResultWithTools):

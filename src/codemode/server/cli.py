@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from codemode.tools.registry import ToolRegistry
     from codemode.workspace import Workspace
 
+    from .session_cap import SessionCap
     from .toolset import ServerContext
 
 EXECUTORS = ("inprocess", "subprocess", "sandbox", "ray")
@@ -113,6 +114,8 @@ class ServeOptions:
     health_port: int | None = None
     """HTTP: a port where a thread answers /healthz and /readyz off the event loop."""
     health_stall: float = DEFAULT_STALL_AFTER
+    max_sessions_total: int | None = None
+    """--tenants: sessions (workers) the whole process may hold (None: ``default_total``)."""
 
 
 @click.command("serve")
@@ -168,7 +171,15 @@ class ServeOptions:
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_SESSIONS,
     show_default=True,
-    help="Most sessions (workers) open at once; more clients wait in the queue.",
+    help="Most sessions (workers) open at once (per tenant with --tenants); more clients "
+    "wait in the queue.",
+)
+@click.option(
+    "--max-sessions-total",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--tenants: most sessions (workers) open at once across all tenants (default: "
+    "as many 1 GB workers as the machine's memory holds, at least --max-sessions).",
 )
 @click.option(
     "--queue-size",
@@ -259,6 +270,7 @@ def serve(
     idle_timeout: float,
     reclaim_after: float,
     max_sessions: int,
+    max_sessions_total: int | None,
     queue_size: int,
     queue_timeout: float,
     pool_size: int | None,
@@ -299,6 +311,11 @@ def serve(
                 _say(f"generated bearer token (set {TOKEN_ENV} to choose one): {token}")
     elif no_auth:
         raise click.UsageError("--no-auth only applies to --transport http")
+    if max_sessions_total is not None and tenants is None:
+        raise click.UsageError(
+            "--max-sessions-total applies to --tenants (one workspace: --max-sessions is "
+            "already the process's limit)"
+        )
     if health_port is not None and (transport != "http" or tenants is not None):
         raise click.UsageError("--health-port needs --transport http (and no --tenants)")
     opts = ServeOptions(
@@ -311,6 +328,7 @@ def serve(
         token=token,
         idle_timeout=idle_timeout if idle_timeout > 0 else None,
         max_sessions=max_sessions,
+        max_sessions_total=max_sessions_total,
         timeout=timeout,
         log_level=log_level,
         tools=tool_profile,
@@ -349,9 +367,11 @@ async def open_served(
     *,
     env: Mapping[str, str] | None = None,
     tenant: str | None = None,
+    cap: SessionCap | None = None,
 ) -> Served:
     """Open the workspace at ``base`` (as ``tenant``, its ``${VAR}`` from ``env``), start
-    its executor and build its MCP server: one per tenant when serving several."""
+    its executor and build its MCP server: one per tenant when serving several (``cap``:
+    the session slots they share)."""
     import anyio
 
     from codemode.execution import close_pools
@@ -384,6 +404,7 @@ async def open_served(
         reclaim_after=opts.reclaim_after,
         queue_size=opts.queue_size,
         queue_timeout=opts.queue_timeout,
+        cap=cap,
     )
     server = build_server(
         context,

@@ -22,7 +22,8 @@ ephemeral calls). A caller that needs a new slot beyond that waits in a bounded 
 for up to ``queue_timeout`` seconds, then gets ``ServerBusy`` ("retry after N s").
 Freed slots go to waiting clients in turn (round robin by client), and when the queue
 is full a newcomer pushes out the newest waiter of the client holding the most places,
-so one client's burst cannot starve the others.
+so one client's burst cannot starve the others. Managers given one ``SessionCap``
+(``serve --tenants``) also share a process-wide number of slots (``session_cap``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from codemode.observability import signals
 
 if TYPE_CHECKING:
     from codemode.session import Session
+
+    from .session_cap import SessionCap
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +168,7 @@ class SessionManager:
         queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
         start_concurrency: int = DEFAULT_START_CONCURRENCY,
         shared: bool = False,
+        cap: SessionCap | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for name, value in (("idle_timeout", idle_timeout), ("reclaim_after", reclaim_after)):
@@ -198,6 +202,10 @@ class SessionManager:
         self._starts = anyio.Semaphore(start_concurrency, fast_acquire=True)  # as _Entry.lock
         self._draining = False
         self._closed = False
+        self._cap = cap
+        """Slots shared with other managers of the process (serve --tenants)."""
+        if cap is not None:
+            cap.join(self)
 
     # -- queries -------------------------------------------------------------------
 
@@ -228,7 +236,7 @@ class SessionManager:
         """Whether a new client would get a session now or a place in the queue."""
         if self._draining or self._closed:
             return False
-        return self._used < self.max_sessions or self._queued < self.queue_size
+        return self._room() or self._queued < self.queue_size
 
     @property
     def draining(self) -> bool:
@@ -332,13 +340,21 @@ class SessionManager:
 
     # -- admission -------------------------------------------------------------------
 
+    def _room(self) -> bool:
+        return self._used < self.max_sessions and (self._cap is None or not self._cap.full)
+
+    def _take(self) -> None:
+        self._used += 1
+        if self._cap is not None:
+            self._cap.used += 1
+
     async def _reserve_slot(self, client: str) -> None:
-        if self._used < self.max_sessions and not self._queued:
-            self._used += 1
+        if self._room() and not self._queued:
+            self._take()
             return
         await self.sweep()  # expired-but-not-yet-swept sessions do not count
-        if self._used < self.max_sessions and not self._queued:
-            self._used += 1
+        if self._room() and not self._queued:
+            self._take()
             return
         waiter = self._enqueue(client)
         try:
@@ -391,27 +407,42 @@ class SessionManager:
             self._turns.remove(waiter.client)
 
     def _free_slot(self) -> None:
-        """Give a freed slot to the next waiting client in turn, or release it."""
-        while self._turns:
-            client = self._turns.popleft()
-            line = self._queue[client]
-            waiter = line.popleft()
-            self._queued -= 1
-            if line:
-                self._turns.append(client)
-            else:
-                del self._queue[client]
-            waiter.granted = True
-            waiter.event.set()
-            return
+        """Release a slot: to the next waiting client in turn (of this manager, or of the
+        next manager sharing the process-wide cap)."""
         self._used -= 1
+        if self._cap is not None:
+            self._cap.release()
+        else:
+            self._grant_waiter()
+
+    def _grant_waiter(self) -> bool:
+        """Hand a free slot to the next waiting client in turn; False if none may have it."""
+        if not self._turns or not self._room():
+            return False
+        client = self._turns.popleft()
+        line = self._queue[client]
+        waiter = line.popleft()
+        self._queued -= 1
+        if line:
+            self._turns.append(client)
+        else:
+            del self._queue[client]
+        self._take()
+        waiter.granted = True
+        waiter.event.set()
+        return True
 
     def _busy(self, why: str) -> ServerBusy:
         wait = self._retry_after()
+        limit = f"its limit of {self.max_sessions} concurrent sessions (--max-sessions)"
+        if self._cap is not None and self._cap.full and self._used < self.max_sessions:
+            limit = (
+                f"the process-wide limit of {self._cap.limit} concurrent sessions across "
+                "all tenants (--max-sessions-total)"
+            )
         return ServerBusy(
-            f"codemode server is busy: it is at its limit of {self.max_sessions} concurrent "
-            f"sessions (--max-sessions) and {why}. Retry after {wait} s, or close another "
-            "client's session.",
+            f"codemode server is busy: it is at {limit} and {why}. Retry after {wait} s, "
+            "or close another client's session.",
             retry_after=wait,
         )
 
@@ -558,6 +589,9 @@ class SessionManager:
         self._closed = True
         entries = list(self._entries.values())
         self._entries.clear()
+        if self._cap is not None:
+            self._cap.leave(self, self._used)
+            self._cap = None
         for entry in entries:
             if entry.session is not None:
                 signals.session_ended("shutdown")

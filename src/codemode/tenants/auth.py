@@ -15,10 +15,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import jwt
 
 from .config import OAuthConfig, Tenants
+from .jwks import JWKSUnavailable, SigningKeys
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,11 @@ class Refusal:
 
 
 class JWTVerifier:
-    """Checks JWTs against the issuer's JWKS (fetched over HTTP, cached by key id)."""
+    """Checks JWTs against the issuer's JWKS (fetched over HTTP, cached, see ``.jwks``)."""
 
     def __init__(self, config: OAuthConfig) -> None:
         self.config = config
-        self._jwks = jwt.PyJWKClient(config.jwks_uri, cache_keys=True, lifespan=600, timeout=10)
+        self._jwks = SigningKeys(config.jwks_uri, retry=config.jwks_retry)
 
     async def claims(self, token: str) -> dict[str, Any]:
         """The token's claims; raises ``jwt.PyJWTError`` when it must be refused."""
@@ -46,7 +46,7 @@ class JWTVerifier:
                 f"the token is signed with {header.get('alg')!r}; this server accepts "
                 f"{self.config.algorithm} only"
             )
-        key = await anyio.to_thread.run_sync(self._jwks.get_signing_key_from_jwt, token)
+        key = await self._jwks.key(header.get("kid"))
         claims: dict[str, Any] = jwt.decode(
             token,
             key.key,
@@ -104,8 +104,10 @@ def _why(exc: BaseException) -> str:
         return "its audience ('aud') is not this server's resource URI"
     if isinstance(exc, jwt.InvalidIssuerError):
         return "its issuer is not the configured one"
+    if isinstance(exc, JWKSUnavailable):
+        return f"its signature cannot be checked now: {exc}"
     if isinstance(exc, jwt.PyJWKClientError):
-        log.warning("JWKS lookup failed: %s", exc)
+        log.info("JWKS lookup failed: %s", exc)  # per token: a flood must not flood the log
         return "no key of the issuer's JWKS signs it"
     return str(exc) or type(exc).__name__
 

@@ -58,6 +58,13 @@ class OAuthConfig(BaseModel):
     algorithm: Literal[ASYMMETRIC] = "RS256"  # type: ignore[valid-type]
     tenant_claim: str = "tenant"
     leeway: float = Field(default=30.0, ge=0, le=300, description="Clock skew allowed (s).")
+    jwks_retry: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description="Seconds a JWKS fetch blocks the next one: after a failure, or for a "
+        "key id the fresh set lacks (such tokens are refused at once meanwhile).",
+    )
 
     @field_validator("resource", "issuer", "jwks_uri")
     @classmethod

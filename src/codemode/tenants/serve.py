@@ -33,13 +33,27 @@ async def serve_tenants(opts: ServeOptions) -> None:
     check_storage_apart(tenants)
     from ..isolation.servers import keep_private
 
-    keep_private(spec.workspace for spec in tenants.spec.tenants.values())
+    keep_private(
+        [opts.tenants]
+        + [
+            path
+            for spec in tenants.spec.tenants.values()
+            for path in (spec.workspace, spec.token_file, spec.env_file)
+            if path is not None
+        ]
+    )
+    from ..server.session_cap import SessionCap, default_total
+
+    total = opts.max_sessions_total or default_total(opts.max_sessions)
+    cap = SessionCap(total)  # the tenants' session managers share it
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []
     for name, spec in tenants.spec.tenants.items():
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
-        served = await open_served(own, spec.workspace, env=tenants.environment(name), tenant=name)
+        served = await open_served(
+            own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
+        )
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
@@ -63,7 +77,10 @@ async def serve_tenants(opts: ServeOptions) -> None:
     router = TenantRouter(
         apps,
         Authenticator(tenants),
-        on_ready=lambda: _say(f"serving MCP on {url} for {len(apps)} tenants ({how})"),
+        on_ready=lambda: _say(
+            f"serving MCP on {url} for {len(apps)} tenants ({how}); at most "
+            f"{opts.max_sessions} sessions per tenant, {total} in all"
+        ),
     )
     async with anyio.create_task_group() as tg:
         for registry in registries:

@@ -12,12 +12,8 @@ import pytest
 from codemode.context import CallContext
 from codemode.errors import ExecutorError
 from codemode.execution import InProcessExecutor
-from codemode.server.sessions import (
-    ServerBusy,
-    SessionLimitReached,
-    SessionManager,
-    ShuttingDown,
-)
+from codemode.server.session_records import ServerBusy, SessionLimitReached, ShuttingDown
+from codemode.server.sessions import SessionManager
 from codemode.session import Session
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,8 @@ only places that import the MCP SDK.
 """
 
 from .custom import CodemodeServer, create_server
-from .sessions import SessionLimitReached, SessionManager
+from .session_records import SessionLimitReached
+from .sessions import SessionManager
 from .toolset import Call, Reply, ServerContext, Toolset
 
 __all__ = [

@@ -32,20 +32,30 @@ import logging
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 
-from codemode.errors import CodemodeError
 from codemode.observability import signals
 
 if TYPE_CHECKING:
     from codemode.session import Session
 
     from .session_cap import SessionCap
+
+from .session_records import (
+    Entry,
+    Lease,
+    Link,
+    ServerBusy,
+    ServerSession,
+    SessionFactory,
+    ShuttingDown,
+    Waiter,
+    what_remains,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -64,94 +74,6 @@ DEFAULT_SHUTDOWN_GRACE = 10.0
 _REMEMBER_EXPIRED = 4096
 _CLOSED = ("closed", "Your previous session was closed.")
 _MAX_RETRY_AFTER = 60
-
-
-class SessionLimitReached(CodemodeError):
-    """Every session slot is taken; the caller should retry later or close a client.
-
-    Local subclass of the base error: it is a server policy, raised only here.
-    """
-
-
-class ServerBusy(SessionLimitReached):
-    """No session slot freed up in time (or the queue is full): retry after ``retry_after`` s."""
-
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class ShuttingDown(CodemodeError):
-    """The server is stopping and takes no new calls."""
-
-
-class ServerSession(Protocol):
-    """What the manager needs from a codemode session (``codemode.session.Session``)."""
-
-    async def close(self) -> None: ...
-
-
-SessionFactory = Callable[[str | None], Awaitable["Session"]]
-"""Returns a started session for a key. Called once per new key (and with ``None`` per
-ephemeral call)."""
-
-
-@dataclass(eq=False)
-class _Entry:
-    key: str
-    created: float
-    last_used: float
-    session: Session | None = None
-    error: BaseException | None = None
-    ready: anyio.Event = field(default_factory=anyio.Event)
-    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
-    """Taken by every call; free, it is taken without yielding to the loop (anyio's
-    default yields a turn, which costs every call tens of ms on a saturated loop)."""
-    busy: int = 0
-
-
-def _what_remains(entry: _Entry) -> str:
-    """What a closed session leaves to the next one: nothing, or its checkpoint."""
-    if entry.session is not None and getattr(entry.session, "checkpoints", None) is not None:
-        return (
-            "its variables were checkpointed and come back in the new one (the run's "
-            "result names any that could not be saved)."
-        )
-    return "its variables and imports are gone."
-
-
-@dataclass(eq=False, slots=True)
-class _Waiter:
-    """A caller queued for a session slot."""
-
-    client: str
-    event: anyio.Event = field(default_factory=anyio.Event)
-    granted: bool = False
-    refusal: CodemodeError | None = None
-
-
-@dataclass(slots=True)
-class _Link:
-    """How many streams or requests of a client are open, and since when none is."""
-
-    open: int = 0
-    since: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A session borrowed for one call."""
-
-    session: Session
-    key: str | None
-    new: bool
-    """True when this call started the session."""
-    notice: str | None = None
-    """Something the model should be told (e.g. its previous session expired)."""
-
-    @property
-    def ephemeral(self) -> bool:
-        return self.key is None
 
 
 class SessionManager:
@@ -190,16 +112,16 @@ class SessionManager:
         self.queue_size = queue_size
         self.queue_timeout = queue_timeout
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._used = 0
         """Slots held: open and starting sessions, ephemeral calls, grants in transit."""
-        self._queue: dict[str, deque[_Waiter]] = {}
+        self._queue: dict[str, deque[Waiter]] = {}
         self._turns: deque[str] = deque()
         """Clients with waiters, in the order they are served."""
         self._queued = 0
-        self._links: dict[str, _Link] = {}
+        self._links: dict[str, Link] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()
-        self._starts = anyio.Semaphore(start_concurrency, fast_acquire=True)  # as _Entry.lock
+        self._starts = anyio.Semaphore(start_concurrency, fast_acquire=True)  # as Entry.lock
         self._draining = False
         self._closed = False
         self._cap = cap
@@ -283,7 +205,7 @@ class SessionManager:
                 "retry in a moment (or on another server)"
             )
 
-    async def _acquire(self, key: str, client: str) -> tuple[_Entry, bool, str | None]:
+    async def _acquire(self, key: str, client: str) -> tuple[Entry, bool, str | None]:
         while True:
             self._check_open()
             entry = self._entries.get(key)
@@ -304,7 +226,7 @@ class SessionManager:
                 continue
             break
         now = self._clock()
-        entry = _Entry(key=key, created=now, last_used=now, busy=1)
+        entry = Entry(key=key, created=now, last_used=now, busy=1)
         self._entries[key] = entry
         notice = self._expired.pop(key, None)
         try:
@@ -373,10 +295,10 @@ class SessionManager:
             f"no session slot freed up within {self.queue_timeout:g} s"
         )
 
-    def _enqueue(self, client: str) -> _Waiter:
+    def _enqueue(self, client: str) -> Waiter:
         if self._queued >= self.queue_size:
             self._push_out(client)
-        waiter = _Waiter(client)
+        waiter = Waiter(client)
         line = self._queue.get(client)
         if line is None:
             line = self._queue[client] = deque()
@@ -396,7 +318,7 @@ class SessionManager:
         victim.refusal = self._busy("a waiting place was given to another client (fair share)")
         victim.event.set()
 
-    def _unqueue(self, waiter: _Waiter) -> None:
+    def _unqueue(self, waiter: Waiter) -> None:
         line = self._queue.get(waiter.client)
         if line is None or waiter not in line:
             return
@@ -466,7 +388,7 @@ class SessionManager:
         """A stream or request of the client owning ``key`` opened."""
         link = self._links.get(key)
         if link is None:
-            link = self._links[key] = _Link()
+            link = self._links[key] = Link()
         link.open += 1
 
     def detach(self, key: str, *, known: bool = True) -> None:
@@ -485,7 +407,7 @@ class SessionManager:
 
     # -- expiry and closing --------------------------------------------------------
 
-    def _reason_to_end(self, entry: _Entry) -> tuple[str, str] | None:
+    def _reason_to_end(self, entry: Entry) -> tuple[str, str] | None:
         """Why ``entry`` should be closed now (idle or client gone) as (the
         ``codemode_sessions_ended_total`` reason, the notice for its client), or None."""
         if entry.busy > 0 or not entry.ready.is_set():
@@ -495,7 +417,7 @@ class SessionManager:
             return (
                 "expired",
                 f"Your previous session expired after more than {self.idle_timeout:g} s "
-                f"without use; {_what_remains(entry)} This is a new session.",
+                f"without use; {what_remains(entry)} This is a new session.",
             )
         link = self._links.get(entry.key)
         if (
@@ -507,11 +429,11 @@ class SessionManager:
             return (
                 "client_gone",
                 f"Your previous session was closed: its client's connection was gone for more "
-                f"than {self.reclaim_after:g} s; {_what_remains(entry)} This is a new session.",
+                f"than {self.reclaim_after:g} s; {what_remains(entry)} This is a new session.",
             )
         return None
 
-    def _forget(self, entry: _Entry, *, notice: str | None) -> None:
+    def _forget(self, entry: Entry, *, notice: str | None) -> None:
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
             self._free_slot()
@@ -520,7 +442,7 @@ class SessionManager:
             while len(self._expired) > _REMEMBER_EXPIRED:
                 self._expired.popitem(last=False)
 
-    async def _expire(self, entry: _Entry, why: tuple[str, str] | None = None) -> None:
+    async def _expire(self, entry: Entry, why: tuple[str, str] | None = None) -> None:
         reason, notice = why or self._reason_to_end(entry) or _CLOSED
         self._forget(entry, notice=notice)
         signals.session_ended(reason)
@@ -601,7 +523,7 @@ class SessionManager:
                     tg.start_soon(_close_entry, entry)
 
 
-async def _close_entry(entry: _Entry) -> None:
+async def _close_entry(entry: Entry) -> None:
     await entry.ready.wait()
     await _close_quietly(entry.session)
 

@@ -49,7 +49,8 @@ from codemode.errors import CodemodeError
 from codemode.output import DEFAULT_LIMIT, bound_json, bound_text
 
 from .calls import CallTracker, ClientLink
-from .sessions import Lease, SessionManager
+from .session_records import Lease
+from .sessions import SessionManager
 
 if TYPE_CHECKING:
     from codemode.config import Settings

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import errno
-import logging
 import os
 import secrets
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -15,9 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from codemode.errors import CodemodeError, ConfigError, ExecutorError
+from codemode.errors import ConfigError, ExecutorError
 
 from .health import DEFAULT_STALL_AFTER
+from .process import bind, freeze_startup_heap, set_up_log_handlers
 from .sessions import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
@@ -453,30 +451,6 @@ def _shared_sessions(opts: ServeOptions, workspace: Workspace, executor: Executo
     return SharedSessions(executor, directory)
 
 
-class PrintableLogs(logging.Filter):
-    """Log records quote upstream servers (a failed server's stderr, its tool names, its
-    errors): an escape sequence in them would reach the terminal ``serve`` runs in and
-    could rewrite its lines or set its clipboard. Messages are shown escaped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from codemode.cli import terminal_text
-
-        message = record.getMessage()
-        safe = terminal_text(message)
-        if safe != message:
-            record.msg, record.args = safe, None
-        return True
-
-
-def set_up_log_handlers(level: str) -> None:
-    """The root handlers (set up by the MCP SDK's server) filter at ``level`` and escape."""
-    for handler in logging.getLogger().handlers:
-        # Some libraries set their own loggers to DEBUG (bm25s does): filter at the handlers.
-        handler.setLevel(level)
-        if not any(isinstance(f, PrintableLogs) for f in handler.filters):
-            handler.addFilter(PrintableLogs())
-
-
 async def run_server(opts: ServeOptions) -> None:
     """Open the workspace, build the server, serve until the client leaves or a signal."""
     import anyio
@@ -497,11 +471,9 @@ async def run_server(opts: ServeOptions) -> None:
     if opts.transport == "http":
         from .http import build_http_app, serve_http
 
-        sock = _bind(opts.host, opts.port, "--port")
+        sock = bind(opts.host, opts.port, "--port")
         health = (
-            None
-            if opts.health_port is None
-            else _bind(opts.host, opts.health_port, "--health-port")
+            None if opts.health_port is None else bind(opts.host, opts.health_port, "--health-port")
         )
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -522,7 +494,7 @@ async def run_server(opts: ServeOptions) -> None:
             health=health,
             stall_after=opts.health_stall,
         )
-        _freeze_startup_heap()
+        freeze_startup_heap()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
             await serve_http(app, sock, log_level=opts.log_level.lower())
@@ -542,7 +514,7 @@ async def run_server(opts: ServeOptions) -> None:
             finally:
                 await close_rest()
 
-    _freeze_startup_heap()
+    freeze_startup_heap()
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
@@ -552,20 +524,6 @@ async def run_server(opts: ServeOptions) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
-
-
-def _bind(host: str, port: int, option: str) -> socket.socket:
-    from .http import bind_socket
-
-    try:
-        return bind_socket(host, port)
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        raise CodemodeError(  # not a config mistake: exit status 1
-            f"port {port} on {host} is already in use; choose another with "
-            f"{option} N, or {option} 0 to pick a free one"
-        ) from None
 
 
 def _hint_on_a_terminal() -> None:
@@ -583,16 +541,6 @@ async def _connect_upstream(registry: ToolRegistry | None) -> None:
     model in discovery results."""
     if registry is not None:
         await registry.connect_all()
-
-
-def _freeze_startup_heap() -> None:
-    """Move everything built at start (modules, the SDK's models, the tool registry...)
-    out of the garbage collector's reach: it lives as long as the server, and each full
-    collection would otherwise scan all of it, stalling every client for tens of ms."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
 
 
 def _open_workspace(

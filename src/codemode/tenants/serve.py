@@ -66,7 +66,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
             on_shutdown=served.close_upstream,
             stop=stops[-1],
         )
-    from ..server.cli import set_up_log_handlers
+    from ..server.process import set_up_log_handlers
 
     set_up_log_handlers(opts.log_level)
     sock = bind_socket(opts.host, opts.port)

@@ -580,10 +580,12 @@ def settle_collector() -> None:
     the session it starts) are alive while it is in flight, so at 700 allocations a
     collection every couple of calls rescanned the in-flight requests of every client
     and promoted them to the older generations, which then needed full collections of
-    their own (~50 ms each). Measured with 50 sessions in ``bench_load.py``: the
-    collector took ~0.75 ms of CPU per call (a quarter of the server's) at 700, ~0.33
-    ms at 10,000, ~0.4 ms at 50,000 with a 90 ms pause per collection. Cycles wait a
-    little longer for their turn: at most 10,000 objects more (a few MB).
+    their own (~50 ms each). Measured with 50 sessions x 40 calls in ``bench_load.py``
+    (GC callbacks timing each collection's thread CPU, five runs): the collector took
+    0.5-0.75 ms of CPU per call at 700 (a quarter of the server's), 0.26-0.34 ms at
+    3,000, 10,000 and 20,000 alike (pauses of ~2, ~10 and ~25 ms), ~0.4 ms at 50,000
+    with ~90 ms pauses. Cycles wait a little longer for their turn: at most 10,000
+    objects more (a few MB).
     """
     import gc
 

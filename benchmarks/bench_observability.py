@@ -29,7 +29,8 @@ streaming p50 target <= 5 ms.
 
 The process's garbage collector is set up as ``codemode serve`` sets up its own: after
 the warm-up, everything built so far is frozen out of the collector's reach
-(``gc.freeze()``), so a full collection scans only what runs create; ``--gc default``
+(``gc.freeze()``), so a full collection scans only what runs create, and young
+collections come every 10,000 allocations (``settle_collector``); ``--gc default``
 leaves the collector as Python starts it (an application embedding a ``Session`` without
 doing the same). Tracing's emitter thread builds a run's spans after the run, so with one run per
 configuration in turn its work falls into the next runs, whichever configuration they
@@ -191,11 +192,13 @@ BLOCK = 0  # --blocks: runs in a row per configuration (0: one run each, interle
 
 
 def gc_as_serve() -> None:
-    """What ``codemode serve`` does once started (``server/cli.py``): collect, then freeze
-    the survivors, so later full collections do not rescan them."""
+    """What ``codemode serve`` does once started (``server/cli.py``): collect, freeze the
+    survivors, so later full collections do not rescan them, and make young collections
+    rarer."""
     if GC_POLICY == "serve":
-        gc.collect()
-        gc.freeze()
+        from codemode.server.process import settle_collector
+
+        settle_collector()
 
 
 class GcCount:

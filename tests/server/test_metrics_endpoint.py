@@ -4,6 +4,8 @@ sequence of runs and tool calls, and the endpoint's own auth setting."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,6 +131,29 @@ def test_serve_freezes_what_it_built_at_start_out_of_the_collectors_scans(
     # Modules, the MCP SDK's models, the registry: tens of thousands of objects that a
     # full collection would otherwise rescan on every pass.
     assert value(scrape(server).text, "codemode_gc_frozen_objects") > 10_000
+
+
+SETTLE = """
+import gc, sys
+from codemode.server.process import settle_collector
+gc.set_threshold(int(sys.argv[1]), 10, 10)
+settle_collector()
+print(*gc.get_threshold(), gc.get_freeze_count() > 1000)
+"""
+
+
+@pytest.mark.parametrize(
+    ("young", "after"),
+    [(700, "10000 10 10 True"), (50_000, "50000 10 10 True"), (0, "0 10 10 True")],
+)
+def test_serve_makes_young_collections_rarer_unless_the_collector_is_off_or_rarer(
+    young: int, after: str
+) -> None:
+    # A fresh interpreter: the collector's settings are the process's.
+    out = subprocess.run(
+        [sys.executable, "-c", SETTLE, str(young)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == after.split()
 
 
 def test_metrics_need_the_servers_token_by_default(server: HttpServer) -> None:

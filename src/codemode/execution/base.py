@@ -87,7 +87,7 @@ class RunTimer:
         self, loop: asyncio.AbstractEventLoop, timeout: float, callback: Callable[[], None]
     ) -> None:
         self._loop = loop
-        self._callback = callback
+        self._callback: Callable[[], None] | None = callback
         self._remaining = timeout
         self._holds = 0
         self._cancelled = False
@@ -96,12 +96,17 @@ class RunTimer:
 
     def _fire(self) -> None:
         self._handle = None
-        if not self._cancelled:
-            self._cancelled = True
-            self._callback()
+        callback = self._callback
+        if not self._cancelled and callback is not None:
+            self.cancel()
+            callback()
 
     def cancel(self) -> None:
+        """Never fire; let go of the callback, which usually refers back to the run that
+        holds this timer: kept, that cycle would wait for the garbage collector, with the
+        run's result in it, on every run."""
         self._cancelled = True
+        self._callback = None
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None

@@ -15,7 +15,7 @@ import click
 from codemode.errors import ConfigError, ExecutorError
 
 from .health import DEFAULT_STALL_AFTER
-from .process import bind, freeze_startup_heap, set_up_log_handlers
+from .process import bind, set_up_log_handlers, settle_collector
 from .sessions import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
@@ -494,7 +494,7 @@ async def run_server(opts: ServeOptions) -> None:
             health=health,
             stall_after=opts.health_stall,
         )
-        freeze_startup_heap()
+        settle_collector()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
             await serve_http(app, sock, log_level=opts.log_level.lower())
@@ -514,7 +514,7 @@ async def run_server(opts: ServeOptions) -> None:
             finally:
                 await close_rest()
 
-    freeze_startup_heap()
+    settle_collector()
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)

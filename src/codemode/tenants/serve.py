@@ -66,7 +66,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
             on_shutdown=served.close_upstream,
             stop=stops[-1],
         )
-    from ..server.process import set_up_log_handlers
+    from ..server.process import set_up_log_handlers, settle_collector
 
     set_up_log_handlers(opts.log_level)
     sock = bind_socket(opts.host, opts.port)
@@ -82,6 +82,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
             f"{opts.max_sessions} sessions per tenant, {total} in all"
         ),
     )
+    settle_collector()  # as a single-tenant serve does
     async with anyio.create_task_group() as tg:
         for registry in registries:
             tg.start_soon(_connect_upstream, registry)

@@ -8,6 +8,8 @@ import asyncio
 import marshal
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -104,3 +106,52 @@ async def test_connections_that_never_prove_the_secret_do_not_pile_up(
     finally:
         for _, w in idle:
             w.close()
+
+
+_SILENT_PEER = """
+import asyncio, subprocess, sys
+from codemode.cluster import link as L
+L.KEEPALIVE = (1, 1, 2)
+
+async def main() -> None:
+    never = asyncio.Event()
+
+    async def answer(op, arg):
+        await never.wait()
+
+    srv = L.LinkServer(answer, lambda op, arg: None)
+    _, port = await srv.open("127.0.0.1")
+    link = await L.Link.connect("127.0.0.1", port, srv.secret, 10)
+    ask = asyncio.ensure_future(link.ask("poll", (b"r", 0)))
+    await asyncio.sleep(0.2)
+    # The network goes away under both ends: no FIN, no RST, packets go nowhere.
+    subprocess.run(["ip", "link", "set", "lo", "down"], check=True)
+    try:
+        await asyncio.wait_for(ask, 20)
+        print("answered")
+    except L.LinkBroken:
+        print("broken")
+    except TimeoutError:
+        print("hung")
+
+asyncio.run(main())
+"""
+
+
+def _netns() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rn", "true"], timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _netns(), reason="needs unshare -rn (a network namespace of its own)")
+def test_a_node_gone_without_a_word_breaks_the_link_and_the_host_goes_on_over_ray() -> None:
+    """A read on a stream whose peer vanished (power lost, network cut) waits forever
+    unless TCP keepalive probes it: the run would hang instead of hearing from Ray that
+    the node was lost. Run in a network namespace whose loopback is then taken down."""
+    script = f"ip link set lo up && exec {sys.executable} -c '{_SILENT_PEER}'"
+    out = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == "broken", out.stderr[-2000:]

@@ -37,6 +37,7 @@ import logging
 import marshal
 import os
 import secrets
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,12 +58,33 @@ MAX_UNPROVEN = 32
 _DOMAIN = b"codemode-link-2"
 _LEN = struct.Struct(">I")
 MAX_FRAME = 1 << 30
+KEEPALIVE = (5, 5, 3)
+"""TCP keepalive of the link (idle s, interval s, probes): a node gone without a word (power
+lost, network cut) ends the stream in ~20 s, about when Ray declares the node dead; the
+host then polls over Ray and hears of the loss. Without it a read waits forever."""
 HOST, ACTOR = b"host", b"actor"
 """Who proves: each side's proof is of its own kind, so neither can be reflected back."""
 
 
 def proof(secret: bytes, nonce: bytes, who: bytes = HOST) -> bytes:
     return hmac.new(secret, _DOMAIN + who + b"\x00" + nonce, hashlib.sha256).digest()
+
+
+def _keepalive(writer: asyncio.StreamWriter) -> None:
+    """Probe an idle stream, and bound how long sent data may go unacknowledged."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    idle, interval, probes = KEEPALIVE
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; elsewhere the system's defaults
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            limit = (idle + interval * probes) * 1000
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, limit)
 
 
 def _frame(data: bytes) -> bytes:
@@ -146,6 +168,7 @@ class LinkServer:
                 log.warning("a link connection from %s was refused: wrong secret", _peer(writer))
                 return
             writer.write(proof(self.secret, got[32:], ACTOR))  # accepted: the actor's proof
+            _keepalive(writer)  # a host gone without a word: its pending poll ends
             while True:
                 op, arg = marshal.loads(await _read(reader))
                 if op in (RUN, POLL):
@@ -153,7 +176,7 @@ class LinkServer:
                     pending = asyncio.get_running_loop().create_task(self._ask(writer, op, arg))
                 else:
                     self._tell(op, arg)
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError, TypeError):
+        except (asyncio.IncompleteReadError, OSError, ValueError, EOFError, TypeError):
             pass  # the host went away (or spoke nonsense): it goes on over Ray
         finally:
             unproven.pop(writer, None)
@@ -209,6 +232,7 @@ class Link:
             if not hmac.compare_digest(got, proof(secret, mine, ACTOR)):
                 writer.close()
                 raise LinkBroken("the peer at the link's address does not know the secret")
+        _keepalive(writer)
         return cls(reader, writer)
 
     def tell(self, op: str, arg: Any) -> None:
@@ -217,7 +241,7 @@ class Link:
             raise LinkBroken("the link is closed")
         try:
             self._writer.write(_frame(marshal.dumps((op, arg))))
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:
             self.close()
             raise LinkBroken(str(exc)) from exc
 
@@ -227,7 +251,8 @@ class Link:
         self.tell(op, arg)
         try:
             seq, events = marshal.loads(await _read(self._reader))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError) as exc:
+        # OSError: ETIMEDOUT (keepalive) and EHOSTUNREACH are not ConnectionErrors.
+        except (asyncio.IncompleteReadError, OSError, ValueError, EOFError) as exc:
             self.close()
             raise LinkBroken(str(exc) or type(exc).__name__) from exc
         except BaseException:

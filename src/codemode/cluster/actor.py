@@ -54,6 +54,9 @@ CALL, DONE, FAILED = "call", "done", "failed"
 ``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``. They come in
 numbered batches ``(seq, [event, ...])``, 1, 2, ... within a run."""
 
+PAST_RUNS = 1024
+"""Run ids an actor remembers after their run, to refuse their request arriving late."""
+
 MARSHAL_VERSION = 4
 """Stable since Python 3.4: a host and a node on different Python versions agree."""
 
@@ -154,6 +157,8 @@ class _Session:
         self._events: list[tuple[Any, ...]] = []
         self._wake = asyncio.Event()
         self._run_id = b""
+        self._past: dict[bytes, None] = {}
+        """The ids of the last ``PAST_RUNS`` runs before this one, oldest first."""
         self._running: asyncio.Task[None] | None = None
         self._sent: tuple[int, bytes] | None = None
         """The last batch sent: ``(seq, packed)``, sent again to a poll that missed it."""
@@ -238,10 +243,18 @@ class _Session:
         sent again after the link broke: a poll); answers with the first event batch."""
         if run_id == self._run_id:
             return await self.poll(run_id, ack)
+        if run_id in self._past:
+            # Its request came again after a later run began (a frame of a link that
+            # broke, delivered late): the code ran once already, it must not run again.
+            raise ExecutorError("a run that is over")
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
         self._touch(arm=False)  # a run never expires: the idle time starts at its end
+        if self._run_id:
+            self._past[self._run_id] = None
+            if len(self._past) > PAST_RUNS:
+                del self._past[next(iter(self._past))]
         self._run_id, self._sent = run_id, None
         self._running = asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
         return await self.poll(run_id, 0)

@@ -179,3 +179,27 @@ async def test_a_hold_sent_before_the_link_broke_is_released_once_over_ray(
         assert r.error is not None and "imeout" in r.error.type + r.error.message, r
         assert r.value is None and not r.state_lost
         assert (await s.run("a")).value == "approved"
+
+
+async def test_with_the_link_off_holds_and_interrupts_go_over_ray_calls(
+    cluster: RayCluster,
+) -> None:
+    from codemode.execution.base import waiting_for_person
+
+    async def ask_person(seconds: float) -> str:
+        """Waits for a person for ``seconds``."""
+        with waiting_for_person():
+            await asyncio.sleep(seconds)
+        return "approved"
+
+    async with Session(executor(cluster, direct=False)) as s:
+        s.register_tool(ask_person, server="probe")
+        started = probe(s)
+        r = await asyncio.wait_for(s.run("a = tools.probe.ask_person(seconds=3)\na", 2), 120)
+        assert r.value == "approved", r.error  # held past its 2 s
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        assert s.interrupt()
+        r = await asyncio.wait_for(run, 120)
+        assert r.error is not None and r.error.type == "KeyboardInterrupt"
+        assert (await s.run("a")).value == "approved"

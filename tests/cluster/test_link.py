@@ -152,3 +152,54 @@ async def test_interrupt_and_cancel_of_a_run_over_the_link_keep_the_state(
             await run
         after = await asyncio.wait_for(s.run("kept"), 60)
         assert after.value == "yes" and not after.state_lost
+
+
+async def test_a_hold_sent_before_the_link_broke_is_released_once_over_ray(
+    cluster: RayCluster,
+) -> None:
+    """An approval holds the run's timeout: the hold goes over the link, the link breaks
+    while the person decides, the release goes over Ray. The run outlives its timeout
+    while held and times out again once released (no hold left behind)."""
+    from codemode.execution.base import waiting_for_person
+
+    async with Session(executor(cluster)) as s:
+        w = await linked(s)
+
+        async def ask_person(seconds: float) -> str:
+            """Waits for a person for ``seconds``."""
+            with waiting_for_person():
+                await asyncio.sleep(0.5)
+                cut(w)  # mid-wait: the release cannot go over the link
+                await asyncio.sleep(seconds)
+            return "approved"
+
+        s.register_tool(ask_person, server="probe")
+        code = "a = tools.probe.ask_person(seconds=3)\nimport time; time.sleep(4)\na"
+        r = await asyncio.wait_for(s.run(code, 2.5), 120)
+        assert r.error is not None and "imeout" in r.error.type + r.error.message, r
+        assert r.value is None and not r.state_lost
+        assert (await s.run("a")).value == "approved"
+
+
+async def test_with_the_link_off_holds_and_interrupts_go_over_ray_calls(
+    cluster: RayCluster,
+) -> None:
+    from codemode.execution.base import waiting_for_person
+
+    async def ask_person(seconds: float) -> str:
+        """Waits for a person for ``seconds``."""
+        with waiting_for_person():
+            await asyncio.sleep(seconds)
+        return "approved"
+
+    async with Session(executor(cluster, direct=False)) as s:
+        s.register_tool(ask_person, server="probe")
+        started = probe(s)
+        r = await asyncio.wait_for(s.run("a = tools.probe.ask_person(seconds=3)\na", 2), 120)
+        assert r.value == "approved", r.error  # held past its 2 s
+        run = asyncio.create_task(s.run(SLEEPS_AFTER_PROBE, 900))
+        await asyncio.wait_for(started.wait(), 120)
+        assert s.interrupt()
+        r = await asyncio.wait_for(run, 120)
+        assert r.error is not None and r.error.type == "KeyboardInterrupt"
+        assert (await s.run("a")).value == "approved"

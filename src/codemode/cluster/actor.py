@@ -46,13 +46,16 @@ from .link import LinkServer
 
 log = logging.getLogger(__name__)
 
-RELAY_VERSION = 3
+RELAY_VERSION = 4
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
 
 CALL, DONE, FAILED = "call", "done", "failed"
 """Event kinds. Events are plain tuples: ``(CALL, id, method, params)``,
 ``(DONE, result_fields)`` (see :func:`result_fields`), ``(FAILED, message)``. They come in
 numbered batches ``(seq, [event, ...])``, 1, 2, ... within a run."""
+
+PAST_RUNS = 1024
+"""Run ids an actor remembers after their run, to refuse their request arriving late."""
 
 MARSHAL_VERSION = 4
 """Stable since Python 3.4: a host and a node on different Python versions agree."""
@@ -154,6 +157,8 @@ class _Session:
         self._events: list[tuple[Any, ...]] = []
         self._wake = asyncio.Event()
         self._run_id = b""
+        self._past: dict[bytes, None] = {}
+        """The ids of the last ``PAST_RUNS`` runs before this one, oldest first."""
         self._running: asyncio.Task[None] | None = None
         self._sent: tuple[int, bytes] | None = None
         """The last batch sent: ``(seq, packed)``, sent again to a poll that missed it."""
@@ -162,6 +167,8 @@ class _Session:
         self._calls: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
         self._seq = 0
         self._holds: list[AbstractContextManager[None]] = []
+        self._hold_seq = 0
+        """The number of the last ``hold`` taken in this run (older ones, late, are not)."""
         self._expiry: asyncio.TimerHandle | None = None
         self._idle_after = 0.0
         self.expired = False
@@ -200,9 +207,9 @@ class _Session:
         if op == LINK_REPLY:
             self.reply(*arg)
         elif op == LINK_HOLD:
-            self.hold(bool(arg))
+            self.hold(*arg)
         elif op == LINK_INTERRUPT:
-            self.interrupt(bool(arg))
+            self.interrupt(*arg)
 
     async def close(self) -> None:
         self._closed = True
@@ -238,11 +245,19 @@ class _Session:
         sent again after the link broke: a poll); answers with the first event batch."""
         if run_id == self._run_id:
             return await self.poll(run_id, ack)
+        if run_id in self._past:
+            # Its request came again after a later run began (a frame of a link that
+            # broke, delivered late): the code ran once already, it must not run again.
+            raise ExecutorError("a run that is over")
         worker = self._worker
         if worker is None or not worker.alive:
             raise ExecutorError("the session's worker on this node is not running")
         self._touch(arm=False)  # a run never expires: the idle time starts at its end
-        self._run_id, self._sent = run_id, None
+        if self._run_id:
+            self._past[self._run_id] = None
+            if len(self._past) > PAST_RUNS:
+                del self._past[next(iter(self._past))]
+        self._run_id, self._sent, self._hold_seq = run_id, None, 0
         self._running = asyncio.get_running_loop().create_task(self._run(worker, code, timeout))
         return await self.poll(run_id, 0)
 
@@ -308,16 +323,28 @@ class _Session:
             fut.set_result((ok, value))
 
     # -- control -----------------------------------------------------------------------
-    def hold(self, on: bool) -> None:
-        """Hold (or release) the running code's timeout while the host waits for a person."""
-        if on and self._worker is not None:
+    def hold(self, run_id: bytes, seq: int, depth: int) -> None:
+        """Hold the running code's timeout while the host waits for a person: ``depth``
+        holds in force, as of the host's ``seq``-th change in run ``run_id``. The host
+        sends its state, not a step: one sent over the link and again over Ray after a
+        break counts once, and one of them arriving after a later one changes nothing."""
+        if run_id != self._run_id or seq <= self._hold_seq or self._worker is None:
+            return
+        if self._running is None or self._running.done():
+            return  # its run is over: holds ended with it
+        self._hold_seq = seq
+        holds = self._holds
+        while len(holds) < depth:
             cm = self._worker.hold_timeout()
             cm.__enter__()
-            self._holds.append(cm)
-        elif not on and self._holds:
-            self._holds.pop().__exit__(None, None, None)
+            holds.append(cm)
+        while len(holds) > depth:
+            holds.pop().__exit__(None, None, None)
 
-    def interrupt(self, kill_stuck: bool) -> bool:
+    def interrupt(self, run_id: bytes, kill_stuck: bool) -> bool:
+        """Ctrl-C for run ``run_id`` (one sent for an earlier run, arriving late: nothing)."""
+        if run_id != self._run_id:
+            return False
         stop = getattr(self._worker, "interrupt", None)
         return bool(stop(kill_stuck=kill_stuck)) if stop is not None else False
 
@@ -388,11 +415,12 @@ class SessionActor:
         """The host's answer to a call: ``pack((id, ok, value))``."""
         self._loop.call(self._session.reply, *unpack(answer))
 
-    def hold(self, on: bool) -> None:
-        self._loop.call(self._session.hold, on)
+    def hold(self, state: tuple[bytes, int, int]) -> None:
+        """``(run_id, seq, depth)``: see ``_Session.hold``."""
+        self._loop.call(self._session.hold, *state)
 
-    def interrupt(self, kill_stuck: bool) -> bool:
-        return self._loop.call(self._session.interrupt, kill_stuck)
+    def interrupt(self, run_id: bytes, kill_stuck: bool) -> bool:
+        return self._loop.call(self._session.interrupt, run_id, kill_stuck)
 
     def kill(self) -> None:
         self._loop.call(self._session.kill)

@@ -319,6 +319,10 @@ class RayWorker:
         self._link = LinkKeeper(self._where) if executor.config.direct else None
         self._replies: list[tuple[Any, bool, Any]] = []
         """Replies of the current run sent over the link: sent again over Ray if it breaks."""
+        self._run_id = b""
+        self._hold: tuple[bytes, int, int] | None = None
+        """The current run's holds as last sent ``(run_id, seq, depth)``: sent again over
+        Ray if the link breaks (it may have lost it)."""
 
     async def _where(self) -> tuple[str, int, bytes]:
         host, port, secret = await self._handle.link.remote()
@@ -355,6 +359,7 @@ class RayWorker:
         request = (secrets.token_bytes(8), code, timeout)
         ack = 0  # the last event batch received: none yet, the run may not have started
         self._replies.clear()
+        self._run_id, self._hold = request[0], None
         if self._link is not None:  # opened by the first run (a worker may never run)
             self._link.want()
         try:
@@ -405,11 +410,17 @@ class RayWorker:
                     return await link.ask(RUN, (*request, ack))
                 return await link.ask(POLL, (request[0], ack))
             except LinkBroken:
-                for answer in self._replies:  # some may not have come: each counts once
-                    self._handle.reply.remote(pack(answer))
+                self._resend()
         if not ack:
             return unpack(await self._handle.run.remote(pack((*request, ack))))
         return unpack(await self._handle.poll.remote(pack((request[0], ack))))
+
+    def _resend(self) -> None:
+        """What went over a link that broke, sent again over Ray (each counts once)."""
+        for answer in self._replies:
+            self._handle.reply.remote(pack(answer))
+        if self._hold is not None:
+            self._handle.hold.remote(self._hold)
 
     def _spawn_serve(self, event: tuple[Any, ...]) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(event))
@@ -433,9 +444,8 @@ class RayWorker:
         never dropped, so the actor's event queue is empty again before the next run."""
         if self._dead:
             return
-        self._handle.interrupt.remote(True)
-        for answer in self._replies:  # the link may have lost them: each counts once
-            self._handle.reply.remote(pack(answer))
+        self._handle.interrupt.remote(request[0], True)
+        self._resend()  # the link may have lost them
         task = asyncio.get_running_loop().create_task(self._drain(request, ack))
         self._stopping = task
 
@@ -503,22 +513,27 @@ class RayWorker:
         if not self._running or self._dead:
             yield
             return
-        # Calls from one caller start on the actor in the order they were sent, and so
-        # do the link's messages.
-        if not self._tell(HOLD, True):
-            self._handle.hold.remote(True)
+        # The state is sent, numbered, not a step: the link's message and Ray's may
+        # arrive in either order, or both (``_resend``); the actor takes the latest once.
+        self._send_hold(+1)
         try:
             yield
         finally:
-            if not self._dead and not self._tell(HOLD, False):
-                self._handle.hold.remote(False)
+            if not self._dead:
+                self._send_hold(-1)
+
+    def _send_hold(self, step: int) -> None:
+        seq, depth = (0, 0) if self._hold is None else self._hold[1:]
+        self._hold = state = (self._run_id, seq + 1, max(0, depth + step))
+        if not self._tell(HOLD, state):
+            self._handle.hold.remote(state)
 
     def interrupt(self, *, kill_stuck: bool = True) -> bool:
         """Ctrl-C for the code on the node; the node's grace period and kill apply."""
         if not self._running or self._dead:
             return False
-        if not self._tell(INTERRUPT, kill_stuck):
-            self._handle.interrupt.remote(kill_stuck)
+        if not self._tell(INTERRUPT, (self._run_id, kill_stuck)):
+            self._handle.interrupt.remote(self._run_id, kill_stuck)
         return True
 
     def kill(self) -> None:

@@ -13,9 +13,15 @@ _Session` resends the last batch to a poll that did not see it).
 Who may connect: whoever knows the session's secret, 32 random bytes the actor makes and
 hands out only through its Ray ``link`` call, so the link trusts exactly whom Ray trusts
 (run Ray with token authentication: docs/ray.md). The secret never crosses the stream:
-the actor sends a fresh nonce, the host answers HMAC-SHA256(secret, nonce), and a wrong
-or late answer closes the stream before a single message is read. The actor listens on
-its node's own address (the one Ray uses), on a port the OS picks.
+the actor sends a fresh nonce, the host answers HMAC-SHA256(secret, "host" + nonce) and
+a nonce of its own, and a wrong or late answer closes the stream before a single message
+is read. The actor then proves the secret too (HMAC of "actor" + the host's nonce): the
+host sends a run's code and its tools' results, and unmarshals what comes back, only to
+a peer that knows the secret, never to whatever answers at that address (a process that
+took the port of a dead actor, a spoofed address). At most ``MAX_UNPROVEN`` connections
+wait for their proof at once (the oldest is dropped for a newcomer), so a flood of
+connections that never authenticate cannot use up the actor's file descriptors. The
+actor listens on its node's own address (the one Ray uses), on a port the OS picks.
 
 Frames: 4-byte big-endian length, then ``marshal`` data (plain tuples; both ends are
 codemode of the same release: ``hello`` checks the relay version).
@@ -31,6 +37,7 @@ import logging
 import marshal
 import os
 import secrets
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,13 +53,38 @@ ERROR = -1
 NONCE = 32
 AUTH_TIMEOUT = 5.0
 """Seconds a connecting peer has to prove it knows the secret."""
-_DOMAIN = b"codemode-link-1"
+MAX_UNPROVEN = 32
+"""Connections waiting for their proof at once; a newcomer past this drops the oldest."""
+_DOMAIN = b"codemode-link-2"
 _LEN = struct.Struct(">I")
 MAX_FRAME = 1 << 30
+KEEPALIVE = (5, 5, 3)
+"""TCP keepalive of the link (idle s, interval s, probes): a node gone without a word (power
+lost, network cut) ends the stream in ~20 s, about when Ray declares the node dead; the
+host then polls over Ray and hears of the loss. Without it a read waits forever."""
+HOST, ACTOR = b"host", b"actor"
+"""Who proves: each side's proof is of its own kind, so neither can be reflected back."""
 
 
-def proof(secret: bytes, nonce: bytes) -> bytes:
-    return hmac.new(secret, _DOMAIN + nonce, hashlib.sha256).digest()
+def proof(secret: bytes, nonce: bytes, who: bytes = HOST) -> bytes:
+    return hmac.new(secret, _DOMAIN + who + b"\x00" + nonce, hashlib.sha256).digest()
+
+
+def _keepalive(writer: asyncio.StreamWriter) -> None:
+    """Probe an idle stream, and bound how long sent data may go unacknowledged."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    idle, interval, probes = KEEPALIVE
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; elsewhere the system's defaults
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            limit = (idle + interval * probes) * 1000
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, limit)
 
 
 def _frame(data: bytes) -> bytes:
@@ -92,6 +124,8 @@ class LinkServer:
         self._tell = tell
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        self._unproven: dict[asyncio.StreamWriter, None] = {}
+        """Connections still to prove the secret, oldest first."""
 
     async def open(self, host: str) -> tuple[str, int]:
         if self._server is None:
@@ -103,25 +137,38 @@ class LinkServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for task in list(self._conns):
+        tasks = list(self._conns)
+        for task in tasks:
             task.cancel()
+        # Their streams are closed as they end (``_serve``'s finally), not left to the GC.
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
         pending: asyncio.Task[None] | None = None
+        unproven = self._unproven
+        if len(unproven) >= MAX_UNPROVEN:  # a flood: the oldest waiting one goes
+            oldest = next(iter(unproven))
+            del unproven[oldest]
+            oldest.close()  # its read ends (the connection is closed under it)
+        unproven[writer] = None
         try:
             nonce = os.urandom(NONCE)
             writer.write(nonce)
             try:
-                got = await asyncio.wait_for(reader.readexactly(32), AUTH_TIMEOUT)
-            except (TimeoutError, asyncio.IncompleteReadError):
+                got = await asyncio.wait_for(reader.readexactly(32 + NONCE), AUTH_TIMEOUT)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 return
-            if not hmac.compare_digest(got, proof(self.secret, nonce)):
+            if writer not in unproven:  # dropped for a newcomer while it answered
+                return
+            del unproven[writer]
+            if not hmac.compare_digest(got[:32], proof(self.secret, nonce, HOST)):
                 log.warning("a link connection from %s was refused: wrong secret", _peer(writer))
                 return
-            writer.write(b"\x01")  # accepted
+            writer.write(proof(self.secret, got[32:], ACTOR))  # accepted: the actor's proof
+            _keepalive(writer)  # a host gone without a word: its pending poll ends
             while True:
                 op, arg = marshal.loads(await _read(reader))
                 if op in (RUN, POLL):
@@ -129,9 +176,10 @@ class LinkServer:
                     pending = asyncio.get_running_loop().create_task(self._ask(writer, op, arg))
                 else:
                     self._tell(op, arg)
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError, TypeError):
+        except (asyncio.IncompleteReadError, OSError, ValueError, EOFError, TypeError):
             pass  # the host went away (or spoke nonsense): it goes on over Ray
         finally:
+            unproven.pop(writer, None)
             if pending is not None:
                 pending.cancel()
             writer.close()
@@ -172,15 +220,19 @@ class Link:
             reader, writer = await asyncio.open_connection(host, port)
             try:
                 nonce = await reader.readexactly(NONCE)
-                writer.write(proof(secret, nonce))
-                if await reader.readexactly(1) != b"\x01":
-                    raise LinkBroken("the session's actor refused the link")
+                mine = os.urandom(NONCE)
+                writer.write(proof(secret, nonce, HOST) + mine)
+                got = await reader.readexactly(32)
             except asyncio.IncompleteReadError:
                 writer.close()
                 raise LinkBroken("the session's actor refused the link") from None
             except BaseException:
                 writer.close()
                 raise
+            if not hmac.compare_digest(got, proof(secret, mine, ACTOR)):
+                writer.close()
+                raise LinkBroken("the peer at the link's address does not know the secret")
+        _keepalive(writer)
         return cls(reader, writer)
 
     def tell(self, op: str, arg: Any) -> None:
@@ -189,7 +241,7 @@ class Link:
             raise LinkBroken("the link is closed")
         try:
             self._writer.write(_frame(marshal.dumps((op, arg))))
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:
             self.close()
             raise LinkBroken(str(exc)) from exc
 
@@ -199,7 +251,8 @@ class Link:
         self.tell(op, arg)
         try:
             seq, events = marshal.loads(await _read(self._reader))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError) as exc:
+        # OSError: ETIMEDOUT (keepalive) and EHOSTUNREACH are not ConnectionErrors.
+        except (asyncio.IncompleteReadError, OSError, ValueError, EOFError) as exc:
             self.close()
             raise LinkBroken(str(exc) or type(exc).__name__) from exc
         except BaseException:

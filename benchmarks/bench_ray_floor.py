@@ -72,8 +72,8 @@ class FormerAsyncActor:
     def pid(self) -> int:
         return self._session.pid()
 
-    def interrupt(self, kill_stuck: bool) -> bool:
-        return self._session.interrupt(kill_stuck)
+    def interrupt(self, run_id: bytes, kill_stuck: bool) -> bool:
+        return self._session.interrupt(run_id, kill_stuck)
 
     def kill(self) -> None:
         self._session.kill()

@@ -7,7 +7,7 @@ Rules (docs/server.md, "HTTP"):
   address; ``serve`` refuses ``--no-auth`` on any other address.
 - No CORS headers are sent, so browsers on other origins cannot call the server. On a
   loopback address every route (``/mcp``, ``/ui``, ``/api/*``, ``/metrics``) refuses a
-  ``Host`` or ``Origin`` that names another host (:class:`LoopbackHosts`): a web page
+  ``Host`` or ``Origin`` that names another host (:class:`~.front.Front`): a web page
   whose name was re-pointed at 127.0.0.1 (DNS rebinding) reads and runs nothing, even
   under ``--no-auth``. (The SDK's own check, which covers only ``/mcp`` and three exact
   hosts, is turned off there: this one is wider and refuses what it refused.)
@@ -30,10 +30,6 @@ Rules (docs/server.md, "HTTP"):
 
 from __future__ import annotations
 
-import functools
-import hmac
-import ipaddress
-import json
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,15 +42,16 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from codemode.capability import HttpEndpoint
 
-from .calls import CallTracker, ClientLink
+from .calls import CallTracker
+from .front import Front, Traffic, is_loopback
 from .health import DEFAULT_STALL_AFTER, Facts, HealthPort
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
 from .sessions import SessionManager
-from .toolset import LINK_SCOPE_KEY, ServerContext
+from .toolset import ServerContext
 
 if TYPE_CHECKING:
     from .connections import ConnectionLimits
@@ -77,10 +74,7 @@ __all__ = [
     "HEALTH_PATH",
     "MCP_PATH",
     "READY_PATH",
-    "BearerAuth",
-    "ClientWatch",
-    "HealthCheck",
-    "LoopbackHosts",
+    "Front",
     "Traffic",
     "bind_socket",
     "build_http_app",
@@ -88,152 +82,6 @@ __all__ = [
     "is_loopback",
     "serve_http",
 ]
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-async def _send_json(
-    send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]]
-) -> None:
-    body = json.dumps(data).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"cache-control", b"no-store"),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-class BearerAuth:
-    """ASGI middleware: refuse HTTP requests without the right bearer token.
-
-    ``token=None`` lets everything through (``--no-auth`` on loopback only).
-    """
-
-    def __init__(
-        self, app: ASGIApp, token: str | None, *, open_paths: frozenset[str] = frozenset()
-    ) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode() if token is not None else None
-        self._open = open_paths
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._expected is None or scope["path"] in self._open:
-            await self.app(scope, receive, send)
-            return
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                given = value
-                break
-        if hmac.compare_digest(given, self._expected):
-            await self.app(scope, receive, send)
-            return
-        error = {
-            "error": "invalid_token",
-            "error_description": "codemode serve needs 'Authorization: Bearer <token>' "
-            "(the token is CODEMODE_TOKEN, or the one printed at start).",
-        }
-        # error="invalid_token" and no resource_metadata: a client must not start an OAuth
-        # login this server cannot complete (RFC 6750, RFC 9728).
-        challenge = b'Bearer realm="codemode", error="invalid_token"'
-        await _send_json(send, 401, error, [(b"www-authenticate", challenge)])
-
-
-def _loopback_name(host: str) -> bool:
-    """``localhost`` (any case, and ``localhost.``, its fully qualified spelling), or a
-    loopback address. ``localhost.evil.example`` and the like are other hosts."""
-    name = host.lower()
-    return name in ("localhost", "localhost.") or is_loopback(host)
-
-
-def _loopback_authority(authority: str) -> bool:
-    """Whether a ``Host`` value names a loopback host. Remembered, since every request
-    of a client sends the same one (parsing it as an address cost ~2 % of a call); only
-    values a host and port can be, so the cache stays small whatever clients send."""
-    if len(authority) > 300:
-        return _is_loopback_authority(authority)
-    return _remembered_authority(authority)
-
-
-def _is_loopback_authority(authority: str) -> bool:
-    name = _host_of(authority)
-    return name is not None and _loopback_name(name)
-
-
-_remembered_authority = functools.lru_cache(maxsize=256)(_is_loopback_authority)
-
-
-def _host_of(authority: str) -> str | None:
-    """The host of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``)."""
-    if authority.startswith("["):
-        end = authority.find("]")
-        return authority[1:end] if end > 0 else None
-    host, _, port = authority.partition(":")
-    if ":" in port or (port and not port.isdigit()):
-        return None
-    return host or None
-
-
-def _origin_is_loopback(origin: str) -> bool:
-    scheme, sep, rest = origin.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or "/" in rest or "@" in rest:
-        return False
-    host = _host_of(rest)
-    return host is not None and _loopback_name(host)
-
-
-class LoopbackHosts:
-    """ASGI middleware for a server bound to a loopback address: refuse any request whose
-    ``Host`` (or ``Origin``, when sent) names a host that is not loopback.
-
-    Why: a browser sends a page's requests to whatever its host name resolves to. A page
-    on ``evil.example`` that re-points its name at 127.0.0.1 (DNS rebinding) is, to the
-    browser, same-origin with the server, so the missing CORS headers stop nothing; the
-    ``Host`` it sends still says ``evil.example``. Covers every route, not just ``/mcp``.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        headers = scope["headers"]
-        host = _header(headers, b"host")
-        if host is None or not _loopback_authority(host):
-            await _send_json(send, 421, _refusal("Host", host), [])
-            return
-        origin = _header(headers, b"origin")
-        if origin is not None and not _origin_is_loopback(origin):
-            await _send_json(send, 403, _refusal("Origin", origin), [])
-            return
-        await self.app(scope, receive, send)
-
-
-def _refusal(header: str, value: str | None) -> dict[str, str]:
-    return {
-        "error": "misdirected_request",
-        "error_description": f"this codemode server listens on a loopback address and "
-        f"answers only requests whose {header} is loopback (127.0.0.1, [::1], localhost), "
-        f"not {value!r}: a web page that re-pointed its name here (DNS rebinding) is refused",
-    }
 
 
 def health_facts(sessions: SessionManager, calls: CallTracker) -> Facts:
@@ -264,123 +112,6 @@ def health_facts(sessions: SessionManager, calls: CallTracker) -> Facts:
         return status, data
 
     return facts
-
-
-class HealthCheck:
-    """Outermost ASGI layer: ``/healthz`` (alive) and ``/readyz`` (takes new clients).
-
-    Both are answered from counters (:func:`health_facts`) before auth and before anything
-    that can wait; still on the event loop (the health port's process is not).
-    """
-
-    def __init__(self, app: ASGIApp, sessions: SessionManager, calls: CallTracker) -> None:
-        self.app = app
-        self._facts = health_facts(sessions, calls)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path") if scope["type"] == "http" else None
-        found = self._facts(path) if isinstance(path, str) else None
-        if found is None or scope["method"] not in ("GET", "HEAD"):
-            await self.app(scope, receive, send)
-            return
-        status, data = found
-        await _send_json(send, status, data, [])
-
-
-class Traffic:
-    """How many ``/mcp`` requests (not event streams) are in flight."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self._quiet: anyio.Event | None = None
-
-    def begin(self) -> None:
-        self.requests += 1
-
-    def end(self) -> None:
-        self.requests -= 1
-        if self.requests == 0 and self._quiet is not None:
-            self._quiet.set()
-            self._quiet = None
-
-    async def wait_quiet(self) -> None:
-        """Return once no request is in flight (every answer has been sent)."""
-        while self.requests:
-            if self._quiet is None:
-                self._quiet = anyio.Event()
-            await self._quiet.wait()
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    for key, value in headers:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
-class ClientWatch:
-    """ASGI middleware on ``/mcp``: links each request to its client (see module doc)."""
-
-    def __init__(
-        self, app: ASGIApp, sessions: SessionManager, traffic: Traffic, path: str = MCP_PATH
-    ) -> None:
-        self.app = app
-        self._sessions = sessions
-        self._traffic = traffic
-        self._path = path
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != self._path:
-            await self.app(scope, receive, send)
-            return
-        sessions = self._sessions
-        method = scope["method"]
-        sid = _header(scope["headers"], b"mcp-session-id")
-        keys = [f"mcp:{sid}"] if sid else []
-        peer = scope.get("client")
-        link = ClientLink(str(peer[0]) if peer else None)
-        scope[LINK_SCOPE_KEY] = link
-        answered = False
-        status = 0
-
-        async def watch_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and not answered:
-                link.lost()
-            return message
-
-        async def watch_send(message: Message) -> None:
-            nonlocal answered, status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                new = None if sid else _header(message.get("headers", []), b"mcp-session-id")
-                if new:  # the answer to initialize: the client is here from now on
-                    keys.append(f"mcp:{new}")
-                    sessions.attach(keys[-1])
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                answered = True
-            await send(message)
-
-        if sid is None and method == "POST" and sessions.draining:
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": (
-                "the codemode server is shutting down and takes no new clients; retry in a "
-                "moment (or on another server)")}}  # fmt: skip
-            await _send_json(send, 503, error, [(b"retry-after", b"5")])
-            return
-        stream = method == "GET"
-        if keys:
-            sessions.attach(keys[0])
-        if not stream:
-            self._traffic.begin()
-        try:
-            await self.app(scope, watch_receive, watch_send)
-        finally:
-            if not stream:
-                self._traffic.end()
-            for key in keys:  # an unknown session id (404) leaves no trace
-                sessions.detach(key, known=status < 400)
-        if method == "DELETE" and sid and 200 <= status < 300:
-            await sessions.drop(f"mcp:{sid}")
 
 
 def sdk_idle_timeout(ours: float | None) -> float | None:
@@ -429,7 +160,7 @@ def build_http_app(
         host=host,
         session_idle_timeout=sdk_idle_timeout(context.sessions.idle_timeout),
         max_sessions=mcp_sessions_cap(context.sessions),
-        # On loopback, LoopbackHosts checks every route; the SDK's own check (``/mcp``
+        # On loopback, Front checks every route; the SDK's own check (``/mcp``
         # only, three exact hosts) would refuse loopback spellings it accepts, such as
         # ``localhost.`` or an Origin without a port.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -505,11 +236,16 @@ def build_http_app(
         app.add_middleware(
             SessionAdoption, manager=server.session_manager, shared=shared, path=MCP_PATH
         )
-    app.add_middleware(ClientWatch, sessions=sessions, traffic=traffic, path=MCP_PATH)
-    app.add_middleware(BearerAuth, token=token, open_paths=frozenset(open_paths))
-    if is_loopback(host):
-        app.add_middleware(LoopbackHosts)
-    app.add_middleware(HealthCheck, sessions=sessions, calls=context.calls)
+    app.add_middleware(
+        Front,
+        facts=health_facts(sessions, context.calls),
+        sessions=sessions,
+        traffic=traffic,
+        token=token,
+        loopback=is_loopback(host),
+        open_paths=frozenset(open_paths),
+        mcp_path=MCP_PATH,
+    )
     return app
 
 

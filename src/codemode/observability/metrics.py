@@ -323,21 +323,31 @@ class Metrics:
         try:
             result = await call_next(event)
         except BaseException as exc:
-            elapsed = time.perf_counter() - start
-            cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-            self._end_run("cancelled" if cancelled else "refused", elapsed, run_id, None)
-            if not cancelled:
-                self.run_errors.labels(error_type(type(exc).__name__)).inc()
+            self._run_raised(exc, time.perf_counter() - start, run_id)
             raise
         self._end_run(run_outcome(result), time.perf_counter() - start, run_id, result)
         if result.error is not None:
             self._bound(self.run_errors, error_type(result.error.type)).inc()
         return result
 
+    def _run_raised(self, exc: BaseException, seconds: float, run_id: str | None) -> None:
+        """A run that raised (refused by a layer, or cancelled) instead of returning."""
+        cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
+        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None)
+        if not cancelled:
+            self.run_errors.labels(error_type(type(exc).__name__)).inc()
+
     def _end_run(
-        self, outcome: str, seconds: float, run_id: str | None, result: ExecutionResult | None
+        self,
+        outcome: str,
+        seconds: float,
+        run_id: str | None,
+        result: ExecutionResult | None,
+        out: int | None = None,
     ) -> None:
-        out = 0 if result is None else output_size(result)
+        """``out``: the run's ``output_size`` when the caller measured it already."""
+        if out is None:
+            out = 0 if result is None else output_size(result)
         tally = self.tally
         with self._lock:  # Hist.observe inline: three calls a run fewer
             tally.active -= 1

@@ -55,6 +55,7 @@ from .spans import (
     op_fields,
     random_id,
     run_attrs,
+    summary_attrs,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class _Run:
     facts: tuple[str, float, CallContext, ExecutionResult | None] | None = None
     """Code, timeout, context and result of a finished run (all immutable): the emitter
     turns them into the span's attributes, off the run's critical path."""
+    summary: tuple[Any, ...] | None = None
+    """Or (``observe.Observe``) the attributes' values already (``spans.run_summary``)."""
     code: str = ""
     end: int = 0
     error: str | None = None
@@ -448,9 +451,15 @@ class Tracing:
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
         else:
-            attrs = run_attrs(*run.facts) if run.facts is not None else {}
+            attrs = self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
         return (*run.fields(), *body, run.ops)
+
+    @staticmethod
+    def _run_attrs(run: _Run) -> dict[str, Any]:
+        if run.summary is not None:
+            return summary_attrs(run.summary)
+        return run_attrs(*run.facts) if run.facts is not None else {}
 
     def _emit(self, run: _Run) -> None:
         """End a finished run's span and build its children (on the emitter thread)."""
@@ -459,7 +468,7 @@ class Tracing:
             attrs = run.op.attributes()
             error = run.op.error
         else:
-            attrs = run_attrs(*run.facts) if run.facts is not None else {}
+            attrs = self._run_attrs(run)
             attrs["codemode.code.hmac"] = digest(run.code)
             error = run.error
         span.set_attributes(attrs)

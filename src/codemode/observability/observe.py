@@ -14,7 +14,6 @@ The run hook is one frame too; memory operations keep the two layers.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +34,7 @@ from .metrics import (
     size_of,
 )
 from .spans import run_summary
+from .tally import FOLD_AT
 from .tracing import _UNSAMPLED, Tracing, _Run
 
 _clock = time.perf_counter
@@ -85,16 +85,11 @@ class Observe:
             else:
                 text = notes.get(ARGS_JSON)
                 sent = len(text) if text is not None and text.isascii() else args_bytes(call)
-            hist = series.seconds
-            with metrics._lock:  # Metrics._count_call, inline
-                hist.counts[bisect_left(hist.bounds, elapsed)] += 1
-                hist.total += elapsed
-                counts = series.calls
-                counts["ok"] = counts.get("ok", 0) + 1
-                series.sent += sent
-                series.received += received
-                if run_id in metrics._run_bytes:
-                    metrics._run_bytes[run_id] += received
+            calls = metrics.tally.calls  # Tally.note_call, inline
+            calls.append((series, elapsed, sent, received, run_id))
+            if len(calls) >= FOLD_AT:
+                with metrics._lock:
+                    metrics.tally.fold()
             return result
         finally:
             if token is not None:

@@ -223,7 +223,8 @@ class Tracing:
         # SamplingResult: a parent decides by its sampled flag and lends its trace state,
         # a root by its trace id (the same low 64 bits against the same bound).
         ctx = self._get_current()
-        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
+        # An empty context (a run no client trace reached, the common case) has no parent.
+        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context() if ctx else None
         if parent is not None and parent.is_valid:
             if not parent.trace_flags & 1:
                 return None

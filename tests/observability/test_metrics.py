@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import anyio
@@ -252,3 +254,33 @@ async def test_a_tool_name_with_control_characters_cannot_redraw_the_stats_table
     shown = table(summarize(samples_of_text(m.exposition().decode())))
     assert "echo\\u001b[2K" in shown
     assert not set("\x1b\u202e") & set(shown)
+
+
+def test_calls_from_many_threads_are_all_counted_while_scrapes_run() -> None:
+    """Returned calls are noted without a lock and counted in batches (``Tally.fold``):
+    none is lost or counted twice when threads call and scrape at once."""
+    metrics = Metrics(process=False)
+    reg = registry(metrics)
+    per_thread, threads = 300, 4
+
+    def caller() -> None:
+        async def calls_in_a_loop() -> None:
+            for i in range(per_thread):
+                await reg.call("crm", "echo", {"text": f"{i:03d}"})
+
+        asyncio.run(calls_in_a_loop())
+
+    workers = [threading.Thread(target=caller) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    while any(w.is_alive() for w in workers):
+        metrics.exposition()  # folds what is noted so far, concurrently with the calls
+    for w in workers:
+        w.join()
+    text = metrics.exposition().decode()
+    n = per_thread * threads
+    assert calls(text, "echo", "ok") == n
+    pair = {"server": "crm", "tool": "echo"}
+    assert value(text, "codemode_tool_call_duration_seconds_count", **pair) == n
+    assert value(text, "codemode_tool_call_sent_bytes_total", **pair) == n * len('{"text": "000"}')
+    assert value(text, "codemode_tool_call_received_bytes_total", **pair) == n * len('"000"')

@@ -36,7 +36,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
-from .tally import Tally, TallyCollector, ToolSeries
+from .tally import FOLD_AT, Tally, TallyCollector, ToolSeries
 
 _clock = time.perf_counter
 MEMORY_BUCKETS = tuple(float(2**i * 1024 * 1024) for i in range(4, 14))  # 16 MiB .. 8 GiB
@@ -168,7 +168,7 @@ class Metrics:
             registry=r,
         )
         self.context_ratio.set_function(self._ratio)
-        self._run_bytes: dict[str, int] = {}
+        self._run_bytes = self.tally.run_bytes
         self._gauges: dict[str, Gauge] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._lock = self.tally.lock
@@ -230,17 +230,11 @@ class Metrics:
             received = result_bytes(call, result)
         text = notes.get(ARGS_JSON)
         sent = len(text) if text is not None and text.isascii() else args_bytes(call)
-        run_id = call.context.run_id
-        hist = series.seconds
-        with self._lock:
-            hist.counts[bisect_left(hist.bounds, elapsed)] += 1
-            hist.total += elapsed
-            calls = series.calls
-            calls["ok"] = calls.get("ok", 0) + 1
-            series.sent += sent
-            series.received += received
-            if run_id is not None and run_id in self._run_bytes:
-                self._run_bytes[run_id] += received
+        calls = self.tally.calls  # Tally.note_call, inline
+        calls.append((series, elapsed, sent, received, call.context.run_id))
+        if len(calls) >= FOLD_AT:
+            with self._lock:
+                self.tally.fold()
         return result
 
     def _count_call(
@@ -323,23 +317,34 @@ class Metrics:
         try:
             result = await call_next(event)
         except BaseException as exc:
-            elapsed = time.perf_counter() - start
-            cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-            self._end_run("cancelled" if cancelled else "refused", elapsed, run_id, None)
-            if not cancelled:
-                self.run_errors.labels(error_type(type(exc).__name__)).inc()
+            self._run_raised(exc, time.perf_counter() - start, run_id)
             raise
         self._end_run(run_outcome(result), time.perf_counter() - start, run_id, result)
         if result.error is not None:
             self._bound(self.run_errors, error_type(result.error.type)).inc()
         return result
 
+    def _run_raised(self, exc: BaseException, seconds: float, run_id: str | None) -> None:
+        """A run that raised (refused by a layer, or cancelled) instead of returning."""
+        cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
+        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None)
+        if not cancelled:
+            self.run_errors.labels(error_type(type(exc).__name__)).inc()
+
     def _end_run(
-        self, outcome: str, seconds: float, run_id: str | None, result: ExecutionResult | None
+        self,
+        outcome: str,
+        seconds: float,
+        run_id: str | None,
+        result: ExecutionResult | None,
+        out: int | None = None,
     ) -> None:
-        out = 0 if result is None else output_size(result)
+        """``out``: the run's ``output_size`` when the caller measured it already."""
+        if out is None:
+            out = 0 if result is None else output_size(result)
         tally = self.tally
         with self._lock:  # Hist.observe inline: three calls a run fewer
+            tally.fold()  # the run's calls, for its bytes
             tally.active -= 1
             hist = tally.run_seconds
             hist.counts[bisect_left(hist.bounds, seconds)] += 1

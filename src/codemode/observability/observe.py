@@ -8,13 +8,12 @@ frame does both for the common case, a call of a run (sampled or not) that retur
 raises; a call outside any run goes through the two layers as they are. What is
 counted and what is traced is the same either way (``tests/observability/test_observe``).
 
-Run hooks and memory operations keep the two layers (one each per run, not per call).
+The run hook is one frame too; memory operations keep the two layers.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +21,21 @@ from ..chain import NextRun, RunEvent
 from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
-from .metrics import ARGS_JSON, Metrics, args_bytes, args_json, is_memory_method, result_bytes
-from .tracing import _UNSAMPLED, Tracing
+from .labels import error_type
+from .metrics import (
+    ARGS_JSON,
+    Metrics,
+    args_bytes,
+    args_json,
+    is_memory_method,
+    output_size,
+    result_bytes,
+    run_outcome,
+    size_of,
+)
+from .spans import run_summary
+from .tally import FOLD_AT
+from .tracing import _UNSAMPLED, Tracing, _Run
 
 _clock = time.perf_counter
 _now = time.time_ns  # the SDK's clock, as tracing's
@@ -50,7 +62,7 @@ class Observe:
         token = received = error = None
         if traced:
             # The arguments as they arrive, before inner layers may rewrite them.
-            args = notes.get(ARGS_JSON) or args_json(call)
+            args = args_json(call)  # noted in call.notes, as Tracing does
             begun = _now()
             if tracing.propagate:  # the run's trace goes on to upstream MCP servers
                 token = tracing._attach(run.context)
@@ -68,18 +80,16 @@ class Observe:
             received = notes.get("bytes")  # the registry's measure, as result_bytes
             if received is None:
                 received = result_bytes(call, result)
-            text = notes.get(ARGS_JSON)
-            sent = len(text) if text is not None and text.isascii() else args_bytes(call)
-            hist = series.seconds
-            with metrics._lock:  # Metrics._count_call, inline
-                hist.counts[bisect_left(hist.bounds, elapsed)] += 1
-                hist.total += elapsed
-                counts = series.calls
-                counts["ok"] = counts.get("ok", 0) + 1
-                series.sent += sent
-                series.received += received
-                if run_id in metrics._run_bytes:
-                    metrics._run_bytes[run_id] += received
+            if traced:  # the JSON noted on the way in, as args_bytes would read it
+                sent = len(args) if args.isascii() else size_of(args)
+            else:
+                text = notes.get(ARGS_JSON)
+                sent = len(text) if text is not None and text.isascii() else args_bytes(call)
+            calls = metrics.tally.calls  # Tally.note_call, inline
+            calls.append((series, elapsed, sent, received, run_id))
+            if len(calls) >= FOLD_AT:
+                with metrics._lock:
+                    metrics.tally.fold()
             return result
         finally:
             if token is not None:
@@ -90,8 +100,57 @@ class Observe:
                 )
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
+        """``Metrics.run_hook`` around ``Tracing.run_hook``, in one frame: the run's output
+        is measured once for both, and a traced run keeps a few scalars for its span's
+        attributes (``spans.run_summary``) instead of its context and result."""
+        metrics, tracing = self.metrics, self.tracing
+        run_id = event.context.run_id
+        tally = metrics.tally
+        with metrics._lock:
+            tally.active += 1
+            if run_id is not None:
+                metrics._run_bytes[run_id] = 0
+        start = _clock()
+        run = tracing._begin("codemode.run", _now())
+        token = None
+        if run is not None:
+            run.code = event.code
+            token = tracing._attach(run.context)  # inner run hooks' spans nest under it
+        if run_id:
+            tracing._runs[run_id] = _UNSAMPLED if run is None else run
+        try:
+            result = await call_next(event)
+        except BaseException as exc:
+            if run is not None:
+                run.error = type(exc).__name__
+                run.end = _now()
+                run.summary = run_summary(event.code, event.timeout, event.context, None, "", 0)
+            self._run_over(run, run_id, token)
+            metrics._run_raised(exc, _clock() - start, run_id)
+            raise
+        out = output_size(result)
+        outcome = run_outcome(result)
+        if run is not None:
+            if result.error is not None:
+                run.error = result.error.type
+            run.end = _now()
+            run.summary = run_summary(
+                event.code, event.timeout, event.context, result, outcome, out
+            )
+        self._run_over(run, run_id, token)
+        metrics._end_run(outcome, _clock() - start, run_id, result, out)
+        if result.error is not None:
+            metrics._bound(metrics.run_errors, error_type(result.error.type)).inc()
+        return result
+
+    def _run_over(self, run: _Run | None, run_id: str | None, token: Any) -> None:
         tracing = self.tracing
-        return await self.metrics.run_hook(event, lambda e: tracing.run_hook(e, call_next))
+        if token is not None:
+            tracing._detach(token)
+        if run_id:
+            tracing._runs.pop(run_id, None)
+        if run is not None:
+            tracing._submit(run)
 
     @for_methods(is_memory_method)
     async def host_layer(

@@ -192,21 +192,52 @@ def run_attrs(
     code: str, timeout: float, ctx: CallContext, result: ExecutionResult | None
 ) -> dict[str, Any]:
     """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
-    attrs: dict[str, Any] = {
-        "codemode.run.id": ctx.run_id or "",
-        "codemode.session.id": ctx.session_id or "",
-        "codemode.tenant": ctx.tenant,
-        "codemode.code.bytes": size_of(code),
-        "codemode.run.timeout_s": timeout,
-    }
     if result is None:
+        return summary_attrs(run_summary(code, timeout, ctx, None, "", 0))
+    return summary_attrs(run_summary(code, timeout, ctx, result, run_outcome(result),
+                                     output_size(result)))  # fmt: skip
+
+
+RunSummary = tuple[Any, ...]
+"""A finished run's span attributes as a flat tuple of immutable values
+(``run_summary``): what a run keeps until its spans are built, instead of its context
+and result."""
+
+
+def run_summary(
+    code: str,
+    timeout: float,
+    ctx: CallContext,
+    result: ExecutionResult | None,
+    outcome: str,
+    out: int,
+) -> RunSummary:
+    """``run_attrs``'s values, with the outcome and output size the metrics layer already
+    measured (``observe.Observe``): a few scalars to hold, no encoding twice."""
+    head = (ctx.run_id or "", ctx.session_id or "", ctx.tenant, size_of(code), timeout)
+    if result is None:
+        return head
+    return (*head, outcome, out, result.cpu_seconds, result.peak_memory_bytes)
+
+
+def summary_attrs(summary: RunSummary) -> dict[str, Any]:
+    """The run span's attributes from ``run_summary``."""
+    attrs: dict[str, Any] = {
+        "codemode.run.id": summary[0],
+        "codemode.session.id": summary[1],
+        "codemode.tenant": summary[2],
+        "codemode.code.bytes": summary[3],
+        "codemode.run.timeout_s": summary[4],
+    }
+    if len(summary) == 5:
         return attrs
-    attrs["codemode.run.outcome"] = run_outcome(result)
-    attrs["codemode.output.bytes"] = output_size(result)
-    if result.cpu_seconds is not None:
-        attrs["codemode.run.cpu_s"] = result.cpu_seconds
-    if result.peak_memory_bytes is not None:
-        attrs["codemode.worker.peak_memory_bytes"] = result.peak_memory_bytes
+    _, _, _, _, _, outcome, out, cpu, peak = summary
+    attrs["codemode.run.outcome"] = outcome
+    attrs["codemode.output.bytes"] = out
+    if cpu is not None:
+        attrs["codemode.run.cpu_s"] = cpu
+    if peak is not None:
+        attrs["codemode.worker.peak_memory_bytes"] = peak
     return attrs
 
 
@@ -214,6 +245,7 @@ __all__ = [
     "Op",
     "OpFields",
     "Record",
+    "RunSummary",
     "children",
     "digest",
     "failed",
@@ -221,4 +253,6 @@ __all__ = [
     "random_id",
     "readable_spans",
     "run_attrs",
+    "run_summary",
+    "summary_attrs",
 ]

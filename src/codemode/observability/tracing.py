@@ -55,6 +55,7 @@ from .spans import (
     op_fields,
     random_id,
     run_attrs,
+    summary_attrs,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class _Run:
     facts: tuple[str, float, CallContext, ExecutionResult | None] | None = None
     """Code, timeout, context and result of a finished run (all immutable): the emitter
     turns them into the span's attributes, off the run's critical path."""
+    summary: tuple[Any, ...] | None = None
+    """Or (``observe.Observe``) the attributes' values already (``spans.run_summary``)."""
     code: str = ""
     end: int = 0
     error: str | None = None
@@ -220,7 +223,8 @@ class Tracing:
         # SamplingResult: a parent decides by its sampled flag and lends its trace state,
         # a root by its trace id (the same low 64 bits against the same bound).
         ctx = self._get_current()
-        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
+        # An empty context (a run no client trace reached, the common case) has no parent.
+        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context() if ctx else None
         if parent is not None and parent.is_valid:
             if not parent.trace_flags & 1:
                 return None
@@ -448,9 +452,15 @@ class Tracing:
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
         else:
-            attrs = run_attrs(*run.facts) if run.facts is not None else {}
+            attrs = self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
         return (*run.fields(), *body, run.ops)
+
+    @staticmethod
+    def _run_attrs(run: _Run) -> dict[str, Any]:
+        if run.summary is not None:
+            return summary_attrs(run.summary)
+        return run_attrs(*run.facts) if run.facts is not None else {}
 
     def _emit(self, run: _Run) -> None:
         """End a finished run's span and build its children (on the emitter thread)."""
@@ -459,7 +469,7 @@ class Tracing:
             attrs = run.op.attributes()
             error = run.op.error
         else:
-            attrs = run_attrs(*run.facts) if run.facts is not None else {}
+            attrs = self._run_attrs(run)
             attrs["codemode.code.hmac"] = digest(run.code)
             error = run.error
         span.set_attributes(attrs)

@@ -65,6 +65,7 @@ async def observed(ratio: float, layers: Callable[[Metrics, Tracing], list[Any]]
         k: v
         for k, v in samples(metrics.exposition().decode()).items()
         if not k[0].endswith(("_sum", "_bucket", "_created", "_ratio"))
+        and not k[0].startswith("codemode_pool_")  # the warm pool's refills: timing, not us
     }
     return counts, sorted(map(_shape, exporter.get_finished_spans()))
 

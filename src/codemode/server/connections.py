@@ -117,14 +117,14 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                     refuse(peer)
                     transport.abort()
                     return
-                oldest._release()
+                oldest.release()
                 oldest.transport.abort()
             self._peer = peer
             open_by_client[peer] += 1
             opened += 1
             self._arm()
 
-        def _release(self) -> None:
+        def release(self) -> None:
             nonlocal opened
             waiting.pop(self, None)
             if self._deadline is not None:
@@ -138,7 +138,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                 self._peer = None
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._release()
+            self.release()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -165,7 +165,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def _expired(self) -> None:
             self._deadline = None
             if not self._busy():  # still waiting for a head
-                self._release()
+                self.release()
                 self.transport.abort()
 
     return Guarded

@@ -18,7 +18,7 @@ DEFAULT_WORKER_MB = 1024
 
 
 class Member(Protocol):
-    def _grant_waiter(self) -> bool:
+    def grant_waiter(self) -> bool:
         """Give one free slot to the next waiting client, if any may have it."""
         ...
 
@@ -57,7 +57,7 @@ class SessionCap:
         while not self.full and self._members and idle < len(self._members):
             member = self._members[self._next % len(self._members)]
             self._next += 1
-            idle = 0 if member._grant_waiter() else idle + 1
+            idle = 0 if member.grant_waiter() else idle + 1
 
 
 def default_total(max_sessions: int, worker_mb: int = DEFAULT_WORKER_MB) -> int:

@@ -335,9 +335,9 @@ class SessionManager:
         if self._cap is not None:
             self._cap.release()
         else:
-            self._grant_waiter()
+            self.grant_waiter()
 
-    def _grant_waiter(self) -> bool:
+    def grant_waiter(self) -> bool:
         """Hand a free slot to the next waiting client in turn; False if none may have it."""
         if not self._turns or not self._room():
             return False

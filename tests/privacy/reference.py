@@ -84,10 +84,17 @@ def _iban_matches(text: str) -> Iterator[re.Match[str]]:
     return detectors._IBAN.finditer(text)
 
 
+def _phone_matches(text: str) -> Iterator[re.Match[str]]:
+    """``codemode.privacy.phone._phone_matches`` before its byte mask of the starts."""
+    return phone._PHONE.finditer(text)
+
+
 @contextmanager
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
     saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
+    saved_phone_matches = phone._phone_matches
+    phone._phone_matches = _phone_matches
     saved_text = encoded._text
     encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
@@ -106,6 +113,7 @@ def reference_paths() -> Iterator[None]:
     finally:
         Anchors.enabled = True
         encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
+        phone._phone_matches = saved_phone_matches
         encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import encoded
+from codemode.privacy import detectors, encoded
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
@@ -122,6 +122,21 @@ def test_the_card_detector_finds_what_its_plain_code_finds_in_random_texts() -> 
     with reference_paths():
         want = [list(det.find(t)) for t in texts]
     assert sum(map(bool, want)) > 1000
+    assert got == want
+
+
+def test_the_luhn_check_on_bytes_agrees_with_the_digit_by_digit_sum() -> None:
+    rng = random.Random(17)
+    runs = [
+        "".join(
+            rng.choice("0123456789" if rng.random() < 0.97 else "\u0663\u06f5") for _ in range(n)
+        )
+        for n in (rng.randrange(1, 25) for _ in range(50_000))
+    ]
+    got = list(map(detectors._luhn_ok, runs))
+    with reference_paths():
+        want = list(map(detectors._luhn_ok, runs))
+    assert 3000 < sum(want) < 47_000
     assert got == want
 
 

@@ -16,7 +16,7 @@ from codemode.privacy import detectors, encoded
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
-from codemode.privacy.phone import _PHONE, PhoneDetector, _phone_matches
+from codemode.privacy.phone import _PHONE, PhoneDetector, _masked_matches
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
 from codemode.privacy.splice import SEP, locate
@@ -97,7 +97,7 @@ def test_phone_matches_are_tried_where_the_pattern_alone_would_find_them() -> No
         "".join(rng.choice(PHONE_PIECES) for _ in range(rng.randrange(1, 30)))
         for _ in range(20_000)
     ]
-    got = [[m.span() for m in _phone_matches(t)] for t in texts]
+    got = [[m.span() for m in _masked_matches(t)] for t in texts]
     want = [[m.span() for m in _PHONE.finditer(t)] for t in texts]
     assert sum(map(bool, want)) > 5000
     assert got == want

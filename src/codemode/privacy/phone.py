@@ -130,7 +130,17 @@ def _phone_starts(text: str) -> list[int]:
     return starts
 
 
+MASK_MIN = 256
+"""Texts this long are searched from the mask's starts; a shorter one costs less to
+search with the pattern alone than to translate."""
+
+
 def _phone_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_PHONE.finditer(text)``."""
+    return _masked_matches(text) if len(text) >= MASK_MIN else _PHONE.finditer(text)
+
+
+def _masked_matches(text: str) -> Iterator[re.Match[str]]:
     """``_PHONE.finditer(text)``, the pattern tried only where ``_phone_starts`` says."""
     match = _PHONE.match
     last = 0

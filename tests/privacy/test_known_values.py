@@ -61,7 +61,7 @@ def test_values_indexed_ahead_in_the_background_are_found_as_a_scan_finds_them()
     rows = [{"phone": f"650555{i:04d}", "email": f"user{i}@example.com"} for i in range(1500)]
     out = protect(e, rows)
     assert e.known._size == 0  # nothing held when the scan looked
-    e.known.index_soon()  # 3,000 new values: a thread indexes them
+    e.index_soon()  # 3,000 new values: a thread indexes them
     indexer = e.known._indexer
     if indexer is not None:
         indexer.join()
@@ -69,7 +69,7 @@ def test_values_indexed_ahead_in_the_background_are_found_as_a_scan_finds_them()
     # Found again out of context, inside free text, with the tokens issued before.
     notes = [f"item 650555{i:04d} shipped" for i in range(0, 1500, 7)]
     assert protect(e, notes) == [f"item {out[i]['phone']} shipped" for i in range(0, 1500, 7)]
-    e.known.index_soon()  # nothing new: no thread
+    e.index_soon()  # nothing new: no thread
     assert e.known._indexer is None
 
 

@@ -220,6 +220,11 @@ class Privacy:
         new.update(whole)
         return leaves.apply_changes(new), report
 
+    def index_soon(self) -> None:
+        """Index the values the vault took for the held-values search in the background
+        (``KnownValues.index_soon``), with the garbage collector paused as in a scan."""
+        self.known.index_soon(_gc_paused)
+
     def _replace_known(
         self, texts: list[str], report: Report
     ) -> tuple[list[str], dict[int, str], Iterable[int]]:

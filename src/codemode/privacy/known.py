@@ -43,6 +43,7 @@ import bisect
 import string
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import TypeVar
 
@@ -166,25 +167,29 @@ class KnownValues:
             else:
                 got.append(v)
 
-    def index_soon(self) -> None:
+    def index_soon(
+        self, around: Callable[[], AbstractContextManager[object]] = nullcontext
+    ) -> None:
         """Index the values the vault took since the last look in a background thread,
         when there are ``INDEX_SOON_MIN`` or more: a tool result that issued 20,000 tokens
         costs their indexing (~40 ms) while the sandbox reads it, not in the next scan (the
         run's own output, on the event loop). Only ahead of time: ``find`` indexes
-        whatever is new first, and waits for this one when it is under way."""
+        whatever is new first, and waits for this one when it is under way. ``around``:
+        what the indexing runs in (the engine pauses the garbage collector, as for a
+        scan: the index's tuples would trigger passes over a heap holding the result)."""
         if len(self._held) - self._size < INDEX_SOON_MIN:
             return
         with self._indexer_lock:
             if self._indexer is not None:
                 return  # under way; what it misses, the next ``find`` indexes
             indexer = self._indexer = threading.Thread(
-                target=self._index_behind, name="codemode-known-index", daemon=True
+                target=self._index_behind, args=(around,), name="codemode-known-index", daemon=True
             )
         indexer.start()
 
-    def _index_behind(self) -> None:
+    def _index_behind(self, around: Callable[[], AbstractContextManager[object]]) -> None:
         try:
-            with self._lock:
+            with self._lock, around():
                 self._index()
         finally:
             with self._indexer_lock:

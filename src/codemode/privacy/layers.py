@@ -196,7 +196,7 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         # hook waits for it before the run's result goes back (``_flush``). The new
         # values are indexed meanwhile too, for the scans that look for held values.
         engine.vault.flush_soon()
-        engine.known.index_soon()
+        engine.index_soon()
         return out
 
     return privacy

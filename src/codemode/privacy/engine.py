@@ -342,8 +342,8 @@ class Privacy:
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
-        if len(texts) == 1 or not self.scanner.local_context:
-            return texts, {}
+        if len(texts) == 1 or not self.scanner.local_context or max(map(len, texts)) < REPEAT_MIN:
+            return texts, {}  # (the max: one C pass; a table of short fields has no long text)
         long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
         times = Counter(map(texts.__getitem__, long))
         if len(times) == len(long):

@@ -84,10 +84,25 @@ def _iban_matches(text: str) -> Iterator[re.Match[str]]:
     return detectors._IBAN.finditer(text)
 
 
+def _phone_matches(text: str) -> Iterator[re.Match[str]]:
+    """``codemode.privacy.phone._phone_matches`` before its byte mask of the starts."""
+    return phone._PHONE.finditer(text)
+
+
+def _luhn_ok(digits: str) -> bool:
+    """``codemode.privacy.detectors._luhn_ok`` before it summed bytes."""
+    total = sum(map(int, digits[-1::-2])) + sum(
+        detectors._LUHN_DOUBLE[int(c)] for c in digits[-2::-2]
+    )
+    return total % 10 == 0
+
+
 @contextmanager
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
     saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
+    saved_phone_matches, saved_luhn = phone._phone_matches, detectors._luhn_ok
+    phone._phone_matches, detectors._luhn_ok = _phone_matches, _luhn_ok
     saved_text = encoded._text
     encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
@@ -106,6 +121,7 @@ def reference_paths() -> Iterator[None]:
     finally:
         Anchors.enabled = True
         encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
+        phone._phone_matches, detectors._luhn_ok = saved_phone_matches, saved_luhn
         encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]

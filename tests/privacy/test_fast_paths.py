@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import encoded
+from codemode.privacy import detectors, encoded
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
-from codemode.privacy.phone import PhoneDetector
+from codemode.privacy.phone import _PHONE, PhoneDetector, _masked_matches
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
 from codemode.privacy.splice import SEP, locate
@@ -81,6 +81,28 @@ def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() ->
     assert got == want
 
 
+def test_phone_matches_are_tried_where_the_pattern_alone_would_find_them() -> None:
+    """The starts read from the byte mask miss no match of the pattern: digits of other
+    scripts, no-break spaces, letters and punctuation of any script around numbers."""
+    rng = random.Random(16)
+    common = "0123456789 ()+-./#:@_?ax\u00a0\t\n\x00"
+    texts = [
+        "".join(
+            rng.choice(common) if rng.random() < 0.8 else chr(rng.randrange(0x3100))
+            for _ in range(rng.randrange(1, 40))
+        )
+        for _ in range(20_000)
+    ]
+    texts += [
+        "".join(rng.choice(PHONE_PIECES) for _ in range(rng.randrange(1, 30)))
+        for _ in range(20_000)
+    ]
+    got = [[m.span() for m in _masked_matches(t)] for t in texts]
+    want = [[m.span() for m in _PHONE.finditer(t)] for t in texts]
+    assert sum(map(bool, want)) > 5000
+    assert got == want
+
+
 CARD_PIECES = [
     "4111111111111111", "4000000000000010", "378282246310005", "5555555555554444",
     "601111111111111", "4111 1111 1111 1111", "4111-1111", "0000", "1234", "9", "0",
@@ -100,6 +122,21 @@ def test_the_card_detector_finds_what_its_plain_code_finds_in_random_texts() -> 
     with reference_paths():
         want = [list(det.find(t)) for t in texts]
     assert sum(map(bool, want)) > 1000
+    assert got == want
+
+
+def test_the_luhn_check_on_bytes_agrees_with_the_digit_by_digit_sum() -> None:
+    rng = random.Random(17)
+    runs = [
+        "".join(
+            rng.choice("0123456789" if rng.random() < 0.97 else "\u0663\u06f5") for _ in range(n)
+        )
+        for n in (rng.randrange(1, 25) for _ in range(50_000))
+    ]
+    got = list(map(detectors._luhn_ok, runs))
+    with reference_paths():
+        want = list(map(detectors._luhn_ok, runs))
+    assert 3000 < sum(want) < 47_000
     assert got == want
 
 

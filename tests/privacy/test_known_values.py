@@ -56,6 +56,23 @@ def test_a_value_found_by_its_field_name_is_tokenized_as_a_plain_field_elsewhere
     assert protect(e, PHONE) == token
 
 
+def test_values_indexed_ahead_in_the_background_are_found_as_a_scan_finds_them() -> None:
+    e = engine()
+    rows = [{"phone": f"650555{i:04d}", "email": f"user{i}@example.com"} for i in range(1500)]
+    out = protect(e, rows)
+    assert e.known._size == 0  # nothing held when the scan looked
+    e.index_soon()  # 3,000 new values: a thread indexes them
+    indexer = e.known._indexer
+    if indexer is not None:
+        indexer.join()
+    assert e.known._size == len(e.vault.held()) == 3000
+    # Found again out of context, inside free text, with the tokens issued before.
+    notes = [f"item 650555{i:04d} shipped" for i in range(0, 1500, 7)]
+    assert protect(e, notes) == [f"item {out[i]['phone']} shipped" for i in range(0, 1500, 7)]
+    e.index_soon()  # nothing new: no thread
+    assert e.known._indexer is None
+
+
 def test_a_held_value_inside_free_text_gets_the_same_token() -> None:
     e = engine()
     token = protect(e, {"phone": PHONE})["phone"]

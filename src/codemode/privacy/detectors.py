@@ -139,15 +139,16 @@ _LUHN_DOUBLE = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
 
 
 def _luhn_ok(digits: str) -> bool:
-    odd = digits[-1::-2]
-    even = digits[-2::-2]
-    if digits.isascii():  # looked up in C (map over a dict), not a generator
-        return (sum(map(int, odd)) + sum(map(_LUHN_DOUBLED.__getitem__, even))) % 10 == 0
-    total = sum(map(int, odd)) + sum(_LUHN_DOUBLE[int(c)] for c in even)
+    if digits.isascii():  # as bytes: the doubled digits by a table, the sums in C
+        raw = digits.encode()
+        odd, even = raw[-1::-2], raw[-2::-2]
+        return (sum(odd) - 48 * len(odd) + sum(even.translate(_LUHN_BYTES))) % 10 == 0
+    total = sum(map(int, digits[-1::-2])) + sum(_LUHN_DOUBLE[int(c)] for c in digits[-2::-2])
     return total % 10 == 0
 
 
-_LUHN_DOUBLED = {str(d): v for d, v in enumerate(_LUHN_DOUBLE)}
+# An ASCII digit's byte -> the digit doubled, its two digits summed (only digits reach it).
+_LUHN_BYTES = bytes(_LUHN_DOUBLE[c - 0x30] if 0x30 <= c <= 0x39 else 0 for c in range(256))
 
 
 # Where a card can be: one byte per character (ASCII digits and any non-ASCII

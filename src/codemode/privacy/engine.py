@@ -220,6 +220,11 @@ class Privacy:
         new.update(whole)
         return leaves.apply_changes(new), report
 
+    def index_soon(self) -> None:
+        """Index the values the vault took for the held-values search in the background
+        (``KnownValues.index_soon``), with the garbage collector paused as in a scan."""
+        self.known.index_soon(_gc_paused)
+
     def _replace_known(
         self, texts: list[str], report: Report
     ) -> tuple[list[str], dict[int, str], Iterable[int]]:
@@ -337,14 +342,19 @@ class Privacy:
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
-        if len(texts) == 1 or not self.scanner.local_context:
-            return texts, {}
+        if len(texts) == 1 or not self.scanner.local_context or max(map(len, texts)) < REPEAT_MIN:
+            return texts, {}  # (the max: one C pass; a table of short fields has no long text)
         long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
-        if len(long) < 2 or len(set(map(texts.__getitem__, long))) == len(long):
+        times = Counter(map(texts.__getitem__, long))
+        if len(times) == len(long):
             return texts, {}  # no long text comes twice (one C pass, no loop per text)
+        # Only a text that comes more than once can be a copy: the loop below runs over
+        # those (a CRM export's notes, mostly unique, cost no Python step each).
         copies: dict[int, int] = {}
         seen: dict[tuple[str, str], int] = {}
-        for i in long:
+        for i in compress(
+            long, map((1).__lt__, map(times.__getitem__, map(texts.__getitem__, long)))
+        ):
             before = texts[i - 1][-CONTEXT:] if i else ""
             if _WORD.search(before):
                 first = seen.setdefault((before, texts[i]), i)

@@ -43,6 +43,7 @@ import bisect
 import string
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import TypeVar
 
@@ -52,6 +53,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "FIND_MAX",
+    "INDEX_SOON_MIN",
     "MIN_DIGITS",
     "MIN_INSIDE",
     "MIN_WHOLE",
@@ -71,6 +73,8 @@ MIN_DIGITS = 6
 a result into a token)."""
 FIND_MAX = 48
 """Held values searched one by one (``value in text``); past this, by their words."""
+INDEX_SOON_MIN = 2_000
+"""New held values from which ``index_soon`` starts a thread (fewer cost less than it)."""
 SEARCH_MAX = 64
 """Values the word windows leave that are searched for in all the texts at once; past
 this, text by text."""
@@ -104,6 +108,8 @@ class KnownValues:
         self._seen_generation = generation()
         self._size = 0
         self._lock = threading.Lock()
+        self._indexer: threading.Thread | None = None
+        self._indexer_lock = threading.Lock()
         self._inside: list[str] = []
         self._windows: dict[int, dict[tuple[bytes, ...], list[str]]] = {}
         """{m: {m consecutive words of a value: the values}}, m = 1, 2 or 3 (``_window``)."""
@@ -160,6 +166,34 @@ class KnownValues:
                 table[key] = [v]
             else:
                 got.append(v)
+
+    def index_soon(
+        self, around: Callable[[], AbstractContextManager[object]] = nullcontext
+    ) -> None:
+        """Index the values the vault took since the last look in a background thread,
+        when there are ``INDEX_SOON_MIN`` or more: a tool result that issued 20,000 tokens
+        costs their indexing (~40 ms) while the sandbox reads it, not in the next scan (the
+        run's own output, on the event loop). Only ahead of time: ``find`` indexes
+        whatever is new first, and waits for this one when it is under way. ``around``:
+        what the indexing runs in (the engine pauses the garbage collector, as for a
+        scan: the index's tuples would trigger passes over a heap holding the result)."""
+        if len(self._held) - self._size < INDEX_SOON_MIN:
+            return
+        with self._indexer_lock:
+            if self._indexer is not None:
+                return  # under way; what it misses, the next ``find`` indexes
+            indexer = self._indexer = threading.Thread(
+                target=self._index_behind, args=(around,), name="codemode-known-index", daemon=True
+            )
+        indexer.start()
+
+    def _index_behind(self, around: Callable[[], AbstractContextManager[object]]) -> None:
+        try:
+            with self._lock, around():
+                self._index()
+        finally:
+            with self._indexer_lock:
+                self._indexer = None
 
     def find(
         self, texts: list[str]

@@ -193,8 +193,10 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         for w in report.warnings:
             warn_caller(w)
         # Persisted in the background, while the sandbox takes the result; the run's
-        # hook waits for it before the run's result goes back (``_flush``).
+        # hook waits for it before the run's result goes back (``_flush``). The new
+        # values are indexed meanwhile too, for the scans that look for held values.
         engine.vault.flush_soon()
+        engine.index_soon()
         return out
 
     return privacy

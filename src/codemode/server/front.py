@@ -51,7 +51,15 @@ def is_loopback(host: str) -> bool:
 
 
 async def send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]]) -> None:
-    body = json.dumps(data).encode()
+    await send_json_body(
+        send, status, json.dumps(data).encode(), [(b"cache-control", b"no-store"), *headers]
+    )
+
+
+async def send_json_body(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A whole JSON answer whose body is already encoded (the tenants' router keeps some)."""
     await send(
         {
             "type": "http.response.start",
@@ -59,8 +67,7 @@ async def send_json(send: Send, status: int, data: Any, headers: list[tuple[byte
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
-                (b"cache-control", b"no-store"),
-                *headers,
+                *(headers or []),
             ],
         }
     )

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..server.front import send_json_body
 from .auth import Authenticator, Refusal
 from .config import OAuthConfig
 
@@ -69,10 +70,12 @@ class TenantRouter:
             return
         path = scope["path"]
         if path == HEALTH_PATH:
-            await _json(send, 200, json.dumps({"status": "ok", "tenants": len(self.apps)}).encode())
+            await send_json_body(
+                send, 200, json.dumps({"status": "ok", "tenants": len(self.apps)}).encode()
+            )
             return
         if self._metadata is not None and path in self._metadata_paths:
-            await _json(send, 200, self._metadata)
+            await send_json_body(send, 200, self._metadata)
             return
         given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         who = await self.auth.authenticate(given)
@@ -90,7 +93,7 @@ class TenantRouter:
         else:
             challenge = self._challenge + b", " + self._resource_metadata
         body = json.dumps({"error": "invalid_token", "error_description": why.description})
-        await _json(send, 401, body.encode(), [(b"www-authenticate", challenge)])
+        await send_json_body(send, 401, body.encode(), [(b"www-authenticate", challenge)])
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
@@ -103,23 +106,6 @@ class TenantRouter:
                 self.on_ready()
             await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})
-
-
-async def _json(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 __all__ = ["HEALTH_PATH", "METADATA_ROOT", "TenantRouter", "metadata_url"]

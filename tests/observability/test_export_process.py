@@ -203,6 +203,15 @@ async def test_an_unsampled_run_sends_nothing_to_the_export_process(
         tracing.close()
 
 
+async def exporting(s: Session, tracing: Tracing) -> export_process.ExportProcess:
+    """``tracing``'s export process, running and caught up after one traced run of ``s``."""
+    await s.run("tools.bank.lookup(card='x')")
+    assert tracing.flush()
+    process = tracing.process
+    assert process is not None and process.pid is not None
+    return process
+
+
 async def test_when_the_export_process_dies_runs_go_on_and_its_spans_are_counted(
     tracing: Tracing,
     collector: Collector,
@@ -211,10 +220,8 @@ async def test_when_the_export_process_dies_runs_go_on_and_its_spans_are_counted
 ) -> None:
     s = await traced_session(tracing)
     try:
-        await s.run("tools.bank.lookup(card='x')")
-        assert tracing.flush()
-        process = tracing.process
-        assert process is not None and process.pid is not None
+        process = await exporting(s, tracing)
+        assert process.pid is not None
         os.kill(process.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while process.pid is not None and time.monotonic() < deadline:
@@ -349,10 +356,8 @@ async def test_a_stopped_export_process_costs_spans_never_a_wait(
     monkeypatch.setattr(export_process, "MAX_BUFFERED", 64 << 10)
     s = await traced_session(tracing)
     try:
-        await s.run("tools.bank.lookup(card='x')")
-        assert tracing.flush()
-        process = tracing.process
-        assert process is not None and process.pid is not None
+        process = await exporting(s, tracing)
+        assert process.pid is not None
         pid = process.pid
         os.kill(pid, signal.SIGSTOP)
         before = dropped()

@@ -452,6 +452,23 @@ def attempt(path):
     assert "acme data" in mine
 
 
+def _run_jailed(server: dict[str, object], iso: Isolation) -> subprocess.CompletedProcess[str]:
+    """Run one stdio server entry to its end in the jail codemode plans for it; it must
+    start jailed and exit 0."""
+    cfg = parse_servers({"mcpServers": {"s": server}}, env={})["s"]
+    assert isinstance(cfg, StdioServerConfig)
+    launch = plan(cfg, iso)
+    try:
+        r = subprocess.run(
+            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        launch.cleanup()
+    assert launch.isolated and r.returncode == 0, r.stderr
+    return r
+
+
 @pytest.mark.parametrize("given", ["read-only", "writable"])
 def test_a_server_starts_before_codemodes_own_directories_exist(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
@@ -474,18 +491,8 @@ def test_a_server_starts_before_codemodes_own_directories_exist(
         server["read_only_paths"] = [str(home)]
     else:
         server["args"] = [str(home), str(files)]
-    cfg = parse_servers({"mcpServers": {"ls": server}}, env={})["ls"]
-    assert isinstance(cfg, StdioServerConfig)
     iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
-    launch = plan(cfg, iso)
-    try:
-        r = subprocess.run(
-            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    finally:
-        launch.cleanup()
-    assert launch.isolated and r.returncode == 0, r.stderr
+    r = _run_jailed(server, iso)
     assert "notes.txt" in r.stdout
     for own in (home / ".config" / "codemode", home / ".local" / "state" / "codemode"):
         st = own.stat()
@@ -501,20 +508,14 @@ def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Pa
     out.mkdir(parents=True)
     for d in (tmp_path, home, home / "ws", home / "ws" / "files"):
         d.chmod(0o755)
-    server = {"command": "touch", "args": [str(out / "made")], "read_only_paths": [str(home)]}
-    cfg = parse_servers({"mcpServers": {"touch": server}}, env={})["touch"]
-    assert isinstance(cfg, StdioServerConfig)
+    server: dict[str, object] = {
+        "command": "touch",
+        "args": [str(out / "made")],
+        "read_only_paths": [str(home)],
+    }
     files = home / "ws" / "files"
     iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
-    launch = plan(cfg, iso)
-    try:
-        r = subprocess.run(
-            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    finally:
-        launch.cleanup()
-    assert launch.isolated and r.returncode == 0, r.stderr
+    _run_jailed(server, iso)
     assert (out / "made").exists()
 
 

@@ -44,32 +44,50 @@ class Issuer:
         return jwt.encode(body, key or self.key, algorithm=alg, headers={"kid": "k1"})
 
 
+class JWKSEndpoint:
+    """The issuer's JWKS endpoint, that can go down (answering 503 after ``delay`` s, as a
+    struggling one does); counts the fetches it gets."""
+
+    def __init__(self, jwks: bytes, *, down: bool = False) -> None:
+        self.down, self.delay, self.fetches = down, 1.0, 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.fetches += 1
+                if outer.down:
+                    time.sleep(outer.delay)
+                    self.send_error(503)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(jwks)))
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[Issuer]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-    jwks = json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "RS256", "use": "sig"}]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(jwks)))
-            self.end_headers()
-            self.wfile.write(jwks)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    endpoint = JWKSEndpoint(
+        json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "RS256", "use": "sig"}]}).encode()
+    )
     try:
-        yield Issuer(key, f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json")
+        yield Issuer(key, endpoint.uri)
     finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
-        httpd.server_close()
+        endpoint.close()
 
 
 @dataclass
@@ -238,39 +256,6 @@ def test_an_oauth_config_with_a_symmetric_algorithm_is_refused(tmp_path: Path) -
         load_tenants(path, env={})
 
 
-class FlakyJWKS:
-    """The issuer's JWKS endpoint, that can go down (answering 503 after ``delay`` s, as a
-    struggling one does); counts the fetches it gets."""
-
-    def __init__(self, jwks: bytes) -> None:
-        self.down, self.delay, self.fetches = True, 1.0, 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.fetches += 1
-                if outer.down:
-                    time.sleep(outer.delay)
-                    self.send_error(503)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(jwks)))
-                self.end_headers()
-                self.wfile.write(jwks)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_a_flood_of_tokens_with_unknown_key_ids_costs_one_jwks_fetch_per_retry_period(
     issuer: Issuer, tmp_path: Path
 ) -> None:
@@ -279,7 +264,8 @@ def test_a_flood_of_tokens_with_unknown_key_ids_costs_one_jwks_fetch_per_retry_p
     from concurrent.futures import ThreadPoolExecutor
 
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(issuer.key.public_key()))
-    endpoint = FlakyJWKS(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig"}]}).encode())
+    jwks = json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig"}]}).encode()
+    endpoint = JWKSEndpoint(jwks, down=True)
     (tmp_path / "acme").mkdir()
     (tmp_path / "acme" / "mcp.json").write_text('{"mcpServers": {}}')
     resource = "https://mcp.example.test/mcp"

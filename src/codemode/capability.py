@@ -22,6 +22,10 @@ are all optional:
   checkpoint slot, ``codemode.checkpoint``).
 - ``private_paths(config, workspace)``: its keys and logs configured outside the workspace,
   which upstream servers' jails show empty (``codemode.isolation.servers``).
+- ``make_private(config, workspace)``: creates those of them it would otherwise create at
+  first use (a log's directory, a head file, a key), before any upstream server starts:
+  a path that does not exist yet cannot be shown empty, and a server that made it first
+  would own it.
 
 ``codemode.assembly`` holds the list of built-in capabilities and is the one place that
 turns them into chains, commands and server tools. The stages are ``codemode.chain``'s.
@@ -119,6 +123,9 @@ class Capability(Generic[C]):
     """``(config, session)``: typed loosely so that declaring one never imports Session."""
     private_paths: PrivatePaths[C] | None = None
     """``(config, workspace)``: files and directories of its own no upstream server may see."""
+    make_private: Callable[[C, Path], None] | None = None
+    """``(config, workspace)``: makes its missing private paths (directories 0700, files
+    0600); raises ``OSError`` when it cannot. Never called by ``codemode doctor``."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -148,6 +155,10 @@ class Capability(Generic[C]):
 
     def private_for(self, config: Any, workspace: Path) -> list[Path]:
         return list(self.private_paths(config, workspace)) if self.private_paths else []
+
+    def make_private_for(self, config: Any, workspace: Path) -> None:
+        if self.make_private is not None:
+            self.make_private(config, workspace)
 
     def replies_for(self, config: Any) -> list[Any]:
         return list(self.reply_layers(config)) if self.reply_layers is not None else []

@@ -228,6 +228,14 @@ class Workspace:
 
         return private_paths(self.capabilities, self.sections, self.path)
 
+    def make_private(self) -> None:
+        """Create the private paths its capabilities would make at first use (an absolute
+        ``audit.path``'s directory, a custom head or key file): before a server starts, so
+        its jail can hide them and its uid never owns them."""
+        from codemode.assembly import make_private
+
+        make_private(self.capabilities, self.sections, self.path)
+
     def registry(self) -> ToolRegistry:
         """The process-wide tool registry for this workspace (one MCPSource per server).
 
@@ -260,6 +268,7 @@ class Workspace:
             files=self.files_dir,
             tenant=tenant,
             private=tuple(self.private_paths()),
+            prepare=self.make_private,
         )
         for name, cfg in self.enabled_servers.items():
             reg.add_source(

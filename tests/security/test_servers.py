@@ -583,3 +583,72 @@ ETC = {str(etc.resolve())!r}
     [line] = [p for p in server_isolation_lines(ws) if "fs" in p.name]  # codemode doctor
     for name in ("audit.key", "privacy.key", "acme.token", "logs"):
         assert str((etc / name).resolve()) in line.detail.split("shown empty: ")[1]
+
+
+async def test_an_audit_log_directory_and_keys_made_at_first_use_exist_before_a_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An absolute audit.path whose directory does not exist yet, a custom head file and a
+    privacy key file made at first use: a server given the directory above them starts
+    before the first audit write. Missing, they could not be hidden: the server made
+    ``logs/`` as its own and wrote a forged log there, which codemode then appended to.
+    codemode makes them first (the directory 0700), so the jail shows them empty."""
+    from codemode.audit.config import AuditConfig
+    from codemode.audit.keys import load_keys
+    from codemode.audit.verify import verify
+    from codemode.isolation import servers as isolation_servers
+
+    _need(FS_SERVER)
+    monkeypatch.setattr(isolation_servers, "_PRIVATE", set())
+    monkeypatch.delenv("CODEMODE_PRIVACY_KEY", raising=False)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "audit.key").write_text("secret-audit-key-0123456789")
+    for d in (tmp_path, etc):
+        d.chmod(0o755)
+    base = tmp_path / "ws"
+    (base / "files").mkdir(parents=True)
+    audit = {
+        "enabled": True,
+        "key_file": str(etc / "audit.key"),
+        "path": str(etc / "logs" / "audit.jsonl"),
+        "head_file": str(etc / "heads" / "audit.head"),
+    }
+    privacy = {"enabled": True, "vault": {"key_file": str(etc / "privacy.key")}}
+    (base / "config.json").write_text(json.dumps({"audit": audit, "privacy": privacy}))
+    server = {"command": "node", "args": [str(FS_SERVER), str(etc)], "timeout": 30}
+    (base / "mcp.json").write_text(json.dumps({"mcpServers": {"fs": server}}))
+    ws = Workspace.open(base)
+    executor = SandboxExecutor.for_workspace(ws, limits=SUITE_LIMITS, pool_size=0)
+    code = f"""
+def attempt(call, **kw):
+    try:
+        return str(call(**kw))
+    except Exception as e:
+        return "refused: " + str(e)
+ETC = {str(etc.resolve())!r}
+[attempt(tools.fs.create_directory, path=ETC + '/logs'),
+ attempt(tools.fs.write_file, path=ETC + '/logs/audit.jsonl', content='forged-line'),
+ attempt(tools.fs.write_file, path=ETC + '/heads/audit.head', content='999 forged 0 0 1'),
+ attempt(tools.fs.read_text_file, path=ETC + '/privacy.key'),
+ attempt(tools.fs.list_directory, path=ETC + '/logs')]
+"""
+    try:
+        await ws.registry().connect_all()  # as serve does at start: before any audit write
+        assert not (etc / "logs").exists() or (etc / "logs").stat().st_uid == os.geteuid()
+        async with Session.from_base(base, executor=executor) as s:
+            r = await s.run(code, 120)
+    finally:
+        await ws.registry().aclose()
+    assert r.is_ok, r.to_text()
+    _, forged_log, forged_head, key, listing = r.value
+    assert forged_log.startswith("refused") and forged_head.startswith("refused"), r.value
+    assert "'content': ''" in key and "audit.jsonl" not in listing, r.value
+    st = (etc / "logs").stat()
+    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    assert (etc / "privacy.key").stat().st_uid == os.geteuid()
+    log_text = (etc / "logs" / "audit.jsonl").read_text()
+    assert all(line.startswith('{"') for line in log_text.splitlines()), log_text[:200]
+    cfg = AuditConfig.model_validate(audit)
+    report = verify(etc / "logs" / "audit.jsonl", etc / "heads" / "audit.head", load_keys(cfg))
+    assert report.ok, report.problems

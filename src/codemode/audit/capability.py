@@ -3,6 +3,8 @@ both chains, a watcher of memory writes, and ``codemode audit``."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +64,25 @@ def _private(config: AuditConfig, workspace: Path) -> Iterator[Path]:
         yield log.parent
 
 
+def _make_private(config: AuditConfig, workspace: Path) -> None:
+    """The log's directory (0700) and a custom head file (empty, 0600: no head yet), which the
+    first write would make: a server started before it could make them as its own."""
+    if not config.enabled:
+        return
+    from .trail import head_path, log_path
+
+    log = log_path(config, str(workspace))
+    if not log.resolve().is_relative_to(workspace.resolve()):  # the workspace is hidden whole
+        os.makedirs(log.parent, mode=0o700, exist_ok=True)
+    if config.head_file:
+        head = head_path(config, log)
+        if not os.path.lexists(head):
+            # 0755: bwrap, as the server's uid, must reach the file to show it empty
+            os.makedirs(head.parent, mode=0o755, exist_ok=True)
+            with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+                os.close(os.open(head, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def _command(name: str) -> click.Command:
     from .cli import audit
 
@@ -76,6 +97,7 @@ AUDIT = Capability(
     run_hooks=_hooks,
     memory_watchers=_watchers,
     private_paths=_private,
+    make_private=_make_private,
     commands={"audit": "Read and verify the audit log (tail, search, verify, keygen)."},
     command=_command,
 )

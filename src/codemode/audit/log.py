@@ -199,7 +199,7 @@ class AuditLog:
         self._first_at = 0.0
         self._timer: asyncio.AbstractEventLoop | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             head.parent.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(
                 path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600

@@ -32,12 +32,12 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import StdioServerConfig
-from ..errors import ServerUnavailable
+from ..errors import ConfigError, ServerUnavailable
 from . import acl, jail
 from .uids import SANDBOX_UID, server_uid
 
@@ -61,6 +61,10 @@ class Isolation:
     private: tuple[str, ...] = ()
     """Files and directories of codemode's no server may see (the workspace's configured
     keys, token files, logs): shown empty wherever a server's mounts hold them."""
+    prepare: Callable[[], None] | None = field(default=None, compare=False)
+    """Makes those of ``private`` that codemode would otherwise create at first use (an
+    absolute audit log's directory, a key): called before each server starts, since a
+    path that does not exist cannot be hidden and a server that made it first owns it."""
 
 
 @dataclass
@@ -235,6 +239,17 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         raise ServerUnavailable(f"command not found: {cfg.command!r}", server=name)
     if not os.access(command, os.X_OK):
         raise ServerUnavailable(f"command not executable: {cfg.command!r}", server=name)
+    if iso.prepare is not None and not dry_run:
+        try:
+            iso.prepare()
+        except (OSError, ConfigError) as exc:
+            what = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+            where = f" {exc.filename}" if isinstance(exc, OSError) and exc.filename else ""
+            raise ServerUnavailable(
+                f"cannot create codemode's own{where} before this server starts (its jail "
+                f"must hide it, so the server does not start): {what}",
+                server=name,
+            ) from None
     runtime += runtime_mounts(command)
     runtime += [jail.Mount(p) for p in cfg.read_only_paths]
     data += [jail.Mount(p, writable=True) for p in cfg.writable_paths]
@@ -321,7 +336,7 @@ def _mask_workspace(
     file. ``mcp.json``, ``config.json``, the memory and the keys are codemode's: a server
     the agent's code drives must not read them, nor rewrite them (``"executor":
     "inprocess"``, an unjailed server, a forged audit chain). A path that does not exist
-    when the server starts cannot be covered: codemode's keys exist before servers start.
+    when the server starts cannot be covered: ``Isolation.prepare`` makes them first.
 
     ``create``: codemode's own directories are made now (0700) if missing. Left missing,
     bwrap would have to make the mount point in the server's view, as the server's uid: on

@@ -5,12 +5,13 @@ Cheap to import: nothing heavy loads until privacy is enabled and first used.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..capability import Capability
-from .config import PrivacyConfig
+from .config import KEY_ENV, PrivacyConfig
 
 if TYPE_CHECKING:
     import click
@@ -48,6 +49,18 @@ def _private(config: PrivacyConfig, workspace: Path) -> Iterable[Path]:
     return [config.vault.key_file.expanduser()] if config.vault.key_file else []
 
 
+def _make_private(config: PrivacyConfig, workspace: Path) -> None:
+    """A configured vault key file that does not exist yet is made now, as its first use
+    would (0600): a server started before that could make it and know the key."""
+    path = config.vault.key_file
+    if not config.enabled or path is None or os.environ.get(KEY_ENV):
+        return
+    if not os.path.lexists(path.expanduser()):
+        from .vault import load_key
+
+        load_key(config.vault, workspace)
+
+
 def _command(name: str) -> click.Command:
     from .cli import privacy
 
@@ -62,6 +75,7 @@ PRIVACY = Capability(
     run_hooks=_run_hooks,
     reply_layers=_reply_layers,
     private_paths=_private,
+    make_private=_make_private,
     commands={"privacy": "Personal-data tokenization: status, scan text, keys, the vault."},
     command=_command,
 )

@@ -90,6 +90,24 @@ def test_the_loop_stops_at_max_steps_and_reports_failure_not_success(
     assert (result, output, error) == (None, "0\n1\n2\n", r.error)
 
 
+def test_a_task_may_lower_the_configured_step_limit_but_not_raise_it(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    """llm.max_steps is the ceiling: a task asking for more runs with the configured
+    bound and its result says so; asking for less is honoured as it is."""
+    llm.add(*[Code(f"print({i})") for i in range(6)])
+    with make_agent(llm, base, max_steps=3) as agent:
+        more = agent.execute_task("never finishes", max_steps=50)
+        less = agent.execute_task("never finishes", max_steps=2)
+    assert more.stop_reason == "max_steps" and len(more.steps) == 3
+    assert more.notes == [
+        "max_steps=50 asked; the configured ceiling is 3 (llm.max_steps): ran with 3"
+    ]
+    assert more.to_dict()["notes"] == more.notes
+    assert len(less.steps) == 2 and less.notes == []
+    assert len(llm.requests) == 5
+
+
 def test_a_429_is_retried_by_the_sdk_with_backoff_then_succeeds(
     llm: FakeLLMServer, base: Path
 ) -> None:

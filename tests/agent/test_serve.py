@@ -112,3 +112,26 @@ async def test_without_any_model_execute_task_fails_with_how_to_configure_one(ba
     assert r.is_error
     text = r.content[0].text  # type: ignore[union-attr]
     assert "no LLM is configured" in text and "does not offer MCP sampling" in text
+
+
+async def test_a_clients_max_steps_cannot_raise_the_servers_llm_max_steps(base: Path) -> None:
+    """The operator's llm.max_steps (2) is the ceiling: a client asking for 50 gets a task
+    stopped after 2 model turns, and the reply says its request was cut."""
+    with FakeLLMServer([Code("print(1)"), Code("print(2)"), Answer("3 turns")], api_key=KEY) as llm:
+        env = _env(
+            LLM_PROVIDER="openai",
+            OPENAI_API_KEY=KEY,
+            OPENAI_BASE_URL=llm.openai_url,
+            CODEMODE_LLM_MAX_STEPS="2",
+        )
+        async with serve(base, env) as c:
+            listed = {tool.name: tool for tool in (await c.list_tools()).tools}
+            r = await c.call_tool("execute_task", {"task": "count", "max_steps": 50})
+        assert len(llm.requests) == 2
+    data = r.structured_content
+    assert data is not None and data["stop_reason"] == "max_steps" and len(data["steps"]) == 2
+    assert data["notes"] == [
+        "max_steps=50 asked; the configured ceiling is 2 (llm.max_steps): ran with 2"
+    ]
+    assert "Note: max_steps=50 asked" in r.content[0].text  # type: ignore[union-attr]
+    assert "At most 2 model turns." in (listed["execute_task"].description or "")

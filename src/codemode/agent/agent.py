@@ -90,7 +90,9 @@ class Agent:
         return executor_by_name(self._executor, workspace=Workspace.open(self._base))
 
     # -- tasks -------------------------------------------------------------------------
-    def limits(self, **overrides: Any) -> Limits:
+    def limits(self, **overrides: Any) -> tuple[Limits, list[str]]:
+        """The configured limits with a task's ``overrides``: these may lower a bound, not
+        raise it past the configuration (the notes say which were cut)."""
         cfg = self.config
         values: dict[str, Any] = {
             "max_steps": cfg.max_steps,
@@ -102,8 +104,7 @@ class Agent:
         run_timeout = cfg.run_timeout or getattr(self._session, "default_timeout", None)
         if run_timeout:
             values["run_timeout"] = float(run_timeout)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return Limits(**values)
+        return Limits(**values).tightened(**overrides)
 
     async def aexecute_task(
         self,
@@ -125,14 +126,12 @@ class Agent:
         handler = on_event if not verbose else _verbose(on_event)
         if self.model is None:
             return await rule_based(task, session)
-        return await run_task(
-            self.model,
-            session,
-            task,
-            limits=self.limits(**limits),
-            mode=mode or self.config.mode,
-            on_event=handler,
+        lim, notes = self.limits(**limits)
+        result = await run_task(
+            self.model, session, task, limits=lim, mode=mode or self.config.mode, on_event=handler
         )
+        result.notes += notes
+        return result
 
     def execute_task(self, task: str, **options: Any) -> TaskResult:
         """Blocking twin of :meth:`aexecute_task` (for scripts, not for async code)."""

@@ -52,6 +52,30 @@ class Limits:
     output_limit: int = 8000
     """Characters of one run's output sent back to the model (head and tail kept)."""
 
+    def tightened(self, **asked: Any) -> tuple[Limits, list[str]]:
+        """These limits (the configured ones) with what a caller asked for one task. The
+        configured bounds are a ceiling: a caller may lower them, never raise them; a
+        larger value is cut to the ceiling, and a note says so (shown with the result).
+        ``None`` asks for the configured value."""
+        values: dict[str, Any] = {}
+        notes: list[str] = []
+        for name, value in asked.items():
+            if value is None:
+                continue
+            ceiling = getattr(self, name)
+            if name in CEILINGS and ceiling is not None and value > ceiling:
+                notes.append(
+                    f"{name}={value} asked; the configured ceiling is {ceiling} "
+                    f"(llm.{name}): ran with {ceiling}"
+                )
+                value = ceiling
+            values[name] = value
+        return replace(self, **values), notes
+
+
+CEILINGS = frozenset({"max_steps", "max_total_tokens", "max_seconds", "run_timeout", "max_tokens"})
+"""The limits a task's caller can lower but not raise past the configuration."""
+
 
 @dataclass(frozen=True, slots=True)
 class AgentEvent:

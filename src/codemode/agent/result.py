@@ -82,6 +82,9 @@ class TaskResult:
     duration_ms: float = 0.0
     provider: str = ""
     model: str = ""
+    notes: list[str] = field(default_factory=list)
+    """What the caller should know about how the task ran (e.g. a limit cut to the
+    configured ceiling)."""
 
     def __iter__(self) -> Iterator[Any]:
         yield self.result
@@ -105,4 +108,5 @@ class TaskResult:
             "duration_ms": round(self.duration_ms, 3),
             "provider": self.provider,
             "model": self.model,
+            "notes": list(self.notes),
         }

@@ -202,6 +202,7 @@ def render(result: TaskResult) -> Reply:
         f"[{len(result.steps)} steps, {len(result.tool_calls)} tool calls{tokens}, "
         f"{result.duration_ms / 1000:.1f} s, model: {result.provider or 'none'}]"
     )
+    parts += [f"Note: {note}" for note in result.notes]
     return Reply("\n\n".join(parts), result.to_dict(), is_error=not result.success)
 
 
@@ -223,28 +224,37 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         logger.warning("execute_task is unavailable: %s", problem)
     ctx.extras["agent_model"] = server_model
 
-    def limits(max_steps: int | None) -> Limits:
-        return Limits(
-            max_steps=max_steps or cfg.max_steps,
+    def limits(max_steps: int | None) -> tuple[Limits, list[str]]:
+        """The server's limits; a client's ``max_steps`` may lower llm.max_steps, never
+        raise it (a larger one is cut, and the reply says so)."""
+        configured = Limits(
+            max_steps=cfg.max_steps,
             max_total_tokens=cfg.max_total_tokens,
             max_seconds=cfg.max_seconds,
             run_timeout=cfg.run_timeout or ctx.run_timeout,
             max_tokens=cfg.max_tokens,
             temperature=cfg.temperature,
         )
+        return configured.tightened(max_steps=max_steps)
 
-    @toolset.tool(description=DESCRIPTION)
+    @toolset.tool(description=f"{DESCRIPTION} At most {cfg.max_steps} model turns.")
     async def execute_task(
         call: Call,
         task: Annotated[str, Field(description="What to do, in plain words.")],
         max_steps: Annotated[
-            int | None, Field(description="Most model turns (default: server's).", ge=1, le=200)
+            int | None,
+            Field(
+                description="Most model turns (default and ceiling: the server's "
+                "llm.max_steps; more is cut to it).",
+                ge=1,
+                le=200,
+            ),
         ] = None,
     ) -> Any:
         if problem is not None:
             return Reply(f"ConfigError: {problem}", None, is_error=True)
         mcp_ctx = call.mcp
-        lim = limits(max_steps)
+        lim, notes = limits(max_steps)
 
         async def progress(event: AgentEvent) -> None:
             if mcp_ctx is None or event.kind not in ("model", "answer", "stopped"):
@@ -262,7 +272,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         if model is None and wants_sampling and sampling:
             mode = "fenced" if cfg.mode == "fenced" or not with_tools else "tools"
             if is_modern(mcp_ctx):
-                return await _round(call, task, lim, mode, progress)
+                return await _round(call, task, lim, mode, progress, notes)
             model = SamplingModel(mcp_ctx, tools=mode == "tools")
         async with call.lease() as lease:
             if model is None:
@@ -276,10 +286,13 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
                 result = await run_task(
                     model, lease.session, task, limits=lim, mode=cfg.mode, on_event=progress
                 )
+        result.notes += notes
         return render(result)
 
 
-async def _round(call: Call, task: str, lim: Limits, mode: Any, progress: Any) -> Any:
+async def _round(
+    call: Call, task: str, lim: Limits, mode: Any, progress: Any, notes: list[str]
+) -> Any:
     """One model turn of the 2026-07-28 multi-round-trip flow."""
     mcp_ctx = call.mcp
     state = getattr(mcp_ctx, "request_state", None)
@@ -321,4 +334,5 @@ async def _round(call: Call, task: str, lim: Limits, mode: Any, progress: Any) -
             result.error or "",
         )
     )
+    result.notes += notes
     return render(result)

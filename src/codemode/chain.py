@@ -9,8 +9,9 @@ them; within one stage the first added runs outermost.
 Tool calls, outermost first (``TOOL_STAGES``)::
 
     observe   metrics, tracing: sees everything, including refusals below
-    audit     records what was asked and what came back (tokenized values only)
-    policy    allow/deny by tool, tenant, arguments
+    audit     records what was asked and what came back (tokenized values only); privacy
+              gives the layers inside ``ToolCall.revealed()`` here (the real arguments)
+    policy    allow/deny by tool, tenant, arguments (as the tool will receive them)
     approval  asks a human before destructive calls
     budget    counts calls, time, cost per tenant/session
     custom    ``registry.use(layer)`` without a stage

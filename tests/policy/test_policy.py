@@ -91,6 +91,50 @@ async def test_name_rules_come_first_and_the_first_match_decides(
     assert notes_ws.calls() == ["delete_note"]
 
 
+async def test_a_rule_on_arguments_decides_per_call_and_leaves_the_tool_in_discovery(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Only names outside ``draft-*`` are denied (any case); the tool stays listed, since
+    some calls of it are allowed, and the reason names the rule, not the value."""
+    rule = {
+        "tools": "notes.write_note",
+        "action": "deny",
+        "args": {"name": {"not_matches": "draft-*"}},
+    }
+    notes_ws.configure({"policy": {"rules": [rule]}})
+    async with open_notes(notes_ws) as s:
+        ok = await attempt(s, "write_note", "name='DRAFT-1', text='x'")
+        denied = await attempt(s, "write_note", "name='final', text='x'")
+        listed = (await s.run('[t["name"] for t in tools.list("notes")]')).value
+    assert ok == "ran" and denied[0:2] == ["denied", "policy"]
+    assert '"args.name": {"not_matches": ["draft-*"]}' in denied[2] and "final" not in denied[2]
+    assert "notes.write_note" in listed
+    assert notes_ws.calls() == ["write_note"]
+
+
+def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
+    cfg = PolicyConfig.model_validate(
+        {
+            "rules": [
+                {"tools": "m.send", "action": "deny", "args": {"to": {"matches": "*@evil.test"}}}
+            ]
+        }
+    )
+    rule = cfg.rules[0]
+    assert rule.args_hold({"to": ["a@ok.test", "B@EVIL.TEST"]})
+    assert rule.args_hold({"to": {"primary": "a@ok.test", "cc": ["x@evil.test"]}})
+    assert not rule.args_hold({"to": ["a@ok.test"]}) and not rule.args_hold({})
+    assert cfg.model_dump()["rules"][0]["args"] == {"to": {"matches": ("*@evil.test",)}}
+    bad_conditions: list[dict[str, Any]] = [
+        {"matches": "a", "not_matches": "b"},
+        {},
+        {"matches": []},
+    ]
+    for bad in bad_conditions:
+        with pytest.raises(ValueError, match="matches"):
+            PolicyConfig.model_validate({"rules": [{"action": "deny", "args": {"to": bad}}]})
+
+
 async def test_of_several_hint_shortcuts_the_most_restrictive_decides(
     notes_ws: Any, open_notes: Any
 ) -> None:

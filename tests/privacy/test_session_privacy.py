@@ -316,3 +316,53 @@ async def test_a_schema_error_about_a_restored_value_shows_its_token(
     assert r.stdout.startswith("ToolError crm.find_customer"), r.stdout
     assert "should match pattern" in r.stdout
     assert CUSTOMERS[0]["phone"] not in r.stdout and "[PHONE_" in r.stdout
+
+
+async def test_a_policy_rule_on_a_recipients_domain_sees_the_address_behind_its_token(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """The code only ever holds tokens for the customers' e-mails. A rule denying
+    ``*@example.de`` still stops the mail to Bruno (bruno.keller@example.de): the policy
+    stage judges the arguments as the outbox would receive them. A policy-stage plugin
+    gets the same view through ``call.revealed()``, while ``call.args``, the denial the
+    code sees and the audit-stage layer keep tokens."""
+    rule = {"tools": "outbox.send", "action": "deny", "args": {"to": {"matches": "*@EXAMPLE.DE"}}}
+    plugin_saw: list[tuple[str, str]] = []
+    outside: list[str] = []
+
+    async def plugin(call: ToolCall, call_next: NextCall) -> Any:
+        if call.tool == "send":
+            plugin_saw.append((call.args["to"], call.revealed()["to"]))
+        return await call_next(call)
+
+    async def audit(call: ToolCall, call_next: NextCall) -> Any:
+        outside.append(json.dumps(call.args) + json.dumps(call.notes, default=str))
+        return await call_next(call)
+
+    code = """
+out = []
+for c in tools.crm.list_customers():
+    try:
+        tools.outbox.send(to=c['email'], subject='hello', body='hi')
+        out.append(['sent', c['email']])
+    except ToolDenied as e:
+        out.append(['denied', c['email'], str(e)])
+out
+"""
+    async with opened(private_ws, policy={"rules": [rule]}) as s:
+        s.tools.use(plugin, stage="policy")
+        s.tools.use(audit, stage="audit")
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    outcomes = r.value
+    assert [o[0] for o in outcomes] == ["sent", "denied", "sent"]
+    assert all(TOKEN_RE.fullmatch(o[1]) for o in outcomes)
+    assert '"args.to": {"matches": ["*@EXAMPLE.DE"]}' in outcomes[1][2]
+    assert [m["to"] for m in private_ws.received()] == [
+        CUSTOMERS[0]["email"],
+        CUSTOMERS[2]["email"],
+    ]
+    # added after the built-in policy at its stage, so inside it: the denied call never came
+    assert [real for _, real in plugin_saw] == [CUSTOMERS[0]["email"], CUSTOMERS[2]["email"]]
+    assert all(TOKEN_RE.fullmatch(token) for token, _ in plugin_saw)
+    assert leaks(json.dumps(outcomes) + "".join(outside)) == []

@@ -11,10 +11,13 @@ from .rules import Policy
 
 
 def policy_layer(policy: Policy) -> Middleware:
-    """Refuse denied calls before anything runs; mark ``ask`` calls for the approval stage."""
+    """Refuse denied calls before anything runs; mark ``ask`` calls for the approval stage.
+    Rules on arguments see them as the tool will (``ToolCall.revealed``: real values with
+    privacy on), asked for only when such a rule applies to the tool."""
 
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
-        decision = policy.decide(call.spec)
+        tool = policy.for_tool(call.spec)
+        decision = tool.for_args(call.revealed()) if tool.by_args else tool.otherwise
         call.notes["policy"] = decision.action
         if decision.action == "deny":
             call.notes["policy_reason"] = decision.reason
@@ -38,8 +41,8 @@ def denial(reason: str) -> str:
 
 def hidden_filter(policy: Policy) -> ToolFilter:
     def hidden(spec: ToolSpec) -> str | None:
-        decision = policy.decide(spec)
-        return denial(decision.reason) if decision.action == "deny" else None
+        decision = policy.hides(spec)  # not a tool some arguments may still call
+        return denial(decision.reason) if decision is not None else None
 
     return hidden
 

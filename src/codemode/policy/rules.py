@@ -1,9 +1,10 @@
-"""Which calls may run: rules by tool name and by the MCP tool annotations, decided once per
-tool (the decision depends on the tool, not on its arguments).
+"""Which calls may run: rules by tool name, by the MCP tool annotations and, for rules that
+say so, by the call's arguments. What depends on the tool alone is decided once per tool.
 
 Order of evaluation::
 
-    rules          in order, the first that matches decides (name globs, hint conditions)
+    rules          in order, the first that matches decides (name globs, hint conditions,
+                   argument conditions)
     hint shortcuts "read_only", "destructive", "idempotent", "open_world": of those that
                    apply to the tool, the most restrictive decides (deny > ask > allow)
     default        everything else
@@ -13,16 +14,28 @@ trusted (``"trusted": true`` in mcp.json, or a Python callable the host register
 Otherwise, and for hints a tool does not declare, the MCP defaults apply: not read-only,
 destructive, not idempotent, open-world. So ``{"destructive": "deny"}`` denies every tool
 that a trusted server does not declare read-only (or explicitly not destructive).
+
+Argument conditions are matched against the arguments as the tool will receive them
+(``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
+passed, on the host only; the decision and its reason name the rule, never the value.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from ..tools.spec import ToolSpec
 
@@ -79,9 +92,71 @@ def hints(spec: ToolSpec) -> Hints:
     )
 
 
+def _globs(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+class ArgMatch(BaseModel):
+    """A condition on one argument: ``{"matches": "*@evil.example"}`` holds when one of its
+    values matches one of the globs; ``{"not_matches": ["*@example.com"]}`` when one of its
+    values matches none of them. Values: a string, a number or boolean as text, the items of
+    a list and the values of an object (nested ones too); globs are matched against the
+    whole value, ignoring case. An argument the call does not pass has no values: no
+    condition on it holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    matches: tuple[str, ...] | None = None
+    not_matches: tuple[str, ...] | None = None
+
+    @field_validator("matches", "not_matches", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return _globs(value)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ArgMatch:
+        if (self.matches is None) == (self.not_matches is None):
+            raise ValueError('give exactly one of "matches" or "not_matches"')
+        if not (self.matches or self.not_matches):
+            raise ValueError("give at least one glob")
+        return self
+
+    def holds(self, value: Any) -> bool:
+        values = [v.casefold() for v in _leaves(value)]
+        if self.matches is not None:
+            return any(fnmatchcase(v, g.casefold()) for v in values for g in self.matches)
+        allowed = self.not_matches or ()
+        return any(not any(fnmatchcase(v, g.casefold()) for g in allowed) for v in values)
+
+    def describe(self) -> str:
+        return json.dumps(self.model_dump(exclude_none=True))
+
+
+def _leaves(value: Any) -> list[str]:
+    """The values an argument condition looks at (see ``ArgMatch``)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, bool):
+            out.append("true" if v else "false")
+        elif isinstance(v, int | float):
+            out.append(str(v))
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return out
+
+
 class Rule(BaseModel):
     """``{"tools": ["fs.write_*"], "action": "ask"}``, optionally only for tools whose hints
-    match (``"destructive": true``...). A pattern without a dot names a whole server."""
+    match (``"destructive": true``...) and for calls whose arguments match (``"args": {"to":
+    {"not_matches": "*@example.com"}}``, all of them). A pattern without a dot names a
+    whole server."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -91,11 +166,27 @@ class Rule(BaseModel):
     destructive: bool | None = None
     idempotent: bool | None = None
     open_world: bool | None = None
+    args: tuple[tuple[str, ArgMatch], ...] = Field(
+        default=(), description="Argument name -> condition; every one must hold."
+    )
 
     @field_validator("tools", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
-        return (value,) if isinstance(value, str) else value
+        return _globs(value)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _arg_pairs(cls, value: Any) -> Any:
+        # Written as an object; kept as sorted pairs so the config stays hashable.
+        return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+
+    @field_serializer("args")
+    def _args_object(self, value: tuple[tuple[str, ArgMatch], ...]) -> dict[str, Any]:
+        return {name: cond.model_dump(exclude_none=True) for name, cond in value}
+
+    def args_hold(self, args: Mapping[str, Any]) -> bool:
+        return all(name in args and cond.holds(args[name]) for name, cond in self.args)
 
     @field_validator("tools")
     @classmethod
@@ -114,6 +205,7 @@ class Rule(BaseModel):
     def describe(self, index: int) -> str:
         conds = [f'"{n}": {str(getattr(self, n)).lower()}' for n in HINTS if getattr(self, n)]
         conds += [f'"{n}": false' for n in HINTS if getattr(self, n) is False]
+        conds += [f'"args.{name}": {cond.describe()}' for name, cond in self.args]
         when = f" when {', '.join(conds)}" if conds else ""
         pats = ", ".join(f'"{p}"' for p in self.tools)
         return f"rule {index + 1} (tools {pats}{when} -> {self.action})"
@@ -148,14 +240,44 @@ class Decision:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ToolDecision:
+    """What is decided for a tool before its arguments are known: the rules with argument
+    conditions that apply to it ahead of the deciding one (in order), then the decision."""
+
+    by_args: tuple[tuple[Rule, Decision], ...]
+    otherwise: Decision
+
+    def for_args(self, args: Mapping[str, Any]) -> Decision:
+        for rule, decision in self.by_args:
+            if rule.args_hold(args):
+                return decision
+        return self.otherwise
+
+
 class Policy:
-    """Decides per tool; decisions are cached until the tool's listing changes."""
+    """Decides per tool (cached until the tool's listing changes), then per call for the
+    rules with argument conditions."""
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
-        self._cache: dict[tuple[str, str], tuple[ToolSpec, Decision]] = {}
+        self._cache: dict[tuple[str, str], tuple[ToolSpec, ToolDecision]] = {}
 
-    def decide(self, spec: ToolSpec) -> Decision:
+    def decide(self, spec: ToolSpec, args: Mapping[str, Any] | None = None) -> Decision:
+        """The decision for a call of ``spec`` with ``args`` (as the tool will receive
+        them). Without ``args`` (discovery), argument rules are left out: use ``hides``
+        to know whether a tool is denied whatever its arguments."""
+        tool = self.for_tool(spec)
+        return tool.for_args(args) if args is not None else tool.otherwise
+
+    def hides(self, spec: ToolSpec) -> Decision | None:
+        """The denial when every call of ``spec`` is denied, whatever its arguments."""
+        tool = self.for_tool(spec)
+        if tool.otherwise.action != "deny":
+            return None
+        return None if any(d.action != "deny" for _, d in tool.by_args) else tool.otherwise
+
+    def for_tool(self, spec: ToolSpec) -> ToolDecision:
         key = (spec.server, spec.name)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is spec:
@@ -166,12 +288,20 @@ class Policy:
         self._cache[key] = (spec, decision)
         return decision
 
-    def _decide(self, spec: ToolSpec) -> Decision:
+    def _decide(self, spec: ToolSpec) -> ToolDecision:
+        by_args: list[tuple[Rule, Decision]] = []
+        found = self._decide_tool(spec, by_args)
+        return ToolDecision(tuple(by_args), found)
+
+    def _decide_tool(self, spec: ToolSpec, by_args: list[tuple[Rule, Decision]]) -> Decision:
         cfg = self.config
         h = hints(spec)
         names = spec.names
         for i, rule in enumerate(cfg.rules):
             if rule.matches(names, h):
+                if rule.args:
+                    by_args.append((rule, Decision(rule.action, rule.describe(i))))
+                    continue
                 return Decision(rule.action, rule.describe(i))
         applies = [(getattr(cfg, n), n) for n in HINTS if getattr(cfg, n) is not None and h.get(n)]
         if applies:
@@ -197,4 +327,15 @@ def _declared(annotations: Mapping[str, Any], name: str) -> bool:
     return any(_KEYS.get(k) == name for k in annotations)
 
 
-__all__ = ["HINTS", "Action", "Decision", "Hints", "Policy", "PolicyConfig", "Rule", "hints"]
+__all__ = [
+    "HINTS",
+    "Action",
+    "ArgMatch",
+    "Decision",
+    "Hints",
+    "Policy",
+    "PolicyConfig",
+    "Rule",
+    "ToolDecision",
+    "hints",
+]

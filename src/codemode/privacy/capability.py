@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 def _tool_layers(config: PrivacyConfig) -> Iterable[tuple[str, Middleware]]:
     if not config.enabled:
         return []
-    from .layers import tool_layer
+    from .layers import reveal_layer, tool_layer
 
-    return [("privacy", tool_layer(config))]
+    return [("audit", reveal_layer(config)), ("privacy", tool_layer(config))]
 
 
 def _run_hooks(config: PrivacyConfig) -> Iterable[tuple[str, RunHook]]:

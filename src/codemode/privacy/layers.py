@@ -4,6 +4,9 @@
   and outside ``validate``): restores tokens in the arguments of sinks before they are
   validated and sent, and tokenizes the result (and any error) before it goes back into
   the sandbox;
+- the reveal layer (stage ``audit``): gives the layers between it and the privacy stage
+  ``ToolCall.revealed()``, the arguments as that stage will restore them (a policy rule on
+  a recipient's domain must see the address, not its token);
 - the run hook (run chain, stage ``privacy``, innermost): the second net over the run's
   stdout, stderr, value, error and warnings, for values the code found elsewhere (a
   file, a string it was given);
@@ -44,7 +47,15 @@ if TYPE_CHECKING:
     from codemode.server.toolset import Call
     from codemode.tools.registry import Middleware, NextCall, ToolCall
 
-__all__ = ["engine_for", "reply_layer", "run_hook", "scrub", "stream_scanner", "tool_layer"]
+__all__ = [
+    "engine_for",
+    "reply_layer",
+    "reveal_layer",
+    "run_hook",
+    "scrub",
+    "stream_scanner",
+    "tool_layer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +211,25 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         return out
 
     return privacy
+
+
+def reveal_layer(config: PrivacyConfig) -> Middleware:
+    """Stage ``audit``, outside every layer that judges a call (policy, approval, budget,
+    custom): lets them ask for the real arguments (``ToolCall.revealed``), computed on the
+    host when asked, exactly as the privacy stage will restore them for the tool. The call's
+    ``args`` keep the tokens, so what audit and traces record does not change."""
+
+    def real_args(call: ToolCall) -> dict[str, Any]:
+        engine = engine_for(config, call.context)
+        sink = engine.is_sink(call.server, call.tool)
+        args, _ = engine.restore(call.args, sink=sink, where=f"{call.server}.{call.tool}")
+        return dict(args)
+
+    async def reveal(call: ToolCall, call_next: NextCall) -> Any:
+        call.reveal = real_args
+        return await call_next(call)
+
+    return reveal
 
 
 def _scrub_error(engine: Privacy, exc: CodemodeError, restored: dict[str, str]) -> CodemodeError:

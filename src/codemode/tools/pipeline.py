@@ -45,6 +45,19 @@ class ToolCall:
     """What layers decided or measured about this call, for the layers outside them (audit
     records them): ``policy``, ``approval``, ``budget``, and ``bytes`` (the size of what the
     tool returned, set by the registry)."""
+    reveal: Callable[[ToolCall], dict[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Set by a layer that rewrites the arguments further in (privacy, which restores the
+    real values behind tokens): computes what ``revealed`` returns. Not stored anywhere."""
+
+    def revealed(self) -> dict[str, Any]:
+        """The arguments as the tool will receive them, for a layer that must judge real
+        values (a policy on recipients): with privacy on, tokens restored for a sink, on
+        the host only. Never put them in a note, a log or an error: audit, traces and the
+        sandbox must keep seeing ``args`` (tokens). Raises what the privacy stage would
+        (an unknown token)."""
+        return self.reveal(self) if self.reveal is not None else self.args
 
 
 APPROVAL_PENDING = "pending"

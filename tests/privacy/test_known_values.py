@@ -102,6 +102,42 @@ def test_a_held_value_joined_to_a_longer_one_leaves_that_one_to_the_detectors() 
     assert protect(e, {"note": "Anna Lee-Smith"}) == {"note": "Anna Lee-Smith"}
 
 
+THREE_WORDS = {"name": "FULLNAME", "pattern": r"\b[A-Z][a-z]+ [A-Z][a-z]+ [A-Z][a-z]+\b"}
+
+
+@pytest.mark.parametrize(
+    ("held", "text", "longer"),
+    [
+        ("Anna Lee", "Meeting with Anna Lee Smith today", "Anna Lee Smith"),  # held inside
+        ("Lee Smith", "met Kim Anna Lee Smith today", "Kim Anna Lee Smith"),  # partly overlapping
+    ],
+)
+def test_a_held_value_inside_a_longer_detected_one_leaves_no_part_of_it_in_clear(
+    held: str, text: str, longer: str
+) -> None:
+    """The detectors run on the whole text first; where a held value and a detected one
+    overlap, one token covers both (named by the longer): never ``[NAME_1] Smith``. The
+    stream scanner's ``spans`` resolves the same text the same way."""
+    config = PrivacyConfig.model_validate({"enabled": True, "recognizers": [THREE_WORDS]})
+    e = engine(config)
+    held_token = e.vault.token("PERSON", held)  # as NER would have found it earlier
+    out = protect(e, {"note": text})["note"]
+    (token,) = [m.group(0) for m in TOKEN_RE.finditer(out)]
+    assert out == text.replace(longer, token) and token != held_token
+    assert e.restore({"v": token}, sink=True)[0] == {"v": longer}
+    assert [text[sp.start : sp.end] for sp in e.spans(text)] == [longer]
+    alone = protect(e, {"note": f"{held} said hi"})["note"]
+    assert alone == f"{held_token} said hi"  # where nothing longer is detected: its token
+
+
+def test_a_held_value_longer_than_what_a_detector_finds_in_it_keeps_its_token() -> None:
+    e = engine(PrivacyConfig.model_validate({"enabled": True, "recognizers": [THREE_WORDS]}))
+    held = "Anna Lee Smith Jones"
+    token = e.vault.token("PERSON", held)
+    assert protect(e, {"note": f"from {held} today"}) == {"note": f"from {token} today"}
+    assert [(sp.start, sp.end) for sp in e.spans(f"from {held}")] == [(5, 5 + len(held))]
+
+
 def test_a_held_value_of_a_few_digits_is_not_looked_for_again() -> None:
     pins = {"name": "PIN", "pattern": r"\b\d{4}\b", "context": ["pin"]}
     e = engine(PrivacyConfig.model_validate({"enabled": True, "recognizers": [pins]}))

@@ -37,7 +37,7 @@ from codemode_worker.protocol import Blob
 from . import splice
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
-from .known import KnownValues, replace_spans, with_held
+from .known import KnownValues, replace_spans, resolve_held, with_held
 from .scan import Scanner, Span
 from .secrets import SecretDetector
 from .sinks import SinkPolicy
@@ -211,12 +211,9 @@ class Privacy:
             count_tokenized(report.found)
         if literal:
             for i, t in enumerate(texts):
-                if i not in new and t is not leaves.texts[i]:
+                if i not in new and t is not leaves.texts[i] and i not in inside and i not in whole:
                     new[i] = t
-        else:
-            for i in inside:
-                if i not in new:
-                    new[i] = texts[i]
+        new.update(inside)
         new.update(whole)
         return leaves.apply_changes(new), report
 
@@ -227,31 +224,34 @@ class Privacy:
 
     def _replace_known(
         self, texts: list[str], report: Report
-    ) -> tuple[list[str], dict[int, str], Iterable[int]]:
-        """(the texts to scan, {index: token} of the texts that are a held value, the
-        indexes of the texts holding some inside): the values the vault already holds
-        replaced by their tokens (see ``known.py``), so a value tokenized where a detector
-        recognised it (a field name, a context word, NER) gets the same token wherever it
-        comes back.
+    ) -> tuple[list[str], dict[int, str], dict[int, str]]:
+        """(the texts left to scan, {index: token} of the texts that are a held value,
+        {index: new text} of the texts holding some inside): the values the vault already
+        holds replaced by their tokens (see ``known.py``), so a value tokenized where a
+        detector recognised it (a field name, a context word, NER) gets the same token
+        wherever it comes back.
 
-        This runs before the detectors: a text that is a held value is not scanned at all
-        (it is "" in the texts to scan), and one holding some is scanned with their tokens
-        in place, which the detectors skip. So where a held value stands alone inside a
-        longer value a detector would find (held ``Anna Lee`` in ``Anna Lee Smith``), the
-        held value's token wins and the detectors see only the rest. (``spans``, for the
-        stream scanner, goes the other way: detectors first.)"""
+        A text that is a held value is not scanned at all. One holding some is scanned
+        whole, alone, and its spans and the held values' are resolved as
+        ``known.resolve_held`` says (the longest wins; overlapping spans become one), as
+        the stream scanner does (``spans``): a held ``Anna Lee`` inside a detected ``Anna
+        Lee Smith`` is not ``[PERSON_1] Smith``. Both are "" in the texts left to scan."""
         self.vault.purge_due()  # an expired value is not held any more
         whole, inside = self.known.find(texts)
         if not whole and not inside:
-            return texts, {}, ()
+            return texts, {}, {}
+        resolved = {
+            i: resolve_held(self.scanner.spans_raw(texts[i]), held) for i, held in inside.items()
+        }
         keys = [(e, texts[i]) for i, e in whole.items()]
-        keys += [(e, texts[i][a:b]) for i, spans in inside.items() for a, b, e in spans]
+        keys += [(e, texts[i][a:b]) for i, spans in resolved.items() for a, b, e in spans]
         tokens = self._tokens_for(keys)
         report.found.update(k[0] for k in keys)
-        scan = replace_spans(texts, inside, tokens[len(whole) :])
-        for i in whole:
+        replaced = replace_spans(texts, resolved, tokens[len(whole) :])
+        scan = list(texts)
+        for i in [*whole, *resolved]:
             scan[i] = ""
-        return scan, dict(zip(whole, tokens, strict=False)), inside.keys()
+        return scan, dict(zip(whole, tokens, strict=False)), {i: replaced[i] for i in resolved}
 
     def _replace_all(self, texts: list[str], report: Report) -> dict[int, str]:
         """{index: new text} for the texts of ``texts`` that hold detected values, from
@@ -467,9 +467,9 @@ class Privacy:
         return exc
 
     def spans(self, text: str) -> list[Span]:
-        """The detectors' spans in ``text`` and, where none is, the held values' (for
-        the stream scanner, which replaces values chunk by chunk). The detectors come
-        first here, unlike ``protect``, which replaces held values before it runs them."""
+        """The detectors' spans in ``text`` and the held values', resolved as ``protect``
+        resolves them (``known.resolve_held``), for the stream scanner, which replaces
+        values chunk by chunk."""
         return with_held(self.scanner.spans(text), self.known, text)
 
     def redact(self, text: str) -> str:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import bisect
 import string
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import TypeVar
@@ -60,6 +60,7 @@ __all__ = [
     "SEARCH_MAX",
     "KnownValues",
     "replace_spans",
+    "resolve_held",
     "searchable",
     "with_held",
 ]
@@ -339,14 +340,46 @@ def _common(items: set[_T], mapping: Mapping[_T, object]) -> set[_T]:
 
 
 def with_held(spans: list[Span], known: KnownValues, text: str) -> list[Span]:
-    """``spans`` (the detectors') and the held values in ``text`` where none of them is."""
+    """``spans`` (the detectors') and the held values in ``text``, overlaps resolved by
+    ``resolve_held``: what ``Privacy.protect`` replaces in the same text."""
     whole, inside = known.find([text])
     held = [(0, len(text), e) for e in whole.values()] or inside.get(0, [])
     if not held:
         return spans
-    taken = [(s.start, s.end) for s in spans]
-    extra = [Span(a, b, e) for a, b, e in held if not any(a < t and f < b for f, t in taken)]
-    return sorted([*spans, *extra]) if extra else spans
+    return [Span(a, b, e) for a, b, e in resolve_held(spans, held)]
+
+
+def resolve_held(
+    detected: Sequence[tuple[int, int, str]], held: Sequence[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """The spans to replace in one text, from the detectors' (run on the whole text) and
+    the held values' (each list in order, not overlapping). Where they overlap, the
+    longest span's entity names one span covering them all: a detected value that holds a
+    held one is one token (held ``Anna Lee`` in a detected ``Anna Lee Smith``: never
+    ``[PERSON_1] Smith``), a held value longer than what a detector found keeps its token,
+    and of spans that only partly overlap no part stays in clear. An equal span is the
+    held value's (its token, whatever a detector now calls it)."""
+    if not detected:
+        return list(held)
+    # (start, end, held first on a tie of length, entity): sorted by start
+    spans = sorted([(a, b, 0, e) for a, b, e in held] + [(a, b, 1, e) for a, b, e in detected])
+    out: list[tuple[int, int, str]] = []
+    i, n = 0, len(spans)
+    while i < n:
+        j, reach = i + 1, spans[i][1]
+        while j < n and spans[j][0] < reach:
+            reach = max(reach, spans[j][1])
+            j += 1
+        if j - i == 1:
+            a, b, _, e = spans[i]
+        else:
+            cluster = spans[i:j]
+            _, _, _, e = min(cluster, key=lambda c: (c[0] - c[1], c[2]))
+            a = cluster[0][0]
+            b = reach
+        out.append((a, b, e))
+        i = j
+    return out
 
 
 def _entity(token: str) -> str:

@@ -121,7 +121,8 @@ def private_paths(capabilities: Capabilities, sections: Sections, workspace: Pat
 
 def make_private(capabilities: Capabilities, sections: Sections, workspace: Path) -> None:
     """Let every capability create the private paths it would make at first use, so that
-    they exist, as codemode's, when a server's jail hides them (``OSError`` if one cannot)."""
+    they exist, as codemode's, when a server's jail hides them (``OSError`` or
+    ``ConfigError`` if one cannot)."""
     for cap in capabilities:
         cap.make_private_for(section(cap, sections), workspace)
 

@@ -125,7 +125,8 @@ class Capability(Generic[C]):
     """``(config, workspace)``: files and directories of its own no upstream server may see."""
     make_private: Callable[[C, Path], None] | None = None
     """``(config, workspace)``: makes its missing private paths (directories 0700, files
-    0600); raises ``OSError`` when it cannot. Never called by ``codemode doctor``."""
+    0600); raises ``OSError`` or ``ConfigError`` when it cannot (the server then does not
+    start). Never called by ``codemode doctor``."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():

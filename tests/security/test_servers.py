@@ -499,6 +499,32 @@ def test_a_server_starts_before_codemodes_own_directories_exist(
         assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
 
 
+@pytest.mark.skipif(not ROOT, reason="servers get a uid of their own only under root")
+def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_cannot_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~/.config is often 0700. bwrap, as the server's uid, could not reach
+    ~/.config/codemode to show it empty ("Can't mkdir ... Permission denied"), and a server
+    given $HOME never started. Out of the uid's reach, it needs no cover."""
+    home = tmp_path / "home"
+    keys = home / ".config" / "codemode"
+    keys.mkdir(parents=True)
+    (keys / "audit.key").write_text("secret-audit-key")
+    (keys / "audit.key").chmod(0o644)
+    files = home / "ws" / "files"
+    files.mkdir(parents=True)
+    for d in (tmp_path, home, home / "ws", keys):
+        d.chmod(0o755)
+    (home / ".config").chmod(0o700)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    script = 'cat "$0/.config/codemode/audit.key" 2>&1; ls "$0"'
+    server: dict[str, object] = {"command": "sh", "args": ["-c", script, str(home)]}
+    iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
+    r = _run_jailed(server, iso)
+    assert "Permission denied" in r.stdout and "secret-audit-key" not in r.stdout
+    assert "ws" in r.stdout.split()
+
+
 def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Path) -> None:
     """$HOME read-only and files/out writable: the workspace's empty tmpfs covered the
     writable mount, and files/ shown again was read-only like $HOME: the server could not

@@ -269,7 +269,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
     hidden, hidden_files, reshown = _mask_workspace(
-        mounts, workspace, files, iso.private, create=not dry_run
+        mounts, workspace, files, iso.private, create=not dry_run, uid=uid
     )
     chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
@@ -328,6 +328,7 @@ def _mask_workspace(
     extra: Iterable[str] = (),
     *,
     create: bool = True,
+    uid: int | None = None,
 ) -> tuple[list[str], list[str], list[jail.Mount]]:
     """Where a server was given a directory holding codemode's own files (the workspace,
     ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``,
@@ -341,7 +342,12 @@ def _mask_workspace(
     ``create``: codemode's own directories are made now (0700) if missing. Left missing,
     bwrap would have to make the mount point in the server's view, as the server's uid: on
     a read-only mount, or in a directory of another owner, it cannot, and the server never
-    starts; where it can, the directory codemode later keeps its keys in is the server's."""
+    starts; where it can, the directory codemode later keeps its keys in is the server's.
+
+    ``uid``: the server's own uid (codemode runs as root). A path below a directory that
+    uid cannot search (``~/.config`` is often 0700) is out of its reach already, and
+    bwrap, which makes the jail's mounts as that uid, could not reach it to cover it: the
+    server would never start. It is left as it is."""
     from ..audit.keys import config_home, state_home
 
     private: list[tuple[str, str | None]] = []
@@ -363,6 +369,8 @@ def _mask_workspace(
         for root, keep in private:
             if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
+            if uid is not None and not _searchable(real, os.path.dirname(root), uid):
+                continue
             inside = (m.target.rstrip("/") + root[len(real) :]) or "/"
             (hidden if os.path.isdir(root) else hidden_files).append(inside)
             if keep is not None:
@@ -380,6 +388,40 @@ def _mask_workspace(
             reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
     reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
+
+
+def _searchable(top: str, folder: str, uid: int) -> bool:
+    """Whether ``uid`` (group ``uid``, as the jail runs it) can search every directory
+    from below the mount's own ``top`` (given to it, shared by ACL) down to ``folder``.
+    A directory with an access ACL counts as searchable: only the mode bits are read."""
+    path = top.rstrip("/")
+    for part in os.path.relpath(folder, top or "/").split(os.sep):
+        if part in ("", "."):
+            continue
+        path = f"{path}/{part}"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True  # not knowable here: covered as before
+        mode = st.st_mode
+        if (
+            mode & 0o001
+            or (st.st_uid == uid and mode & 0o100)
+            or (st.st_gid == uid and mode & 0o010)
+        ):
+            continue
+        if _has_acl(path):
+            continue
+        return False
+    return True
+
+
+def _has_acl(path: str) -> bool:
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except OSError:
+        return False
+    return True
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:

@@ -316,3 +316,29 @@ async def test_a_schema_error_about_a_restored_value_shows_its_token(
     assert r.stdout.startswith("ToolError crm.find_customer"), r.stdout
     assert "should match pattern" in r.stdout
     assert CUSTOMERS[0]["phone"] not in r.stdout and "[PHONE_" in r.stdout
+
+
+async def test_a_server_marked_not_a_sink_by_the_name_agents_call_it_never_receives_real_values(
+    tmp_path: Path,
+) -> None:
+    """``my-outbox`` is ``tools.my_outbox`` to the code: a rule naming the server or a tool
+    as discovery shows it (``my_outbox``, ``send_mail``) holds as one naming the original."""
+    for rule in (
+        {"my_outbox": {"sink": False}},
+        {"my-outbox": {"tools": {"send_*": {"sink": False}}}},
+    ):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        ws = make_private_workspace(root, privacy={"enabled": True, "servers": rule})
+        mcp = json.loads((ws.base / "mcp.json").read_text())
+        outbox = mcp["mcpServers"].pop("outbox")
+        outbox["env"]["OUTBOX_TOOL_NAME"] = "send-mail"
+        mcp["mcpServers"]["my-outbox"] = outbox
+        (ws.base / "mcp.json").write_text(json.dumps(mcp))
+        async with opened(ws) as s:
+            r = await s.run(
+                "c = tools.crm.list_customers()[0]\n"
+                "tools.my_outbox.send_mail(to=c['email'], subject='s', body=c['phone'])"
+            )
+        assert r.is_ok, r.error
+        got = json.dumps(ws.received())
+        assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 2, (rule, got)

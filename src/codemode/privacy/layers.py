@@ -172,7 +172,8 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
     async def privacy(call: ToolCall, call_next: NextCall) -> Any:
         engine = engine_for(config, call.context)
         where = f"{call.server}.{call.tool}"
-        sink = engine.is_sink(call.server, call.tool)
+        names = call.spec.names  # a rule may name the tool as the code calls it
+        sink = engine.is_sink(call.server, call.tool, *names)
         args, restored = engine.restore(call.args, sink=sink, where=where)
         # A new ToolCall: layers outside this one (audit) keep the tokenized arguments.
         inner = call if args is call.args else replace(call, args=args)
@@ -180,7 +181,7 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
             result = await call_next(inner)
         except CodemodeError as exc:
             raise _scrub_error(engine, exc, restored) from exc.__cause__
-        if not engine.scans(call.server, call.tool):
+        if not engine.scans(call.server, call.tool, *names):
             return engine.replace_restored(result, restored)
         size = _approx_size(result)
         try:

@@ -342,3 +342,29 @@ async def test_a_server_marked_not_a_sink_by_the_name_agents_call_it_never_recei
         assert r.is_ok, r.error
         got = json.dumps(ws.received())
         assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 2, (rule, got)
+
+
+async def test_a_server_marked_not_a_sink_never_receives_real_values_the_code_holds(
+    tmp_path: Path,
+) -> None:
+    """Real values the code got without tokens (a server whose results are not scanned, a
+    file) are tokenized on their way into a non-sink, wherever they are in its arguments:
+    dict keys, nested lists, a card number as an integer."""
+    ws = make_private_workspace(
+        tmp_path,
+        privacy={
+            "enabled": True,
+            "servers": {"crm": {"scan": False}, "outbox": {"sink": False}},
+        },
+    )
+    code = (
+        "c = tools.crm.list_customers()[1]\n"
+        "assert '@' in c['email'], c  # crm is not scanned: the code holds real values\n"
+        "tools.outbox.send(to=c['email'], subject='s', body='call ' + c['phone'])\n"
+        "tools.outbox.record(data={c['email']: [c['iban'], {'n': int(c['card'])}]})"
+    )
+    async with opened(ws) as s:
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    got = json.dumps(ws.received())
+    assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 5, got

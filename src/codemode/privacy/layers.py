@@ -175,6 +175,20 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         names = call.spec.names  # a rule may name the tool as the code calls it
         sink = engine.is_sink(call.server, call.tool, *names)
         args, restored = engine.restore(call.args, sink=sink, where=where)
+        if not sink:
+            # A non-sink lives in the model's world, of tokens: real values the code holds
+            # (read from a file, or from a server whose results are not scanned) reach it
+            # as tokens, wherever they are in the arguments, as they would leave a run.
+            plain = args
+            args, report = await _off_loop(
+                _approx_size(plain),
+                lambda: engine.protect(plain, where=f"the arguments of {where}"),
+            )
+            for w in report.warnings:
+                warn_caller(w)
+            if args is not plain:
+                engine.vault.flush_soon()
+                engine.index_soon()
         # A new ToolCall: layers outside this one (audit) keep the tokenized arguments.
         inner = call if args is call.args else replace(call, args=args)
         try:

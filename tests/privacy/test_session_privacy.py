@@ -368,3 +368,29 @@ async def test_a_server_marked_not_a_sink_never_receives_real_values_the_code_ho
     assert r.is_ok, r.error
     got = json.dumps(ws.received())
     assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 5, got
+
+
+async def test_the_audit_log_records_no_real_value_of_a_run_s_code_or_memory_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit stages sit outside privacy and write names and code as they saw them: a
+    real value the code held (an artifact named after a customer) or wrote (a literal) is
+    written as its token, as the docs promise ("no values")."""
+    monkeypatch.setenv("CODEMODE_AUDIT_KEY", "audit-test-key-0123456789abcdef")
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"crm": {"scan": False}}}
+    )
+    config = json.loads((ws.base / "config.json").read_text())
+    config["audit"] = {"enabled": True, "head_file": str(tmp_path / "outside" / "audit.head")}
+    (ws.base / "config.json").write_text(json.dumps(config))
+    code = (
+        "c = tools.crm.list_customers()[1]\n"
+        "artifacts.save(c['email'], {'n': 1})\n"
+        f"note = {CUSTOMERS[2]['email']!r}\n"
+    )
+    async with opened(ws) as s:
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    log = (ws.base / "audit" / "audit.jsonl").read_text()
+    assert '"kind":"memory"' in log and '"code":' in log
+    assert leaks(log) == [] and len(TOKEN_RE.findall(log)) == 2, log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -394,3 +395,5 @@ async def test_the_audit_log_records_no_real_value_of_a_run_s_code_or_memory_nam
     log = (ws.base / "audit" / "audit.jsonl").read_text()
     assert '"kind":"memory"' in log and '"code":' in log
     assert leaks(log) == [] and len(TOKEN_RE.findall(log)) == 2, log
+    run = json.loads(log.splitlines()[-1])
+    assert run["code_sha256"] == hashlib.sha256(run["code"].encode()).hexdigest()

@@ -217,7 +217,9 @@ def run_hook(trail: Trail) -> RunHook:
             result = await call_next(event)
             return result
         finally:
-            data = code.encode()
+            # As the model may see it: a hash of the raw code would let a reader of the log
+            # confirm a guessed real value the code wrote, which the record shows as a token.
+            data = _scrubbed(code, event.context).encode()
             record: dict[str, Any] = {
                 "kind": "run",
                 "code_sha256": hashlib.sha256(data).hexdigest(),
@@ -227,7 +229,7 @@ def run_hook(trail: Trail) -> RunHook:
             }
             if config.record_code:
                 cut = data[: config.max_code_bytes]
-                record["code"] = _scrubbed(cut.decode(errors="ignore"), event.context)
+                record["code"] = cut.decode(errors="ignore")
                 if len(cut) < len(data):
                     record["code_truncated"] = True
             if result is not None and result.error is not None:

@@ -397,3 +397,18 @@ async def test_the_audit_log_records_no_real_value_of_a_run_s_code_or_memory_nam
     assert leaks(log) == [] and len(TOKEN_RE.findall(log)) == 2, log
     run = json.loads(log.splitlines()[-1])
     assert run["code_sha256"] == hashlib.sha256(run["code"].encode()).hexdigest()
+
+
+async def test_a_privacy_rule_naming_no_server_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A misspelt ``"sink": false`` would leave that server a sink without a word."""
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"outbx": {"sink": False}}}
+    )
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy"):
+        async with opened(ws) as s:
+            r = await s.run("tools.crm.list_customers()[0]['email']")
+    assert r.is_ok, r.error
+    warned = [rec.getMessage() for rec in caplog.records if "outbx" in rec.getMessage()]
+    assert len(warned) == 1 and "no server of" in warned[0] and "outbox" in warned[0], warned

@@ -97,6 +97,8 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
             servers, settings = opened.servers, opened.settings
         except ConfigError as exc:
             log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
+    if workspace is not None:
+        _warn_unknown_servers(config, servers, workspace)
     if persist and workspace is not None:
         key, _ = load_key(config.vault, workspace)
         store: Any
@@ -110,6 +112,28 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
         store = MemoryStore()
     vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
     return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+_warned: set[tuple[Path, str]] = set()
+
+
+def _warn_unknown_servers(config: PrivacyConfig, servers: dict[str, Any], workspace: Path) -> None:
+    """Say so when ``privacy.servers`` names no server of ``mcp.json``: a misspelt
+    ``"sink": false`` would otherwise do nothing, and that server receive real values."""
+    from codemode.tools.spec import py_identifier
+
+    known = {*servers, *(py_identifier(name) for name in servers)}
+    for name in config.servers:
+        if name in known or (workspace, name) in _warned:
+            continue
+        _warned.add((workspace, name))
+        log.warning(
+            "privacy.servers names %r, which is no server of %s's mcp.json (servers: %s); "
+            "unless a tool source registered in code is named so, its settings do nothing",
+            name,
+            workspace,
+            ", ".join(sorted(servers)) or "none",
+        )
 
 
 def _engine_of(context: CallContext) -> Privacy | None:

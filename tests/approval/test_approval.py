@@ -228,3 +228,26 @@ async def test_the_call_a_person_is_shown_cannot_be_rewritten_by_control_charact
     assert shown.startswith("notes.delete_note(name=")
     assert shown.isprintable() and "\\u001b[2K\\u000d\\u001b[1A" in shown
     assert "\\u202e" in shown
+
+
+async def test_a_long_argument_cannot_push_the_others_out_of_the_person_s_view(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """The prompt is bounded; what is cut is each long value, never an argument: code that
+    sends a long harmless value first must not hide the one that matters after it."""
+    notes_ws.configure(ASK_DESTRUCTIVE)
+    approver = Recorder(False)
+    async with open_notes(notes_ws, approve=approver) as s:
+        await s.run("tools.notes.delete_note(padding='x' * 5000, name='the-real-target')")
+    [asked] = approver.asked
+    shown = asked.describe()
+    assert "padding=" in shown and 'name="the-real-target"' in shown, shown
+    assert len(shown) <= 600 and "long values cut" in shown
+
+
+def test_a_prompt_with_more_arguments_than_fit_says_how_many_there_are() -> None:
+    from codemode.approval import ApprovalRequest
+
+    many = {f"a{i}": "v" * 50 for i in range(200)}
+    shown = ApprovalRequest("s", "t", {**many, "zz_last": "1"}, "").describe()
+    assert len(shown) <= 600 and "201 arguments" in shown and "more" in shown, shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -366,3 +367,98 @@ out
     assert [real for _, real in plugin_saw] == [CUSTOMERS[0]["email"], CUSTOMERS[2]["email"]]
     assert all(TOKEN_RE.fullmatch(token) for token, _ in plugin_saw)
     assert leaks(json.dumps(outcomes) + "".join(outside)) == []
+
+
+async def test_a_server_marked_not_a_sink_by_the_name_agents_call_it_never_receives_real_values(
+    tmp_path: Path,
+) -> None:
+    """``my-outbox`` is ``tools.my_outbox`` to the code: a rule naming the server or a tool
+    as discovery shows it (``my_outbox``, ``send_mail``) holds as one naming the original."""
+    for rule in (
+        {"my_outbox": {"sink": False}},
+        {"my-outbox": {"tools": {"send_*": {"sink": False}}}},
+    ):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        ws = make_private_workspace(root, privacy={"enabled": True, "servers": rule})
+        mcp = json.loads((ws.base / "mcp.json").read_text())
+        outbox = mcp["mcpServers"].pop("outbox")
+        outbox["env"]["OUTBOX_TOOL_NAME"] = "send-mail"
+        mcp["mcpServers"]["my-outbox"] = outbox
+        (ws.base / "mcp.json").write_text(json.dumps(mcp))
+        async with opened(ws) as s:
+            r = await s.run(
+                "c = tools.crm.list_customers()[0]\n"
+                "tools.my_outbox.send_mail(to=c['email'], subject='s', body=c['phone'])"
+            )
+        assert r.is_ok, r.error
+        got = json.dumps(ws.received())
+        assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 2, (rule, got)
+
+
+async def test_a_server_marked_not_a_sink_never_receives_real_values_the_code_holds(
+    tmp_path: Path,
+) -> None:
+    """Real values the code got without tokens (a server whose results are not scanned, a
+    file) are tokenized on their way into a non-sink, wherever they are in its arguments:
+    dict keys, nested lists, a card number as an integer."""
+    ws = make_private_workspace(
+        tmp_path,
+        privacy={
+            "enabled": True,
+            "servers": {"crm": {"scan": False}, "outbox": {"sink": False}},
+        },
+    )
+    code = (
+        "c = tools.crm.list_customers()[1]\n"
+        "assert '@' in c['email'], c  # crm is not scanned: the code holds real values\n"
+        "tools.outbox.send(to=c['email'], subject='s', body='call ' + c['phone'])\n"
+        "tools.outbox.record(data={c['email']: [c['iban'], {'n': int(c['card'])}]})"
+    )
+    async with opened(ws) as s:
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    got = json.dumps(ws.received())
+    assert leaks(got) == [] and len(TOKEN_RE.findall(got)) == 5, got
+
+
+async def test_the_audit_log_records_no_real_value_of_a_run_s_code_or_memory_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit stages sit outside privacy and write names and code as they saw them: a
+    real value the code held (an artifact named after a customer) or wrote (a literal) is
+    written as its token, as the docs promise ("no values")."""
+    monkeypatch.setenv("CODEMODE_AUDIT_KEY", "audit-test-key-0123456789abcdef")
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"crm": {"scan": False}}}
+    )
+    config = json.loads((ws.base / "config.json").read_text())
+    config["audit"] = {"enabled": True, "head_file": str(tmp_path / "outside" / "audit.head")}
+    (ws.base / "config.json").write_text(json.dumps(config))
+    code = (
+        "c = tools.crm.list_customers()[1]\n"
+        "artifacts.save(c['email'], {'n': 1})\n"
+        f"note = {CUSTOMERS[2]['email']!r}\n"
+    )
+    async with opened(ws) as s:
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    log = (ws.base / "audit" / "audit.jsonl").read_text()
+    assert '"kind":"memory"' in log and '"code":' in log
+    assert leaks(log) == [] and len(TOKEN_RE.findall(log)) == 2, log
+    run = json.loads(log.splitlines()[-1])
+    assert run["code_sha256"] == hashlib.sha256(run["code"].encode()).hexdigest()
+
+
+async def test_a_privacy_rule_naming_no_server_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A misspelt ``"sink": false`` would leave that server a sink without a word."""
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"outbx": {"sink": False}}}
+    )
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy"):
+        async with opened(ws) as s:
+            r = await s.run("tools.crm.list_customers()[0]['email']")
+    assert r.is_ok, r.error
+    warned = [rec.getMessage() for rec in caplog.records if "outbx" in rec.getMessage()]
+    assert len(warned) == 1 and "no server of" in warned[0] and "outbox" in warned[0], warned

@@ -57,6 +57,7 @@ def test_a_foreign_origin_is_refused_on_every_route(open_server: HttpServer, pat
         "http://127.0.0.1.evil.example",
         "http://localhost.evil.example",
         "http://localhost..",
+        "http://[::1].evil.example",
     ):
         refused = _get(open_server, path, Origin=origin)
         assert refused.status_code == 403, (origin, refused.text)
@@ -72,7 +73,18 @@ def test_loopback_hosts_and_origins_are_served(open_server: HttpServer, path: st
             assert served.status_code == 200, (host, origin, served.status_code, served.text)
 
 
-@pytest.mark.parametrize("host", ["localhost.evil.example", "localhost..", "127.0.0.1.", "evil."])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost.evil.example",
+        "localhost..",
+        "127.0.0.1.",
+        "evil.",
+        "[::1].evil.example",
+        "[::1]evil:80",
+        "[::1]:80x",
+    ],
+)
 def test_names_that_only_look_like_loopback_are_refused(open_server: HttpServer, host: str) -> None:
     assert _get(open_server, "/api/console", Host=host).status_code == 421
 

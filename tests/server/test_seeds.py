@@ -137,3 +137,56 @@ async def test_the_seed_tools_belong_to_the_all_profile_only(tmp_path: Path) -> 
         names = {t.name for t in (await client.list_tools()).tools}
     assert "list_available_tools" not in names and "get_server_tools" not in names
     assert {"run_code", "search_tools"} <= names
+
+
+async def test_a_custom_tool_called_directly_by_the_client_passes_the_guardrails(
+    tmp_path: Path,
+) -> None:
+    """A custom tool is an MCP tool of the server too: the policy that denies it from code
+    (and the audit that records it) must hold when the client calls it directly."""
+    base, _ = make_workspace(tmp_path)
+    shouted: list[str] = []
+
+    def record(text: str) -> str:
+        """Record a text."""
+        shouted.append(text)
+        return "recorded"
+
+    policy = {"rules": [{"tools": "custom.record", "action": "deny"}]}
+    async with (
+        create_server(
+            Settings(executor="subprocess"), base=base, custom_tools=[record], policy=policy
+        ) as srv,
+        Client(srv.mcp) as client,
+    ):
+        ran = await client.call_tool("run_code", {"code": "tools.custom.record(text='c')"})
+        assert "ToolDenied" in text_of(ran)
+        direct = await client.call_tool("record", {"text": "direct"})
+    assert shouted == [] and direct.is_error, text_of(direct)
+    assert "denied" in text_of(direct).lower()
+
+
+async def test_a_custom_tool_called_directly_asks_the_client_s_person_when_the_policy_asks(
+    tmp_path: Path,
+) -> None:
+    from mcp_types import ElicitResult
+
+    base, _ = make_workspace(tmp_path)
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": len(asked) == 1})
+
+    policy = {"rules": [{"tools": "custom.shout", "action": "ask"}]}
+    async with (
+        create_server(
+            Settings(executor="subprocess"), base=base, custom_tools=[shout], policy=policy
+        ) as srv,
+        Client(srv.mcp, elicitation_callback=elicit, mode="legacy") as client,
+    ):
+        yes = await client.call_tool("shout", {"text": "hi"})
+        no = await client.call_tool("shout", {"text": "again"})
+    assert text_of(yes) == "HI" and not yes.is_error
+    assert no.is_error and "not approved" in text_of(no)
+    assert len(asked) == 2 and 'custom.shout(text="hi"' in asked[0]

@@ -261,6 +261,20 @@ async def test_include_and_exclude_filter_tools_at_list_time(
         await src.call_tool("echo", {"text": "x"})
 
 
+async def test_include_and_exclude_match_the_names_the_code_calls_tools_by(
+    make_source: Make, make_config: Config, edge_raw: dict[str, Any]
+) -> None:
+    """``get-weather`` is ``tools.edge.get_weather`` to the code: excluding it by that name
+    (as a policy rule may name it) must exclude it, and including by it must include it."""
+    out = make_config("edge", {**edge_raw, "exclude": ["get_weather"]})
+    src = make_source("edge", out)
+    assert "get-weather" not in [t.name for t in await src.list_tools()]
+    with pytest.raises(ToolNotFound):
+        await src.call_tool("get-weather", {"city": "Oslo"})
+    only = make_config("edge", {**edge_raw, "include": ["get_*"]})
+    assert [t.name for t in await make_source("edge", only).list_tools()] == ["get-weather"]
+
+
 async def test_environment_reaches_the_stdio_server_after_var_expansion(
     make_source: Make, make_config: Config, edge_raw: dict[str, Any]
 ) -> None:

@@ -81,7 +81,8 @@ def link() -> Iterator[RecordingLink]:
 
 def load(source: str, name: str = "stub_under_test") -> types.ModuleType:
     mod = types.ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    # As the worker's importer compiles it: without this module's ``__future__`` imports.
+    exec(compile(source, f"<{name}>", "exec", dont_inherit=True), mod.__dict__)
     return mod
 
 
@@ -266,3 +267,44 @@ async def test_generate_tree_writes_an_importable_package(
 def forget_servers_modules() -> None:
     for name in [n for n in sys.modules if n == "servers" or n.startswith("servers.")]:
         del sys.modules[name]
+
+
+def test_tools_named_like_builtins_leave_the_module_and_its_other_tools_working(
+    link: RecordingLink,
+) -> None:
+    """A server's tools named ``str``, ``dict``, ``type``... are module-level functions of
+    its stub module: they must not break the annotations of the tools after them, nor make
+    a call of another tool call them."""
+    props = {"type": "object", "properties": {"a": {"type": "string"}}}
+    named = ["str", "int", "float", "bool", "list", "dict", "type", "isinstance", "len"]
+    specs = [ToolSpec("srv", n, input_schema=props) for n in named]
+    send = ToolSpec(
+        "srv",
+        "send",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "to": {"type": "string"},
+                "n": {"type": "integer", "default": 1},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "meta": {"type": "object", "properties": {"k": {"type": "string"}}},
+            },
+            "required": ["to"],
+        },
+    )
+    items = stub_tools([(s, s.py_name) for s in [*specs, send]])
+    for source in (server_module_source("srv", items), tool_module_source(items[-1])):
+        mod = load(source)
+        link.calls.clear()
+        mod.send("x", n=5, tags=["t"], meta={"k": "v"})
+        mod.send("y")
+        assert [c[1]["tool"] for c in link.calls] == ["send", "send"]
+        assert link.calls[0][1]["args"] == {"to": "x", "n": 5, "tags": ["t"], "meta": {"k": "v"}}
+        assert link.calls[1][1]["args"] == {"to": "y"}
+    mod = load(server_module_source("srv", items))
+    mod.str(a="q")
+    assert mod.str.__name__ == "str" and link.calls[-1][1] == {
+        "server": "srv",
+        "tool": "str",
+        "args": {"a": "q"},
+    }

@@ -38,14 +38,40 @@ class ApprovalRequest:
         return f"{self.server}.{self.tool}"
 
     def describe(self, limit: int = 600) -> str:
-        """``server.tool(arg=value, ...)`` cut at ``limit`` characters, for a prompt; no
-        character of it can move the cursor or reorder the line (:func:`printable`)."""
-        args = ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}"
+        """``server.tool(arg=value, ...)`` within ``limit`` characters, for a prompt; no
+        character of it can move the cursor or reorder the line (:func:`printable`).
+
+        When it does not fit, each long value is cut, not the line's end: code that sends a
+        long harmless value first cannot push the argument that matters out of view. If
+        even the names do not fit, the prompt says how many arguments there are in all."""
+        items = [
+            (printable(str(k)), printable(json.dumps(v, ensure_ascii=False, default=repr)))
             for k, v in self.arguments.items()
-        )
-        text = printable(f"{self.qualified}({args})")  # code chose the names and values
-        return text if len(text) <= limit else text[: limit - 3] + "..."
+        ]
+        head = printable(self.qualified)  # code chose the names and values
+        text = f"{head}({', '.join(f'{k}={v}' for k, v in items)})"
+        if len(text) <= limit:
+            return text
+        note = f" [{len(items)} arguments; long values cut]"
+        room = limit - len(head) - 2 - len(note) - len(", ... 9999 more")
+        each = max(_MIN_SHOWN, room // max(len(items), 1) - 2)
+        parts: list[str] = []
+        for k, v in items:
+            key = _cut(k, max(_MIN_SHOWN, each // 3))
+            part = f"{key}={_cut(v, max(_MIN_SHOWN, each - len(key) - 1))}"
+            if sum(len(p) + 2 for p in parts) + len(part) > room:
+                break
+            parts.append(part)
+        more = len(items) - len(parts)
+        shown = ", ".join(parts) + (f", ... {more} more" if more else "")
+        return _cut(f"{head}({shown}){note}", limit)
+
+
+_MIN_SHOWN = 12
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ The ``audit`` stages sit outside ``privacy`` on both chains, so with privacy on 
 the values as the model saw them (tokens), never the real ones; arguments are not written
 at all, only an HMAC of them (keyed: equal arguments can be matched by whoever holds the
 key, but a guessable value cannot be confirmed by hashing it). Results are not written
-either, only their size. The log is chosen by the call's context (its workspace), so one
+either, only their size. What is written as text (a run's code, a memory record's name)
+may hold a real value the code held or wrote: with privacy on it goes through
+``codemode.privacy.scrub`` first. The log is chosen by the call's context (its workspace), so one
 registry serving several workspaces or tenants writes each to its own log.
 """
 
@@ -14,6 +16,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
@@ -126,6 +129,17 @@ class Trail:
         self._by_path.clear()
 
 
+def _scrubbed(text: str, context: CallContext) -> str:
+    """``text`` as the model may see it (tokens) when privacy is on for ``context``: names
+    and code are written as they are, and may hold a real value the code held or wrote.
+    Privacy not loaded in this process means it is off: nothing is imported for it."""
+    layers = sys.modules.get("codemode.privacy.layers")
+    if layers is None or not text:
+        return text
+    out = layers.scrub(text, context)
+    return out if isinstance(out, str) else text
+
+
 def _outcome(exc: BaseException | None) -> tuple[str, str | None]:
     if exc is None:
         return "ok", None
@@ -203,7 +217,9 @@ def run_hook(trail: Trail) -> RunHook:
             result = await call_next(event)
             return result
         finally:
-            data = code.encode()
+            # As the model may see it: a hash of the raw code would let a reader of the log
+            # confirm a guessed real value the code wrote, which the record shows as a token.
+            data = _scrubbed(code, event.context).encode()
             record: dict[str, Any] = {
                 "kind": "run",
                 "code_sha256": hashlib.sha256(data).hexdigest(),
@@ -229,7 +245,7 @@ def memory_watcher(trail: Trail) -> Any:
             "kind": "memory",
             "op": event.op,
             "record_kind": event.kind,
-            "name": event.name,
+            "name": _scrubbed(event.name, event.context),
         }
         if event.size is not None:
             record["size"] = event.size

@@ -80,10 +80,18 @@ class _ServerBase(BaseModel):
     policies apply the MCP defaults (destructive, open-world)."""
 
     def allows(self, tool: str) -> bool:
-        """Whether ``include``/``exclude`` (glob patterns) let ``tool`` through."""
-        if self.include is not None and not any(fnmatchcase(tool, p) for p in self.include):
+        """Whether ``include``/``exclude`` (glob patterns) let ``tool`` through, named as
+        the server lists it or as the code calls it (``get-weather``, ``get_weather``), as
+        policy rules may name it: an ``exclude`` written with the name discovery shows must
+        not leave the tool callable."""
+        from codemode.tools.spec import py_identifier  # the tools package imports config
+
+        names = (tool, py_identifier(tool))
+        if self.include is not None and not any(
+            fnmatchcase(n, p) for p in self.include for n in names
+        ):
             return False
-        return not any(fnmatchcase(tool, p) for p in self.exclude)
+        return not any(fnmatchcase(n, p) for p in self.exclude for n in names)
 
 
 class StdioServerConfig(_ServerBase):

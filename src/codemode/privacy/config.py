@@ -222,14 +222,22 @@ class PrivacyConfig(_Model):
     def active(self, entity: str) -> bool:
         return entity not in self.exclude
 
-    def policy(self, server: str, tool: str) -> tuple[bool | None, bool | None]:
-        """(sink, scan) as configured for ``server.tool`` (None: not configured)."""
-        sp = self.servers.get(server)
+    def policy(self, server: str, tool: str, *more: str) -> tuple[bool | None, bool | None]:
+        """(sink, scan) as configured for ``server.tool`` (None: not configured).
+
+        ``more``: the other names the call has, ``server.tool`` each (the tool's names in
+        Python identifiers, and as the code calls it): a rule written with the name the
+        agent's code and discovery show (``my_crm``, ``export_contacts``) must hold for
+        ``my-crm``'s ``export-contacts`` as the original spelling does. Rules under the
+        original server name come first."""
+        pairs = [(server, tool), *(n.partition(".")[::2] for n in more)]
+        sp = next((p for s, _ in pairs if (p := self.servers.get(s)) is not None), None)
         if sp is None:
             return None, None
         sink, scan = sp.sink, sp.scan
+        tools = {t for _, t in pairs}
         for pattern, tp in sp.tools.items():
-            if pattern == tool or fnmatchcase(tool, pattern):
+            if any(pattern == t or fnmatchcase(t, pattern) for t in tools):
                 sink = tp.sink if tp.sink is not None else sink
                 scan = tp.scan if tp.scan is not None else scan
                 break

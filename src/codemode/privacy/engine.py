@@ -124,11 +124,11 @@ class Privacy:
             remember_environment()
 
     # -- policy ----------------------------------------------------------------------
-    def is_sink(self, server: str, tool: str) -> bool:
-        return self.sinks.is_sink(server, tool)
+    def is_sink(self, server: str, tool: str, *names: str) -> bool:
+        return self.sinks.is_sink(server, tool, *names)
 
-    def scans(self, server: str, tool: str) -> bool:
-        return self.sinks.scans(server, tool)
+    def scans(self, server: str, tool: str, *names: str) -> bool:
+        return self.sinks.scans(server, tool, *names)
 
     # -- outbound: real values -> tokens -----------------------------------------------
     def protect_text(self, text: str, *, where: str = "", literal: Mapping[str, str] = {}) -> str:

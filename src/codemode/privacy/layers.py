@@ -108,6 +108,8 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
             servers, settings = opened.servers, opened.settings
         except ConfigError as exc:
             log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
+    if workspace is not None:
+        _warn_unknown_servers(config, servers, workspace)
     if persist and workspace is not None:
         key, _ = load_key(config.vault, workspace)
         store: Any
@@ -121,6 +123,28 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
         store = MemoryStore()
     vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
     return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+_warned: set[tuple[Path, str]] = set()
+
+
+def _warn_unknown_servers(config: PrivacyConfig, servers: dict[str, Any], workspace: Path) -> None:
+    """Say so when ``privacy.servers`` names no server of ``mcp.json``: a misspelt
+    ``"sink": false`` would otherwise do nothing, and that server receive real values."""
+    from codemode.tools.spec import py_identifier
+
+    known = {*servers, *(py_identifier(name) for name in servers)}
+    for name in config.servers:
+        if name in known or (workspace, name) in _warned:
+            continue
+        _warned.add((workspace, name))
+        log.warning(
+            "privacy.servers names %r, which is no server of %s's mcp.json (servers: %s); "
+            "unless a tool source registered in code is named so, its settings do nothing",
+            name,
+            workspace,
+            ", ".join(sorted(servers)) or "none",
+        )
 
 
 def _engine_of(context: CallContext) -> Privacy | None:
@@ -183,15 +207,30 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
     async def privacy(call: ToolCall, call_next: NextCall) -> Any:
         engine = engine_for(config, call.context)
         where = f"{call.server}.{call.tool}"
-        sink = engine.is_sink(call.server, call.tool)
+        names = call.spec.names  # a rule may name the tool as the code calls it
+        sink = engine.is_sink(call.server, call.tool, *names)
         args, restored = engine.restore(call.args, sink=sink, where=where)
+        if not sink:
+            # A non-sink lives in the model's world, of tokens: real values the code holds
+            # (read from a file, or from a server whose results are not scanned) reach it
+            # as tokens, wherever they are in the arguments, as they would leave a run.
+            plain = args
+            args, report = await _off_loop(
+                _approx_size(plain),
+                lambda: engine.protect(plain, where=f"the arguments of {where}"),
+            )
+            for w in report.warnings:
+                warn_caller(w)
+            if args is not plain:
+                engine.vault.flush_soon()
+                engine.index_soon()
         # A new ToolCall: layers outside this one (audit) keep the tokenized arguments.
         inner = call if args is call.args else replace(call, args=args)
         try:
             result = await call_next(inner)
         except CodemodeError as exc:
             raise _scrub_error(engine, exc, restored) from exc.__cause__
-        if not engine.scans(call.server, call.tool):
+        if not engine.scans(call.server, call.tool, *names):
             return engine.replace_restored(result, restored)
         size = _approx_size(result)
         try:

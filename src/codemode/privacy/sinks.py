@@ -65,14 +65,15 @@ class SinkPolicy:
             for name, server in servers.items():
                 self._inside[name] = touches_workspace(server, workspace)
 
-    def is_sink(self, server: str, tool: str) -> bool:
-        sink, _ = self.config.policy(server, tool)
+    def is_sink(self, server: str, tool: str, *names: str) -> bool:
+        """``names``: the call's other ``server.tool`` names (``ToolSpec.names``)."""
+        sink, _ = self.config.policy(server, tool, *names)
         if sink is not None:
             return sink
         return not self._inside.get(server, False)
 
-    def scans(self, server: str, tool: str) -> bool:
-        _, scan = self.config.policy(server, tool)
+    def scans(self, server: str, tool: str, *names: str) -> bool:
+        _, scan = self.config.policy(server, tool, *names)
         return True if scan is None else scan
 
     def describe(self) -> dict[str, bool]:

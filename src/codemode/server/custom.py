@@ -20,15 +20,14 @@ override the workspace's config file and environment. Capability sections go by 
 
 from __future__ import annotations
 
-import functools
 import inspect
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from os import PathLike
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio.to_thread
 from pydantic import BaseModel
 
 from ..config import Config, Settings
@@ -68,7 +67,7 @@ class CodemodeServer:
         registry = self.context.tools
         assert registry is not None
         spec = registry.register(fn, server=CUSTOM_SERVER, name=name, description=description)
-        handler = _replied(_off_loop(fn), self.context, spec.name)
+        handler = _through_chain(fn, self.context, spec.name)
         self.mcp.add_tool(handler, name=spec.name, description=spec.description or None)
         return spec
 
@@ -221,36 +220,69 @@ def _dump(value: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
-def _replied(fn: Callable[..., Any], context: ServerContext, name: str) -> Callable[..., Any]:
-    """``fn`` whose answer to an MCP client passes the server's reply layers (privacy's
-    net), like every other tool's: called by the client, a custom tool's result goes
-    straight to the model. (Called from code, it passes the tool-call chain instead.)"""
+def _through_chain(fn: Callable[..., Any], context: ServerContext, name: str) -> Callable[..., Any]:
+    """The MCP tool of custom tool ``name``: a call from the client goes through the
+    registry's chain (policy, approval, budget, audit, privacy) as one from code does, so
+    a rule that denies ``custom.<name>`` (or asks first) holds whichever way it is called,
+    and the person behind the client is asked as for a call from ``run_code``; its answer
+    then passes the server's reply layers (privacy's net), like every other tool's.
+
+    The signature the SDK reads is ``fn``'s (its input schema), plus the request context."""
+    from mcp.server.mcpserver import Context
+    from pydantic_core import to_jsonable_python
+
+    from ..approval.types import current_approver
+    from ..context import CallContext
+    from ..errors import CodemodeError
+    from .app import session_key
+    from .approve import client_approver
+    from .toolset import Call, Reply, error_reply, to_result
+
     layers = tuple(context.extras.get("reply_layers", ()))
-    if not layers:
-        return fn
+    settings, workspace = context.settings, context.workspace
+    base = CallContext(
+        tenant=settings.tenant if settings is not None else "default",
+        workspace=str(workspace.path) if workspace is not None else None,
+    )
+    ctx_name = "mcp_request_context"
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [
+        p.replace(annotation=hints.get(p.name, Any))
+        for p in inspect.signature(fn).parameters.values()
+    ]
+    params.append(inspect.Parameter(ctx_name, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    returns = hints.get("return", inspect.Signature.empty)
 
-    @functools.wraps(fn)
-    async def run(*args: Any, **kwargs: Any) -> Any:
-        from .toolset import Call
+    async def run(**kwargs: Any) -> Any:
+        mcp_ctx = kwargs.pop(ctx_name)
+        registry = context.tools
+        assert registry is not None
+        key = session_key(mcp_ctx)
+        call = Call(context, key, mcp_ctx, tool=name, layers=layers)
+        # Whose call it is as the client's sessions name it (privacy's session vaults).
+        ctx = replace(base, client=key or "ephemeral")
+        asking = current_approver.set(client_approver(mcp_ctx))
+        try:
+            # As JSON, as code sends them: the SDK hands over parsed values (models...).
+            args = to_jsonable_python(kwargs)
+            out: Any = await registry.call(CUSTOM_SERVER, name, args, context=ctx)
+        except CodemodeError as exc:
+            out = error_reply(exc)
+        finally:
+            current_approver.reset(asking)
+        try:
+            for layer in layers:
+                out = await layer(call, name, out)
+        except CodemodeError as exc:  # a layer withheld the answer (privacy: block)
+            out = error_reply(exc)
+        return to_result(out, context.output_limit) if isinstance(out, Reply) else out
 
-        out = await fn(*args, **kwargs)
-        call = Call(context, None, tool=name, layers=layers)
-        for layer in layers:
-            out = await layer(call, name, out)
-        return out
-
-    return run
-
-
-def _off_loop(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A sync ``fn`` as an async function of the same signature that runs in a thread."""
-    if inspect.iscoroutinefunction(fn):
-        return fn
-
-    @functools.wraps(fn)
-    async def run(*args: Any, **kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
+    run.__name__ = run.__qualname__ = getattr(fn, "__name__", name)
+    run.__doc__ = fn.__doc__
+    run.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params} | (
+        {"return": returns} if returns is not inspect.Signature.empty else {}
+    )
     return run
 
 

@@ -99,10 +99,14 @@ _remembered_authority = functools.lru_cache(maxsize=256)(_is_loopback_authority)
 
 
 def _host_of(authority: str) -> str | None:
-    """The host of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``)."""
+    """The host of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``); None
+    when it is none of those (``[::1].evil.example`` is not ``[::1]``)."""
     if authority.startswith("["):
         end = authority.find("]")
-        return authority[1:end] if end > 0 else None
+        rest = authority[end + 1 :]
+        if end < 0 or (rest and not (rest[0] == ":" and (rest[1:].isdigit() or rest == ":"))):
+            return None
+        return authority[1:end]
     host, _, port = authority.partition(":")
     if ":" in port or (port and not port.isdigit()):
         return None

@@ -13,7 +13,9 @@ from codemode.errors import CodemodeError
 class PrintableLogs(logging.Filter):
     """Log records quote upstream servers (a failed server's stderr, its tool names, its
     errors): an escape sequence in them would reach the terminal ``serve`` runs in and
-    could rewrite its lines or set its clipboard. Messages are shown escaped."""
+    could rewrite its lines or set its clipboard. Messages are shown escaped, and so are
+    a record's traceback and stack (an exception's message is quoted there as it is; the
+    SDK's handler without ``rich`` prints it raw)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from codemode.cli import terminal_text
@@ -22,7 +24,16 @@ class PrintableLogs(logging.Filter):
         safe = terminal_text(message)
         if safe != message:
             record.msg, record.args = safe, None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            record.exc_text = _FORMAT.formatException(record.exc_info)
+        for name in ("exc_text", "stack_info"):
+            text = getattr(record, name)
+            if text:
+                setattr(record, name, terminal_text(text))
         return True
+
+
+_FORMAT = logging.Formatter()
 
 
 def set_up_log_handlers(level: str) -> None:

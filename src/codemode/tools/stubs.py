@@ -10,7 +10,10 @@ variant), sending only the arguments given.
 Names and descriptions come from untrusted servers: every string reaches the generated
 source through ``repr`` (or a docstring checked to be safe), identifiers through
 ``py_identifier``, and module-level names are allocated so no tool shadows another or a
-helper. ``typing`` is imported as ``_t`` so a tool named ``Any`` changes nothing.
+helper. ``typing`` is imported as ``_t`` so a tool named ``Any`` changes nothing; tools named
+like builtins (``str``, ``dict``, ``type``) would shadow them in the module, so such a tool's
+function is defined under a private name (``_f_str``) and bound to its own name only after
+every annotation was evaluated, and the helper looks up no builtin by name.
 
 The same renderer produces the display signature discovery shows
 (``get_weather(city: str, *, units: Literal['c', 'f'] = 'c') -> dict``).
@@ -19,6 +22,7 @@ The same renderer produces the display signature discovery shows
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -323,7 +327,7 @@ def function_source(
     payload = f"{{'server': {spec.server!r}, 'tool': {spec.name!r}, 'args': _a}}"
     head = f"({_params_text(params)}) -> {ret}:"
     out = [
-        f"def {py_name}{head}",
+        f"def {_private(py_name)}{head}",
         f"    {doc}",
         *body,
         f"    return _bridge.call('tools.call', {payload})",
@@ -332,7 +336,7 @@ def function_source(
         out += [
             "",
             "",
-            f"async def {async_name}{head}",
+            f"async def {_private(async_name)}{head}",
             f"    {doc}",
             *body,
             f"    return await _bridge.acall('tools.call', {payload})",
@@ -348,7 +352,7 @@ from codemode_worker import bridge as _bridge
 
 def _put(a: dict[str, _t.Any], key: str, value: _t.Any, default: _t.Any) -> None:
     """Send an optional argument only when it was given (not None, not the default)."""
-    if value is not None and (type(value) is not type(default) or value != default):
+    if value is not None and (value.__class__ is not default.__class__ or value != default):
         a[key] = value
 '''
 
@@ -371,13 +375,30 @@ def stub_tools(items: Sequence[tuple[ToolSpec, str]]) -> list[StubTool]:
     ]
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _private(name: str) -> str:
+    """The name a tool's function is defined under: a builtin's name (which annotations
+    evaluated after it would find instead) gets ``_f_`` before it (mapped names never start
+    with ``_`` and a letter), and its own name once every function is defined."""
+    return f"_f_{name}" if name in _BUILTINS else name
+
+
 def _module(doc: str, defs: list[str], funcs: list[str], exports: list[str]) -> str:
     parts = [_doc_literal(doc, ""), "", _PREAMBLE]
     if defs:
         parts += ["", *defs]
     for f in funcs:
         parts += ["", "", f]
-    parts += ["", "", f"__all__ = {exports!r}", ""]
+    parts += ["", ""]
+    shadowing = [n for n in exports if _private(n) != n]
+    for name in shadowing:
+        f = _private(name)
+        parts += [f"{f}.__name__ = {f}.__qualname__ = {name!r}", f"{name} = {f}"]
+    if shadowing:
+        parts += [f"del {', '.join(_private(n) for n in shadowing)}", ""]
+    parts += [f"__all__ = {exports!r}", ""]
     return "\n".join(parts)
 
 

@@ -189,7 +189,11 @@ class Connection:
                     finally:
                         if self.stderr is not None:
                             self.stderr.release_writer()
-                    install_lenient_validation(client.session, self.output_schemas)
+                    install_lenient_validation(
+                        client.session,
+                        self.output_schemas,
+                        max_bytes=self.source.config.max_message_bytes,
+                    )
                     self.client = client
                     if not self._ready.done():
                         self._ready.set_result(None)

@@ -36,7 +36,9 @@ def schema_warnings() -> Iterator[list[str]]:
         _schema_warnings.reset(token)
 
 
-def install_lenient_validation(session: ClientSession, schemas: dict[str, Any]) -> None:
+def install_lenient_validation(
+    session: ClientSession, schemas: dict[str, Any], *, max_bytes: int | None = None
+) -> None:
     """Check results against the tool's outputSchema with codemode's own validator.
 
     ``ClientSession.call_tool`` validates ``structured_content`` after the result arrived
@@ -55,7 +57,8 @@ def install_lenient_validation(session: ClientSession, schemas: dict[str, Any]) 
             return None
         try:
             tools = await every_tool(
-                lambda cursor: session.list_tools(params=mt.PaginatedRequestParams(cursor=cursor))
+                lambda cursor: session.list_tools(params=mt.PaginatedRequestParams(cursor=cursor)),
+                max_bytes=max_bytes,
             )
         except ListingError as exc:
             return f"the result of {name} could not be checked against its output schema: {exc}"

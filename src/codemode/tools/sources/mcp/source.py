@@ -187,7 +187,10 @@ class MCPSource:
 
     async def _list_all(self, client: Client) -> list[ToolSpec]:
         try:
-            tools = await every_tool(lambda cursor: client.list_tools(cursor=cursor))
+            tools = await every_tool(
+                lambda cursor: client.list_tools(cursor=cursor),
+                max_bytes=self.config.max_message_bytes,
+            )
         except ListingError as exc:
             raise ToolError(f"tools/list failed: {exc}", server=self._name) from None
         return [tool_spec(self._name, t, trusted=self.config.trusted) for t in tools]

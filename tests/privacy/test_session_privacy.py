@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from codemode import Session, SubprocessExecutor
+from codemode.errors import ToolDenied
 from codemode.privacy.tokens import TOKEN_RE
 from codemode.tools.registry import NextCall, ToolCall
 from codemode.workspace import Workspace
@@ -366,3 +367,35 @@ out
     assert [real for _, real in plugin_saw] == [CUSTOMERS[0]["email"], CUSTOMERS[2]["email"]]
     assert all(TOKEN_RE.fullmatch(token) for token, _ in plugin_saw)
     assert leaks(json.dumps(outcomes) + "".join(outside)) == []
+
+
+async def test_a_refusal_from_a_layer_that_saw_real_values_reaches_the_code_tokenized(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """Between the audit and privacy stages layers judge real values: a rule naming an
+    address, or a plugin quoting what it refused, must not hand the address to the code
+    (which would then hold it in clear, and could tie it to its token)."""
+    bruno, third = CUSTOMERS[1]["email"], CUSTOMERS[2]["email"]
+    rule = {"tools": "outbox.send", "action": "deny", "args": {"to": {"matches": bruno}}}
+
+    async def plugin(call: ToolCall, call_next: NextCall) -> Any:
+        if call.tool == "send" and call.revealed()["to"] == third:
+            raise ToolDenied(f"no mail to {third}", server="outbox", tool="send")
+        return await call_next(call)
+
+    code = """
+out = []
+for c in tools.crm.list_customers():
+    try:
+        tools.outbox.send(to=c['email'], subject='hello', body='hi')
+        out.append('sent')
+    except ToolDenied as e:
+        out.append('@' in str(e))  # a bool: the run's own net cannot hide a leak here
+out
+"""
+    async with opened(private_ws, policy={"rules": [rule]}) as s:
+        s.tools.use(plugin, stage="policy")
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    assert r.value == ["sent", False, False]
+    assert [m["to"] for m in private_ws.received()] == [CUSTOMERS[0]["email"]]

@@ -500,12 +500,15 @@ def test_a_server_starts_before_codemodes_own_directories_exist(
 
 
 @pytest.mark.skipif(not ROOT, reason="servers get a uid of their own only under root")
+@pytest.mark.parametrize("acl_for", [None, "another uid", "the server"])
 def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_cannot_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acl_for: str | None
 ) -> None:
     """~/.config is often 0700. bwrap, as the server's uid, could not reach
     ~/.config/codemode to show it empty ("Can't mkdir ... Permission denied"), and a server
-    given $HOME never started. Out of the uid's reach, it needs no cover."""
+    given $HOME never started. Out of the uid's reach, it needs no cover. An ACL for
+    another uid (another tenant's server) does not put it within this one's reach; one
+    for the server's own uid does, and then it is covered."""
     home = tmp_path / "home"
     keys = home / ".config" / "codemode"
     keys.mkdir(parents=True)
@@ -516,13 +519,15 @@ def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_ca
     for d in (tmp_path, home, home / "ws", keys):
         d.chmod(0o755)
     (home / ".config").chmod(0o700)
+    if acl_for is not None:
+        acl.grant(str(home / ".config"), [SERVERS_UID if acl_for == "the server" else 4242])
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     script = 'cat "$0/.config/codemode/audit.key" 2>&1; ls "$0"'
     server: dict[str, object] = {"command": "sh", "args": ["-c", script, str(home)]}
     iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
     r = _run_jailed(server, iso)
-    assert "Permission denied" in r.stdout and "secret-audit-key" not in r.stdout
-    assert "ws" in r.stdout.split()
+    assert "secret-audit-key" not in r.stdout and "ws" in r.stdout.split()
+    assert ("Permission denied" in r.stdout) == (acl_for != "the server"), r.stdout
 
 
 def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Path) -> None:

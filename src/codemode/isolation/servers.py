@@ -392,35 +392,16 @@ def _mask_workspace(
 
 def _searchable(top: str, folder: str, uid: int) -> bool:
     """Whether ``uid`` (group ``uid``, as the jail runs it) can search every directory
-    from below the mount's own ``top`` (given to it, shared by ACL) down to ``folder``.
-    A directory with an access ACL counts as searchable: only the mode bits are read."""
+    from below the mount's own ``top`` (given to it, shared by ACL) down to ``folder``
+    (``acl.may_search``: an ACL for another uid, say another tenant's server, does not
+    put a directory within this one's reach)."""
     path = top.rstrip("/")
     for part in os.path.relpath(folder, top or "/").split(os.sep):
         if part in ("", "."):
             continue
         path = f"{path}/{part}"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return True  # not knowable here: covered as before
-        mode = st.st_mode
-        if (
-            mode & 0o001
-            or (st.st_uid == uid and mode & 0o100)
-            or (st.st_gid == uid and mode & 0o010)
-        ):
-            continue
-        if _has_acl(path):
-            continue
-        return False
-    return True
-
-
-def _has_acl(path: str) -> bool:
-    try:
-        os.getxattr(path, "system.posix_acl_access")
-    except OSError:
-        return False
+        if not acl.may_search(path, uid, uid):
+            return False
     return True
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from codemode import Session, SubprocessExecutor
-from codemode.errors import ToolDenied
 from codemode.privacy.tokens import TOKEN_RE
 from codemode.tools.registry import NextCall, ToolCall
 from codemode.workspace import Workspace
@@ -374,13 +373,14 @@ async def test_a_refusal_from_a_layer_that_saw_real_values_reaches_the_code_toke
 ) -> None:
     """Between the audit and privacy stages layers judge real values: a rule naming an
     address, or a plugin quoting what it refused, must not hand the address to the code
-    (which would then hold it in clear, and could tie it to its token)."""
+    (which would then hold it in clear, and could tie it to its token). Nor must a
+    plugin's own failure, which the code would get as a ``HostError`` with its message."""
     bruno, third = CUSTOMERS[1]["email"], CUSTOMERS[2]["email"]
     rule = {"tools": "outbox.send", "action": "deny", "args": {"to": {"matches": bruno}}}
 
     async def plugin(call: ToolCall, call_next: NextCall) -> Any:
         if call.tool == "send" and call.revealed()["to"] == third:
-            raise ToolDenied(f"no mail to {third}", server="outbox", tool="send")
+            raise ValueError(f"no mail to {third}")  # a plugin's bug, not even a ToolError
         return await call_next(call)
 
     code = """
@@ -389,7 +389,7 @@ for c in tools.crm.list_customers():
     try:
         tools.outbox.send(to=c['email'], subject='hello', body='hi')
         out.append('sent')
-    except ToolDenied as e:
+    except Exception as e:
         out.append('@' in str(e))  # a bool: the run's own net cannot hide a leak here
 out
 """

@@ -222,7 +222,8 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
     An error raised between here and the privacy stage never passed its net: a refusal
     quoting a real value it was shown, a policy rule naming an address, a person's reason
     for a "no". It is scrubbed here (the values revealed by their own tokens), before audit
-    records it and before the code sees it."""
+    records it and before the code sees it; so is any other failure of a layer once it was
+    shown real values (as a ``ToolError``)."""
 
     async def reveal(call: ToolCall, call_next: NextCall) -> Any:
         shown: dict[str, str] = {}
@@ -240,6 +241,15 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
         except CodemodeError as exc:
             engine = engine_for(config, call.context)
             raise _scrub_error(engine, exc, shown) from exc.__cause__
+        except Exception as exc:
+            if not shown:
+                raise
+            # A layer's own failure after it was shown real values: its text would reach
+            # the code as a HostError and the host's log with its traceback; neither may
+            # hold them (``from None``: nor may the chained original).
+            engine = engine_for(config, call.context)
+            text = engine.protect_text(f"{type(exc).__name__}: {exc}", literal=shown)
+            raise ToolError(text, server=call.spec.py_server, tool=call.spec.py_name) from None
 
     return reveal
 

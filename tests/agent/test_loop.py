@@ -108,6 +108,18 @@ def test_a_task_may_lower_the_configured_step_limit_but_not_raise_it(
     assert len(llm.requests) == 5
 
 
+def test_a_limit_that_is_not_a_number_is_cut_to_the_ceiling_not_let_through(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    """NaN is neither above nor below a bound: asked for as max_steps, it must not make a
+    task run past llm.max_steps (``n >= nan`` never holds)."""
+    llm.add(*[Code(f"print({i})") for i in range(5)])
+    with make_agent(llm, base, max_steps=3) as agent:
+        r = agent.execute_task("never finishes", max_steps=float("nan"))
+    assert r.stop_reason == "max_steps" and len(r.steps) == 3
+    assert r.notes and r.notes[0].startswith("max_steps=nan asked")
+
+
 def test_a_429_is_retried_by_the_sdk_with_backoff_then_succeeds(
     llm: FakeLLMServer, base: Path
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -227,3 +229,15 @@ async def test_a_refused_call_is_recorded_even_when_nothing_reached_the_server(
     assert (tool["outcome"], tool["policy"]) == ("denied", "deny")
     assert (run["outcome"], run["error_type"]) == ("error", "ToolDenied")
     assert audited.ws.calls() == []
+
+
+def test_keygen_writes_through_no_link_planted_beside_the_key(tmp_path: Path) -> None:
+    """Its temporary file was named by the pid: a symlink planted there (a directory a
+    server may write) made ``codemode audit keygen`` write the key over its target."""
+    from codemode.audit.keys import keygen
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / f".audit.key.{os.getpid()}.tmp").symlink_to(victim)
+    key = keygen(tmp_path / "audit.key")
+    assert victim.read_text() == "precious" and len(key.read_text().strip()) == 64

@@ -242,6 +242,20 @@ def test_a_typo_in_a_guardrail_section_is_an_error_not_a_warning(notes_ws: Any) 
         Workspace.open(notes_ws.base)
 
 
+def test_a_mistaken_argument_rule_says_what_to_write(notes_ws: Any) -> None:
+    """A glob where a condition belongs, or a list where an object does, was refused with
+    "expected a string, got the string" and "expected a list of values"."""
+    for args, said in [
+        ({"to": "*@x.test"}, r'"to": give a condition object, \{"matches": \[globs\]\}'),
+        ("to", r'give an object, \{"to": \{"not_matches"'),
+        ([["to", {"matches": "a"}]], r"give an object, .* not \[\[\"to\""),
+    ]:
+        rule = {"tools": "notes.write_note", "action": "deny", "args": args}
+        notes_ws.configure({"policy": {"rules": [rule]}})
+        with pytest.raises(ConfigError, match=r"policy\.rules\[0\]\['args'\]: " + said):
+            Workspace.open(notes_ws.base)
+
+
 async def test_a_call_marked_ask_never_runs_without_an_approval_layer() -> None:
     """Fail closed: the registry refuses a call still waiting for approval."""
     from codemode.policy.layer import policy_layer

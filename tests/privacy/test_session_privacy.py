@@ -462,3 +462,36 @@ async def test_a_privacy_rule_naming_no_server_is_reported(
     assert r.is_ok, r.error
     warned = [rec.getMessage() for rec in caplog.records if "outbx" in rec.getMessage()]
     assert len(warned) == 1 and "no server of" in warned[0] and "outbox" in warned[0], warned
+
+
+async def test_a_refusal_from_a_layer_that_saw_real_values_reaches_the_code_tokenized(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """Between the audit and privacy stages layers judge real values: a rule naming an
+    address, or a plugin quoting what it refused, must not hand the address to the code
+    (which would then hold it in clear, and could tie it to its token). Nor must a
+    plugin's own failure, which the code would get as a ``HostError`` with its message."""
+    bruno, third = CUSTOMERS[1]["email"], CUSTOMERS[2]["email"]
+    rule = {"tools": "outbox.send", "action": "deny", "args": {"to": {"matches": bruno}}}
+
+    async def plugin(call: ToolCall, call_next: NextCall) -> Any:
+        if call.tool == "send" and call.revealed()["to"] == third:
+            raise ValueError(f"no mail to {third}")  # a plugin's bug, not even a ToolError
+        return await call_next(call)
+
+    code = """
+out = []
+for c in tools.crm.list_customers():
+    try:
+        tools.outbox.send(to=c['email'], subject='hello', body='hi')
+        out.append('sent')
+    except Exception as e:
+        out.append('@' in str(e))  # a bool: the run's own net cannot hide a leak here
+out
+"""
+    async with opened(private_ws, policy={"rules": [rule]}) as s:
+        s.tools.use(plugin, stage="policy")
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    assert r.value == ["sent", False, False]
+    assert [m["to"] for m in private_ws.received()] == [CUSTOMERS[0]["email"]]

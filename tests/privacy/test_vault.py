@@ -119,6 +119,21 @@ def test_the_key_comes_from_the_environment_then_a_file_then_a_new_file(tmp_path
     assert load_key(VaultConfig(key_file=own), ws, env)[1] == str(own)
 
 
+def test_a_new_key_file_is_written_through_no_link_planted_beside_it(tmp_path: Path) -> None:
+    """The key is made where servers may write too (a configured key_file, made before
+    they start): the temporary file's name was the pid's, and a symlink planted there
+    made codemode (root) write the key over the file it pointed to."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / f".privacy.key.{os.getpid()}.tmp").symlink_to(victim)
+    _, where = load_key(VaultConfig(key_file=keys / "privacy.key"), None, {})
+    assert victim.read_text() == "precious"
+    assert where == str(keys / "privacy.key") and not (keys / "privacy.key").is_symlink()
+    assert stat.S_IMODE((keys / "privacy.key").stat().st_mode) == 0o600
+
+
 def test_bad_keys_are_refused_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="codemode privacy keygen"):
         load_key(VaultConfig(), tmp_path, {KEY_ENV: "not-a-key"})

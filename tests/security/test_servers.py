@@ -16,7 +16,7 @@ import stat
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -452,12 +452,15 @@ def attempt(path):
     assert "acme data" in mine
 
 
-def _run_jailed(server: dict[str, object], iso: Isolation) -> subprocess.CompletedProcess[str]:
+def _run_jailed(
+    server: dict[str, object], iso: Isolation, planned: Callable[[], None] = lambda: None
+) -> subprocess.CompletedProcess[str]:
     """Run one stdio server entry to its end in the jail codemode plans for it; it must
-    start jailed and exit 0."""
+    start jailed and exit 0. ``planned`` runs between the plan and the start."""
     cfg = parse_servers({"mcpServers": {"s": server}}, env={})["s"]
     assert isinstance(cfg, StdioServerConfig)
     launch = plan(cfg, iso)
+    planned()
     try:
         r = subprocess.run(
             [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
@@ -500,12 +503,16 @@ def test_a_server_starts_before_codemodes_own_directories_exist(
 
 
 @pytest.mark.skipif(not ROOT, reason="servers get a uid of their own only under root")
+@pytest.mark.parametrize("acl_for", [None, "another uid", "the server", "the server, later"])
 def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_cannot_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acl_for: str | None
 ) -> None:
     """~/.config is often 0700. bwrap, as the server's uid, could not reach
     ~/.config/codemode to show it empty ("Can't mkdir ... Permission denied"), and a server
-    given $HOME never started. Out of the uid's reach, it needs no cover."""
+    given $HOME never started. ~/.config itself is shown empty then: out of reach when the
+    server starts, it may not stay so (codemode gives another server of the same uid, given
+    ~/.config, an ACL on it: the first one read the keys). An ACL for another uid does not
+    put it within reach; one for the server's own uid does, and then the keys are covered."""
     home = tmp_path / "home"
     keys = home / ".config" / "codemode"
     keys.mkdir(parents=True)
@@ -516,13 +523,19 @@ def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_ca
     for d in (tmp_path, home, home / "ws", keys):
         d.chmod(0o755)
     (home / ".config").chmod(0o700)
+
+    def grant() -> None:
+        acl.grant(str(home / ".config"), [4242 if acl_for == "another uid" else SERVERS_UID])
+
+    if acl_for in ("another uid", "the server"):
+        grant()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     script = 'cat "$0/.config/codemode/audit.key" 2>&1; ls "$0"'
     server: dict[str, object] = {"command": "sh", "args": ["-c", script, str(home)]}
     iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
-    r = _run_jailed(server, iso)
-    assert "Permission denied" in r.stdout and "secret-audit-key" not in r.stdout
-    assert "ws" in r.stdout.split()
+    r = _run_jailed(server, iso, grant if acl_for == "the server, later" else lambda: None)
+    assert "secret-audit-key" not in r.stdout and "ws" in r.stdout.split()
+    assert "No such file" in r.stdout, r.stdout
 
 
 def test_a_mount_given_below_a_hidden_workspace_keeps_its_own_flags(tmp_path: Path) -> None:

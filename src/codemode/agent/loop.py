@@ -63,7 +63,8 @@ class Limits:
             if value is None:
                 continue
             ceiling = getattr(self, name)
-            if name in CEILINGS and ceiling is not None and value > ceiling:
+            # ``not <=``: NaN compares false both ways and would lift the bound
+            if name in CEILINGS and ceiling is not None and not value <= ceiling:
                 notes.append(
                     f"{name}={value} asked; the configured ceiling is {ceiling} "
                     f"(llm.{name}): ran with {ceiling}"

@@ -95,8 +95,9 @@ def keygen(path: Path, *, force: bool = False) -> Path:
     if path.exists() and not force:
         raise ConfigError(f"{path} exists: pass --force to replace it (old logs then fail verify)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Unguessable and exclusive: a symlink planted at a known name is never written through.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, (secrets.token_hex(32) + "\n").encode())
     finally:

@@ -93,4 +93,35 @@ def users(path: str, *, default: bool = False) -> list[int]:
     return sorted(ident for tag, ident in entries if tag == USER)
 
 
-__all__ = ["grant", "users"]
+def may_search(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid``, with group ``gid`` alone (as a jail runs it), may search the
+    directory ``path``: its access ACL applied as the kernel applies it (named entries
+    through the mask), or its mode bits. Its owner may: it could ``chmod`` it. Unknown (it
+    cannot be read) counts as yes."""
+    try:
+        st = os.stat(path)
+        if st.st_uid == uid:
+            return True
+        try:
+            entries = _decode(os.getxattr(path, ACCESS))
+        except OSError as exc:
+            if exc.errno not in (errno.ENODATA, errno.EOPNOTSUPP):
+                raise
+            entries = _from_mode(st.st_mode)
+    except (OSError, ValueError, struct.error):
+        return True
+    mask = entries.get((MASK, _NONE), 7)
+    named = entries.get((USER, uid))
+    if named is not None:
+        return bool(named & mask & 1)
+    groups = [
+        p & mask  # a minimal ACL (the mode bits) has no mask: 7
+        for (tag, ident), p in entries.items()
+        if (tag == GROUP_OBJ and st.st_gid == gid) or (tag == GROUP and ident == gid)
+    ]
+    if groups:
+        return any(p & 1 for p in groups)
+    return bool(entries.get((OTHER, _NONE), st.st_mode & 7) & 1)
+
+
+__all__ = ["grant", "may_search", "users"]

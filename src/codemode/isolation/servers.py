@@ -345,9 +345,10 @@ def _mask_workspace(
     starts; where it can, the directory codemode later keeps its keys in is the server's.
 
     ``uid``: the server's own uid (codemode runs as root). A path below a directory that
-    uid cannot search (``~/.config`` is often 0700) is out of its reach already, and
-    bwrap, which makes the jail's mounts as that uid, could not reach it to cover it: the
-    server would never start. It is left as it is."""
+    uid cannot search (``~/.config`` is often 0700) cannot be covered: bwrap, which makes
+    the jail's mounts as that uid, could not reach it, and the server would never start.
+    That directory is shown empty instead: out of reach now, it may not stay so (an ACL
+    codemode gives a later server of the same uid that was given it)."""
     from ..audit.keys import config_home, state_home
 
     private: list[tuple[str, str | None]] = []
@@ -369,7 +370,9 @@ def _mask_workspace(
         for root, keep in private:
             if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
-            if uid is not None and not _searchable(real, os.path.dirname(root), uid):
+            shut = _unsearchable(real, os.path.dirname(root), uid) if uid is not None else None
+            if shut is not None:  # what is out of reach now may not stay so: shown empty
+                hidden.append((m.target.rstrip("/") + shut[len(real) :]) or "/")
                 continue
             inside = (m.target.rstrip("/") + root[len(real) :]) or "/"
             (hidden if os.path.isdir(root) else hidden_files).append(inside)
@@ -390,38 +393,18 @@ def _mask_workspace(
     return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
 
 
-def _searchable(top: str, folder: str, uid: int) -> bool:
-    """Whether ``uid`` (group ``uid``, as the jail runs it) can search every directory
-    from below the mount's own ``top`` (given to it, shared by ACL) down to ``folder``.
-    A directory with an access ACL counts as searchable: only the mode bits are read."""
+def _unsearchable(top: str, folder: str, uid: int) -> str | None:
+    """The first directory from below the mount's own ``top`` (given to it, shared by ACL)
+    down to ``folder`` that ``uid`` (group ``uid``, as the jail runs it) cannot search
+    (``acl.may_search``: an ACL for another uid does not count), or None."""
     path = top.rstrip("/")
     for part in os.path.relpath(folder, top or "/").split(os.sep):
         if part in ("", "."):
             continue
         path = f"{path}/{part}"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return True  # not knowable here: covered as before
-        mode = st.st_mode
-        if (
-            mode & 0o001
-            or (st.st_uid == uid and mode & 0o100)
-            or (st.st_gid == uid and mode & 0o010)
-        ):
-            continue
-        if _has_acl(path):
-            continue
-        return False
-    return True
-
-
-def _has_acl(path: str) -> bool:
-    try:
-        os.getxattr(path, "system.posix_acl_access")
-    except OSError:
-        return False
-    return True
+        if not acl.may_search(path, uid, uid):
+            return path
+    return None
 
 
 def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:

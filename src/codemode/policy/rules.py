@@ -133,6 +133,13 @@ class ArgMatch(BaseModel):
         return json.dumps(self.model_dump(exclude_none=True))
 
 
+_ARGS_EXAMPLE = '{"to": {"not_matches": "*@example.com"}}'
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:60] if isinstance(value, str | list | int | float) else repr(value)
+
+
 def _leaves(value: Any) -> list[str]:
     """The values an argument condition looks at (see ``ArgMatch``)."""
     out: list[str] = []
@@ -179,7 +186,19 @@ class Rule(BaseModel):
     @classmethod
     def _arg_pairs(cls, value: Any) -> Any:
         # Written as an object; kept as sorted pairs so the config stays hashable.
-        return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+        if isinstance(value, tuple) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], ArgMatch) for p in value
+        ):
+            return value  # already the kept form (a copy of a validated rule)
+        if not isinstance(value, Mapping):
+            raise ValueError(f"give an object, {_ARGS_EXAMPLE}, not {_shown(value)}")
+        for name, cond in value.items():
+            if not isinstance(cond, Mapping | ArgMatch):
+                raise ValueError(
+                    f'"{name}": give a condition object, {{"matches": [globs]}} or '
+                    f'{{"not_matches": [globs]}}, not {_shown(cond)}'
+                )
+        return tuple(sorted(value.items()))
 
     @field_serializer("args")
     def _args_object(self, value: tuple[tuple[str, ArgMatch], ...]) -> dict[str, Any]:

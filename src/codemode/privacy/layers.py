@@ -256,17 +256,39 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
     """Stage ``audit``, outside every layer that judges a call (policy, approval, budget,
     custom): lets them ask for the real arguments (``ToolCall.revealed``), computed on the
     host when asked, exactly as the privacy stage will restore them for the tool. The call's
-    ``args`` keep the tokens, so what audit and traces record does not change."""
+    ``args`` keep the tokens, so what audit and traces record does not change.
 
-    def real_args(call: ToolCall) -> dict[str, Any]:
-        engine = engine_for(config, call.context)
-        sink = engine.is_sink(call.server, call.tool)
-        args, _ = engine.restore(call.args, sink=sink, where=f"{call.server}.{call.tool}")
-        return dict(args)
+    An error raised between here and the privacy stage never passed its net: a refusal
+    quoting a real value it was shown, a policy rule naming an address, a person's reason
+    for a "no". It is scrubbed here (the values revealed by their own tokens), before audit
+    records it and before the code sees it; so is any other failure of a layer once it was
+    shown real values (as a ``ToolError``)."""
 
     async def reveal(call: ToolCall, call_next: NextCall) -> Any:
+        shown: dict[str, str] = {}
+
+        def real_args(c: ToolCall) -> dict[str, Any]:
+            engine = engine_for(config, c.context)
+            sink = engine.is_sink(c.server, c.tool)
+            args, restored = engine.restore(c.args, sink=sink, where=f"{c.server}.{c.tool}")
+            shown.update(restored)
+            return dict(args)
+
         call.reveal = real_args
-        return await call_next(call)
+        try:
+            return await call_next(call)
+        except CodemodeError as exc:
+            engine = engine_for(config, call.context)
+            raise _scrub_error(engine, exc, shown) from exc.__cause__
+        except Exception as exc:
+            if not shown:
+                raise
+            # A layer's own failure after it was shown real values: its text would reach
+            # the code as a HostError and the host's log with its traceback; neither may
+            # hold them (``from None``: nor may the chained original).
+            engine = engine_for(config, call.context)
+            text = engine.protect_text(f"{type(exc).__name__}: {exc}", literal=shown)
+            raise ToolError(text, server=call.spec.py_server, tool=call.spec.py_name) from None
 
     return reveal
 

@@ -127,6 +127,25 @@ def test_the_scanner_process_gets_none_of_the_hosts_environment(
     }
 
 
+def test_a_forked_child_starts_its_own_scanner_process() -> None:
+    parent = ready_pool()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new pool, the parent's process untouched
+        child = pool.pool_for(CONFIG.entities, CONFIG.phone_regions)
+        ok = child is not parent and child is not None and child._proc is None
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert parent.ready()
+    assert build_scanner(CONFIG).spans_raw(payloads()[0]) == build_scanner(ALONE).spans_raw(
+        payloads()[0]
+    )
+
+
 def test_shutdown_stops_the_scanner_process() -> None:
     proc = ready_pool()._proc
     assert proc is not None

@@ -98,6 +98,8 @@ class ScanPool:
         self._busy = threading.Lock()
         self.done = 0
         """Texts the process scanned part of."""
+        self.spent = 0.0
+        """Seconds the process spent on them (the benchmark counts them as CPU)."""
 
     # -- the process ---------------------------------------------------------------------
     def _ensure(self) -> bool:
@@ -247,6 +249,7 @@ class ScanPool:
             )
             self._balance(job, length, host_other, host_own, spent, time.perf_counter() - t0)
             self.done += 1
+            self.spent += spent
             return found
         finally:
             self._busy.release()
@@ -342,4 +345,14 @@ def shutdown() -> None:
         pool.close()
 
 
+def _forget_in_child() -> None:
+    """A forked child does not share its parent's scanner processes (their pipes would
+    carry two conversations at once): it starts its own when it needs one."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
 atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

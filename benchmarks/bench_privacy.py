@@ -5,7 +5,7 @@
    rows) and ``customers`` (a CRM export: e-mail, phone, card and IBAN in every row, the
    worst case). A fresh vault and scanner per repetition: every value is tokenized, and
    every text scanned, for the first time (a scanner keeps what it found in large texts).
-   ``MB/s`` is on wall time, ``MB/s CPU`` on the thread's CPU time plus the time the
+   ``MB/s`` is on wall time, ``MB/s CPU`` on the thread's CPU time plus the CPU time the
    scanner process spent on parts of large results (``codemode.privacy.pool``): what the
    scan costs when other processes share the cores.
 2. Added latency of one tool call returning 10,000 rows (a narrow customer table, ~1.8 MB:
@@ -64,12 +64,12 @@ def rows_of_size(kind: str, target: int) -> list[dict[str, Any]]:
 
 
 def scanner_process_seconds() -> float:
-    """Seconds scanner processes spent so far (0 where there are none)."""
+    """CPU seconds scanner processes spent so far (0 where there are none)."""
     try:
         from codemode.privacy import pool
     except ImportError:  # a tree without them (A/B runs against an older one)
         return 0.0
-    return sum(p.spent for p in pool._pools.values())
+    return sum(p.cpu for p in pool._pools.values())
 
 
 def start_scanner_process(config: PrivacyConfig) -> str:

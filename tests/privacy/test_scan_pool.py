@@ -171,3 +171,25 @@ class _Killing:
 
     def fileno(self) -> int:
         return int(self._stdin.fileno())
+
+
+def test_a_scan_that_fails_in_the_host_leaves_no_answer_behind_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    scanner = build_scanner(CONFIG)
+    secrets_net = scanner.detectors[0]  # runs in the host, over the whole text
+
+    def broken(text: str) -> list[tuple[int, int, str]]:
+        raise RuntimeError("a detector failed")
+
+    monkeypatch.setattr(secrets_net, "find", broken)
+    with pytest.raises(RuntimeError, match="a detector failed"):
+        scanner.spans_raw(text)
+    monkeypatch.undo()
+    assert shared.failures == 0  # not the process's fault
+    assert shared.ready()
+    before = shared.done
+    assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)
+    assert shared.done == before + 1

@@ -98,8 +98,8 @@ class ScanPool:
         self._busy = threading.Lock()
         self.done = 0
         """Texts the process scanned part of."""
-        self.spent = 0.0
-        """Seconds the process spent on them (the benchmark counts them as CPU)."""
+        self.cpu = 0.0
+        """CPU seconds the process spent on them (the benchmark counts them)."""
 
     # -- the process ---------------------------------------------------------------------
     def _ensure(self) -> bool:
@@ -153,6 +153,7 @@ class ScanPool:
                 bufsize=0,
                 env=env,
                 close_fds=True,
+                start_new_session=True,  # a terminal's Ctrl-C is the host's to handle
             )
             spec = json.dumps({"entities": self.spec.entities, "regions": self.spec.regions})
             self._write(INIT.pack(len(spec)) + spec.encode())
@@ -213,6 +214,14 @@ class ScanPool:
             self._busy.release()
             return None
 
+    def abandon(self, job: Job) -> None:
+        """Give up on ``job`` (the host failed meanwhile): its answer must not be read as
+        the next text's, so the process is stopped (a new one starts for a later text)."""
+        try:
+            self.close()
+        finally:
+            self._busy.release()
+
     def result(
         self, job: Job, length: int, host_other: float, host_own: float
     ) -> list[tuple[int, int, str]] | None:
@@ -226,7 +235,7 @@ class ScanPool:
             if got is None:
                 return None
             t0 = time.perf_counter()
-            spent, starts, ends, kinds = got
+            spent, cpu, starts, ends, kinds = got
             off = job.split - OVERLAP
             if starts and (min(starts) < OVERLAP or max(ends) > tail + OVERLAP):
                 self._failed("it answered positions outside the text")
@@ -249,7 +258,7 @@ class ScanPool:
             )
             self._balance(job, length, host_other, host_own, spent, time.perf_counter() - t0)
             self.done += 1
-            self.spent += spent
+            self.cpu += cpu
             return found
         finally:
             self._busy.release()
@@ -273,12 +282,12 @@ class ScanPool:
         best = (r_w * length - fixed) / ((r_h + r_w) * length)
         self.share = min(0.9, max(0.05, 0.5 * self.share + 0.5 * best))
 
-    def _reply(self, timeout: float) -> tuple[float, array[int], array[int], bytes] | None:
+    def _reply(self, timeout: float) -> tuple[float, float, array[int], array[int], bytes] | None:
         head = self._read(REPLY.size, timeout)
         if head is None:
             self._failed("it stopped answering")
             return None
-        n, spent = REPLY.unpack(head)
+        n, spent, cpu = REPLY.unpack(head)
         body = self._read(17 * n, timeout)
         if body is None:
             self._failed("its answer was cut short")
@@ -286,7 +295,7 @@ class ScanPool:
         starts, ends = array("q"), array("q")
         starts.frombytes(body[: 8 * n])
         ends.frombytes(body[8 * n : 16 * n])
-        return spent, starts, ends, body[16 * n :]
+        return spent, cpu, starts, ends, body[16 * n :]
 
     # -- the pipes -----------------------------------------------------------------------
     def _write(self, data: bytes) -> None:
@@ -326,7 +335,7 @@ _pools_lock = threading.Lock()
 
 def pool_for(entities: Sequence[str], regions: Sequence[str]) -> ScanPool | None:
     """The shared pool for these detectors, or None on a machine with one core."""
-    if not ENABLED or _cores() < 2:
+    if not ENABLED or _cores() < 2 or not sys.executable:
         return None
     spec = PoolSpec(tuple(sorted(set(entities))), tuple(regions))
     with _pools_lock:

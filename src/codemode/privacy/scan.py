@@ -172,14 +172,18 @@ class Scanner:
                 found.extend(det.find(text))
             return found
         split, builtins = job.split, shared[2]
-        t0 = perf_counter()
-        for det in self.detectors:
-            if det not in builtins:
-                found.extend(det.find(text))
-        t1 = perf_counter()
-        head = text[: split + OVERLAP]
-        for det in builtins:
-            found.extend([f for f in det.find(head) if f[0] < split])
+        try:
+            t0 = perf_counter()
+            for det in self.detectors:
+                if det not in builtins:
+                    found.extend(det.find(text))
+            t1 = perf_counter()
+            head = text[: split + OVERLAP]
+            for det in builtins:
+                found.extend([f for f in det.find(head) if f[0] < split])
+        except BaseException:
+            pool.abandon(job)
+            raise
         tail = pool.result(job, len(text), t1 - t0, perf_counter() - t1)
         if tail is None:  # the process failed: its part scanned here (and logged)
             off = split - OVERLAP

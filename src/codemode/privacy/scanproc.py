@@ -10,7 +10,8 @@ its answers (stderr goes nowhere: a traceback would carry text).
 Frames (all little-endian), host -> scanner: ``<I`` length + JSON ``{"entities",
 "regions"}`` once; then per text ``<QQ`` (UTF-8 length, first character kept) + the
 text (UTF-8, lone surrogates passed). Scanner -> host: ``<I`` length + JSON
-``{"entities"}`` when ready; per text ``<Qd`` (candidates, seconds spent) + the
+``{"entities"}`` when ready; per text ``<Qdd`` (candidates, seconds spent, of them on
+the CPU) + the
 starts and ends (``q`` each) + one byte per candidate (its entity's index). No pickle
 either way.
 """
@@ -31,7 +32,7 @@ __all__ = ["main"]
 
 INIT = struct.Struct("<I")
 REQUEST = struct.Struct("<QQ")
-REPLY = struct.Struct("<Qd")
+REPLY = struct.Struct("<Qdd")
 
 
 def _read(stream: BinaryIO, n: int) -> bytes | None:
@@ -61,7 +62,7 @@ def main() -> int:
         if head is None:
             return 0
         size, keep = REQUEST.unpack(head)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         data = _read(stdin, size)
         if data is None:
             return 0
@@ -75,9 +76,9 @@ def main() -> int:
                     ends.append(end)
                     kinds.append(index[entity])
         del text
-        spent = time.perf_counter() - t0
+        spent, cpu = time.perf_counter() - t0, time.process_time() - c0
         stdout.write(
-            REPLY.pack(len(kinds), spent) + starts.tobytes() + ends.tobytes() + bytes(kinds)
+            REPLY.pack(len(kinds), spent, cpu) + starts.tobytes() + ends.tobytes() + bytes(kinds)
         )
         stdout.flush()
 

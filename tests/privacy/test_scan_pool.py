@@ -193,3 +193,32 @@ def test_a_scan_that_fails_in_the_host_leaves_no_answer_behind_for_the_next(
     before = shared.done
     assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)
     assert shared.done == before + 1
+
+
+FAULTY = """
+import struct, sys
+read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
+read(struct.unpack("<I", read(4))[0])
+write(struct.pack("<I", 23) + b'{"entities": ["EMAIL"]}'); sys.stdout.flush()
+while head := read(16):
+    size, keep = struct.unpack("<QQ", head)
+    read(size)
+    # one span before the part it was given: a position outside its text
+    write(struct.pack("<Qdd", 1, 0.0, 0.0) + struct.pack("<qq", 0, 5) + bytes([0]))
+    sys.stdout.flush()
+"""
+
+
+def test_a_malformed_answer_is_refused_and_that_part_scanned_in_the_host(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shared = ready_pool()
+    shared.close()
+    shared.command = ["-c", FAULTY]
+    assert shared.ready()
+    text = payloads()[0]
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
+        got = build_scanner(CONFIG).spans_raw(text)
+    assert got == build_scanner(ALONE).spans_raw(text)
+    assert "positions outside the text" in caplog.text
+    assert shared.failures == 1

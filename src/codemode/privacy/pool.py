@@ -100,6 +100,8 @@ class ScanPool:
         """Texts the process scanned part of."""
         self.cpu = 0.0
         """CPU seconds the process spent on them (the benchmark counts them)."""
+        self.command = ["-P", "-m", "codemode.privacy.scanproc"]
+        """What the interpreter runs (tests run a faulty scanner)."""
 
     # -- the process ---------------------------------------------------------------------
     def _ensure(self) -> bool:
@@ -119,10 +121,14 @@ class ScanPool:
                 return False  # still starting: this text is scanned in the host
             hello = self._read(INIT.size, 5.0)
             body = None if hello is None else self._read(INIT.unpack(hello)[0], 5.0)
-            if body is None:
+            try:
+                names = None if body is None else json.loads(body)["entities"]
+            except (ValueError, KeyError, TypeError):
+                names = None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 self._failed("it did not start")
                 return False
-            self._entities = list(json.loads(body)["entities"])
+            self._entities = names
         return True
 
     def ready(self, timeout: float = 10.0) -> bool:
@@ -146,7 +152,7 @@ class ScanPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "codemode.privacy.scanproc"],
+                [sys.executable, *self.command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -162,6 +168,8 @@ class ScanPool:
 
     def _failed(self, why: str) -> None:
         self.failures += 1
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()  # (hung, or mid-answer: nothing of it is wanted)
         self.close()
         more = (
             "a new one will be started for a later result"

@@ -22,9 +22,12 @@ never as pass/fail. The machine's load average is printed beside them.
 
 4. (``--only held``, not run by default) Throughput with values already in the vault,
    which every scan also looks for (``codemode.privacy.known``).
+5. (``--only parallel``, not run by default) The scanner process (``privacy.parallel``)
+   on vs off in the same run, with the host thread's CPU time (the wall time when the
+   second core is free: robust to a loaded machine, where the wall times are not).
 
 Run: ``.venv/bin/python benchmarks/bench_privacy.py [--quick] [--only PARTS]``, PARTS
-among ``throughput,latency,quality,held`` (default: the first three).
+among ``throughput,latency,quality,held,parallel`` (default: the first three).
 """
 
 from __future__ import annotations
@@ -310,6 +313,66 @@ def held(quick: bool) -> str:
     )
 
 
+def parallel(quick: bool) -> str:
+    """The scanner process (``privacy.parallel``) on vs off, runs interleaved in one
+    process: wall time, and the host thread's CPU time, which is the wall time on a
+    machine whose second core is free (on a loaded one, the process waits for a core)."""
+    from codemode.privacy import pool
+
+    on, off = PrivacyConfig(enabled=True), PrivacyConfig(enabled=True, parallel=False)
+    shared = pool.pool_for(on.entities, on.phone_regions)
+    if shared is None or not shared.ready():
+        return "\nno scanner process on this machine (one core)"
+    rows = []
+    for kind in ("customers", "orders"):
+        for label, target in SIZES.items():
+            if target < 1_000_000 or (quick and target > 1_000_000):
+                continue
+            value = rows_of_size(kind, target)
+            size = len(json.dumps(value, ensure_ascii=False).encode()) / 1e6
+            wall: dict[bool, list[float]] = {True: [], False: []}
+            cpu: dict[bool, list[float]] = {True: [], False: []}
+            theirs: list[float] = []
+            for i in range(3 if quick or target > 1_000_000 else 7):
+                for use in (True, False) if i % 2 else (False, True):
+                    config = on if use else off
+                    engine = Privacy(config, Vault(os.urandom(32)), scanner=build_scanner(config))
+                    t0, c0, p0 = time.perf_counter(), time.thread_time(), shared.cpu
+                    engine.protect(value)
+                    wall[use].append(time.perf_counter() - t0)
+                    cpu[use].append(time.thread_time() - c0)
+                    if use:
+                        theirs.append(shared.cpu - p0)
+            rows.append(
+                (
+                    kind,
+                    label,
+                    f"{size / median(wall[False]):.1f}",
+                    f"{size / median(wall[True]):.1f}",
+                    f"{median(cpu[False]) * 1000:.0f}",
+                    f"{median(cpu[True]) * 1000:.0f}",
+                    f"{median(theirs) * 1000:.0f}",
+                    f"{size / median(cpu[True]):.1f}",
+                    f"{shared.share:.2f}",
+                )
+            )
+    return table(
+        "The scanner process on vs off (Privacy.protect; fresh vault and scanner; interleaved)",
+        [
+            "payload",
+            "size",
+            "MB/s off",
+            "MB/s on",
+            "host CPU ms off",
+            "host CPU ms on",
+            "scanner CPU ms",
+            "MB/s on host CPU",
+            "host share",
+        ],
+        rows,
+    )
+
+
 def quality() -> str:
     result = score(build_scanner(PrivacyConfig(enabled=True)), load_corpus(CORPUS))
     return (
@@ -331,6 +394,8 @@ def main() -> None:
         print(asyncio.run(latency(args.quick)))
     if "held" in parts:
         print(held(args.quick))
+    if "parallel" in parts:
+        print(parallel(args.quick))
     if "quality" in parts:
         print(quality())
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from codemode.literals import Anchors
-from codemode.privacy import detectors, encoded, phone, splice
+from codemode.privacy import detectors, encoded, phone, pool, splice
 from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
@@ -116,9 +116,11 @@ def reference_paths() -> Iterator[None]:
     phone._neg_context = _neg_context
     phone.PhoneDetector.is_phone = _is_phone  # type: ignore[method-assign]
     Anchors.enabled = False  # every anchor looked up with ``in`` (no RE2 pass)
+    pool.ENABLED = False  # the plain code runs here, none of it in a scanner process
     try:
         yield
     finally:
+        pool.ENABLED = True
         Anchors.enabled = True
         encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
         phone._phone_matches, detectors._luhn_ok = saved_phone_matches, saved_luhn

@@ -230,7 +230,7 @@ def test_a_batch_of_new_values_is_stored_as_the_values_one_at_a_time_are(tmp_pat
     one, batch = Vault(KEY, ttl=100, clock=now), Vault(KEY, ttl=100, clock=now)
     assert batch.token_many(items) == [one.token(e, v) for e, v in items]
     assert batch._entries == one._entries and batch._pending == one._pending
-    assert batch._memo == one._memo
+    assert batch.held() == one.held()
 
 
 def test_a_batch_finds_the_tokens_a_vault_loaded_from_disk_already_holds(tmp_path: Path) -> None:

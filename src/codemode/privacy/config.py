@@ -177,6 +177,11 @@ class PrivacyConfig(_Model):
         "allow",
         description="Binary results that cannot be scanned: pass with a warning, or refuse.",
     )
+    parallel: bool = Field(
+        True,
+        description="Scan large results (128 KB and more) in a helper process too, on "
+        "machines with two or more cores: text only goes there, positions come back.",
+    )
     max_scan_mb: float = Field(
         64.0, gt=0, description="Larger results are refused rather than passed unscanned."
     )

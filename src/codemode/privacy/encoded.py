@@ -195,8 +195,9 @@ def _run_end(marks: bytes, start: int) -> int:
 
 def _decode_run(run: str) -> str | None:
     if run.isdigit():
-        # Only hex of printable ASCII digits/punctuation ("3431..." is "41...").
-        if len(run) % 2 or not set(run[::2]) <= {"2", "3"}:
+        # Only hex of printable ASCII digits/punctuation ("3431..." is "41..."): every
+        # other digit a 2 or a 3 (``strip`` leaves nothing then; no set per run).
+        if len(run) % 2 or run[::2].strip("23"):
             return None
         return _text(bytes.fromhex(run))
     if len(run) % 2 == 0 and _is_hex(run):
@@ -219,11 +220,12 @@ def _decode_run(run: str) -> str | None:
     return _text(data)
 
 
-_HEX = frozenset("0123456789abcdefABCDEF")
+_HEX = "0123456789abcdefABCDEF"
 
 
 def _is_hex(run: str) -> bool:
-    return set(run) <= _HEX
+    """Every character a hex digit (``strip`` of them leaves nothing: no set per run)."""
+    return not run.strip(_HEX)
 
 
 _CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32), 127])

@@ -87,7 +87,8 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
         if config.active(entity):
             detectors.append(DenyList(entity, values))
             custom.append(entity)
-    detectors.extend(builtin_detectors(wanted, phone_regions=config.phone_regions))
+    builtins = builtin_detectors(wanted, phone_regions=config.phone_regions)
+    detectors.extend(builtins)
     if config.decode:
         from .encoded import EncodedDetector
 
@@ -99,7 +100,8 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
         det = NERDetector(config.ner, exclude=config.exclude)
         detectors.append(det)
         ner = det.entities
-    return Scanner(detectors, allow=config.allow, custom=custom, ner=ner)
+    shared = (wanted, config.phone_regions, builtins) if config.parallel else None
+    return Scanner(detectors, allow=config.allow, custom=custom, ner=ner, shared=shared)
 
 
 class Privacy:

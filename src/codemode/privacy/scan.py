@@ -19,9 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from operator import ge, gt, itemgetter
+from time import perf_counter
 from typing import NamedTuple
 
 from .detectors import Detector
+from .pool import OVERLAP, POOL_MIN, pool_for
+from .splice import SEP
 from .tokens import TOKEN_RE
 
 __all__ = ["CACHE_CHARS", "CACHE_MIN", "PRIORITY", "Scanner", "Span"]
@@ -75,7 +78,11 @@ class Scanner:
         allow: Iterable[str] = (),
         custom: Iterable[str] = (),
         ner: Iterable[str] = (),
+        shared: tuple[Sequence[str], Sequence[str], Sequence[Detector]] | None = None,
     ) -> None:
+        """``shared``: (entity types, phone regions, the detectors among ``detectors``
+        that ``builtin_detectors`` made of them), which a scanner process may run over
+        part of a large text (``codemode.privacy.pool``)."""
         self.detectors = list(detectors)
         self.allow = frozenset(a.strip().casefold() for a in allow if a.strip())
         self.custom = tuple(custom)
@@ -90,6 +97,10 @@ class Scanner:
         self._cache: OrderedDict[str, tuple[object, list[tuple[int, int, str]]]] = OrderedDict()
         self._cached_chars = 0
         self._cache_lock = threading.Lock()
+        self._shared: tuple[tuple[str, ...], tuple[str, ...], list[Detector]] | None = None
+        if shared is not None and shared[2]:
+            entities, regions, builtins = shared
+            self._shared = (tuple(entities), tuple(regions), list(builtins))
 
     def generation(self) -> tuple[object, ...]:
         """The ``generation`` of each detector whose results may change over time."""
@@ -144,10 +155,47 @@ class Scanner:
                     self._cached_chars -= len(dropped)
         return list(found)
 
-    def _spans_raw(self, text: str) -> list[tuple[int, int, str]]:
+    def _candidates(self, text: str) -> list[tuple[int, int, str]]:
+        """What every detector finds in ``text``, overlaps not yet resolved; for a large
+        text, the shared detectors' part from a scanner process (see ``pool.py``)."""
         found: list[tuple[int, int, str]] = []
-        for det in self.detectors:
-            found.extend(det.find(text))
+        shared = self._shared
+        sep = SEP if SEP in text else "\n"
+        if (
+            shared is None
+            or len(text) < POOL_MIN
+            or not (self.local_context if sep == SEP else self.line_local)
+            or (pool := pool_for(shared[0], shared[1])) is None
+            or (job := pool.submit(text, sep)) is None
+        ):
+            for det in self.detectors:
+                found.extend(det.find(text))
+            return found
+        split, builtins = job.split, shared[2]
+        try:
+            t0 = perf_counter()
+            for det in self.detectors:
+                if det not in builtins:
+                    found.extend(det.find(text))
+            t1 = perf_counter()
+            head = text[: split + OVERLAP]
+            for det in builtins:
+                found.extend([f for f in det.find(head) if f[0] < split])
+        except BaseException:
+            pool.abandon(job)
+            raise
+        tail = pool.result(job, len(text), t1 - t0, perf_counter() - t1)
+        if tail is None:  # the process failed: its part scanned here (and logged)
+            off = split - OVERLAP
+            rest = text[off:]
+            for det in builtins:
+                found.extend((s + off, e + off, x) for s, e, x in det.find(rest) if s >= OVERLAP)
+        else:
+            found.extend(tail)
+        return found
+
+    def _spans_raw(self, text: str) -> list[tuple[int, int, str]]:
+        found = self._candidates(text)
         if not found:
             return []
         if any(map(ge, map(_start, found), map(_end, found))):

@@ -36,14 +36,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, getitem, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, cast
 
 from codemode.errors import ConfigError
 
 from .config import KEY_ENV, VaultConfig
-from .tokens import TokenMaker
+from .tokens import ID_LENGTH, TokenMaker
 
 __all__ = [
     "Entry",
@@ -61,8 +61,6 @@ log = logging.getLogger(__name__)
 
 COMPACT_AFTER = 64
 """Segments in a vault directory before they are merged into one."""
-MEMO_MAX = 1_000_000
-"""Values whose tokens a vault remembers (``Vault.token_many``) before it starts over."""
 PURGE_EVERY = 3600.0
 """Seconds between two purges of expired entries (or the vault's TTL, when shorter)."""
 
@@ -76,6 +74,8 @@ class Entry(NamedTuple):
 
 
 _value, _expires = attrgetter("value"), attrgetter("expires")
+_ENTITY = slice(1, -(ID_LENGTH + 2))
+"""A token's entity type: ``[EMAIL_k7d2m9x4qp]`` -> ``EMAIL``."""
 
 
 def _new_entries(values: Iterable[str], expires: float) -> Iterator[Entry]:
@@ -178,7 +178,10 @@ class FileStore:
 
     def _write(self, entries: Mapping[str, Entry]) -> str:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        doc = {"v": 1, "entries": [[t, e.value, e.expires] for t, e in entries.items()]}
+        # [token, value, expires] rows made in C (``(t,) + entry``): the tens of thousands
+        # of a large result are written by a thread that shares the GIL with the host.
+        rows = list(map(tuple.__add__, zip(entries), entries.values()))
+        doc = {"v": 1, "entries": rows}
         blob = self._fernet.encrypt(json.dumps(doc, ensure_ascii=False).encode())
         name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}.seg"
         tmp = self.directory / f".{name}.tmp"
@@ -301,7 +304,6 @@ class Vault:
         """Bumped by each ``purge`` that took values out of ``_by_value``."""
         self._note(self._entries)
         self._pending: dict[str, Entry] = {}
-        self._memo: dict[tuple[str, str], str] = {}
         self._writer: threading.Thread | None = None
         self._last_refresh = 0.0
         self.purge_every = min(ttl, PURGE_EVERY)
@@ -318,62 +320,60 @@ class Vault:
         """The token of each ``(entity, value)``: one lock and one clock reading for the
         thousands of values of a large result.
 
-        A value tokenized before (this result's other rows, an earlier call) is found in a
-        memo of ``(entity, value) -> token``: no keyed hash again; the vault's entry is
-        still checked, so an expired or purged one is renewed as before.
+        A value tokenized before (this result's other rows, an earlier call, another
+        session of the vault) is found in ``held()`` (value -> token) when that token
+        names the same entity type: no keyed hash again; the vault's entry is still
+        checked, so an expired or purged one is renewed as before. (No second dict keyed
+        by ``(entity, value)``: each of its inserts into a dict of 100,000s of entries
+        cost as much as the keyed hash it saved.)
         """
         items = items if isinstance(items, list) else list(items)
         now = self._clock()
         fresh = now + self.ttl
         renew = now + self.ttl / 2
         ids = self._ids
-        entries, pending, memo = self._entries, self._pending, self._memo
+        entries, pending, by_value = self._entries, self._pending, self._by_value
         out: list[str] = []
         add = out.append
         with self._lock:
-            if len(memo) > MEMO_MAX:
-                memo.clear()
             firsts: Iterable[str | None] = repeat(None)
-            known = list(map(memo.get, items))
+            values = list(map(itemgetter(1), items))
+            known = list(map(by_value.get, values))
             missing = known.count(None)
             if items and not missing:
                 # Values all seen before (the same rows again, held values found again):
                 # each entry checked as the loop below does, in C passes.
                 tokens = cast(list[str], known)
                 got = list(map(entries.get, tokens))
-                if None not in got:
+                if None not in got and list(map(getitem, tokens, repeat(_ENTITY))) == list(
+                    map(itemgetter(0), items)
+                ):
                     live = cast(list[Entry], got)
-                    if min(map(_expires, live)) >= renew and list(map(_value, live)) == list(
-                        map(itemgetter(1), items)
-                    ):
+                    if min(map(_expires, live)) >= renew and list(map(_value, live)) == values:
                         return tokens
             elif items and missing == len(items):
-                # Values new to the memo (a result seen for the first time): their keyed
+                # Values new to the vault (a result seen for the first time): their keyed
                 # hashes in one batch, and when none is in the vault and no two share a
                 # token (the common case), the entries stored with no loop per value.
                 tokens = ids.tokens(items)
-                if len(set(tokens)) == len(tokens) and not any(map(entries.__contains__, tokens)):
-                    new = dict(
-                        zip(
-                            tokens,
-                            _new_entries(map(itemgetter(1), items), fresh),
-                            strict=True,
-                        )
-                    )
+                new = dict(zip(tokens, _new_entries(values, fresh), strict=True))
+                if len(new) == len(tokens) and not any(map(entries.__contains__, tokens)):
                     entries.update(new)
-                    pending.update(new)
-                    memo.update(zip(items, tokens, strict=True))
-                    self._by_value.update(zip(map(itemgetter(1), items), tokens, strict=True))
+                    if pending:
+                        pending.update(new)
+                    else:
+                        self._pending = new
+                    by_value.update(zip(values, tokens, strict=True))
                     return tokens
                 firsts = tokens
             for item, first in zip(items, firsts, strict=False):  # firsts may repeat None
-                token = memo.get(item)
-                if token is not None:
+                entity, value = item
+                token = by_value.get(value)
+                if token is not None and token[_ENTITY] == entity:
                     entry = entries.get(token)
-                    if entry is not None and entry.expires >= renew and entry.value == item[1]:
+                    if entry is not None and entry.expires >= renew and entry.value == value:
                         add(token)  # the common case of a value seen before
                         continue
-                entity, value = item
                 token = first if first is not None else ids.token(entity, value)
                 entry = entries.get(token)
                 if entry is not None and entry.value != value:
@@ -385,9 +385,8 @@ class Vault:
                     else:  # pragma: no cover - eight 50-bit collisions in a row
                         raise RuntimeError("token id collisions: the vault is corrupt")
                 if entry is None or entry.expires < renew:
-                    entries[token] = pending[token] = Entry(value, fresh)
-                    self._by_value[value] = token
-                memo[item] = token
+                    entries[token] = self._pending[token] = Entry(value, fresh)
+                    by_value[value] = token
                 add(token)
         return out
 

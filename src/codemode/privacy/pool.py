@@ -1,0 +1,375 @@
+"""A scanner process that runs the built-in detectors over part of a large text while
+the host scans the rest: on a machine with two cores, a large result costs about half
+the detectors' time.
+
+Why this is safe (the trust reasoning):
+
+- The scanner process is a child of the host, started from the host's own interpreter
+  and package (``python -m codemode.privacy.scanproc``), as the same user, outside the
+  sandbox. It is inside the host's trust boundary, like the host's own threads: the
+  text it sees is text the host holds in memory anyway.
+- It receives text only: no vault, no key, no token, no remembered credential (the
+  credentials net, the held values and the decoding detector stay in the host, so the
+  environment's secrets never reach it). Text goes over an anonymous pipe, never to a
+  file; the process keeps nothing once it has answered (no cache) and its stderr is
+  discarded (a traceback would carry text).
+- It answers with positions only (starts, ends, an entity index): the host decodes them
+  as plain integers, never unpickles anything from it, and checks every position
+  against the text; a malformed answer is treated as a crash.
+- A crash, a hang or a malformed answer costs nothing but time: the host scans that part
+  itself, logs a warning once, and starts a new process for a later result (after
+  ``MAX_FAILURES`` failures, none: the host scans alone).
+
+The result is the same as an in-process scan: the text is split right after a NUL (the
+character that joins a value's strings, across which no detector matches when the
+scanner is ``local_context``) or, for one long text, after a line break (when the
+scanner is ``line_local``); each side also reads ``OVERLAP`` characters of the other
+(the context a detector may look at) and keeps only what starts on its side.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Sequence
+from itertools import repeat
+from operator import add
+from typing import NamedTuple
+
+from .scanproc import INIT, REPLY, REQUEST
+
+__all__ = ["OVERLAP", "POOL_MIN", "Job", "PoolSpec", "ScanPool", "pool_for", "shutdown"]
+
+log = logging.getLogger(__name__)
+
+POOL_MIN = 131_072
+"""Texts this long are split with the scanner process; shorter ones are not worth a
+round trip."""
+OVERLAP = 256
+"""Characters of the other side each side reads (context words look 32 back)."""
+MAX_FAILURES = 3
+"""Failures of scanner processes after which the host scans alone."""
+_HOST_SHARE = 0.4  # first guess of the host's share of the built-in detectors' text
+ENABLED = True
+"""Off: every scan runs in the host (the reference tests' plain code must run there)."""
+
+
+class PoolSpec(NamedTuple):
+    """What the scanner process builds its detectors from."""
+
+    entities: tuple[str, ...]
+    regions: tuple[str, ...]
+
+
+class Job(NamedTuple):
+    """A part of a text sent to the scanner process: it scans from ``split`` on."""
+
+    pool: ScanPool
+    split: int
+    sent: float
+    """Seconds the host spent sending."""
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class ScanPool:
+    """One scanner process for one ``PoolSpec``, started lazily and reused; one text at
+    a time (a second thread scanning meanwhile scans alone)."""
+
+    def __init__(self, spec: PoolSpec) -> None:
+        self.spec = spec
+        self.failures = 0
+        self.share = _HOST_SHARE
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._entities: list[str] | None = None
+        self._busy = threading.Lock()
+        self.done = 0
+        """Texts the process scanned part of."""
+        self.cpu = 0.0
+        """CPU seconds the process spent on them (the benchmark counts them)."""
+        self.command = ["-P", "-m", "codemode.privacy.scanproc"]
+        """What the interpreter runs (tests run a faulty scanner)."""
+
+    # -- the process ---------------------------------------------------------------------
+    def _ensure(self) -> bool:
+        """Whether a process is ready; starts one (not waited for) when there is none."""
+        proc = self._proc
+        if proc is None:
+            if self.failures >= MAX_FAILURES:
+                return False
+            self._start()
+            return False
+        if proc.poll() is not None:
+            self._failed(f"it exited with code {proc.returncode}")
+            return False
+        if self._entities is None:
+            assert proc.stdout is not None
+            if not select.select([proc.stdout], [], [], 0)[0]:
+                return False  # still starting: this text is scanned in the host
+            hello = self._read(INIT.size, 5.0)
+            body = None if hello is None else self._read(INIT.unpack(hello)[0], 5.0)
+            try:
+                names = None if body is None else json.loads(body)["entities"]
+            except (ValueError, KeyError, TypeError):
+                names = None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                self._failed("it did not start")
+                return False
+            self._entities = names
+        return True
+
+    def ready(self, timeout: float = 10.0) -> bool:
+        """Start the process if needed and wait until it is ready (tests, warm-ups)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._busy:
+                if self._ensure():
+                    return True
+                proc = self._proc
+            if proc is None:
+                return False
+            assert proc.stdout is not None
+            select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        return False
+
+    def _start(self) -> None:
+        # The host's own import path (the same codemode), nothing of its environment
+        # (which may hold credentials), and ``-P``: no working directory on the path.
+        env = {"PATH": os.environ.get("PATH", os.defpath)}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, *self.command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+                env=env,
+                close_fds=True,
+                start_new_session=True,  # a terminal's Ctrl-C is the host's to handle
+            )
+            spec = json.dumps({"entities": self.spec.entities, "regions": self.spec.regions})
+            self._write(INIT.pack(len(spec)) + spec.encode())
+        except OSError as exc:
+            self._failed(f"it could not be started ({exc})")
+
+    def _failed(self, why: str) -> None:
+        self.failures += 1
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()  # (hung, or mid-answer: nothing of it is wanted)
+        self.close()
+        more = (
+            "a new one will be started for a later result"
+            if self.failures < MAX_FAILURES
+            else "large results are scanned in this process from now on"
+        )
+        log.warning(
+            "privacy: the scanner process failed (%s); its part was scanned in this "
+            "process instead, nothing was missed; %s",
+            why,
+            more,
+        )
+
+    def close(self) -> None:
+        proc, self._proc, self._entities = self._proc, None, None
+        if proc is None:
+            return
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    # -- one text ------------------------------------------------------------------------
+    def submit(self, text: str, sep: str) -> Job | None:
+        """Send the end of ``text`` (from a ``sep`` near the pool's share) to the scanner
+        process; None when it is busy, not ready, or ``text`` has no ``sep`` to split at."""
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            if not self._ensure():
+                self._busy.release()
+                return None
+            at = int(len(text) * self.share)
+            split = text.find(sep, at, len(text) - OVERLAP) + 1
+            if split == 0:
+                split = text.rfind(sep, OVERLAP, at) + 1
+            if split <= OVERLAP:
+                self._busy.release()
+                return None
+            t0 = time.perf_counter()
+            data = text[split - OVERLAP :].encode("utf-8", "surrogatepass")
+            self._write(REQUEST.pack(len(data), OVERLAP) + data)
+            return Job(self, split, time.perf_counter() - t0)
+        except OSError as exc:
+            self._failed(f"sending failed: {exc}")
+            self._busy.release()
+            return None
+
+    def abandon(self, job: Job) -> None:
+        """Give up on ``job`` (the host failed meanwhile): its answer must not be read as
+        the next text's, so the process is stopped (a new one starts for a later text)."""
+        try:
+            self.close()
+        finally:
+            self._busy.release()
+
+    def result(
+        self, job: Job, length: int, host_other: float, host_own: float
+    ) -> list[tuple[int, int, str]] | None:
+        """The candidates the process found from ``job.split`` on (positions in the whole
+        text of ``length`` characters), or None if it failed (the caller scans that part).
+        ``host_other`` and ``host_own``: the host's seconds on its own detectors over the
+        whole text and on the shared ones over its part, to balance the next split."""
+        try:
+            tail = length - job.split
+            got = self._reply(10.0 + tail / 250_000)
+            if got is None:
+                return None
+            t0 = time.perf_counter()
+            spent, cpu, starts, ends, kinds = got
+            off = job.split - OVERLAP
+            if starts and (min(starts) < OVERLAP or max(ends) > tail + OVERLAP):
+                self._failed("it answered positions outside the text")
+                return None
+            if any(map(int.__gt__, starts, ends)):
+                self._failed("it answered a span that ends before it starts")
+                return None
+            names = self._entities
+            assert names is not None
+            if kinds and max(kinds) >= len(names):
+                self._failed("it answered an unknown entity type")
+                return None
+            found = list(
+                zip(
+                    map(add, starts, repeat(off)),
+                    map(add, ends, repeat(off)),
+                    map(names.__getitem__, kinds),
+                    strict=True,
+                )
+            )
+            self._balance(job, length, host_other, host_own, spent, time.perf_counter() - t0)
+            self.done += 1
+            self.cpu += cpu
+            return found
+        finally:
+            self._busy.release()
+
+    def _balance(
+        self,
+        job: Job,
+        length: int,
+        host_other: float,
+        host_own: float,
+        spent: float,
+        decoded: float,
+    ) -> None:
+        """Move the split so both sides finish together next time: the host's share
+        ``f`` of the text solves ``sent + other + r_h f L + decoded = r_w (1 - f) L``."""
+        ours, theirs = job.split, length - job.split
+        if ours <= 0 or theirs <= 0 or spent <= 0 or host_own <= 0:
+            return
+        r_h, r_w = host_own / ours, spent / theirs
+        fixed = job.sent + host_other + decoded
+        best = (r_w * length - fixed) / ((r_h + r_w) * length)
+        self.share = min(0.9, max(0.05, 0.5 * self.share + 0.5 * best))
+
+    def _reply(self, timeout: float) -> tuple[float, float, array[int], array[int], bytes] | None:
+        head = self._read(REPLY.size, timeout)
+        if head is None:
+            self._failed("it stopped answering")
+            return None
+        n, spent, cpu = REPLY.unpack(head)
+        body = self._read(17 * n, timeout)
+        if body is None:
+            self._failed("its answer was cut short")
+            return None
+        starts, ends = array("q"), array("q")
+        starts.frombytes(body[: 8 * n])
+        ends.frombytes(body[8 * n : 16 * n])
+        return spent, cpu, starts, ends, body[16 * n :]
+
+    # -- the pipes -----------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise OSError("no scanner process")
+        view = memoryview(data)
+        while view:
+            n = proc.stdin.write(view)
+            if n is None:  # (a blocking pipe does not return None; typing says it may)
+                continue
+            view = view[n:]
+
+    def _read(self, n: int, timeout: float) -> bytes | None:
+        """``n`` bytes from the process, or None at its end or after ``timeout``."""
+        proc = self._proc
+        if proc is None or proc.stdout is None:
+            return None
+        fd = proc.stdout.fileno()
+        parts: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while n > 0:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                return None
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+
+_pools: dict[PoolSpec, ScanPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(entities: Sequence[str], regions: Sequence[str]) -> ScanPool | None:
+    """The shared pool for these detectors, or None on a machine with one core."""
+    if not ENABLED or _cores() < 2 or not sys.executable:
+        return None
+    spec = PoolSpec(tuple(sorted(set(entities))), tuple(regions))
+    with _pools_lock:
+        pool = _pools.get(spec)
+        if pool is None:
+            pool = _pools[spec] = ScanPool(spec)
+        return pool
+
+
+def shutdown() -> None:
+    """Stop every scanner process (at exit; tests)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+def _forget_in_child() -> None:
+    """A forked child does not share its parent's scanner processes (their pipes would
+    carry two conversations at once): it starts its own when it needs one."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,0 +1,224 @@
+"""A large text scanned with the scanner process gives exactly the in-process spans, a
+scanner process that dies costs nothing but time, and it gets text only."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codemode.privacy import pool
+from codemode.privacy.config import PrivacyConfig
+from codemode.privacy.engine import Privacy, build_scanner
+from codemode.privacy.quality import load_corpus
+from codemode.privacy.splice import SEP
+from codemode.privacy.vault import Vault
+from codemode.privacy.walk import Leaves
+from codemode.redact import forget_secrets, remember_secret
+
+from .reference import random_rows
+
+CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
+CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
+ALONE = CONFIG.model_copy(update={"parallel": False})
+
+pytestmark = pytest.mark.skipif(
+    pool.pool_for(CONFIG.entities, CONFIG.phone_regions) is None, reason="one core"
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pools() -> Iterator[None]:
+    pool.shutdown()
+    forget_secrets()
+    yield
+    pool.shutdown()
+    forget_secrets()
+
+
+def ready_pool() -> pool.ScanPool:
+    got = pool.pool_for(CONFIG.entities, CONFIG.phone_regions)
+    assert got is not None and got.ready()
+    return got
+
+
+def payloads() -> list[str]:
+    rows = random_rows(11, 4000, secrets=True)
+    corpus = [row["text"] for row in load_corpus(CORPUS)] * 4
+    return [
+        SEP.join(Leaves.collect(rows).texts),
+        "\n".join(json.dumps(r) for r in rows),  # one long text: split at a line break
+        SEP.join(corpus),
+        "\n".join(corpus),
+    ]
+
+
+def test_the_scanner_process_finds_exactly_what_the_host_finds_alone() -> None:
+    remember_secret("s3cr3t-Value-only-the-host-knows")  # the host's net, not the process's
+    shared = ready_pool()
+    for text in payloads():
+        assert len(text) >= pool.POOL_MIN
+        before = shared.done
+        got = build_scanner(CONFIG).spans_raw(text)
+        assert shared.done == before + 1  # it did scan part of this text
+        assert got == build_scanner(ALONE).spans_raw(text)
+        assert len(got) > 1000
+
+
+def test_protect_of_a_large_result_is_the_same_with_the_scanner_process() -> None:
+    rows = random_rows(12, 5000)
+    key = os.urandom(32)
+    ready_pool()
+    got, report = Privacy(CONFIG, Vault(key)).protect(rows)
+    want, want_report = Privacy(ALONE, Vault(key)).protect(rows)
+    assert got == want
+    assert report.found == want_report.found
+
+
+def test_a_scanner_process_killed_while_scanning_loses_nothing_and_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shared = ready_pool()
+    assert shared._proc is not None
+    text = payloads()[0]
+    want = build_scanner(ALONE).spans_raw(text)
+    shared._proc.stdin = _Killing(shared._proc)  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
+        got = build_scanner(CONFIG).spans_raw(text)
+    assert got == want
+    assert shared.failures == 1
+    assert "it stopped answering" in caplog.text
+    assert "scanned in this process instead, nothing was missed" in caplog.text
+    assert shared.ready()  # a new process for the next large result
+    assert build_scanner(CONFIG).spans_raw(text) == want
+
+
+def test_a_scanner_process_that_died_between_results_loses_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shared = ready_pool()
+    proc = shared._proc
+    assert proc is not None
+    text = payloads()[0]
+    want = build_scanner(ALONE).spans_raw(text)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
+        assert build_scanner(CONFIG).spans_raw(text) == want
+    assert "the scanner process failed" in caplog.text
+
+
+def test_the_scanner_process_gets_none_of_the_hosts_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CODEMODE_TEST_API_KEY", "sk-not-for-the-scanner")
+    shared = ready_pool()
+    assert shared._proc is not None
+    environ = Path(f"/proc/{shared._proc.pid}/environ").read_bytes()
+    assert b"sk-not-for-the-scanner" not in environ
+    assert set(dict(v.split(b"=", 1) for v in environ.split(b"\0") if v)) <= {
+        b"PATH",
+        b"PYTHONPATH",
+    }
+
+
+def test_a_forked_child_starts_its_own_scanner_process() -> None:
+    parent = ready_pool()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new pool, the parent's process untouched
+        child = pool.pool_for(CONFIG.entities, CONFIG.phone_regions)
+        ok = child is not parent and child is not None and child._proc is None
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert parent.ready()
+    assert build_scanner(CONFIG).spans_raw(payloads()[0]) == build_scanner(ALONE).spans_raw(
+        payloads()[0]
+    )
+
+
+def test_shutdown_stops_the_scanner_process() -> None:
+    proc = ready_pool()._proc
+    assert proc is not None
+    pool.shutdown()
+    assert proc.poll() is not None
+
+
+class _Killing:
+    """A process's stdin that kills the process right after it took a text."""
+
+    def __init__(self, proc: object) -> None:
+        self._proc = proc
+        self._stdin = proc.stdin  # type: ignore[attr-defined]
+
+    def write(self, data: object) -> int:
+        n = int(self._stdin.write(data))
+        os.kill(self._proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        self._proc.wait()  # type: ignore[attr-defined]
+        return n
+
+    def close(self) -> None:
+        self._stdin.close()
+
+    def fileno(self) -> int:
+        return int(self._stdin.fileno())
+
+
+def test_a_scan_that_fails_in_the_host_leaves_no_answer_behind_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    scanner = build_scanner(CONFIG)
+    secrets_net = scanner.detectors[0]  # runs in the host, over the whole text
+
+    def broken(text: str) -> list[tuple[int, int, str]]:
+        raise RuntimeError("a detector failed")
+
+    monkeypatch.setattr(secrets_net, "find", broken)
+    with pytest.raises(RuntimeError, match="a detector failed"):
+        scanner.spans_raw(text)
+    monkeypatch.undo()
+    assert shared.failures == 0  # not the process's fault
+    assert shared.ready()
+    before = shared.done
+    assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)
+    assert shared.done == before + 1
+
+
+FAULTY = """
+import struct, sys
+read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
+read(struct.unpack("<I", read(4))[0])
+write(struct.pack("<I", 23) + b'{"entities": ["EMAIL"]}'); sys.stdout.flush()
+while head := read(16):
+    size, keep = struct.unpack("<QQ", head)
+    read(size)
+    # one span before the part it was given: a position outside its text
+    write(struct.pack("<Qdd", 1, 0.0, 0.0) + struct.pack("<qq", 0, 5) + bytes([0]))
+    sys.stdout.flush()
+"""
+
+
+def test_a_malformed_answer_is_refused_and_that_part_scanned_in_the_host(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shared = ready_pool()
+    shared.close()
+    shared.command = ["-c", FAULTY]
+    assert shared.ready()
+    text = payloads()[0]
+    with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
+        got = build_scanner(CONFIG).spans_raw(text)
+    assert got == build_scanner(ALONE).spans_raw(text)
+    assert "positions outside the text" in caplog.text
+    assert shared.failures == 1

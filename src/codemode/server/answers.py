@@ -6,7 +6,7 @@ the stream's end: its HTTP library then cannot hand the connection back to its p
 closes it, so every call opened a new TCP connection (server and client each pay the
 connection's setup, and the client parses the stream). A JSON body is read to its end and
 the connection is reused. At 50 sessions the clients' CPU per call fell by a third and
-the server's by a sixth to a quarter (issue 13).
+the server's by up to a sixth (issue 13).
 
 What may be sent is unchanged: the MCP spec lets a server answer a request POST with
 either content type, and every client must accept both. The choice is made when the

@@ -66,6 +66,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _burst import BurstCpu
 from _stats import pct, table
 from _timing import LOG_ENV, first_calls, read_log
 
@@ -484,6 +485,8 @@ class Row:
     """Where the first and the second calls' time went (:func:`breakdown`), ms per part."""
     initialize_ms: list[float] = field(default_factory=list)
     """The server's time for each session's ``initialize`` (before the timing starts)."""
+    burst: str = ""
+    """The burst of first calls' CPU, measured (:mod:`_burst`)."""
 
     @property
     def rate(self) -> float:
@@ -569,6 +572,12 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
         cpu0 = _cpu_s(server.proc.pid), sum(_cpu_s(p) for p in workers)
         client0 = sum(_cpu_s(c.pid) for c in children)
         spy = profile(server, args, f"{kind}-{sessions}") if args.profile else None
+        clients = [c.pid for c in children]
+        groups = {"server": [server.proc.pid], "workers": workers, "clients": clients}
+        tool = "run_code" if kind == "codemode" else "echo"
+        burst = BurstCpu(server.log, sessions, tool, groups) if server.log else None
+        if burst is not None:
+            burst.start()
         t0 = time.perf_counter()
         for child in children:
             assert child.stdin is not None
@@ -585,6 +594,9 @@ def drive(server: Server, name: str, kind: str, sessions: int, args: argparse.Na
             row.hung += data["hung"]
             marks += data["marks"]
         row.wall = time.perf_counter() - t0
+        if burst is not None:
+            burst.stop()
+            row.burst = burst.line(name)
         if server.log is not None:
             records = read_log(server.log)
             row.parts = breakdown(marks, records, "run_code" if kind == "codemode" else "echo")
@@ -871,6 +883,8 @@ def main(args: argparse.Namespace) -> None:
                   f"of CPU (clients + server + workers, {cpu:.2f} ms per call on average): at "
                   f"least {r.sessions * cpu / cores:.0f} ms on this machine's {cores} cores, "
                   f"which the load generator shares")  # fmt: skip
+            if r.burst:
+                print(r.burst)
             print(f"    {r.name}: first call p95 {pct(r.first, 95):.1f} ms, the same sessions' "
                   f"second call p95 {pct(r.second, 95):.1f} ms (a session's start adds "
                   f"{added:+.1f} ms); CPU per call: server {r.server_cpu_ms:.2f} ms, clients "

@@ -17,7 +17,9 @@ The rules (docs/server.md, "HTTP"), outermost first:
    reads and runs nothing, even under ``--no-auth``.
 3. ``Authorization: Bearer <token>`` on every route but the open ones (``401``).
 4. ``/mcp``: each request carries a :class:`~codemode.server.calls.ClientLink` and
-   tells the session manager whether its client is still there (see :mod:`.http`).
+   tells the session manager whether its client is still there (see :mod:`.http`); a
+   POST whose event stream would carry only its answer is answered as JSON
+   (:mod:`.answers`: its connection is reused).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .answers import answer_plainly
 from .calls import ClientLink
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY
@@ -281,7 +284,9 @@ class Front:
         if not stream:
             self._traffic.begin()
         try:
-            await self.app(scope, watch_receive, watch_send)
+            await self.app(
+                scope, watch_receive, answer_plainly(watch_send) if method == "POST" else watch_send
+            )
         finally:
             if not stream:
                 self._traffic.end()

@@ -95,6 +95,27 @@ async def test_a_known_sequence_of_runs_and_calls_gives_exact_counts() -> None:
     assert value(text, "codemode_runs_in_progress") == 0
 
 
+async def test_a_scrape_during_a_run_shows_it_in_progress() -> None:
+    """A run's start is noted without a lock (``Tally.started``); a scrape counts it."""
+    m = Metrics(process=False)
+    reg = registry(m)
+
+    def in_progress() -> float:
+        """Runs in progress, as a scrape now shows them."""
+        return value(m.exposition().decode(), "codemode_runs_in_progress")
+
+    reg.register(in_progress, server="crm")
+    s = await session(m, reg)
+    try:
+        during = await s.run("tools.crm.in_progress()")
+    finally:
+        await s.close()
+    assert during.value == 1
+    text = m.exposition().decode()
+    assert value(text, "codemode_runs_in_progress") == 0
+    assert value(text, "codemode_runs_total", outcome="ok") == 1
+
+
 async def test_bytes_from_tools_and_to_the_model_give_the_context_ratio() -> None:
     m = Metrics(process=False)
     s = await session(m, registry(m))

@@ -71,8 +71,9 @@ class ToolSeries:
 FOLD_AT = 256
 """Tool calls noted in ``Tally.calls`` before the one noting them folds them in."""
 
-CallNote = tuple[ToolSeries, float, int, int, "str | None"]
-"""A tool call that returned: its series, seconds, bytes sent and received, run id."""
+CallNote = tuple["ToolSeries | None", float, int, int, "str | None"]
+"""A tool call that returned: its series, seconds, bytes sent and received, run id; or
+(series None, ``Tally.run_started``) a run that started."""
 
 
 class Tally:
@@ -83,7 +84,8 @@ class Tally:
     everything else the metrics layer does. A call that returns appends one tuple to
     ``calls`` instead (atomic, no lock), and ``fold`` counts what is there in one tight
     loop: before a scrape reads the tallies, when a run ends (its bytes), and every
-    ``FOLD_AT`` calls. What a scrape shows is the same."""
+    ``FOLD_AT`` calls. A run's start is noted there too (``started``), ahead of its
+    calls, so starting a run takes no lock either. What a scrape shows is the same."""
 
     def __init__(self, run_buckets: Sequence[float], memory_buckets: Sequence[float]) -> None:
         self.lock = threading.Lock()
@@ -105,6 +107,11 @@ class Tally:
         calls, run_bytes = self.calls, self.run_bytes
         while calls:
             series, seconds, sent, received, run_id = calls.popleft()
+            if series is None:  # a run started: in progress, its calls' bytes counted
+                self.active += 1
+                if run_id is not None:
+                    run_bytes[run_id] = 0
+                continue
             hist = series.seconds
             hist.counts[bisect_left(hist.bounds, seconds)] += 1
             hist.total += seconds
@@ -114,6 +121,11 @@ class Tally:
             series.received += received
             if run_id is not None and run_id in run_bytes:
                 run_bytes[run_id] += received
+
+    def started(self, run_id: str | None) -> None:
+        """A run started (any thread, no lock): counted by the next ``fold``, which a run's
+        end makes before it counts the run as ended."""
+        self.calls.append((None, 0.0, 0, 0, run_id))
 
     def note_call(
         self, series: ToolSeries, seconds: float, sent: int, received: int, run_id: str | None

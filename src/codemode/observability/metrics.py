@@ -416,16 +416,21 @@ ARGS_JSON = "observe.args_json"
 RESULT_BYTES = "observe.result_bytes"
 
 
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys), or its ``repr`` when it has none (keys
+    of mixed types, circular)."""
+    try:
+        return _canonical(value)
+    except _UNENCODABLE:
+        return repr(value)
+
+
 def args_json(call: ToolCall) -> str:
-    """The call's arguments as canonical JSON (sorted keys), computed once per call for
-    the metrics and tracing layers (``call.notes``)."""
+    """The call's arguments as canonical JSON, computed once per call for the metrics and
+    tracing layers (``call.notes``)."""
     text = call.notes.get(ARGS_JSON)
     if text is None:
-        try:
-            text = _canonical(call.args)
-        except _UNENCODABLE:  # keys of mixed types, circular
-            text = repr(call.args)
-        call.notes[ARGS_JSON] = text
+        text = call.notes[ARGS_JSON] = canonical(call.args)
     return text
 
 
@@ -476,6 +481,7 @@ __all__ = [
     "Metrics",
     "args_bytes",
     "args_json",
+    "canonical",
     "default_metrics",
     "is_memory_method",
     "output_size",

@@ -99,6 +99,9 @@ class _Run:
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
+    offset: int = 0
+    """Set by ``observe.Observe``: the wall-clock ns of the run's start minus the
+    ``perf_counter_ns`` then, so its calls' span times cost one monotonic read each."""
     start: int = 0
     parent: SpanContext | None = None
     """Start and parent of a span built by the export process (``span`` is then a

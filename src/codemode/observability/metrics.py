@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -371,27 +371,31 @@ def run_outcome(result: ExecutionResult) -> str:
     return "ok" if result.error is None else "error"
 
 
-def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
-    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False).encode``, the C
-    encoder built once: ``encode`` builds one (and its circular-reference map) per call,
-    half the cost of a tool call's small arguments. Without that map a circular value
-    raises ``RecursionError`` (callers fall back to ``repr``, as for other failures)."""
+def _parts(*, sort_keys: bool) -> Callable[[Any, int], Iterable[str]]:
+    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False)``'s chunks of a
+    value (called with the value and 0), the C encoder built once: ``encode`` builds one
+    (and its circular-reference map) per call, half the cost of a tool call's small
+    arguments. Without that map a circular value raises ``RecursionError`` (callers fall
+    back to ``repr``, as for other failures)."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the encoder's own method
-        return json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False).encode
-    encode = make(
+        encoder = json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False)
+        return lambda value, _level: encoder.iterencode(value)
+    parts: Callable[[Any, int], Iterable[str]] = make(
         None, str, json.encoder.encode_basestring, None, ": ", ", ", sort_keys, False, True
     )
-    join = "".join
-
-    def text(value: Any) -> str:
-        return join(encode(value, 0))
-
-    return text
+    return parts
 
 
-_canonical = _encoder(sort_keys=True)
-_plain = _encoder(sort_keys=False)
+_canonical_parts = _parts(sort_keys=True)
+_plain_parts = _parts(sort_keys=False)
+_join = "".join
+
+
+def _plain(value: Any) -> str:
+    return _join(_plain_parts(value, 0))
+
+
 _UNENCODABLE = (TypeError, ValueError, RecursionError)
 
 
@@ -420,7 +424,7 @@ def canonical(value: Any) -> str:
     """``value`` as canonical JSON (sorted keys), or its ``repr`` when it has none (keys
     of mixed types, circular)."""
     try:
-        return _canonical(value)
+        return _join(_canonical_parts(value, 0))
     except _UNENCODABLE:
         return repr(value)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import logging
 import queue
+import random
 import threading
 import time
 import weakref
@@ -71,6 +72,7 @@ MAX_PENDING = 4096
 
 log = logging.getLogger("codemode.tracing")
 _now = time.time_ns  # the SDK's clock: explicit span times must come from it
+_bits = random.getrandbits  # the SDK's RandomIdGenerator draws its ids so
 
 
 def _otel() -> Any:
@@ -233,10 +235,11 @@ class Tracing:
                 return None
             trace_id, state = parent.trace_id, parent.trace_state
         else:
-            parent, trace_id, state = None, random_id(128), None
+            parent, trace_id, state = None, _bits(128) or random_id(128), None
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
-        identity = trace.SpanContext(trace_id, random_id(64), False, self._sampled_flags, state)
+        span_id = _bits(64) or random_id(64)  # random_id's draw, inline; 0 draws again
+        identity = trace.SpanContext(trace_id, span_id, False, self._sampled_flags, state)
         span = trace.NonRecordingSpan(identity)
         return _Run(span, context=trace.set_span_in_context(span, ctx), start=start, parent=parent)
 

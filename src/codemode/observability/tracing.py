@@ -154,8 +154,10 @@ class Tracing:
         self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
-        trace on to upstream servers in the request's ``_meta`` (about 20 µs of the loop's
-        CPU per upstream call, and the upstream server's work to read it)."""
+        trace on to upstream servers in the request's ``_meta``. Measured against an MCP
+        SDK server over stdio: +28 µs of wall time per call, ~8 of them on this loop and
+        the rest the server's own OpenTelemetry middleware reading the traceparent, on
+        the run's critical path (2-4 % of a run with 5 such calls)."""
         self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()

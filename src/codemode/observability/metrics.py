@@ -16,7 +16,6 @@ import gc
 import json
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -206,6 +205,7 @@ class Metrics:
 
     def _ratio(self) -> float:
         with self._lock:
+            self.tally.fold()  # runs noted since the last scrape
             tool, model = self.tally.context_tool, self.tally.context_model
         return max(0.0, 1.0 - model / tool) if tool > 0 else 0.0
 
@@ -308,7 +308,7 @@ class Metrics:
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         run_id = event.context.run_id
-        self.tally.calls.append((None, 0.0, 0, 0, run_id))  # Tally.started, inline
+        self.tally.calls.append((None, run_id))  # Tally.started, inline
         start = time.perf_counter()
         try:
             result = await call_next(event)
@@ -335,32 +335,19 @@ class Metrics:
         result: ExecutionResult | None,
         out: int | None = None,
     ) -> None:
-        """``out``: the run's ``output_size`` when the caller measured it already."""
-        if out is None:
-            out = 0 if result is None else output_size(result)
-        tally = self.tally
-        with self._lock:  # Hist.observe inline: three calls a run fewer
-            tally.fold()  # the run's calls, for its bytes
-            tally.active -= 1
-            hist = tally.run_seconds
-            hist.counts[bisect_left(hist.bounds, seconds)] += 1
-            hist.total += seconds
-            tally.runs[outcome] = tally.runs.get(outcome, 0) + 1
-            tool_bytes = 0 if run_id is None else self._run_bytes.pop(run_id, 0)
-            if result is None:
-                return
-            if (cpu := result.cpu_seconds) is not None:
-                hist = tally.run_cpu
-                hist.counts[bisect_left(hist.bounds, cpu)] += 1
-                hist.total += cpu
-            if (peak := result.peak_memory_bytes) is not None:
-                hist = tally.run_memory
-                hist.counts[bisect_left(hist.bounds, peak)] += 1
-                hist.total += peak
-            tally.output_bytes += out
-            if tool_bytes > 0:
-                tally.context_tool += tool_bytes
-                tally.context_model += out
+        """``out``: the run's ``output_size`` when the caller measured it already. Noted
+        for the next fold (``Tally.ended``, inline), no lock."""
+        if result is None:
+            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id)
+        else:
+            if out is None:
+                out = output_size(result)
+            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id)
+        calls = self.tally.calls
+        calls.append(note)
+        if len(calls) >= FOLD_AT:
+            with self._lock:
+                self.tally.fold()
 
 
 def run_outcome(result: ExecutionResult) -> str:

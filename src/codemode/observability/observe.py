@@ -108,7 +108,7 @@ class Observe:
         attributes (``spans.run_summary``) instead of its context and result."""
         metrics, tracing = self.metrics, self.tracing
         run_id = event.context.run_id
-        metrics.tally.calls.append((None, 0.0, 0, 0, run_id))  # Tally.started, inline
+        metrics.tally.calls.append((None, run_id))  # Tally.started, inline
         begun = _now()
         start = _clock_ns()
         run = tracing._begin("codemode.run", begun)

@@ -4,7 +4,10 @@ latency of live output from ``print`` in the worker to the listener / MCP client
 Overhead: sessions on real subprocess workers, one per configuration (layers off;
 metrics; tracing; metrics and tracing (one layer, ``observe.Observe``, as ``codemode serve``
 layers them when both are on); both again with the spans built and exported by
-the export process, as ``codemode serve`` does by default; metrics and tracing with 10 %
+the export process, as ``codemode serve`` does by default, and the same without passing
+the trace on to upstream servers (``trace_propagation = false``: an upstream MCP server
+reads the ``traceparent`` of each call, ~20 µs of its CPU on the run's critical path);
+metrics and tracing with 10 %
 of traces sampled; the same without passing the trace on to upstream servers; all of it
 plus the web console's run log; the last three trace in process), run the same cell in
 turn, in the same process, so drift of the machine hits all alike; each round rotates
@@ -44,7 +47,7 @@ in each configuration's runs: tracing's SDK spans wait in the batch processor's 
 make most of them.
 
 python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick] [--gc default]
-    [--blocks 40]
+    [--blocks 40] [--config "metrics+tracing, export process" ...] [--parts in-process,layers]
 """
 
 from __future__ import annotations
@@ -113,10 +116,10 @@ def tracer(ratio: float = 1.0, *, propagate: bool = True) -> Tracing:
     return Tracing(provider, propagate=propagate)
 
 
-def exported(ratio: float = 1.0) -> Tracing:
+def exported(ratio: float = 1.0, *, propagate: bool = True) -> Tracing:
     """Tracing as ``codemode serve`` sets it up by default (``trace_export_process``):
     the spans built by a child process, whose exporter drops them."""
-    return Tracing.exporting("none", "bench", None, ratio)
+    return Tracing.exporting("none", "bench", None, ratio, propagate=propagate)
 
 
 def both(tracing: Tracing) -> Observe:
@@ -131,6 +134,7 @@ CONFIGS: dict[str, Callable[[], list[Any]]] = {
     "metrics+tracing": lambda: [both(tracer())],
     "tracing, export process": lambda: [exported()],
     "metrics+tracing, export process": lambda: [both(exported())],
+    "metrics+tracing, export process, no propagation": lambda: [both(exported(propagate=False))],
     "metrics+tracing 10% sampled": lambda: [both(tracer(0.1))],
     "metrics+tracing, no propagation": lambda: [both(tracer(propagate=False))],
     "all (+console run log)": lambda: [both(tracer()), RunLog()],
@@ -496,11 +500,27 @@ def verdict(met: bool) -> str:
     return "met" if met else "missed"
 
 
-async def main(n: int, lines: int) -> None:
-    await upstream_overhead(n)
-    await overhead("an in-process Python tool", local_registry(), LOCAL_CELL, LOCAL_VALUE, n)
-    await layer_cost(20 if n < 100 else 300)
-    await streaming(lines)
+PARTS = ("upstream", "in-process", "layers", "streaming")
+
+
+async def main(n: int, lines: int, parts: Sequence[str]) -> None:
+    if "upstream" in parts:
+        await upstream_overhead(n)
+    if "in-process" in parts:
+        await overhead("an in-process Python tool", local_registry(), LOCAL_CELL, LOCAL_VALUE, n)
+    if "layers" in parts:
+        await layer_cost(20 if n < 100 else 300)
+    if "streaming" in parts:
+        await streaming(lines)
+
+
+def names(text: str, known: Sequence[str]) -> list[str]:
+    """Comma-separated names, each one of ``known`` (a clear error otherwise)."""
+    got = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in got if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown parts {unknown}; known: {', '.join(known)}")
+    return got
 
 
 if __name__ == "__main__":
@@ -520,8 +540,18 @@ if __name__ == "__main__":
         default="serve",
         help="serve: freeze the heap after warm-up as codemode serve does; default: untouched",
     )
+    ap.add_argument(
+        "--config",
+        action="append",
+        choices=list(CONFIGS),
+        help="a layer configuration to time (repeatable; default all; off is always timed)",
+    )
+    ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts to run")
     args = ap.parse_args()
+    chosen = args.config or list(CONFIGS)
+    CONFIGS = {k: v for k, v in CONFIGS.items() if k == "off" or k in chosen}
     GC_POLICY = args.gc
     BLOCK = max(0, args.blocks)
     quick = args.quick
-    asyncio.run(main(10 if quick else args.n, 5 if quick else args.lines))
+    parts = names(args.parts, PARTS)
+    asyncio.run(main(10 if quick else args.n, 5 if quick else args.lines, parts))

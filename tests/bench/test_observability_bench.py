@@ -24,3 +24,29 @@ def test_the_observability_benchmark_runs_in_quick_mode() -> None:
     assert {"off", "metrics", "metrics+tracing", "all (+console run log)"} <= rows
     assert {"SDK on_output", "MCP client (stdio)"} <= rows
     assert "<= 3%" in p.stdout and "<= 5" in p.stdout  # the targets beside the figures
+
+
+def test_the_benchmark_times_only_the_configurations_and_parts_asked_for() -> None:
+    argv = ["--quick", "--config", "metrics", "--parts", "in-process"]
+    p = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_observability.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
+    assert p.returncode == 0, p.stderr
+    rows = [line.split("|")[0].strip() for line in p.stdout.splitlines() if "|" in line]
+    assert rows == ["layers", "off", "metrics"]  # one table: in-process, off beside metrics
+    assert "an in-process Python tool" in p.stdout
+
+
+def test_an_unknown_part_is_refused_naming_the_known_ones() -> None:
+    p = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_observability.py"), "--parts", "gpu"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode != 0
+    assert "unknown parts ['gpu']" in p.stderr and "in-process" in p.stderr

@@ -413,3 +413,20 @@ def test_serve_exports_from_a_process_unless_configured_in_process() -> None:
     )
     assert _tracing(on).process is not None and _tracing(on).provider is None
     assert _tracing(off).process is None and _tracing(off).provider is not None
+
+
+def niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+
+
+async def test_the_export_process_runs_at_a_lower_cpu_priority_than_the_server(
+    tracing: Tracing, collector: Collector
+) -> None:
+    async with await traced_session(tracing) as s:
+        assert (await s.run("1")).value == 1
+    assert tracing.flush()
+    assert tracing.process is not None and tracing.process.pid is not None
+    want = min(19, os.nice(0) + export_process.NICENESS)
+    assert niceness(tracing.process.pid) == want
+    assert len(collector.named("codemode.run")) == 1  # and it exports all the same

@@ -13,6 +13,7 @@ from codemode import Session, SubprocessExecutor
 from codemode.chain import NextRun, RunEvent
 from codemode.errors import ConfigError, ToolError
 from codemode.observability import Metrics, ObservabilityConfig
+from codemode.observability.tally import FOLD_AT
 from codemode.result import ExecutionResult
 from codemode.tools import ToolCall, ToolRegistry
 from codemode.tools.registry import NextCall
@@ -93,6 +94,50 @@ async def test_a_known_sequence_of_runs_and_calls_gives_exact_counts() -> None:
     hist = "codemode_tool_call_duration_seconds_count"
     assert value(text, hist, server="crm", tool="rows") == 2
     assert value(text, "codemode_runs_in_progress") == 0
+
+
+async def test_a_scrape_during_a_run_shows_it_in_progress() -> None:
+    """A run's start is noted without a lock (``Tally.started``); a scrape counts it."""
+    m = Metrics(process=False)
+    reg = registry(m)
+
+    def in_progress() -> float:
+        """Runs in progress, as a scrape now shows them."""
+        return value(m.exposition().decode(), "codemode_runs_in_progress")
+
+    reg.register(in_progress, server="crm")
+    s = await session(m, reg)
+    try:
+        during = await s.run("tools.crm.in_progress()")
+    finally:
+        await s.close()
+    assert during.value == 1
+    text = m.exposition().decode()
+    assert value(text, "codemode_runs_in_progress") == 0
+    assert value(text, "codemode_runs_total", outcome="ok") == 1
+
+
+def test_runs_noted_across_folds_are_counted_once_with_their_tool_bytes() -> None:
+    """Starts, calls and ends are noted without a lock and counted in batches (every
+    ``FOLD_AT`` notes, and at a scrape): each run once, its bytes matched to it."""
+    m = Metrics(process=False)
+    series = m._tool_series("crm", "rows")
+    runs = FOLD_AT  # three notes a run: several folds on the way
+    for i in range(runs):
+        m.tally.started(f"r{i}")
+        m.tally.note_call(series, 0.001, 10, 100, f"r{i}")
+        m._end_run("ok", 0.01, f"r{i}", ExecutionResult(value="x" * 8, has_value=True))
+    m.tally.started("live")  # in progress at the scrape
+    text = m.exposition().decode()
+    assert value(text, "codemode_runs_total", outcome="ok") == runs
+    assert value(text, "codemode_run_duration_seconds_count") == runs
+    assert value(text, "codemode_runs_in_progress") == 1
+    assert value(text, "codemode_context_tool_bytes_total") == 100 * runs
+    assert (
+        value(text, "codemode_context_model_bytes_total") == 8 * runs
+    )  # a string value's own bytes
+    assert value(text, "codemode_tool_calls_total", server="crm", tool="rows", outcome="ok") == runs
+    assert m.tally.run_bytes == {"live": 0}  # ended runs leave nothing behind
 
 
 async def test_bytes_from_tools_and_to_the_model_give_the_context_ratio() -> None:

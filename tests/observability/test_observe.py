@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -93,3 +94,37 @@ def test_serve_uses_one_layer_when_metrics_and_tracing_are_both_on() -> None:
     assert isinstance(layer, Observe)
     only = ObservabilityConfig(metrics=False, tracing="console")
     assert [type(x).__name__ for x in _layers(only)] == ["Tracing"]
+
+
+async def test_a_runs_call_spans_lie_within_its_span_on_the_wall_clock() -> None:
+    """Observe times calls with one monotonic clock from the run's wall-clock start."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observe = Observe(Metrics(process=False), Tracing(provider))
+    reg = ToolRegistry()
+    reg.register(test_tracing.lookup, server="bank")
+    reg.use(observe.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(observe.run_hook, "observe")
+    try:
+        async with s:
+            before = time.time_ns()
+            assert (await s.run(CODE[0])).value == "ok"
+            after = time.time_ns()
+        assert observe.tracing.flush()
+    finally:
+        observe.tracing.close()
+        provider.shutdown()
+    spans = exporter.get_finished_spans()
+    (run,) = [x for x in spans if x.name == "codemode.run"]
+    calls = [x for x in spans if x.name == "execute_tool bank.lookup"]
+    assert len(calls) == 2
+    assert run.start_time is not None and run.end_time is not None
+    assert before <= run.start_time and run.end_time <= after
+    for call in calls:
+        assert call.parent is not None and call.parent.span_id == run.context.span_id
+        assert call.start_time is not None and call.end_time is not None
+        assert run.start_time <= call.start_time < call.end_time <= run.end_time
+    first, second = sorted(calls, key=lambda x: x.start_time or 0)
+    assert (first.end_time or 0) <= (second.start_time or 0)  # one after the other

@@ -63,6 +63,11 @@ MAX_BUFFERED = 8 << 20
 """Bytes kept for a child that is not reading (a batch past this is dropped); a batch
 larger than this alone is still kept when nothing else waits."""
 _HEADER = struct.Struct("<I")
+NICENESS = 10
+"""How much lower the child's CPU priority is than the server's: its work is never urgent
+(spans are batched for seconds anyway), while the event loop, the workers and upstream
+servers are each on some run's critical path. On a busy machine the child then waits for
+them instead of taking their core."""
 
 
 class ExportProcess:
@@ -357,9 +362,19 @@ def _frame(stream: IO[bytes]) -> Any:
     return None if body is None else marshal.loads(body)
 
 
+def _yield_cpu() -> None:
+    """Lower this process's CPU priority by ``NICENESS`` (best effort: a kernel or
+    sandbox that refuses leaves it as it is)."""
+    try:
+        os.nice(NICENESS)
+    except OSError as exc:
+        log.debug("the span export process keeps its priority: %s", exc)
+
+
 def main(argv: list[str]) -> int:
     from .spans import readable_spans
 
+    _yield_cpu()
     setting = json.loads(argv[0])
     processor, resource, scope = _processor(
         setting["exporter"], setting["service"], setting["endpoint"]

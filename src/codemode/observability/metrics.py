@@ -16,8 +16,7 @@ import gc
 import json
 import threading
 import time
-from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -206,6 +205,7 @@ class Metrics:
 
     def _ratio(self) -> float:
         with self._lock:
+            self.tally.fold()  # runs noted since the last scrape
             tool, model = self.tally.context_tool, self.tally.context_model
         return max(0.0, 1.0 - model / tool) if tool > 0 else 0.0
 
@@ -308,11 +308,7 @@ class Metrics:
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         run_id = event.context.run_id
-        tally = self.tally
-        with self._lock:
-            tally.active += 1
-            if run_id is not None:
-                self._run_bytes[run_id] = 0
+        self.tally.calls.append((None, run_id))  # Tally.started, inline
         start = time.perf_counter()
         try:
             result = await call_next(event)
@@ -339,32 +335,19 @@ class Metrics:
         result: ExecutionResult | None,
         out: int | None = None,
     ) -> None:
-        """``out``: the run's ``output_size`` when the caller measured it already."""
-        if out is None:
-            out = 0 if result is None else output_size(result)
-        tally = self.tally
-        with self._lock:  # Hist.observe inline: three calls a run fewer
-            tally.fold()  # the run's calls, for its bytes
-            tally.active -= 1
-            hist = tally.run_seconds
-            hist.counts[bisect_left(hist.bounds, seconds)] += 1
-            hist.total += seconds
-            tally.runs[outcome] = tally.runs.get(outcome, 0) + 1
-            tool_bytes = 0 if run_id is None else self._run_bytes.pop(run_id, 0)
-            if result is None:
-                return
-            if (cpu := result.cpu_seconds) is not None:
-                hist = tally.run_cpu
-                hist.counts[bisect_left(hist.bounds, cpu)] += 1
-                hist.total += cpu
-            if (peak := result.peak_memory_bytes) is not None:
-                hist = tally.run_memory
-                hist.counts[bisect_left(hist.bounds, peak)] += 1
-                hist.total += peak
-            tally.output_bytes += out
-            if tool_bytes > 0:
-                tally.context_tool += tool_bytes
-                tally.context_model += out
+        """``out``: the run's ``output_size`` when the caller measured it already. Noted
+        for the next fold (``Tally.ended``, inline), no lock."""
+        if result is None:
+            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id)
+        else:
+            if out is None:
+                out = output_size(result)
+            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id)
+        calls = self.tally.calls
+        calls.append(note)
+        if len(calls) >= FOLD_AT:
+            with self._lock:
+                self.tally.fold()
 
 
 def run_outcome(result: ExecutionResult) -> str:
@@ -375,27 +358,31 @@ def run_outcome(result: ExecutionResult) -> str:
     return "ok" if result.error is None else "error"
 
 
-def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
-    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False).encode``, the C
-    encoder built once: ``encode`` builds one (and its circular-reference map) per call,
-    half the cost of a tool call's small arguments. Without that map a circular value
-    raises ``RecursionError`` (callers fall back to ``repr``, as for other failures)."""
+def _parts(*, sort_keys: bool) -> Callable[[Any, int], Iterable[str]]:
+    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False)``'s chunks of a
+    value (called with the value and 0), the C encoder built once: ``encode`` builds one
+    (and its circular-reference map) per call, half the cost of a tool call's small
+    arguments. Without that map a circular value raises ``RecursionError`` (callers fall
+    back to ``repr``, as for other failures)."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the encoder's own method
-        return json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False).encode
-    encode = make(
+        encoder = json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False)
+        return lambda value, _level: encoder.iterencode(value)
+    parts: Callable[[Any, int], Iterable[str]] = make(
         None, str, json.encoder.encode_basestring, None, ": ", ", ", sort_keys, False, True
     )
-    join = "".join
-
-    def text(value: Any) -> str:
-        return join(encode(value, 0))
-
-    return text
+    return parts
 
 
-_canonical = _encoder(sort_keys=True)
-_plain = _encoder(sort_keys=False)
+_canonical_parts = _parts(sort_keys=True)
+_plain_parts = _parts(sort_keys=False)
+_join = "".join
+
+
+def _plain(value: Any) -> str:
+    return _join(_plain_parts(value, 0))
+
+
 _UNENCODABLE = (TypeError, ValueError, RecursionError)
 
 
@@ -420,16 +407,21 @@ ARGS_JSON = "observe.args_json"
 RESULT_BYTES = "observe.result_bytes"
 
 
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys), or its ``repr`` when it has none (keys
+    of mixed types, circular)."""
+    try:
+        return _join(_canonical_parts(value, 0))
+    except _UNENCODABLE:
+        return repr(value)
+
+
 def args_json(call: ToolCall) -> str:
-    """The call's arguments as canonical JSON (sorted keys), computed once per call for
-    the metrics and tracing layers (``call.notes``)."""
+    """The call's arguments as canonical JSON, computed once per call for the metrics and
+    tracing layers (``call.notes``)."""
     text = call.notes.get(ARGS_JSON)
     if text is None:
-        try:
-            text = _canonical(call.args)
-        except _UNENCODABLE:  # keys of mixed types, circular
-            text = repr(call.args)
-        call.notes[ARGS_JSON] = text
+        text = call.notes[ARGS_JSON] = canonical(call.args)
     return text
 
 
@@ -480,6 +472,7 @@ __all__ = [
     "Metrics",
     "args_bytes",
     "args_json",
+    "canonical",
     "default_metrics",
     "is_memory_method",
     "output_size",

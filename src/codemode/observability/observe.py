@@ -23,10 +23,9 @@ from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import error_type
 from .metrics import (
-    ARGS_JSON,
     Metrics,
     args_bytes,
-    args_json,
+    canonical,
     is_memory_method,
     output_size,
     result_bytes,
@@ -37,8 +36,8 @@ from .spans import run_summary
 from .tally import FOLD_AT
 from .tracing import _UNSAMPLED, Tracing, _Run
 
-_clock = time.perf_counter
-_now = time.time_ns  # the SDK's clock, as tracing's
+_clock_ns = time.perf_counter_ns
+_now = time.time_ns  # the SDK's clock, as tracing's: a run's start, its spans' origin
 
 
 class Observe:
@@ -57,36 +56,38 @@ class Observe:
         series = metrics.tally.series.get((call.server, call.tool))
         if series is None:
             series = metrics._tool_series(call.server, call.tool)
-        notes = call.notes
         traced = run is not _UNSAMPLED
         token = received = error = None
         if traced:
-            # The arguments as they arrive, before inner layers may rewrite them.
-            args = args_json(call)  # noted in call.notes, as Tracing does
-            begun = _now()
+            # The arguments as they arrive, before inner layers may rewrite them: their
+            # JSON is hashed for the span and measured for both (not noted: no one else
+            # reads it when this one layer does both).
+            args = canonical(call.args)
+            sent = len(args) if args.isascii() else size_of(args)
             if tracing.propagate:  # the run's trace goes on to upstream MCP servers
                 token = tracing._attach(run.context)
-        start = _clock()
+        # One clock for both: the span's times are the run's wall-clock start plus
+        # monotonic offsets (_Run.offset).
+        start = _clock_ns()
         try:
             result = await call_next(call)
         except BaseException as exc:
-            elapsed = _clock() - start
+            end = _clock_ns()
             error = type(exc).__name__
             outcome = metrics._tool_failure(exc)
-            metrics._count_call(series, outcome, elapsed, args_bytes(call), 0, None)
+            if not traced:
+                sent = args_bytes(call)
+            metrics._count_call(series, outcome, (end - start) * 1e-9, sent, 0, None)
             raise
         else:
-            elapsed = _clock() - start
-            received = notes.get("bytes")  # the registry's measure, as result_bytes
+            end = _clock_ns()
+            received = call.notes.get("bytes")  # the registry's measure, as result_bytes
             if received is None:
                 received = result_bytes(call, result)
-            if traced:  # the JSON noted on the way in, as args_bytes would read it
-                sent = len(args) if args.isascii() else size_of(args)
-            else:
-                text = notes.get(ARGS_JSON)
-                sent = len(text) if text is not None and text.isascii() else args_bytes(call)
+            if not traced:
+                sent = args_bytes(call)
             calls = metrics.tally.calls  # Tally.note_call, inline
-            calls.append((series, elapsed, sent, received, run_id))
+            calls.append((series, (end - start) * 1e-9, sent, received, run_id))
             if len(calls) >= FOLD_AT:
                 with metrics._lock:
                     metrics.tally.fold()
@@ -95,9 +96,11 @@ class Observe:
             if token is not None:
                 tracing._detach(token)
             if traced:  # the call's Op as its fields (spans.op_fields), one tuple
+                offset = run.offset
                 run.ops.append(
-                    (call.server, call.tool, None, run_id, begun, args, 0, received, _now(), error)
-                )
+                    (call.server, call.tool, None, run_id, offset + start, args, 0, received,
+                     offset + end, error)
+                )  # fmt: skip
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         """``Metrics.run_hook`` around ``Tracing.run_hook``, in one frame: the run's output
@@ -105,40 +108,40 @@ class Observe:
         attributes (``spans.run_summary``) instead of its context and result."""
         metrics, tracing = self.metrics, self.tracing
         run_id = event.context.run_id
-        tally = metrics.tally
-        with metrics._lock:
-            tally.active += 1
-            if run_id is not None:
-                metrics._run_bytes[run_id] = 0
-        start = _clock()
-        run = tracing._begin("codemode.run", _now())
+        metrics.tally.calls.append((None, run_id))  # Tally.started, inline
+        begun = _now()
+        start = _clock_ns()
+        run = tracing._begin("codemode.run", begun)
         token = None
         if run is not None:
             run.code = event.code
+            run.offset = begun - start
             token = tracing._attach(run.context)  # inner run hooks' spans nest under it
         if run_id:
             tracing._runs[run_id] = _UNSAMPLED if run is None else run
         try:
             result = await call_next(event)
         except BaseException as exc:
+            end = _clock_ns()
             if run is not None:
                 run.error = type(exc).__name__
-                run.end = _now()
+                run.end = run.offset + end
                 run.summary = run_summary(event.code, event.timeout, event.context, None, "", 0)
             self._run_over(run, run_id, token)
-            metrics._run_raised(exc, _clock() - start, run_id)
+            metrics._run_raised(exc, (end - start) * 1e-9, run_id)
             raise
+        end = _clock_ns()
         out = output_size(result)
         outcome = run_outcome(result)
         if run is not None:
             if result.error is not None:
                 run.error = result.error.type
-            run.end = _now()
+            run.end = run.offset + end
             run.summary = run_summary(
                 event.code, event.timeout, event.context, result, outcome, out
             )
         self._run_over(run, run_id, token)
-        metrics._end_run(outcome, _clock() - start, run_id, result, out)
+        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out)
         if result.error is not None:
             metrics._bound(metrics.run_errors, error_type(result.error.type)).inc()
         return result

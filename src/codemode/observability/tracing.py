@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import logging
 import queue
+import random
 import threading
 import time
 import weakref
@@ -71,6 +72,7 @@ MAX_PENDING = 4096
 
 log = logging.getLogger("codemode.tracing")
 _now = time.time_ns  # the SDK's clock: explicit span times must come from it
+_bits = random.getrandbits  # the SDK's RandomIdGenerator draws its ids so
 
 
 def _otel() -> Any:
@@ -99,6 +101,9 @@ class _Run:
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
+    offset: int = 0
+    """Set by ``observe.Observe``: the wall-clock ns of the run's start minus the
+    ``perf_counter_ns`` then, so its calls' span times cost one monotonic read each."""
     start: int = 0
     parent: SpanContext | None = None
     """Start and parent of a span built by the export process (``span`` is then a
@@ -149,8 +154,10 @@ class Tracing:
         self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
-        trace on to upstream servers in the request's ``_meta`` (about 20 µs of the loop's
-        CPU per upstream call, and the upstream server's work to read it)."""
+        trace on to upstream servers in the request's ``_meta``. Measured against an MCP
+        SDK server over stdio: +28 µs of wall time per call, ~8 of them on this loop and
+        the rest the server's own OpenTelemetry middleware reading the traceparent, on
+        the run's critical path (2-4 % of a run with 5 such calls)."""
         self._pending: queue.SimpleQueue[_Run | threading.Event | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -230,10 +237,11 @@ class Tracing:
                 return None
             trace_id, state = parent.trace_id, parent.trace_state
         else:
-            parent, trace_id, state = None, random_id(128), None
+            parent, trace_id, state = None, _bits(128) or random_id(128), None
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
-        identity = trace.SpanContext(trace_id, random_id(64), False, self._sampled_flags, state)
+        span_id = _bits(64) or random_id(64)  # random_id's draw, inline; 0 draws again
+        identity = trace.SpanContext(trace_id, span_id, False, self._sampled_flags, state)
         span = trace.NonRecordingSpan(identity)
         return _Run(span, context=trace.set_span_in_context(span, ctx), start=start, parent=parent)
 

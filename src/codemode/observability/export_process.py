@@ -23,6 +23,7 @@ its end is non-blocking, what the child has not read yet waits in a buffer of at
 ``MAX_BUFFERED`` bytes, and a batch that does not fit is dropped (counted, reason
 ``export_process``). So a stopped or stuck child cannot hold the emitter, a flush or the
 server's exit beyond their timeouts; ``close`` kills a child that does not end in time.
+The child's own processor never drops (``_Paced``): a backlog comes back to that buffer.
 What stays buffered goes out with the next batch, a flush or ``close``.
 
 Frames, parent to child: 4-byte little-endian length, then ``marshal`` of
@@ -294,9 +295,31 @@ class ExportProcess:
 # -- the child -------------------------------------------------------------------------
 
 
-def _processor(exporter: str, service: str, endpoint: str | None) -> tuple[Any, Any, Any]:
+class _Paced:
+    """The child's span processor, never asked to hold more than its queue: its
+    ``BatchSpanProcessor`` drops a span that finds the queue full (a warning line each,
+    counted nowhere the server sees). When it is full, the child exports it right away
+    and reads nothing from the pipe meanwhile; the pipe and the server's buffer then
+    fill, and what does not fit is dropped there, counted (``export_process``)."""
+
+    def __init__(self, processor: Any, counted: Any, room: int) -> None:
+        self.processor = processor
+        self._counted = counted  # the exporter, counting the spans it was handed
+        self._room = room
+        self._handed = 0
+
+    def on_end(self, span: Any) -> None:
+        if self._handed - self._counted.taken >= self._room:
+            self.processor.force_flush()  # exports all it holds (this thread adds none)
+            self._handed = self._counted.taken
+        self.processor.on_end(span)
+        self._handed += 1
+
+
+def _processor(exporter: str, service: str, endpoint: str | None) -> tuple[_Paced, Any, Any]:
     """The child's span processor with its exporter, the resource and the scope of the
     spans (as a ``TracerProvider`` with that service name would give them)."""
+    from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
@@ -310,20 +333,43 @@ def _processor(exporter: str, service: str, endpoint: str | None) -> tuple[Any, 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
+    class Counted(SpanExporter):
+        """``inner``, counting the spans the processor took out of its queue (its
+        exports are never concurrent: it holds a lock around each)."""
+
+        def __init__(self, inner: SpanExporter) -> None:
+            self.inner = inner
+            self.taken = 0
+
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            self.taken += len(spans)
+            return self.inner.export(spans)
+
+        def shutdown(self) -> None:
+            self.inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return self.inner.force_flush(timeout_millis)
+
+    delay: dict[str, Any] = {}
+    inner: SpanExporter
     if exporter == "console":
         # stderr, shared with the server: on `serve` (stdio) stdout carries MCP.
-        processor = BatchSpanProcessor(
-            ConsoleSpanExporter(out=sys.stderr), schedule_delay_millis=500
-        )
+        inner, delay = ConsoleSpanExporter(out=sys.stderr), {"schedule_delay_millis": 500}
     elif exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        otlp = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
-        processor = BatchSpanProcessor(otlp)
+        inner = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
     else:
-        processor = BatchSpanProcessor(Drop())
+        inner = Drop()
+    try:  # the SDK's default and setting, made explicit: the pace is kept to it
+        room = int(os.environ.get(OTEL_BSP_MAX_QUEUE_SIZE) or 2048)
+    except ValueError:
+        room = 2048
+    counted = Counted(inner)
+    processor = BatchSpanProcessor(counted, max_queue_size=room, **delay)
     resource = Resource.create({"service.name": service})
-    return processor, resource, InstrumentationScope("codemode")
+    return _Paced(processor, counted, room), resource, InstrumentationScope("codemode")
 
 
 _EXACT = (str, int, float, bool, bytes, type(None))
@@ -376,7 +422,7 @@ def main(argv: list[str]) -> int:
 
     _yield_cpu()
     setting = json.loads(argv[0])
-    processor, resource, scope = _processor(
+    paced, resource, scope = _processor(
         setting["exporter"], setting["service"], setting["endpoint"]
     )
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -394,12 +440,12 @@ def main(argv: list[str]) -> int:
                     log.exception("could not build the spans of a run")
                     continue
                 for span in built:
-                    processor.on_end(span)
+                    paced.on_end(span)
         elif frame[0] == "flush":
-            processor.force_flush(frame[2])
+            paced.processor.force_flush(frame[2])
             stdout.write(f"{frame[1]}\n".encode())
             stdout.flush()
-    processor.shutdown()
+    paced.processor.shutdown()
     return 0
 
 

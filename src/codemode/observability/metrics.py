@@ -156,7 +156,7 @@ class Metrics:
         self.spans_dropped = Counter(
             "codemode_trace_spans_dropped",
             "Spans not exported, by reason: backlog (the tracing emitter was too far "
-            "behind), export_process (the span export process was not running).",
+            "behind), export_process (the span export process was not running, or too far behind).",
             ["reason"],
             registry=r,
         )

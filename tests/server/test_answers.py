@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+import mcp_types as mt
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -36,9 +37,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
 
 
 @asynccontextmanager
-async def watched_client(url: str, seen: Seen) -> AsyncIterator[Client]:
-    """The official client; ``seen`` gets each POST answer's (JSON-RPC method, content
-    type, the client's end of the connection it came on)."""
+async def watched_client(url: str, seen: Seen, **options: Any) -> AsyncIterator[Client]:
+    """The official client (``options``: its own, an elicitation callback...); ``seen``
+    gets each POST answer's (JSON-RPC method, content type, the client's end of the
+    connection it came on)."""
 
     async def note(response: httpx2.Response) -> None:
         if response.request.method == "POST":
@@ -54,7 +56,7 @@ async def watched_client(url: str, seen: Seen) -> AsyncIterator[Client]:
             timeout=httpx2.Timeout(30, read=60),
             event_hooks={"response": [note]},
         ) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), **options) as client,
     ):
         yield client
 
@@ -87,6 +89,35 @@ async def test_a_call_with_live_output_still_streams_its_progress_before_its_ans
     assert "done" in text_of(result)
     assert "".join(notes) == "one\n"
     assert [kind for method, kind, _ in seen if method == "tools/call"] == ["text/event-stream"]
+
+
+async def test_an_approval_question_goes_out_on_the_calls_stream_before_its_answer(
+    notes_ws: Any,
+) -> None:
+    """The question (an elicitation request on the handshake protocol) is the stream's
+    first event, so the call streams; the answer that follows the approval arrives."""
+    notes_ws.configure({"policy": {"destructive": "ask"}})
+    asked: list[str] = []
+
+    async def approve(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        asked.append(params.message)
+        return mt.ElicitResult(action="accept", content={"confirm": True})
+
+    s = start_http_server(notes_ws.base)
+    seen: Seen = []
+    try:
+        async with watched_client(s.url, seen, elicitation_callback=approve) as client:
+            code = "print(tools.notes.delete_note(name='hello'))"
+            result = await client.call_tool("run_code", {"code": code})
+            assert "deleted" in text_of(result)
+            again = await client.call_tool("run_code", {"code": "6 * 7"})
+            assert "42" in text_of(again)
+    finally:
+        s.stop()
+    assert len(asked) == 1 and 'notes.delete_note(name="hello")' in asked[0]
+    assert notes_ws.calls() == ["delete_note"]
+    kinds = [kind for method, kind, _ in seen if method == "tools/call"]
+    assert kinds == ["text/event-stream", "application/json"]
 
 
 def test_a_client_of_its_own_gets_the_session_id_and_answers_as_json(server: HttpServer) -> None:

@@ -277,11 +277,22 @@ class HealthProbe(threading.Thread):
     def run(self) -> None:
         import httpx2
 
-        with httpx2.Client(timeout=10) as http:
+        http = httpx2.Client(timeout=10)
+        try:
             while not self._halt.is_set():
                 t0 = time.perf_counter()
                 try:
-                    if http.get(self.url).status_code >= 500:
+                    try:
+                        answer = http.get(self.url)
+                    except (httpx2.RemoteProtocolError, httpx2.ReadError):
+                        # The kept-alive connection was closed as the request went out (a
+                        # stopping server closes its idle connections): a client asks
+                        # again on a new one, and only that answer counts.
+                        http.close()
+                        http = httpx2.Client(timeout=10)
+                        t0 = time.perf_counter()
+                        answer = http.get(self.url)
+                    if answer.status_code >= 500:
                         raise httpx2.HTTPError("server error")
                     self.latencies.append((time.perf_counter() - t0) * 1000)
                 except httpx2.ConnectError:  # nobody listens: counted apart
@@ -290,6 +301,8 @@ class HealthProbe(threading.Thread):
                     self.failures += 1
                     self.failed_at.append(time.perf_counter())
                 self._halt.wait(0.1)
+        finally:
+            http.close()
 
     def stop(self) -> None:
         self._halt.set()

@@ -80,3 +80,19 @@ def test_serve_has_a_privacy_flag_and_the_cli_a_privacy_group(tmp_path: Path) ->
     assert scanned.output.startswith("mail [EMAIL]")
     key = runner.invoke(main, ["privacy", "keygen"]).output.strip()
     assert len(key) == 44
+
+
+def test_a_server_rule_holds_for_no_other_server_whose_name_begins_like_it() -> None:
+    """``acme.crm`` is a server of its own: ``acme``'s ``"scan": false`` (an internal server
+    trusted to return nothing personal) must not leave ``acme.crm``'s results unscanned,
+    nor ``acme``'s tool rules name ``acme.crm``'s tools."""
+    config = PrivacyConfig.model_validate(
+        {
+            "enabled": True,
+            "servers": {"acme": {"scan": False, "tools": {"crm.*": {"sink": False}}}},
+        }
+    )
+    names = ("acme.crm.send", "acme_crm.send")  # ToolSpec("acme.crm", "send").names
+    assert config.policy("acme.crm", "send", *names) == (None, None)
+    assert config.policy("acme", "crm.send", "acme.crm.send", "acme.crm_send") == (False, False)
+    assert config.policy("acme_crm", "x") == (None, None)

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -222,3 +223,87 @@ def test_a_malformed_answer_is_refused_and_that_part_scanned_in_the_host(
     assert got == build_scanner(ALONE).spans_raw(text)
     assert "positions outside the text" in caplog.text
     assert shared.failures == 1
+
+
+def test_the_scanner_process_imports_no_code_from_the_hosts_first_path_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m`` puts the directory it ran in first on the host's ``sys.path``; an
+    upstream server may write there: a ``codemode`` package made there after the host
+    started (the host imported its own before) must not run in the scanner process,
+    outside every jail."""
+    marker = tmp_path / "ran"
+    planted = tmp_path / "cwd" / "codemode"
+    (planted / "privacy").mkdir(parents=True)
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (planted / "privacy" / "__init__.py").write_text("")
+    (planted / "privacy" / "scanproc.py").write_text("")
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "cwd"), *sys.path])
+    shared = pool.pool_for(CONFIG.entities, CONFIG.phone_regions)
+    assert shared is not None
+    started = shared.ready()
+    assert not marker.exists()
+    assert started
+    text = payloads()[0]
+    assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)
+    assert shared.done == 1 and shared.failures == 0
+
+
+class _Interrupted(BaseException):
+    """What a signal's handler raises (as Ctrl-C raises KeyboardInterrupt)."""
+
+
+class _Stopping:
+    """A process's stdin that stops the process (SIGSTOP) right after it took a text."""
+
+    def __init__(self, proc: object) -> None:
+        self._proc = proc
+        self._stdin = proc.stdin  # type: ignore[attr-defined]
+
+    def write(self, data: object) -> int:
+        n = int(self._stdin.write(data))
+        os.kill(self._proc.pid, signal.SIGSTOP)  # type: ignore[attr-defined]
+        return n
+
+    def close(self) -> None:
+        self._stdin.close()
+
+    def fileno(self) -> int:
+        return int(self._stdin.fileno())
+
+
+def test_a_scan_interrupted_while_awaiting_the_answer_leaves_none_for_the_next_text() -> None:
+    """Ctrl-C (or any signal handler's exception) while the host waited for the process's
+    answer left that answer in the pipe: the next large text was given it, positions of
+    another text, and every later text the answer of the one before."""
+    shared = ready_pool()
+    proc = shared._proc
+    assert proc is not None
+    first, second = payloads()[0], payloads()[2]
+    waiting = pool.ScanPool._read.__code__
+
+    def interrupt(signum: int, frame: object) -> None:
+        f = frame
+        while f is not None and f.f_code is not waiting:  # type: ignore[attr-defined]
+            f = f.f_back  # type: ignore[attr-defined]
+        if f is None:  # not waiting for the answer yet: later
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    proc.stdin = _Stopping(proc)  # type: ignore[assignment]
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(_Interrupted):
+            build_scanner(CONFIG).spans_raw(first)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)  # it answers the first text now
+    assert shared.failures == 0  # not the process's fault
+    for text in (second, second):
+        shared.ready()
+        assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)

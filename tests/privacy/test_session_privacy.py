@@ -495,3 +495,80 @@ out
     assert r.is_ok, r.error
     assert r.value == ["sent", False, False]
     assert [m["to"] for m in private_ws.received()] == [CUSTOMERS[0]["email"]]
+
+
+async def test_revealed_arguments_are_the_ones_a_tool_named_by_its_alias_receives(
+    tmp_path: Path,
+) -> None:
+    """``revealed()`` promises the arguments as the tool will receive them. A privacy rule
+    written with the name the code calls (``my_outbox``) made ``my-outbox`` a non-sink for
+    the privacy stage (tokens) but a sink for ``revealed()`` (real values): a policy rule on
+    its arguments judged values the tool never got (and the other way round, a sink named
+    so was judged by its tokens while it received the real values)."""
+    ws = make_private_workspace(
+        tmp_path, privacy={"enabled": True, "servers": {"my_outbox": {"sink": False}}}
+    )
+    mcp = json.loads((ws.base / "mcp.json").read_text())
+    mcp["mcpServers"]["my-outbox"] = mcp["mcpServers"].pop("outbox")
+    (ws.base / "mcp.json").write_text(json.dumps(mcp))
+    seen: list[str] = []
+
+    async def plugin(call: ToolCall, call_next: NextCall) -> Any:
+        if call.tool == "send":
+            seen.append(call.revealed()["to"])
+        return await call_next(call)
+
+    async with opened(ws) as s:
+        s.tools.use(plugin, stage="policy")
+        r = await s.run(
+            "tools.my_outbox.send(to=tools.crm.list_customers()[0]['email'], subject='s', body='b')"
+        )
+    assert r.is_ok, r.error
+    received = [m["to"] for m in ws.received()]
+    assert len(received) == 1 and TOKEN_RE.fullmatch(received[0]), received
+    assert seen == received
+
+
+async def test_the_audit_log_records_no_real_value_of_code_refused_before_privacy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's first run refused by a stage outside privacy (code checks) never reached
+    the privacy stage, which made the engine ``scrub`` looks for: audit wrote its code,
+    with the address written in it, in clear."""
+    monkeypatch.setenv("CODEMODE_AUDIT_KEY", "audit-test-key-0123456789abcdef")
+    ws = make_private_workspace(tmp_path)
+    config = json.loads((ws.base / "config.json").read_text())
+    config["audit"] = {"enabled": True, "head_file": str(tmp_path / "outside" / "audit.head")}
+    config["code_checks"] = {"mode": "reject"}
+    (ws.base / "config.json").write_text(json.dumps(config))
+    code = f"note = {CUSTOMERS[2]['email']!r}\neval('1')\n"
+    async with opened(ws) as s:
+        r = await s.run(code)
+    assert r.error is not None and r.error.type == "CodeRejected", r
+    log = (ws.base / "audit" / "audit.jsonl").read_text()
+    assert '"code":' in log and '"outcome":"rejected"' in log, log
+    assert leaks(log) == [] and len(TOKEN_RE.findall(log)) == 1, log
+
+
+async def test_an_answer_a_layer_gives_in_the_tools_place_holds_no_value_it_was_shown(
+    private_ws: PrivateWorkspace,
+) -> None:
+    """A layer between audit and privacy that answers for the tool (a dry run) after it
+    looked at ``revealed()`` never passes the privacy stage: its answer reached the code
+    with the recipient's real address, which the code only knew as a token."""
+
+    async def dry_run(call: ToolCall, call_next: NextCall) -> Any:
+        if call.tool == "send":
+            return {"would_send_to": call.revealed()["to"]}
+        return await call_next(call)
+
+    code = """
+r = tools.outbox.send(to=tools.crm.list_customers()[1]['email'], subject='s', body='b')
+['@' in str(r), str(r).count('[EMAIL_')]  # plain values: the run's own net cannot hide a leak
+"""
+    async with opened(private_ws) as s:
+        s.tools.use(dry_run, stage="policy")
+        r = await s.run(code)
+    assert r.is_ok, r.error
+    assert r.value == [False, 1]
+    assert private_ws.received() == []

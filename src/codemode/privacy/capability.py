@@ -31,9 +31,9 @@ def _tool_layers(config: PrivacyConfig) -> Iterable[tuple[str, Middleware]]:
 def _run_hooks(config: PrivacyConfig) -> Iterable[tuple[str, RunHook]]:
     if not config.enabled:
         return []
-    from .layers import run_hook
+    from .layers import engine_hook, run_hook
 
-    return [("privacy", run_hook(config))]
+    return [("audit", engine_hook(config)), ("privacy", run_hook(config))]
 
 
 def _reply_layers(config: PrivacyConfig) -> Iterable[Any]:

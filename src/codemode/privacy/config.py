@@ -234,8 +234,12 @@ class PrivacyConfig(_Model):
         Python identifiers, and as the code calls it): a rule written with the name the
         agent's code and discovery show (``my_crm``, ``export_contacts``) must hold for
         ``my-crm``'s ``export-contacts`` as the original spelling does. Rules under the
-        original server name come first."""
-        pairs = [(server, tool), *(n.partition(".")[::2] for n in more)]
+        original server name come first. (The original ``server.tool`` among ``more`` is
+        that first pair: split at its first dot, ``acme.crm``'s ``send`` was ``acme``'s
+        ``crm.send``, and ``acme``'s rules, ``"scan": false`` say, held for ``acme.crm``.
+        The other names are Python identifiers: one dot, between server and tool.)"""
+        own = f"{server}.{tool}"
+        pairs = [(server, tool), *(n.partition(".")[::2] for n in more if n != own)]
         sp = next((p for s, _ in pairs if (p := self.servers.get(s)) is not None), None)
         if sp is None:
             return None, None

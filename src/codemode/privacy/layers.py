@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "engine_for",
+    "engine_hook",
     "reply_layer",
     "reveal_layer",
     "run_hook",
@@ -262,21 +263,23 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
     quoting a real value it was shown, a policy rule naming an address, a person's reason
     for a "no". It is scrubbed here (the values revealed by their own tokens), before audit
     records it and before the code sees it; so is any other failure of a layer once it was
-    shown real values (as a ``ToolError``)."""
+    shown real values (as a ``ToolError``), and an answer a layer gave in the tool's place."""
 
     async def reveal(call: ToolCall, call_next: NextCall) -> Any:
         shown: dict[str, str] = {}
 
         def real_args(c: ToolCall) -> dict[str, Any]:
             engine = engine_for(config, c.context)
-            sink = engine.is_sink(c.server, c.tool)
+            # Every name of the tool, as the privacy stage decides it: a rule written with
+            # the name the code calls (``my_outbox``) made the tool a sink here only.
+            sink = engine.is_sink(c.server, c.tool, *c.spec.names)
             args, restored = engine.restore(c.args, sink=sink, where=f"{c.server}.{c.tool}")
             shown.update(restored)
             return dict(args)
 
         call.reveal = real_args
         try:
-            return await call_next(call)
+            result = await call_next(call)
         except CodemodeError as exc:
             engine = engine_for(config, call.context)
             raise _scrub_error(engine, exc, shown) from exc.__cause__
@@ -289,6 +292,13 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
             engine = engine_for(config, call.context)
             text = engine.protect_text(f"{type(exc).__name__}: {exc}", literal=shown)
             raise ToolError(text, server=call.spec.py_server, tool=call.spec.py_name) from None
+        if not shown:
+            return result
+        # What a layer answered in the tool's place (a dry run, a cached or made-up answer)
+        # never passed the privacy stage either: the values it was shown go back as their
+        # tokens. (What the tool answered passed it: nothing left to replace there.)
+        engine = engine_for(config, call.context)
+        return engine.replace_restored(result, shown)
 
     return reveal
 
@@ -324,6 +334,22 @@ def _approx_size(value: Any, budget: int = 2_000) -> int:
 
 
 # --------------------------------------------------------------------------- runs
+
+
+def engine_hook(
+    config: PrivacyConfig,
+) -> Callable[[RunEvent, NextRun], Awaitable[ExecutionResult]]:
+    """Stage ``audit`` of the run chain: the run's engine exists before any stage outside
+    privacy may refuse the run (code checks, a budget), so that audit's record of the
+    code goes through ``scrub`` even then: the privacy stage, which would build it, is
+    never reached by a refused run, and ``scrub`` finds only engines that exist (none
+    for a new session's or process's first run: its code was written in clear)."""
+
+    async def privacy_engine(event: RunEvent, call_next: NextRun) -> ExecutionResult:
+        engine_for(config, event.context)
+        return await call_next(event)
+
+    return privacy_engine
 
 
 def run_hook(config: PrivacyConfig) -> Callable[[RunEvent, NextRun], Awaitable[ExecutionResult]]:

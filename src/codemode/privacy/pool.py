@@ -42,6 +42,7 @@ from array import array
 from collections.abc import Sequence
 from itertools import repeat
 from operator import add
+from pathlib import Path
 from typing import NamedTuple
 
 from .scanproc import INIT, REPLY, REQUEST
@@ -60,6 +61,23 @@ MAX_FAILURES = 3
 _HOST_SHARE = 0.4  # first guess of the host's share of the built-in detectors' text
 ENABLED = True
 """Off: every scan runs in the host (the reference tests' plain code must run there)."""
+
+
+def _import_path() -> str:
+    """The host's ``sys.path`` for the scanner process, in its order, without the directory
+    the host runs in nor its script's (``python -m`` and ``python app.py`` put it first):
+    an upstream server may write there, and a ``codemode/`` or ``json.py`` made there after
+    the host started (the host imported its own before) would run in the scanner process,
+    outside every jail. The directory of the host's own ``codemode`` is always kept."""
+    root = str(Path(__file__).resolve().parents[2])
+    try:
+        here = {os.path.realpath(os.getcwd())}
+    except OSError:  # the working directory was removed
+        here = set()
+    if sys.argv and sys.argv[0] not in ("", "-c", "-m"):
+        here.add(os.path.realpath(os.path.dirname(os.path.abspath(sys.argv[0]))))
+    path = [p for p in sys.path if p and (p == root or os.path.realpath(p) not in here)]
+    return os.pathsep.join(path if root in path else [root, *path])
 
 
 class PoolSpec(NamedTuple):
@@ -146,10 +164,10 @@ class ScanPool:
         return False
 
     def _start(self) -> None:
-        # The host's own import path (the same codemode), nothing of its environment
-        # (which may hold credentials), and ``-P``: no working directory on the path.
-        env = {"PATH": os.environ.get("PATH", os.defpath)}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # The host's own import path (the same codemode) but its working directory and
+        # script directory (``_import_path``), nothing of its environment (which may hold
+        # credentials), and ``-P``: no working directory on the path.
+        env = {"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": _import_path()}
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, *self.command],
@@ -221,6 +239,11 @@ class ScanPool:
             self._failed(f"sending failed: {exc}")
             self._busy.release()
             return None
+        except BaseException:
+            # Interrupted (Ctrl-C in a notebook, a signal's handler) with a text or the
+            # hello half sent or read: the conversation's state is unknown, so it ends.
+            self._stop(release=True)
+            raise
 
     def abandon(self, job: Job) -> None:
         """Give up on ``job`` (the host failed meanwhile): its answer must not be read as
@@ -237,6 +260,7 @@ class ScanPool:
         text of ``length`` characters), or None if it failed (the caller scans that part).
         ``host_other`` and ``host_own``: the host's seconds on its own detectors over the
         whole text and on the shared ones over its part, to balance the next split."""
+        done = False
         try:
             tail = length - job.split
             got = self._reply(10.0 + tail / 250_000)
@@ -264,12 +288,32 @@ class ScanPool:
                     strict=True,
                 )
             )
+            done = True
             self._balance(job, length, host_other, host_own, spent, time.perf_counter() - t0)
             self.done += 1
             self.cpu += cpu
             return found
+        except BaseException:
+            # Interrupted while the answer was awaited or half read (Ctrl-C in a notebook,
+            # a signal's handler): left in the pipe, it would be read as the next text's
+            # answer, and every later one as the text's before it (positions of another
+            # text: values missed). The process is stopped; a new one starts later.
+            if not done:
+                self._stop(release=False)
+            raise
         finally:
             self._busy.release()
+
+    def _stop(self, *, release: bool) -> None:
+        """Stop the process without counting a failure of it (the host was interrupted);
+        ``release``: also release ``_busy``, held by this thread."""
+        try:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.kill()
+            self.close()
+        finally:
+            if release:
+                self._busy.release()
 
     def _balance(
         self,

@@ -15,6 +15,7 @@ import pytest
 from codemode.audit.keys import Keys
 from codemode.audit.log import AuditLog
 from codemode.audit.verify import verify
+from codemode.errors import ConfigError
 
 from .conftest import KEY
 
@@ -155,3 +156,22 @@ def test_a_batch_left_by_a_closed_event_loop_is_written_by_the_next_loops_timer(
     asyncio.run(defer_one_and_wait())
     assert count(path) == 2
     log.close()
+
+
+@pytest.mark.parametrize("planted", ["audit.jsonl", "audit.jsonl.lock", "head"])
+def test_the_log_writes_through_no_link_planted_where_its_files_go(
+    tmp_path: Path, planted: str
+) -> None:
+    """A link left where the log, its lock or its head go (by anything that could write
+    in that folder once) must not make codemode, maybe root, write into its target."""
+    target = tmp_path / "elsewhere"
+    target.write_text("precious\n")
+    (tmp_path / planted).symlink_to(target)
+    with pytest.raises((ConfigError, OSError)) as err:
+        log = AuditLog(tmp_path / "audit.jsonl", KEYS, head=tmp_path / "head", max_bytes=10**6)
+        try:
+            log.append({"kind": "run"})
+        finally:
+            log.close()
+    assert "symbolic link" in str(err.value)
+    assert target.read_text() == "precious\n"

@@ -47,6 +47,7 @@ from .keys import Keys
 log = logging.getLogger(__name__)
 
 HEAD_SIZE = 256
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAC_HEX = 64
 _MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}$')
 
@@ -201,10 +202,13 @@ class AuditLog:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             head.parent.mkdir(parents=True, exist_ok=True)
+            # Never through a link: one planted where the log, its lock or its head go (by
+            # anything that could write there before) would make codemode, maybe root,
+            # write its records into the link's target.
             self._lock_fd = os.open(
-                path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600
+                path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600
             )
-            self._head_fd = os.open(head, os.O_RDWR | os.O_CREAT, 0o600)
+            self._head_fd = os.open(head, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
         except OSError as exc:
             raise ConfigError(
                 f"audit: cannot open {path} or {head}: {exc.strerror or exc}"
@@ -295,7 +299,7 @@ class AuditLog:
         """Open the active file (created if another process just rotated it away)."""
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
         self._ino = os.fstat(self._fd).st_ino
 
     def _rotate(self, last_seq: int, mac: str, first: int) -> None:

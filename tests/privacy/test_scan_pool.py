@@ -160,6 +160,8 @@ class _Killing:
     def __init__(self, proc: object) -> None:
         self._proc = proc
         self._stdin = proc.stdin  # type: ignore[attr-defined]
+        # Blocking again, so one write hands the whole text over before the stop.
+        os.set_blocking(self._stdin.fileno(), True)
 
     def write(self, data: object) -> int:
         n = int(self._stdin.write(data))
@@ -260,6 +262,8 @@ class _Stopping:
     def __init__(self, proc: object) -> None:
         self._proc = proc
         self._stdin = proc.stdin  # type: ignore[attr-defined]
+        # Blocking again, so one write hands the whole text over before the stop.
+        os.set_blocking(self._stdin.fileno(), True)
 
     def write(self, data: object) -> int:
         n = int(self._stdin.write(data))
@@ -307,3 +311,27 @@ def test_a_scan_interrupted_while_awaiting_the_answer_leaves_none_for_the_next_t
     for text in (second, second):
         shared.ready()
         assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)
+
+
+def test_a_stopped_scanner_process_cannot_hang_the_hosts_scan(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process stopped before it read a text (SIGSTOP, a frozen cgroup) fills the pipe:
+    the host's write gives up after its deadline and the host scans the text alone."""
+    monkeypatch.setattr(pool, "WRITE_SECONDS", 0.5)
+    shared = ready_pool()
+    proc = shared._proc
+    assert proc is not None
+    text = payloads()[0]
+    assert len(text) > 4 * 65_536  # more than a pipe holds
+    want = build_scanner(ALONE).spans_raw(text)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
+            assert build_scanner(CONFIG).spans_raw(text) == want
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+    assert shared.failures == 1
+    assert "took no input" in caplog.text
+    assert proc.poll() is not None or proc.wait(5) is not None  # that process was ended

@@ -58,6 +58,8 @@ OVERLAP = 256
 """Characters of the other side each side reads (context words look 32 back)."""
 MAX_FAILURES = 3
 """Failures of scanner processes after which the host scans alone."""
+WRITE_SECONDS = 5.0
+"""How long the process may take no input before it counts as failed (plus 4 µs a byte)."""
 _HOST_SHARE = 0.4  # first guess of the host's share of the built-in detectors' text
 ENABLED = True
 """Off: every scan runs in the host (the reference tests' plain code must run there)."""
@@ -179,6 +181,8 @@ class ScanPool:
                 close_fds=True,
                 start_new_session=True,  # a terminal's Ctrl-C is the host's to handle
             )
+            assert self._proc.stdin is not None
+            os.set_blocking(self._proc.stdin.fileno(), False)  # _write waits with a deadline
             spec = json.dumps({"entities": self.spec.entities, "regions": self.spec.regions})
             self._write(INIT.pack(len(spec)) + spec.encode())
         except OSError as exc:
@@ -351,15 +355,21 @@ class ScanPool:
 
     # -- the pipes -----------------------------------------------------------------------
     def _write(self, data: bytes) -> None:
+        """All of ``data`` to the process, or OSError once it takes nothing for a while:
+        a process stopped (SIGSTOP, a frozen cgroup) must not hang the host's scan."""
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise OSError("no scanner process")
         view = memoryview(data)
+        deadline = time.monotonic() + WRITE_SECONDS + len(data) / 250_000
         while view:
-            n = proc.stdin.write(view)
-            if n is None:  # (a blocking pipe does not return None; typing says it may)
+            n = proc.stdin.write(view)  # non-blocking: None when the pipe is full
+            if n is not None:
+                view = view[n:]
                 continue
-            view = view[n:]
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [proc.stdin], [], left)[1]:
+                raise OSError(f"it took no input for {WRITE_SECONDS:g} s")
 
     def _read(self, n: int, timeout: float) -> bytes | None:
         """``n`` bytes from the process, or None at its end or after ``timeout``."""

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_a_scanner_process_killed_while_scanning_loses_nothing_and_is_replaced(
     assert shared._proc is not None
     text = payloads()[0]
     want = build_scanner(ALONE).spans_raw(text)
-    shared._proc.stdin = _Killing(shared._proc)  # type: ignore[assignment]
+    shared._proc.stdin = _Signalling(shared._proc, signal.SIGKILL)  # type: ignore[assignment]
     with caplog.at_level(logging.WARNING, logger="codemode.privacy.pool"):
         got = build_scanner(CONFIG).spans_raw(text)
     assert got == want
@@ -154,26 +155,30 @@ def test_shutdown_stops_the_scanner_process() -> None:
     assert proc.poll() is not None
 
 
-class _Killing:
-    """A process's stdin that kills the process right after it took a text."""
+class _Signalling:
+    """A process's stdin that sends the process ``signum`` right after it took a text
+    (SIGKILL: killed while scanning; SIGSTOP: it will answer only once continued)."""
 
-    def __init__(self, proc: object) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], signum: int) -> None:
         self._proc = proc
-        self._stdin = proc.stdin  # type: ignore[attr-defined]
-        # Blocking again, so one write hands the whole text over before the stop.
+        self._signum = signum
+        assert proc.stdin is not None
+        self._stdin = proc.stdin
+        # Blocking again, so one write hands the whole text over before the signal.
         os.set_blocking(self._stdin.fileno(), True)
 
-    def write(self, data: object) -> int:
-        n = int(self._stdin.write(data))
-        os.kill(self._proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
-        self._proc.wait()  # type: ignore[attr-defined]
+    def write(self, data: bytes | memoryview) -> int:
+        n = int(self._stdin.write(data) or 0)
+        os.kill(self._proc.pid, self._signum)
+        if self._signum == signal.SIGKILL:
+            self._proc.wait()
         return n
 
     def close(self) -> None:
         self._stdin.close()
 
     def fileno(self) -> int:
-        return int(self._stdin.fileno())
+        return self._stdin.fileno()
 
 
 def test_a_scan_that_fails_in_the_host_leaves_no_answer_behind_for_the_next(
@@ -256,27 +261,6 @@ class _Interrupted(BaseException):
     """What a signal's handler raises (as Ctrl-C raises KeyboardInterrupt)."""
 
 
-class _Stopping:
-    """A process's stdin that stops the process (SIGSTOP) right after it took a text."""
-
-    def __init__(self, proc: object) -> None:
-        self._proc = proc
-        self._stdin = proc.stdin  # type: ignore[attr-defined]
-        # Blocking again, so one write hands the whole text over before the stop.
-        os.set_blocking(self._stdin.fileno(), True)
-
-    def write(self, data: object) -> int:
-        n = int(self._stdin.write(data))
-        os.kill(self._proc.pid, signal.SIGSTOP)  # type: ignore[attr-defined]
-        return n
-
-    def close(self) -> None:
-        self._stdin.close()
-
-    def fileno(self) -> int:
-        return int(self._stdin.fileno())
-
-
 def test_a_scan_interrupted_while_awaiting_the_answer_leaves_none_for_the_next_text() -> None:
     """Ctrl-C (or any signal handler's exception) while the host waited for the process's
     answer left that answer in the pipe: the next large text was given it, positions of
@@ -297,7 +281,7 @@ def test_a_scan_interrupted_while_awaiting_the_answer_leaves_none_for_the_next_t
         raise _Interrupted
 
     previous = signal.signal(signal.SIGALRM, interrupt)
-    proc.stdin = _Stopping(proc)  # type: ignore[assignment]
+    proc.stdin = _Signalling(proc, signal.SIGSTOP)  # type: ignore[assignment]
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.05)
         with pytest.raises(_Interrupted):

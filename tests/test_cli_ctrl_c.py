@@ -6,6 +6,7 @@ real terminal (a pty that is the command's controlling terminal) where ^C is typ
 
 from __future__ import annotations
 
+import array
 import contextlib
 import fcntl
 import json
@@ -112,6 +113,59 @@ def test_ctrl_c_typed_in_a_terminal_interrupts_the_run(tmp_path: Path) -> None:
     assert code == 130, text
     assert "before\n" in text and "after\n" not in text
     assert INTERRUPTING in text
+    assert text.rstrip().endswith("KeyboardInterrupt")
+
+
+def unread(fd: int) -> int:
+    """Bytes the terminal holds for its reader (at most its 4 KB read buffer; the rest
+    waits in the kernel's queue, where a typed ^C discards it unless NOFLSH is set)."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
+
+
+def test_ctrl_c_typed_in_a_terminal_keeps_the_output_it_has_not_shown_yet(
+    tmp_path: Path,
+) -> None:
+    # A terminal that is behind (a slow link, a busy emulator) still holds what the run
+    # printed when ^C is typed: past 4 KB it waits in the queue a typed ^C flushes.
+    controller, terminal = os.openpty()
+
+    def own_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    files = files_dir(tmp_path)
+    code = (  # one write: one live chunk, one write to the terminal
+        "import sys, time\nsys.stdout.write('x' * 8000 + '\\nbefore\\n')\n"
+        "open('started', 'w').close()\nfor _ in range(6000): time.sleep(0.01)\n"
+    )
+    proc = start(
+        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", code,
+        stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=own_terminal, cwd=files,
+    )  # fmt: skip
+    name = os.ttyname(terminal)
+    os.close(terminal)
+    screen = bytearray()
+    try:
+        wait_for(files / "started", proc)
+        deadline = time.monotonic() + 60
+        while unread(controller) < 4000:  # the terminal's reader is 4 KB behind
+            assert time.monotonic() < deadline, f"only {unread(controller)} bytes arrived"
+            time.sleep(0.02)
+        os.write(controller, b"\x03")
+        read_to_end(controller, screen)
+        code_ = proc.wait(timeout=60)
+        after = os.open(name, os.O_RDWR | os.O_NOCTTY)
+        left = termios.tcgetattr(after)[3]
+        os.close(after)
+    finally:
+        os.close(controller)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = screen.decode(errors="replace").replace("\r\n", "\n")
+    assert code_ == 130, text
+    assert "x" * 8000 + "\nbefore\n" in text
+    assert not left & termios.NOFLSH  # the terminal is left as it was
     assert text.rstrip().endswith("KeyboardInterrupt")
 
 

@@ -11,10 +11,12 @@ quits at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import termios
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -304,13 +306,16 @@ class _CtrlC:
         self.presses = 0
         self.loop = asyncio.get_running_loop()
         self.task = asyncio.current_task()
+        self.terminals: list[int] = []
 
     def __enter__(self) -> _CtrlC:
         self.loop.add_signal_handler(signal.SIGINT, self._pressed)
+        self.terminals = _keep_output_on_ctrl_c()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.loop.remove_signal_handler(signal.SIGINT)
+        _restore(self.terminals)
 
     def _pressed(self) -> None:
         self.presses += 1
@@ -318,7 +323,49 @@ class _CtrlC:
             click.echo("codemode: stopped", err=True)
             self.session.interrupt(force=True)
             sys.stdout.flush()
+            _restore(self.terminals)
             os._exit(EXIT_INTERRUPTED)
         click.echo("codemode: interrupting the run (press Ctrl-C again to quit at once)", err=True)
         if not self.session.interrupt(kill_stuck=False) and self.task is not None:
             self.task.cancel()
+
+
+def _keep_output_on_ctrl_c() -> list[int]:
+    """Set NOFLSH on the terminal of stdout and stderr while the code runs.
+
+    A ^C typed at a terminal makes its driver discard what was written to it and not yet
+    taken in by the terminal (a few microseconds' worth, or all past 4 KB when the terminal
+    is behind): the output so far, printed live, would be lost. Only the foreground job
+    may change the terminal (a background one would be stopped by SIGTTOU). Returns the
+    descriptors changed, for ``_restore``.
+    """
+    changed: list[int] = []
+    devices: set[int] = set()
+    for fd in (1, 2):
+        try:
+            if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+                continue
+            device = os.fstat(fd).st_rdev
+            if device in devices:
+                continue
+            devices.add(device)
+            attrs = termios.tcgetattr(fd)
+            if attrs[3] & termios.NOFLSH:
+                continue  # already set: nothing to undo
+            attrs[3] |= termios.NOFLSH
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+            changed.append(fd)
+        except (OSError, termios.error):
+            continue  # not our terminal, or gone: nothing to keep
+    return changed
+
+
+def _restore(changed: list[int]) -> None:
+    """Clear the NOFLSH that ``_keep_output_on_ctrl_c`` set (only that flag: the rest of
+    the terminal's settings may have changed meanwhile)."""
+    for fd in changed:
+        with contextlib.suppress(OSError, termios.error):
+            attrs = termios.tcgetattr(fd)
+            attrs[3] &= ~termios.NOFLSH
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    changed.clear()

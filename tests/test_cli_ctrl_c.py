@@ -86,87 +86,120 @@ def test_ctrl_c_stops_the_code_prints_its_output_so_far_and_exits_130(
     assert lines[-1].startswith("KeyboardInterrupt")
 
 
-def test_ctrl_c_typed_in_a_terminal_interrupts_the_run(tmp_path: Path) -> None:
-    controller, terminal = os.openpty()
+class Terminal:
+    """``codemode run`` in a pty that is its controlling terminal, as a shell starts it."""
 
-    def own_terminal() -> None:  # make the pty the controlling terminal, as a shell does
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    def __init__(self, *args: str, cwd: Path | None = None) -> None:
+        self.controller, terminal = os.openpty()
+        self.name = os.ttyname(terminal)
 
-    files = files_dir(tmp_path)
-    started = files / "started"
-    proc = start(
-        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", SLEEPER,
-        stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=own_terminal, cwd=files,
-    )  # fmt: skip
-    os.close(terminal)
-    screen = bytearray()
-    try:
-        wait_for(started, proc)
-        os.write(controller, b"\x03")  # the terminal turns ^C into SIGINT for the job
-        read_to_end(controller, screen)
-        code = proc.wait(timeout=60)
-    finally:
-        os.close(controller)
+        def own_terminal() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = start(
+            *args, stdin=terminal, stdout=terminal, stderr=terminal,
+            preexec_fn=own_terminal, cwd=cwd,
+        )  # fmt: skip
+        os.close(terminal)
+        self.screen = bytearray()
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.controller, keys)  # ^C: the terminal sends SIGINT to the job
+
+    def unread(self) -> int:
+        """Bytes the terminal holds for its reader (at most its 4 KB read buffer; the rest
+        waits in the kernel's queue, which a typed ^C empties unless NOFLSH is set)."""
+        count = array.array("i", [0])
+        fcntl.ioctl(self.controller, termios.FIONREAD, count)
+        return count[0]
+
+    def finish(self) -> tuple[int, str, int]:
+        """Exit status, what the screen shows, and the terminal's local modes after."""
+        read_to_end(self.controller, self.screen)
+        code = self.proc.wait(timeout=60)
+        fd = os.open(self.name, os.O_RDWR | os.O_NOCTTY)
+        try:
+            modes = termios.tcgetattr(fd)[3]
+        finally:
+            os.close(fd)
+        return code, self.screen.decode(errors="replace").replace("\r\n", "\n"), modes
+
+    def close(self) -> None:
+        os.close(self.controller)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = screen.decode(errors="replace").replace("\r\n", "\n")
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def test_ctrl_c_typed_in_a_terminal_interrupts_the_run(tmp_path: Path) -> None:
+    files = files_dir(tmp_path)
+    tty = Terminal(
+        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", SLEEPER, cwd=files
+    )
+    try:
+        wait_for(files / "started", tty.proc)
+        tty.type(b"\x03")
+        code, text, modes = tty.finish()
+    finally:
+        tty.close()
     assert code == 130, text
     assert "before\n" in text and "after\n" not in text
     assert INTERRUPTING in text
     assert text.rstrip().endswith("KeyboardInterrupt")
-
-
-def unread(fd: int) -> int:
-    """Bytes the terminal holds for its reader (at most its 4 KB read buffer; the rest
-    waits in the kernel's queue, where a typed ^C discards it unless NOFLSH is set)."""
-    count = array.array("i", [0])
-    fcntl.ioctl(fd, termios.FIONREAD, count)
-    return count[0]
+    assert not modes & termios.NOFLSH  # the terminal is left as it was
 
 
 def test_ctrl_c_typed_in_a_terminal_keeps_the_output_it_has_not_shown_yet(
     tmp_path: Path,
 ) -> None:
     # A terminal that is behind (a slow link, a busy emulator) still holds what the run
-    # printed when ^C is typed: past 4 KB it waits in the queue a typed ^C flushes.
-    controller, terminal = os.openpty()
-
-    def own_terminal() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+    # printed when ^C is typed; past 4 KB it waits in the queue a typed ^C empties.
     files = files_dir(tmp_path)
     code = (  # one write: one live chunk, one write to the terminal
         "import sys, time\nsys.stdout.write('x' * 8000 + '\\nbefore\\n')\n"
         "open('started', 'w').close()\nfor _ in range(6000): time.sleep(0.01)\n"
     )
-    proc = start(
-        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", code,
-        stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=own_terminal, cwd=files,
-    )  # fmt: skip
-    name = os.ttyname(terminal)
-    os.close(terminal)
-    screen = bytearray()
+    tty = Terminal(
+        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", code, cwd=files
+    )
     try:
-        wait_for(files / "started", proc)
+        wait_for(files / "started", tty.proc)
         deadline = time.monotonic() + 60
-        while unread(controller) < 4000:  # the terminal's reader is 4 KB behind
-            assert time.monotonic() < deadline, f"only {unread(controller)} bytes arrived"
+        while tty.unread() < 4000:  # the terminal's reader is 4 KB behind
+            assert time.monotonic() < deadline, f"only {tty.unread()} bytes arrived"
             time.sleep(0.02)
-        os.write(controller, b"\x03")
-        read_to_end(controller, screen)
-        code_ = proc.wait(timeout=60)
-        after = os.open(name, os.O_RDWR | os.O_NOCTTY)
-        left = termios.tcgetattr(after)[3]
-        os.close(after)
+        tty.type(b"\x03")
+        status, text, modes = tty.finish()
     finally:
-        os.close(controller)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = screen.decode(errors="replace").replace("\r\n", "\n")
-    assert code_ == 130, text
+        tty.close()
+    assert status == 130, text
     assert "x" * 8000 + "\nbefore\n" in text
-    assert not left & termios.NOFLSH  # the terminal is left as it was
     assert text.rstrip().endswith("KeyboardInterrupt")
+    assert not modes & termios.NOFLSH
+
+
+def test_a_second_ctrl_c_typed_in_a_terminal_leaves_it_as_it_was(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    stubborn = (
+        f"import time\nprint('ready')\nopen({str(started)!r}, 'w').close()\n"
+        "while True:\n    try:\n        time.sleep(60)\n"
+        "    except KeyboardInterrupt:\n        print('ignored')\n"
+    )
+    tty = Terminal("--no-tools", "--executor", "subprocess", "-c", stubborn)
+    try:
+        wait_for(started, tty.proc)
+        tty.type(b"\x03")
+        deadline = time.monotonic() + 60
+        while INTERRUPTING.encode() not in tty.screen:  # the first press was handled
+            assert time.monotonic() < deadline and tty.proc.poll() is None, bytes(tty.screen)
+            if select.select([tty.controller], [], [], 0.1)[0]:
+                tty.screen += os.read(tty.controller, 65536)
+        tty.type(b"\x03")
+        code, text, modes = tty.finish()
+    finally:
+        tty.close()
+    assert code == 130, text
+    assert text.rstrip().endswith("codemode: stopped")
+    assert not modes & termios.NOFLSH
 
 
 def test_a_second_ctrl_c_quits_at_once_and_leaves_no_worker_behind(tmp_path: Path) -> None:

@@ -287,7 +287,7 @@ async def _run(
         # Calls the policy marks "ask" go to the person at this terminal (refused without one).
         # Opened once: warned once.
         session = Session.for_workspace(ws, executor=chosen, approve=terminal_approver())
-    with _CtrlC(session) as ctrl_c:
+    with _CtrlC(session, live=streamed is not None) as ctrl_c:
         try:
             async with session:
                 result = await session.run(source, timeout=timeout, on_output=streamed)
@@ -299,10 +299,12 @@ async def _run(
 
 
 class _CtrlC:
-    """First Ctrl-C interrupts the run (or cancels the start-up); the second quits at once."""
+    """First Ctrl-C interrupts the run (or cancels the start-up); the second quits at once.
+    With ``live`` output, the terminal keeps what was printed when ^C is typed."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, live: bool = False) -> None:
         self.session = session
+        self.live = live
         self.presses = 0
         self.loop = asyncio.get_running_loop()
         self.task = asyncio.current_task()
@@ -310,7 +312,8 @@ class _CtrlC:
 
     def __enter__(self) -> _CtrlC:
         self.loop.add_signal_handler(signal.SIGINT, self._pressed)
-        self.terminals = _keep_output_on_ctrl_c()
+        if self.live:  # output reaches the terminal while the code runs
+            self.terminals = _keep_output_on_ctrl_c()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -331,13 +334,14 @@ class _CtrlC:
 
 
 def _keep_output_on_ctrl_c() -> list[int]:
-    """Set NOFLSH on the terminal of stdout and stderr while the code runs.
+    """Set NOFLSH on the terminal of stdout and stderr while the code's output is printed
+    live.
 
-    A ^C typed at a terminal makes its driver discard what was written to it and not yet
-    taken in by the terminal (a few microseconds' worth, or all past 4 KB when the terminal
-    is behind): the output so far, printed live, would be lost. Only the foreground job
-    may change the terminal (a background one would be stopped by SIGTTOU). Returns the
-    descriptors changed, for ``_restore``.
+    A ^C typed at a terminal makes its driver discard what was written to it that the
+    terminal has not taken in yet (what the kernel has not passed on, under load; all past
+    4 KB when the terminal is behind): output so far, printed just before, would be lost.
+    Only the foreground job may change the terminal (a background one would be stopped by
+    SIGTTOU). Returns the descriptors changed, for ``_restore``.
     """
     changed: list[int] = []
     devices: set[int] = set()

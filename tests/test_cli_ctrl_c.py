@@ -148,8 +148,9 @@ def test_ctrl_c_typed_in_a_terminal_interrupts_the_run(tmp_path: Path) -> None:
     assert not modes & termios.NOFLSH  # the terminal is left as it was
 
 
+@pytest.mark.parametrize("executor", ["sandbox", "subprocess", "inprocess"])
 def test_ctrl_c_typed_in_a_terminal_keeps_the_output_it_has_not_shown_yet(
-    tmp_path: Path,
+    tmp_path: Path, executor: str
 ) -> None:
     # A terminal that is behind (a slow link, a busy emulator) still holds what the run
     # printed when ^C is typed; past 4 KB it waits in the queue a typed ^C empties.
@@ -158,9 +159,7 @@ def test_ctrl_c_typed_in_a_terminal_keeps_the_output_it_has_not_shown_yet(
         "import sys, time\nsys.stdout.write('x' * 8000 + '\\nbefore\\n')\n"
         "open('started', 'w').close()\nfor _ in range(6000): time.sleep(0.01)\n"
     )
-    tty = Terminal(
-        "--base", str(tmp_path / "ws"), "--executor", "subprocess", "-c", code, cwd=files
-    )
+    tty = Terminal("--base", str(tmp_path / "ws"), "--executor", executor, "-c", code, cwd=files)
     try:
         wait_for(files / "started", tty.proc)
         deadline = time.monotonic() + 60

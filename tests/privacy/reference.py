@@ -89,6 +89,37 @@ def _phone_matches(text: str) -> Iterator[re.Match[str]]:
     return phone._PHONE.finditer(text)
 
 
+def _mod97_ok(compact: str) -> bool:
+    """``codemode.privacy.detectors._mod97_ok`` before its path for numeric BBANs."""
+    moved = (compact[4:] + compact[:4]).translate(detectors._IBAN_DIGITS)
+    return moved.isdigit() and moved.isascii() and int(moved) % 97 == 1
+
+
+def _iban_find(self: detectors.IBANDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``IBANDetector.find`` before compact candidates skipped the cuts."""
+    for m in detectors._iban_matches(text):
+        raw = m.group()
+        cuts = [len(raw)]
+        if " " in raw:
+            cuts += [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
+        for cut in cuts:
+            if self._valid(raw[:cut].replace(" ", "")):
+                yield m.start(), m.start() + cut, "IBAN"
+                break
+
+
+def _phone_find(self: phone.PhoneDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``PhoneDetector.find`` before long runs of digits were refused without a check."""
+    for m in phone._phone_matches(text):
+        num = m.group(1)
+        if len(num) >= 7 and self.is_phone(text, m.start(), num):
+            yield m.start(), m.end(), "PHONE"
+
+
+_DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
+"""``codemode.privacy.phone._DIGIT_START`` before it skipped dates."""
+
+
 def _luhn_ok(digits: str) -> bool:
     """``codemode.privacy.detectors._luhn_ok`` before it summed bytes."""
     total = sum(map(int, digits[-1::-2])) + sum(
@@ -106,6 +137,17 @@ def reference_paths() -> Iterator[None]:
     saved_text = encoded._text
     encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
+    saved_more = (
+        detectors._mod97_ok,
+        detectors._card_brand_ok,
+        detectors.IBANDetector.find,
+        phone.PhoneDetector.find,
+        phone._DIGIT_START,
+    )
+    detectors._mod97_ok, detectors._card_brand_ok = _mod97_ok, detectors._brand_ok
+    detectors.IBANDetector.find = _iban_find  # type: ignore[method-assign]
+    phone.PhoneDetector.find = _phone_find  # type: ignore[method-assign]
+    phone._DIGIT_START = _DIGIT_START
     saved_card = detectors.CardDetector._find
     saved_card_find = detectors.CardDetector.find
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
@@ -126,6 +168,10 @@ def reference_paths() -> Iterator[None]:
         phone._phone_matches, detectors._luhn_ok = saved_phone_matches, saved_luhn
         encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
+        detectors._mod97_ok, detectors._card_brand_ok = saved_more[:2]
+        detectors.IBANDetector.find = saved_more[2]  # type: ignore[method-assign]
+        phone.PhoneDetector.find = saved_more[3]  # type: ignore[method-assign]
+        phone._DIGIT_START = saved_more[4]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
         detectors.CardDetector.find = saved_card_find  # type: ignore[method-assign]
 

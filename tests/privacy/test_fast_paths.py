@@ -81,6 +81,24 @@ def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() ->
     assert got == want
 
 
+def test_long_runs_of_digits_after_a_context_word_are_judged_as_the_plain_code_does() -> None:
+    """Runs of 12 to 20 digits (ids, cards, phones of 15 digits) are refused before the
+    full check only where it would refuse them too."""
+    rng = random.Random(19)
+    texts = [
+        f"{rng.choice(['Tel: ', 'phone ', '+', '00', 'id '])}{rng.randrange(10**n):0{n}d}"
+        f"{rng.choice(['', ' x12', '.', '-1', ' end'])}"
+        for n in range(12, 21)
+        for _ in range(300)
+    ]
+    det = PhoneDetector(("US", "GB", "DE", "FR", "AT", "JP"))
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 300
+    assert got == want
+
+
 def test_phone_matches_are_tried_where_the_pattern_alone_would_find_them() -> None:
     """The starts read from the byte mask miss no match of the pattern: digits of other
     scripts, no-break spaces, letters and punctuation of any script around numbers."""
@@ -137,6 +155,25 @@ def test_the_luhn_check_on_bytes_agrees_with_the_digit_by_digit_sum() -> None:
     with reference_paths():
         want = list(map(detectors._luhn_ok, runs))
     assert 3000 < sum(want) < 47_000
+    assert got == want
+
+
+def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
+    """The mod-97 path for numeric BBANs and the table of card prefixes' lengths."""
+    rng = random.Random(18)
+    alphabet = "0123456789" * 6 + "ABDEGLRZ\u0663a "
+    ibans = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30))) for _ in range(20_000)
+    ]
+    ibans += [f"{c}{rng.randrange(10**20):022d}" for c in ("DE", "GB", "NL", "1E", "D") * 2000]
+    cards = [
+        "".join(rng.choice("0123456789" * 20 + "\u0663") for _ in range(rng.randrange(12, 20)))
+        for _ in range(40_000)
+    ]
+    with reference_paths():
+        want = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+    got = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+    assert sum(want[0]) > 50 and 1000 < sum(want[1]) < 39_000
     assert got == want
 
 

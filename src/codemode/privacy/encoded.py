@@ -145,16 +145,23 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
     # One byte per character (non-ASCII -> "?"), so byte offsets are character offsets.
     marks = text.encode("ascii", "replace").translate(_RUN_TABLE)
     n = len(marks)
-    pos = marks.find(_RUN)
+    find = marks.find
+    pos = find(_RUN)
     while pos != -1:
-        line, end = pos, _run_end(marks, pos + MIN_RUN)
+        line = pos
+        end = find(b".", pos + MIN_RUN)
+        if end == -1:
+            end = n
         if end == n or text[end] not in "\r\n=":
             # The common case (a card number, an IBAN, an id): a run on one line with no
             # padding, decoded as it is, with none of the checks below for wrapped lines.
-            decoded = _decode_run(text[pos:end])
-            if decoded is not None:
-                yield pos, end, decoded
-            pos = marks.find(_RUN, end)
+            # Digits that cannot be hex of text (see ``_decode_run``) need no call.
+            run = text[pos:end]
+            if not (run.isdigit() and (len(run) % 2 or run[::2].strip("23"))):
+                decoded = _decode_run(run)
+                if decoded is not None:
+                    yield pos, end, decoded
+            pos = find(_RUN, end)
             continue
         width = end - pos  # wrapped lines all have the first one's width, but the last
         nxt = end + _newline(text, end)

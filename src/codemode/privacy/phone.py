@@ -95,25 +95,30 @@ def _neg_context(before: str) -> bool:
 # of the pattern at each of its digits (a CRM export: ~175,000 a MB, one in thirty the
 # start of a match). One byte per character: ASCII digits -> "d"; "." "/" "-" -> "b" and
 # letters, "_", "@", ":", "#" -> "w" (they glue a number to what precedes it, as the
-# pattern's look-behind says); "+", "(", "?" and every non-ASCII character, which may be
+# pattern's look-behind says); "(", "?" and every non-ASCII character, which may be
 # another script's digit, a no-break space or a letter -> "r" (rare: looked at around
-# each); the rest (spaces, ")", quotes, commas, NUL) -> "n". A match's first character and
-# the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it starts
+# each); "+" -> "p"; the rest (spaces, ")", quotes, commas, NUL) -> "n". A match's first
+# character and the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it
+# starts
 # - at a digit after an "n", with five of "dnbr" next (a literal "nd" first: a fast scan),
-# - or at an "r", or right after one, with five of "dnbr" after the "r" (a superset).
+# - or at an "r", or right after one, with five of "dnbr" after the "r" (a superset),
+# - or at a "p" with five of "dnbr" next (never right after one: "+" glues a number).
 # The pattern is tried at those places only, in order, each past the last match's end:
 # what ``_PHONE.finditer`` finds, as a try anywhere else fails at its first character or
 # its look-behind.
 _START_MASK = bytes(
     0x64 if 0x30 <= c <= 0x39
-    else 0x72 if c > 0x7F or c in b"+(?"
+    else 0x72 if c > 0x7F or c in b"(?"
+    else 0x70 if c == 0x2B
     else 0x62 if c in b"./-"
     else 0x77 if chr(c).isalpha() or c in b"_@:#"
     else 0x6E
     for c in range(256)
 )  # fmt: skip
-_DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
+# (Not where the pattern's date look-ahead fails on ASCII: "2025-01-31" is no start.)
+_DIGIT_START = re.compile(rb"nd(?!dddbdd?bd)(?=[dnbr]{5})")
 _RARE_START = re.compile(rb"r(?=[dnbr]{5})")
+_PLUS_START = re.compile(rb"p(?=[dnbr]{5})")
 
 
 def _phone_starts(text: str) -> list[int]:
@@ -122,10 +127,14 @@ def _phone_starts(text: str) -> list[int]:
     # the mask are then one past those in the text.
     mask = b"n" + text.encode("ascii", "replace").translate(_START_MASK)
     starts = [m.start() for m in _DIGIT_START.finditer(mask)]
-    if b"r" in mask:
+    rare, plus = b"r" in mask, b"p" in mask
+    if rare:
         for m in _RARE_START.finditer(mask):
             r = m.start()
             starts += (r - 1, r)
+    if plus:
+        starts += [m.start() - 1 for m in _PLUS_START.finditer(mask)]
+    if rare or plus:
         starts.sort()
     return starts
 
@@ -185,7 +194,9 @@ class PhoneDetector:
         is_phone = self.is_phone
         for m in _phone_matches(text):
             num = m.group(1)
-            if len(num) >= 7 and is_phone(text, m.start(), num):  # 7+ digits
+            n = len(num)
+            # 7 to 15 digits: a run of more digits alone (a card, an id) is refused here
+            if n >= 7 and not (n > 15 and num.isdigit()) and is_phone(text, m.start(), num):
                 yield m.start(), m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:

@@ -171,14 +171,16 @@ _LUHN_BYTES = bytes(_LUHN_DOUBLE[c - 0x30] if 0x30 <= c <= 0x39 else 0 for c in 
 # Where a card can be: one byte per character (ASCII digits and any non-ASCII
 # character, which may be another script's digit -> "d"; the separators " " and "-" ->
 # "s"; the rest -> "."). Every card the checks below accept holds four digits, a
-# separator and four more (all accepted groupings start 4, 4+), or twelve digits in a
-# row: found in the mask at C speed instead of by a regex try at every digit.
+# separator, four more and then a separator and a digit or two more digits and a
+# separator (all accepted groupings start 4, 4, x or 4, 6, x), or twelve digits in a
+# row: found in the mask at C speed instead of by a regex try at every digit (and a SKU
+# such as "1234-5678" is no seed).
 _CARD_MASK = bytes(
     0x64 if chr(c).isdigit() or c == 0x3F or c > 0x7F else 0x73 if c in b" -" else 0x2E
     for c in range(256)
 )
 # The seeds as one pattern with a literal prefix (found by a fast scan for "dddd").
-_CARD_SEED = re.compile(rb"dddd(?:sdddd|d{8})")
+_CARD_SEED = re.compile(rb"dddd(?:sdddd(?:sd|dds)|d{8})")
 
 
 def _card_regions(text: str) -> Iterator[tuple[int, int, bool]]:

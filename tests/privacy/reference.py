@@ -79,9 +79,9 @@ def _plain_text(data: bytes) -> str | None:
 text_of_bytes = _plain_text
 
 
-def _iban_matches(text: str) -> Iterator[re.Match[str]]:
+def _iban_matches(text: str) -> list[re.Match[str]]:
     """``codemode.privacy.detectors._iban_matches`` before its literal seed."""
-    return detectors._IBAN.finditer(text)
+    return list(detectors._IBAN.finditer(text))
 
 
 def _phone_matches(text: str) -> Iterator[re.Match[str]]:

@@ -345,12 +345,16 @@ class IBANDetector:
         return check(compact)
 
     def find(self, text: str) -> Iterator[Span]:
-        valid = self._valid
+        valid, formats = self._valid, self._formats
         for m in _iban_matches(text):
             raw = m.group()
-            if " " not in raw:  # compact: one candidate, no cuts
-                if valid(raw):
-                    yield m.start(), m.end(), "IBAN"
+            if " " not in raw:  # compact: one candidate, no cuts; ``_valid`` inline
+                if len(raw) >= 15 and _mod97_ok(raw):
+                    check = formats.get(raw[:2])
+                    if check is None:
+                        check = formats[raw[:2]] = _bban_check(self._iban, raw[:2])
+                    if check(raw):
+                        yield m.start(), m.end(), "IBAN"
                 continue
             # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
             # shorter cuts at group boundaries until one is valid.
@@ -372,18 +376,20 @@ _IBAN_MASK = bytes(
 )
 
 
-def _iban_matches(text: str) -> Iterator[re.Match[str]]:
-    """``_IBAN.finditer(text)``: a match can only start where the mask reads "AAdd"."""
+def _iban_matches(text: str) -> list[re.Match[str]]:
+    """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd"."""
     mask = text.encode("ascii", "replace").translate(_IBAN_MASK)
-    at = mask.find(b"AAdd")
-    match = _IBAN.match
+    find, match = mask.find, _IBAN.match
+    at = find(b"AAdd")
+    found = []
     while at != -1:
         m = match(text, at)
         if m is None:
-            at = mask.find(b"AAdd", at + 1)
+            at = find(b"AAdd", at + 1)
         else:
-            yield m
-            at = mask.find(b"AAdd", m.end())
+            found.append(m)
+            at = find(b"AAdd", m.end())
+    return found
 
 
 _IBAN_DIGITS = {ord(c): str(i) for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 10)}

@@ -144,19 +144,22 @@ MASK_MIN = 256
 search with the pattern alone than to translate."""
 
 
-def _phone_matches(text: str) -> Iterator[re.Match[str]]:
+def _phone_matches(text: str) -> Iterable[re.Match[str]]:
     """``_PHONE.finditer(text)``."""
     return _masked_matches(text) if len(text) >= MASK_MIN else _PHONE.finditer(text)
 
 
-def _masked_matches(text: str) -> Iterator[re.Match[str]]:
-    """``_PHONE.finditer(text)``, the pattern tried only where ``_phone_starts`` says."""
+def _masked_matches(text: str) -> list[re.Match[str]]:
+    """``list(_PHONE.finditer(text))``, the pattern tried only where ``_phone_starts``
+    says (a list: no generator step per match)."""
     match = _PHONE.match
     last = 0
+    found = []
     for start in _phone_starts(text):
         if start >= last and (m := match(text, start)) is not None:
             last = m.end()
-            yield m
+            found.append(m)
+    return found
 
 
 _PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))

@@ -183,39 +183,6 @@ _CARD_MASK = bytes(
 _CARD_SEED = re.compile(rb"dddd(?:sdddd(?:sd|dds)|d{8})")
 
 
-def _card_regions(text: str) -> Iterator[tuple[int, int, bool]]:
-    """(start, end, bare) of the runs of digits and separators that may hold a card;
-    ``bare``: 12 to 16 ASCII digits and nothing else, not glued to what comes before.
-
-    A run is skipped without a regex when the bytes say no card fits: fewer than twelve
-    digits (a SKU, a date), or plain ASCII digits with no separator that are more than
-    16 (bare cards are at most 16; the pattern cannot start or end inside a run) or glued
-    to what comes before (the pattern's look-behind: an IBAN's digits after its letters).
-    """
-    if len(text) < 12:
-        return
-    mask = text.encode("ascii", "replace").translate(_CARD_MASK)
-    n = len(mask)
-    search, rfind, find, count = _CARD_SEED.search, mask.rfind, mask.find, mask.count
-    pos = 0
-    while (seed := search(mask, pos)) is not None:
-        hit = seed.start()
-        start = rfind(b".", 0, hit) + 1
-        end = pos = find(b".", hit)
-        if end == -1:
-            end = pos = n
-        digits = count(b"d", start, end)
-        if digits >= 12:
-            if digits != end - start:
-                yield start, end, False
-            else:
-                run = text[start:end]
-                if not (run.isascii() and run.isdigit()):
-                    yield start, end, False  # "?" or another script's: let the regex see
-                elif digits <= 16 and not (start and _glued(text[start - 1])):
-                    yield start, end, True
-
-
 def _glued(c: str) -> bool:
     """Whether a number right after ``c`` is part of a word, path or number (``[\\w.+/-]``)."""
     return c.isalnum() or c in "_.+/-"
@@ -229,21 +196,45 @@ class CardDetector:
     local_context = True
 
     def find(self, text: str) -> Iterator[Span]:
-        for start, end, bare in _card_regions(text):
-            if bare:
-                # What the pattern finds in a bare run, without it: the whole run, unless
-                # a word character or "./" and a digit follow it (its lookahead).
-                after = text[end : end + 1]
-                if after and (
-                    after.isalnum()
-                    or after == "_"
-                    or (after in "./" and text[end + 1 : end + 2].isdecimal())
-                ):
-                    continue
-                run = text[start:end]
-                if _card_brand_ok(run) and _luhn_ok(run):
-                    yield start, end, "CREDIT_CARD"
+        """The pattern runs only on the runs of digits and separators around a seed of the
+        mask, and not even there when the bytes say no card fits: fewer than twelve
+        digits (a SKU, a date), or plain ASCII digits with no separator that are more
+        than 16 (bare cards are at most 16; the pattern cannot start or end inside a
+        run) or glued to what comes before (the pattern's look-behind: an IBAN's digits
+        after its letters). A bare run of 12 to 16 ASCII digits is checked without it."""
+        if len(text) < 12:
+            return
+        mask = text.encode("ascii", "replace").translate(_CARD_MASK)
+        n = len(mask)
+        search, rfind, find, count = _CARD_SEED.search, mask.rfind, mask.find, mask.count
+        pos = 0
+        while (seed := search(mask, pos)) is not None:
+            hit = seed.start()
+            start = rfind(b".", 0, hit) + 1
+            end = pos = find(b".", hit)
+            if end == -1:
+                end = pos = n
+            digits = count(b"d", start, end)
+            if digits < 12:
                 continue
+            if digits == end - start:
+                run = text[start:end]
+                if run.isascii() and run.isdigit():
+                    if digits > 16 or (start and _glued(text[start - 1])):
+                        continue
+                    # What the pattern finds in a bare run, without it: the whole run,
+                    # unless a word character or "./" and a digit follow it (its lookahead).
+                    after = text[end : end + 1]
+                    if after and (
+                        after.isalnum()
+                        or after == "_"
+                        or (after in "./" and text[end + 1 : end + 2].isdecimal())
+                    ):
+                        continue
+                    if _card_brand_ok(run) and _luhn_ok(run):
+                        yield start, end, "CREDIT_CARD"
+                    continue
+                # "?" or another script's digit: let the pattern see
             # The lookahead sees two characters past the run, as on the whole text.
             yield from self._find(text, start, min(len(text), end + 2))
 

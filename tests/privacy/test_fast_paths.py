@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import detectors, encoded
+from codemode.privacy import detectors, encoded, phone
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
+from codemode.privacy.onebyte import one_byte
 from codemode.privacy.phone import _PHONE, PhoneDetector, _masked_matches
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
@@ -176,6 +177,25 @@ def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
     got = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
     assert sum(want[0]) > 50 and 1000 < sum(want[1]) < 39_000
     assert got == want
+
+
+@pytest.mark.parametrize(
+    "table",
+    [detectors._CARD_MASK, detectors._IBAN_MASK, phone._START_MASK, encoded._RUN_TABLE],
+    ids=["card", "iban", "phone", "runs"],
+)
+def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> None:
+    """Latin-1 text is masked from its own bytes: each table maps every byte above 0x7F
+    as it maps the "?" that the ASCII encoding puts there."""
+    rng = random.Random(20)
+    alphabet = "az09 +(?-./@\x00\x7f\x80\xa0\xb2\xe9\xff\u0663\u20ac\ud800"
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40))) for _ in range(5000)
+    ]
+    texts += [bytes(range(256)).decode("latin-1"), "Chloé García", "plain ascii"]
+    for text in texts:
+        want = text.encode("ascii", "replace").translate(table)
+        assert one_byte(text).translate(table) == want, text
 
 
 def test_decoded_runs_are_read_as_text_as_a_strict_decode_reads_them() -> None:

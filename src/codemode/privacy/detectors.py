@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from codemode.literals import Anchors
 
+from .onebyte import one_byte
 from .phone import PHONE_CONTEXT, PhoneDetector
 
 __all__ = [
@@ -204,7 +205,7 @@ class CardDetector:
         after its letters). A bare run of 12 to 16 ASCII digits is checked without it."""
         if len(text) < 12:
             return
-        mask = text.encode("ascii", "replace").translate(_CARD_MASK)
+        mask = one_byte(text).translate(_CARD_MASK)
         n = len(mask)
         search, rfind, find, count = _CARD_SEED.search, mask.rfind, mask.find, mask.count
         pos = 0
@@ -362,14 +363,14 @@ class IBANDetector:
 # script's digit, -> "d") by a fast literal search, and the pattern is tried there only,
 # not at every capital of the text.
 _IBAN_MASK = bytes(
-    0x41 if 0x41 <= c <= 0x5A else 0x64 if 0x30 <= c <= 0x39 or c == 0x3F else 0x2E
+    0x41 if 0x41 <= c <= 0x5A else 0x64 if 0x30 <= c <= 0x39 or c == 0x3F or c > 0x7F else 0x2E
     for c in range(256)
 )
 
 
 def _iban_matches(text: str) -> list[re.Match[str]]:
     """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd"."""
-    mask = text.encode("ascii", "replace").translate(_IBAN_MASK)
+    mask = one_byte(text).translate(_IBAN_MASK)
     find, match = mask.find, _IBAN.match
     at = find(b"AAdd")
     found = []

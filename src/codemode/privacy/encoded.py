@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from .onebyte import one_byte
+
 if TYPE_CHECKING:
     from .scan import Scanner
 
@@ -143,8 +145,8 @@ def _spans(
 def _runs(text: str) -> Iterator[tuple[int, int, str]]:
     """Runs of 16+ base64/hex characters that decode to printable text; base64 wrapped
     over lines (MIME: lines of 4k characters, 40 or more) counts as one run."""
-    # One byte per character (non-ASCII -> "?"), so byte offsets are character offsets.
-    marks = text.encode("ascii", "replace").translate(_RUN_TABLE)
+    # One byte per character (``one_byte``), so byte offsets are character offsets.
+    marks = one_byte(text).translate(_RUN_TABLE)
     n = len(marks)
     find = marks.find
     pos = find(_RUN)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .onebyte import one_byte
+
 __all__ = ["PHONE_CONTEXT", "PhoneDetector"]
 
 Span = tuple[int, int, str]
@@ -125,7 +127,7 @@ def _phone_starts(text: str) -> list[int]:
     """Where a match of ``_PHONE`` may start in ``text`` (a superset), in order."""
     # A leading "n" stands for the start of the text (nothing glued before it): offsets in
     # the mask are then one past those in the text.
-    mask = b"n" + text.encode("ascii", "replace").translate(_START_MASK)
+    mask = b"n" + one_byte(text).translate(_START_MASK)
     starts = [m.start() for m in _DIGIT_START.finditer(mask)]
     rare, plus = b"r" in mask, b"p" in mask
     if rare:

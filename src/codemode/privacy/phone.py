@@ -215,9 +215,20 @@ class PhoneDetector:
             digits = trunk.translate(_PHONE_SEPARATORS)
         if not 7 <= len(digits) <= 15 or _not_phone(num):
             return False
-        before = text[max(0, start - 24) : start]
-        if _neg_context(before):
-            return False
+        # ``_neg_context``'s first look, without the slice and the call: a NUL, a quote or
+        # a letter before the number (most JSON fields) ends no word of it.
+        c = text[start - 1] if start else ""
+        before = ""
+        if not (
+            c
+            and c.isascii()
+            and not c.isspace()
+            and c not in _NEG_SEPARATORS
+            and c.lower() not in _NEG_LAST
+        ):
+            before = text[max(0, start - 24) : start]
+            if _neg_context(before):
+                return False
         if num[0] == "+" or num.startswith("00"):
             d = digits[2:] if num[0] == "0" else digits
             for k in (1, 2, 3):
@@ -228,6 +239,8 @@ class PhoneDetector:
                     break
             if num[0] == "+":
                 return False
+        if not before:
+            before = text[max(0, start - 24) : start]
         context = self._context.search(before) is not None
         if not context and (len(digits) < 8 or not _phone_grouping(num)):
             return False  # a bare run of digits is an id unless a word says otherwise

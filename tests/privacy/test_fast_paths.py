@@ -25,7 +25,13 @@ from codemode.privacy.vault import Vault
 from codemode.privacy.walk import Leaves
 from codemode.redact import forget_secrets, remember_secret
 
-from .reference import PHONE_PIECES, random_rows, reference_paths, text_of_bytes
+from .reference import (
+    PHONE_PIECES,
+    decode_run,
+    random_rows,
+    reference_paths,
+    text_of_bytes,
+)
 
 CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
 CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
@@ -196,6 +202,24 @@ def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> N
     for text in texts:
         want = text.encode("ascii", "replace").translate(table)
         assert one_byte(text).translate(table) == want, text
+
+
+def test_hex_runs_refused_from_their_first_byte_are_those_no_decode_would_read() -> None:
+    """Hex of text in any script, of binary data and of broken UTF-8, IBANs, hashes."""
+    rng = random.Random(21)
+    pieces = ["é", "€", "\U0001f600", "a@b.de", "日本", "\x00", "Ω"]
+    blobs = [
+        "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12))).encode()
+        for _ in range(3000)
+    ]
+    blobs += [os.urandom(rng.randrange(8, 40)) for _ in range(5000)]
+    blobs += [b[1:] for b in blobs[:3000]] + [b"\xef\xbf\xbd" + b for b in blobs[3000:4000]]
+    runs = [b.hex() for b in blobs] + [b.hex().upper() for b in blobs[:2000]]
+    runs += [f"{c}{rng.randrange(10**20):020d}" for c in ("DE", "BE", "FE", "C3", "E2") * 500]
+    got = [encoded._decode_run(r) for r in runs if len(r) >= 4]
+    want = [decode_run(r) for r in runs if len(r) >= 4]
+    assert sum(map(bool, want)) > 3000
+    assert got == want
 
 
 def test_decoded_runs_are_read_as_text_as_a_strict_decode_reads_them() -> None:

@@ -210,7 +210,7 @@ def _decode_run(run: str) -> str | None:
         if len(run) % 2 or run[::2].strip("23"):
             return None
         return _text(bytes.fromhex(run))
-    if len(run) % 2 == 0 and _is_hex(run):
+    if len(run) % 2 == 0 and _is_hex(run) and _may_start_utf8(run):
         got = _text(bytes.fromhex(run))
         if got is not None:
             return got
@@ -231,6 +231,17 @@ def _decode_run(run: str) -> str | None:
 
 
 _HEX = "0123456789abcdefABCDEF"
+
+
+def _may_start_utf8(hexrun: str) -> bool:
+    """False when the first byte that ``hexrun`` spells cannot begin UTF-8 (``_text``
+    refuses such bytes): a continuation byte (8x to Bx), or a lead byte (Cx to Fx) not
+    followed by one. An IBAN of DE or BE (``DE68...``, ``BE71...``) is no hex of text,
+    told from two characters instead of a decode."""
+    lead = hexrun[0]
+    if lead in "89ABab":
+        return False
+    return lead not in "CDEFcdef" or (len(hexrun) >= 4 and hexrun[2] in "89ABab")
 
 
 def _is_hex(run: str) -> bool:

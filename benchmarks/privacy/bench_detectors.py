@@ -67,7 +67,8 @@ def measure(quick: bool) -> dict[str, Any]:
                 best = min(best, (time.thread_time() - c0) / reps)
             cpu[name] = best
         size = len(json.dumps(value, ensure_ascii=False).encode())
-        out[f"{kind} {target // 1000:,} KB"] = {"bytes": size, "cpu": cpu, "found": found}
+        label = f"{target // 1000} KB" if target < 1_000_000 else f"{target // 1_000_000} MB"
+        out[f"{kind} {label}"] = {"bytes": size, "cpu": cpu, "found": found}
     return out
 
 

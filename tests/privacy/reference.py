@@ -8,6 +8,8 @@ compares. When a new fast path replaces a function, its previous body goes here.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import random
 import re
 from collections.abc import Iterator
@@ -20,12 +22,11 @@ from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
     WRAPPED,
-    _decode_run,
     _newline,
     _run_end,
 )
 
-__all__ = ["PHONE_PIECES", "random_rows", "reference_paths", "text_of_bytes"]
+__all__ = ["PHONE_PIECES", "decode_run", "random_rows", "reference_paths", "text_of_bytes"]
 
 _RUN = b"a" * MIN_RUN
 
@@ -42,7 +43,7 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
         if nxt > end and nxt < n and marks[nxt] == 0x61:
             after = _run_end(marks, nxt)
             if after - nxt > width and after - nxt >= WRAPPED and (after - nxt) % 4 == 0:
-                alone = _decode_run(text[pos:end])
+                alone = _plain_decode_run(text[pos:end])
                 if alone is not None:
                     yield pos, end, alone
                 pos, line, end, width = nxt, nxt, after, after - nxt
@@ -56,10 +57,38 @@ def _runs(text: str) -> Iterator[tuple[int, int, str]]:
             if end < n and text[end] == "=":
                 end += 1
         run = text[pos:end]
-        decoded = _decode_run("".join(run.split()) if line != pos else run)
+        decoded = _plain_decode_run("".join(run.split()) if line != pos else run)
         if decoded is not None:
             yield pos, end, decoded
         pos = marks.find(_RUN, end)
+
+
+def _plain_decode_run(run: str) -> str | None:
+    """``codemode.privacy.encoded._decode_run`` before hex runs were refused from their
+    first byte."""
+    if run.isdigit():
+        if len(run) % 2 or run[::2].strip("23"):
+            return None
+        return encoded._text(bytes.fromhex(run))
+    if len(run) % 2 == 0 and encoded._is_hex(run):
+        got = encoded._text(bytes.fromhex(run))
+        if got is not None:
+            return got
+    if len(run) <= 64 and run.upper() == run:
+        return None
+    body = run.rstrip("=")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if "-" in body or "_" in body:
+            data = base64.urlsafe_b64decode(padded)
+        else:
+            data = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return encoded._text(data)
+
+
+decode_run = _plain_decode_run
 
 
 def _plain_text(data: bytes) -> str | None:
@@ -79,14 +108,45 @@ def _plain_text(data: bytes) -> str | None:
 text_of_bytes = _plain_text
 
 
-def _iban_matches(text: str) -> Iterator[re.Match[str]]:
+def _iban_matches(text: str) -> list[re.Match[str]]:
     """``codemode.privacy.detectors._iban_matches`` before its literal seed."""
-    return detectors._IBAN.finditer(text)
+    return list(detectors._IBAN.finditer(text))
 
 
 def _phone_matches(text: str) -> Iterator[re.Match[str]]:
     """``codemode.privacy.phone._phone_matches`` before its byte mask of the starts."""
     return phone._PHONE.finditer(text)
+
+
+def _mod97_ok(compact: str) -> bool:
+    """``codemode.privacy.detectors._mod97_ok`` before its path for numeric BBANs."""
+    moved = (compact[4:] + compact[:4]).translate(detectors._IBAN_DIGITS)
+    return moved.isdigit() and moved.isascii() and int(moved) % 97 == 1
+
+
+def _iban_find(self: detectors.IBANDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``IBANDetector.find`` before compact candidates skipped the cuts."""
+    for m in detectors._iban_matches(text):
+        raw = m.group()
+        cuts = [len(raw)]
+        if " " in raw:
+            cuts += [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
+        for cut in cuts:
+            if self._valid(raw[:cut].replace(" ", "")):
+                yield m.start(), m.start() + cut, "IBAN"
+                break
+
+
+def _phone_find(self: phone.PhoneDetector, text: str) -> Iterator[tuple[int, int, str]]:
+    """``PhoneDetector.find`` before long runs of digits were refused without a check."""
+    for m in phone._phone_matches(text):
+        num = m.group(1)
+        if len(num) >= 7 and self.is_phone(text, m.start(), num):
+            yield m.start(), m.end(), "PHONE"
+
+
+_DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
+"""``codemode.privacy.phone._DIGIT_START`` before it skipped dates."""
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -106,6 +166,17 @@ def reference_paths() -> Iterator[None]:
     saved_text = encoded._text
     encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
+    saved_more = (
+        detectors._mod97_ok,
+        detectors._card_brand_ok,
+        detectors.IBANDetector.find,
+        phone.PhoneDetector.find,
+        phone._DIGIT_START,
+    )
+    detectors._mod97_ok, detectors._card_brand_ok = _mod97_ok, detectors._brand_ok
+    detectors.IBANDetector.find = _iban_find  # type: ignore[method-assign]
+    phone.PhoneDetector.find = _phone_find  # type: ignore[method-assign]
+    phone._DIGIT_START = _DIGIT_START
     saved_card = detectors.CardDetector._find
     saved_card_find = detectors.CardDetector.find
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
@@ -126,14 +197,17 @@ def reference_paths() -> Iterator[None]:
         phone._phone_matches, detectors._luhn_ok = saved_phone_matches, saved_luhn
         encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
+        detectors._mod97_ok, detectors._card_brand_ok = saved_more[:2]
+        detectors.IBANDetector.find = saved_more[2]  # type: ignore[method-assign]
+        phone.PhoneDetector.find = saved_more[3]  # type: ignore[method-assign]
+        phone._DIGIT_START = saved_more[4]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
         detectors.CardDetector.find = saved_card_find  # type: ignore[method-assign]
 
 
 def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[int, int, str]]:
-    """``CardDetector.find`` before bare runs of digits were checked without the pattern."""
-    for start, end, _ in detectors._card_regions(text):
-        yield from self._find(text, start, min(len(text), end + 2))
+    """``CardDetector.find`` before its byte mask: the pattern over the whole text."""
+    yield from self._find(text, 0, len(text))
 
 
 def _card_find(

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import detectors, encoded
+from codemode.privacy import detectors, encoded, phone
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
+from codemode.privacy.onebyte import one_byte
 from codemode.privacy.phone import _PHONE, PhoneDetector, _masked_matches
 from codemode.privacy.quality import load_corpus
 from codemode.privacy.scan import CACHE_MIN, Scanner, Span
@@ -24,7 +25,13 @@ from codemode.privacy.vault import Vault
 from codemode.privacy.walk import Leaves
 from codemode.redact import forget_secrets, remember_secret
 
-from .reference import PHONE_PIECES, random_rows, reference_paths, text_of_bytes
+from .reference import (
+    PHONE_PIECES,
+    decode_run,
+    random_rows,
+    reference_paths,
+    text_of_bytes,
+)
 
 CORPUS = Path(__file__).parent / "corpus" / "corpus.jsonl"
 CONFIG = PrivacyConfig(enabled=True, phone_regions=["US", "GB", "DE", "FR"])
@@ -81,6 +88,24 @@ def test_the_phone_detector_finds_what_its_plain_code_finds_in_random_texts() ->
     assert got == want
 
 
+def test_long_runs_of_digits_after_a_context_word_are_judged_as_the_plain_code_does() -> None:
+    """Runs of 12 to 20 digits (ids, cards, phones of 15 digits) are refused before the
+    full check only where it would refuse them too."""
+    rng = random.Random(19)
+    texts = [
+        f"{rng.choice(['Tel: ', 'phone ', '+', '00', 'id '])}{rng.randrange(10**n):0{n}d}"
+        f"{rng.choice(['', ' x12', '.', '-1', ' end'])}"
+        for n in range(12, 21)
+        for _ in range(300)
+    ]
+    det = PhoneDetector(("US", "GB", "DE", "FR", "AT", "JP"))
+    got = [list(det.find(t)) for t in texts]
+    with reference_paths():
+        want = [list(det.find(t)) for t in texts]
+    assert sum(map(bool, want)) > 300
+    assert got == want
+
+
 def test_phone_matches_are_tried_where_the_pattern_alone_would_find_them() -> None:
     """The starts read from the byte mask miss no match of the pattern: digits of other
     scripts, no-break spaces, letters and punctuation of any script around numbers."""
@@ -107,6 +132,7 @@ CARD_PIECES = [
     "4111111111111111", "4000000000000010", "378282246310005", "5555555555554444",
     "601111111111111", "4111 1111 1111 1111", "4111-1111", "0000", "1234", "9", "0",
     *" -./_a+\x00\u00e9\u0663?,", "x", "ID", "card ", "4111111111111111111",
+    "3782 822463 10005", "3714-496353-9843", "822463", "10005", "12", "SKU-1234-5678",
 ]  # fmt: skip
 
 
@@ -137,6 +163,62 @@ def test_the_luhn_check_on_bytes_agrees_with_the_digit_by_digit_sum() -> None:
     with reference_paths():
         want = list(map(detectors._luhn_ok, runs))
     assert 3000 < sum(want) < 47_000
+    assert got == want
+
+
+def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
+    """The mod-97 path for numeric BBANs and the table of card prefixes' lengths."""
+    rng = random.Random(18)
+    alphabet = "0123456789" * 6 + "ABDEGLRZ\u0663a "
+    ibans = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30))) for _ in range(20_000)
+    ]
+    ibans += [f"{c}{rng.randrange(10**20):022d}" for c in ("DE", "GB", "NL", "1E", "D") * 2000]
+    cards = [
+        "".join(rng.choice("0123456789" * 20 + "\u0663") for _ in range(rng.randrange(12, 20)))
+        for _ in range(40_000)
+    ]
+    with reference_paths():
+        want = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+    got = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+    assert sum(want[0]) > 50 and 1000 < sum(want[1]) < 39_000
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    "table",
+    [detectors._CARD_MASK, detectors._IBAN_MASK, phone._START_MASK, encoded._RUN_TABLE],
+    ids=["card", "iban", "phone", "runs"],
+)
+def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> None:
+    """Latin-1 text is masked from its own bytes: each table maps every byte above 0x7F
+    as it maps the "?" that the ASCII encoding puts there."""
+    rng = random.Random(20)
+    alphabet = "az09 +(?-./@\x00\x7f\x80\xa0\xb2\xe9\xff\u0663\u20ac\ud800"
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40))) for _ in range(5000)
+    ]
+    texts += [bytes(range(256)).decode("latin-1"), "Chloé García", "plain ascii"]
+    for text in texts:
+        want = text.encode("ascii", "replace").translate(table)
+        assert one_byte(text).translate(table) == want, text
+
+
+def test_hex_runs_refused_from_their_first_byte_are_those_no_decode_would_read() -> None:
+    """Hex of text in any script, of binary data and of broken UTF-8, IBANs, hashes."""
+    rng = random.Random(21)
+    pieces = ["é", "€", "\U0001f600", "a@b.de", "日本", "\x00", "Ω"]
+    blobs = [
+        "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12))).encode()
+        for _ in range(3000)
+    ]
+    blobs += [os.urandom(rng.randrange(8, 40)) for _ in range(5000)]
+    blobs += [b[1:] for b in blobs[:3000]] + [b"\xef\xbf\xbd" + b for b in blobs[3000:4000]]
+    runs = [b.hex() for b in blobs] + [b.hex().upper() for b in blobs[:2000]]
+    runs += [f"{c}{rng.randrange(10**20):020d}" for c in ("DE", "BE", "FE", "C3", "E2") * 500]
+    got = [encoded._decode_run(r) for r in runs if len(r) >= 4]
+    want = [decode_run(r) for r in runs if len(r) >= 4]
+    assert sum(map(bool, want)) > 3000
     assert got == want
 
 

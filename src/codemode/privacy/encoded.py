@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from .onebyte import one_byte
+
 if TYPE_CHECKING:
     from .scan import Scanner
 
@@ -93,7 +95,8 @@ class EncodedDetector:
         """(start, end, decoded text) of every span of ``text`` that decodes to text."""
         if "%" in text:
             yield from _spans(text, _PCT, _PCT_SPAN, _unquote)
-        if "\\" in text or "&#" in text:
+        # ("&" first: one character is a memchr; "&#" is a slower search, 6 us in 10 KB)
+        if "\\" in text or ("&" in text and "&#" in text):
             yield from _spans(text, _ESC_HIT, _ESC_SPAN, decode_escapes)
         if _has_wide(text):
             yield from _spans(text, _WIDE_HIT, _WIDE_SPAN, _narrow)
@@ -142,19 +145,26 @@ def _spans(
 def _runs(text: str) -> Iterator[tuple[int, int, str]]:
     """Runs of 16+ base64/hex characters that decode to printable text; base64 wrapped
     over lines (MIME: lines of 4k characters, 40 or more) counts as one run."""
-    # One byte per character (non-ASCII -> "?"), so byte offsets are character offsets.
-    marks = text.encode("ascii", "replace").translate(_RUN_TABLE)
+    # One byte per character (``one_byte``), so byte offsets are character offsets.
+    marks = one_byte(text).translate(_RUN_TABLE)
     n = len(marks)
-    pos = marks.find(_RUN)
+    find = marks.find
+    pos = find(_RUN)
     while pos != -1:
-        line, end = pos, _run_end(marks, pos + MIN_RUN)
+        line = pos
+        end = find(b".", pos + MIN_RUN)
+        if end == -1:
+            end = n
         if end == n or text[end] not in "\r\n=":
             # The common case (a card number, an IBAN, an id): a run on one line with no
             # padding, decoded as it is, with none of the checks below for wrapped lines.
-            decoded = _decode_run(text[pos:end])
-            if decoded is not None:
-                yield pos, end, decoded
-            pos = marks.find(_RUN, end)
+            # Digits that cannot be hex of text (see ``_decode_run``) need no call.
+            run = text[pos:end]
+            if not (run.isdigit() and (len(run) % 2 or run[::2].strip("23"))):
+                decoded = _decode_run(run)
+                if decoded is not None:
+                    yield pos, end, decoded
+            pos = find(_RUN, end)
             continue
         width = end - pos  # wrapped lines all have the first one's width, but the last
         nxt = end + _newline(text, end)
@@ -200,7 +210,7 @@ def _decode_run(run: str) -> str | None:
         if len(run) % 2 or run[::2].strip("23"):
             return None
         return _text(bytes.fromhex(run))
-    if len(run) % 2 == 0 and _is_hex(run):
+    if len(run) % 2 == 0 and _is_hex(run) and _may_start_utf8(run):
         got = _text(bytes.fromhex(run))
         if got is not None:
             return got
@@ -221,6 +231,17 @@ def _decode_run(run: str) -> str | None:
 
 
 _HEX = "0123456789abcdefABCDEF"
+
+
+def _may_start_utf8(hexrun: str) -> bool:
+    """False when the first byte that ``hexrun`` spells cannot begin UTF-8 (``_text``
+    refuses such bytes): a continuation byte (8x to Bx), or a lead byte (Cx to Fx) not
+    followed by one. An IBAN of DE or BE (``DE68...``, ``BE71...``) is no hex of text,
+    told from two characters instead of a decode."""
+    lead = hexrun[0]
+    if lead in "89ABab":
+        return False
+    return lead not in "CDEFcdef" or (len(hexrun) >= 4 and hexrun[2] in "89ABab")
 
 
 def _is_hex(run: str) -> bool:

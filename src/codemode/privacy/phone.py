@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .onebyte import one_byte
+
 __all__ = ["PHONE_CONTEXT", "PhoneDetector"]
 
 Span = tuple[int, int, str]
@@ -95,37 +97,46 @@ def _neg_context(before: str) -> bool:
 # of the pattern at each of its digits (a CRM export: ~175,000 a MB, one in thirty the
 # start of a match). One byte per character: ASCII digits -> "d"; "." "/" "-" -> "b" and
 # letters, "_", "@", ":", "#" -> "w" (they glue a number to what precedes it, as the
-# pattern's look-behind says); "+", "(", "?" and every non-ASCII character, which may be
+# pattern's look-behind says); "(", "?" and every non-ASCII character, which may be
 # another script's digit, a no-break space or a letter -> "r" (rare: looked at around
-# each); the rest (spaces, ")", quotes, commas, NUL) -> "n". A match's first character and
-# the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it starts
+# each); "+" -> "p"; the rest (spaces, ")", quotes, commas, NUL) -> "n". A match's first
+# character and the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it
+# starts
 # - at a digit after an "n", with five of "dnbr" next (a literal "nd" first: a fast scan),
-# - or at an "r", or right after one, with five of "dnbr" after the "r" (a superset).
+# - or at an "r", or right after one, with five of "dnbr" after the "r" (a superset),
+# - or at a "p" with five of "dnbr" next (never right after one: "+" glues a number).
 # The pattern is tried at those places only, in order, each past the last match's end:
 # what ``_PHONE.finditer`` finds, as a try anywhere else fails at its first character or
 # its look-behind.
 _START_MASK = bytes(
     0x64 if 0x30 <= c <= 0x39
-    else 0x72 if c > 0x7F or c in b"+(?"
+    else 0x72 if c > 0x7F or c in b"(?"
+    else 0x70 if c == 0x2B
     else 0x62 if c in b"./-"
     else 0x77 if chr(c).isalpha() or c in b"_@:#"
     else 0x6E
     for c in range(256)
 )  # fmt: skip
-_DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
+# (Not where the pattern's date look-ahead fails on ASCII: "2025-01-31" is no start.)
+_DIGIT_START = re.compile(rb"nd(?!dddbdd?bd)(?=[dnbr]{5})")
 _RARE_START = re.compile(rb"r(?=[dnbr]{5})")
+_PLUS_START = re.compile(rb"p(?=[dnbr]{5})")
 
 
 def _phone_starts(text: str) -> list[int]:
     """Where a match of ``_PHONE`` may start in ``text`` (a superset), in order."""
     # A leading "n" stands for the start of the text (nothing glued before it): offsets in
     # the mask are then one past those in the text.
-    mask = b"n" + text.encode("ascii", "replace").translate(_START_MASK)
+    mask = b"n" + one_byte(text).translate(_START_MASK)
     starts = [m.start() for m in _DIGIT_START.finditer(mask)]
-    if b"r" in mask:
+    rare, plus = b"r" in mask, b"p" in mask
+    if rare:
         for m in _RARE_START.finditer(mask):
             r = m.start()
             starts += (r - 1, r)
+    if plus:
+        starts += [m.start() - 1 for m in _PLUS_START.finditer(mask)]
+    if rare or plus:
         starts.sort()
     return starts
 
@@ -135,19 +146,22 @@ MASK_MIN = 256
 search with the pattern alone than to translate."""
 
 
-def _phone_matches(text: str) -> Iterator[re.Match[str]]:
+def _phone_matches(text: str) -> Iterable[re.Match[str]]:
     """``_PHONE.finditer(text)``."""
     return _masked_matches(text) if len(text) >= MASK_MIN else _PHONE.finditer(text)
 
 
-def _masked_matches(text: str) -> Iterator[re.Match[str]]:
-    """``_PHONE.finditer(text)``, the pattern tried only where ``_phone_starts`` says."""
+def _masked_matches(text: str) -> list[re.Match[str]]:
+    """``list(_PHONE.finditer(text))``, the pattern tried only where ``_phone_starts``
+    says (a list: no generator step per match)."""
     match = _PHONE.match
     last = 0
+    found = []
     for start in _phone_starts(text):
         if start >= last and (m := match(text, start)) is not None:
             last = m.end()
-            yield m
+            found.append(m)
+    return found
 
 
 _PHONE_SEPARATORS = dict.fromkeys(map(ord, "+ ()./-\u00a0"))
@@ -185,7 +199,9 @@ class PhoneDetector:
         is_phone = self.is_phone
         for m in _phone_matches(text):
             num = m.group(1)
-            if len(num) >= 7 and is_phone(text, m.start(), num):  # 7+ digits
+            n = len(num)
+            # 7 to 15 digits: a run of more digits alone (a card, an id) is refused here
+            if n >= 7 and not (n > 15 and num.isdigit()) and is_phone(text, m.start(), num):
                 yield m.start(), m.end(), "PHONE"
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
@@ -199,9 +215,20 @@ class PhoneDetector:
             digits = trunk.translate(_PHONE_SEPARATORS)
         if not 7 <= len(digits) <= 15 or _not_phone(num):
             return False
-        before = text[max(0, start - 24) : start]
-        if _neg_context(before):
-            return False
+        # ``_neg_context``'s first look, without the slice and the call: a NUL, a quote or
+        # a letter before the number (most JSON fields) ends no word of it.
+        c = text[start - 1] if start else ""
+        before = ""
+        if not (
+            c
+            and c.isascii()
+            and not c.isspace()
+            and c not in _NEG_SEPARATORS
+            and c.lower() not in _NEG_LAST
+        ):
+            before = text[max(0, start - 24) : start]
+            if _neg_context(before):
+                return False
         if num[0] == "+" or num.startswith("00"):
             d = digits[2:] if num[0] == "0" else digits
             for k in (1, 2, 3):
@@ -212,6 +239,8 @@ class PhoneDetector:
                     break
             if num[0] == "+":
                 return False
+        if not before:
+            before = text[max(0, start - 24) : start]
         context = self._context.search(before) is not None
         if not context and (len(digits) < 8 or not _phone_grouping(num)):
             return False  # a bare run of digits is an id unless a word says otherwise

@@ -152,3 +152,28 @@ def test_a_message_under_the_limit_still_runs(raw: Raw) -> None:
     call = {"name": "run_code", "arguments": {"code": code}}
     got = raw.ask({"jsonrpc": "2.0", "id": 15, "method": "tools/call", "params": call})
     assert got["id"] == 15 and got["result"]["content"][0]["text"].strip() == "1"
+
+
+def test_a_request_past_the_in_flight_cap_is_answered_at_once_and_later_ones_are_served(
+    workspace: tuple[Path, Path],
+) -> None:
+    r = Raw(workspace[0], {"CODEMODE_STDIO_MAX_IN_FLIGHT": "2"})
+    try:
+        assert r.ask(INIT)["id"] == 0
+        r.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        slow = {
+            "name": "run_code",
+            "arguments": {"code": "import time; time.sleep(3); print('ok')"},
+        }
+        for n in (20, 21):
+            r.send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": slow})
+        refused = r.ask(ping(22))
+        assert refused["id"] == 22 and refused["error"]["code"] == -32000
+        assert "CODEMODE_STDIO_MAX_IN_FLIGHT" in refused["error"]["message"]
+        r.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}})
+        answers = {m["id"]: m for m in (r.recv(), r.recv())}
+        assert set(answers) == {20, 21}
+        assert all(not a["result"].get("isError") for a in answers.values())
+        assert r.ask(ping(23)) == {"jsonrpc": "2.0", "id": 23, "result": {}}
+    finally:
+        r.close()

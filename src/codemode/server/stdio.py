@@ -31,7 +31,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from .lifecycle import GracefulStop, drain
-from .stdio_wire import StdinWire, max_message, message_of
+from .stdio_wire import StdinWire, max_in_flight, max_message, message_of, too_many
 from .toolset import ServerContext
 
 __all__ = ["serve_stdio"]
@@ -182,7 +182,7 @@ async def serve_stdio(
         sys.stderr.flush()
         os._exit(0)
 
-    limit = max_message()
+    limit, most = max_message(), max_in_flight()
     stdout = _Stdout(pending)
     stdin = StdinWire(limit)
     read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -196,6 +196,9 @@ async def serve_stdio(
                 message, is_error = message_of(line, limit)
                 if message is None:
                     continue
+                busy = too_many(message, most) if len(pending.requests) >= most else None
+                if not is_error and busy is not None:
+                    message, is_error = busy, True
                 try:
                     await (answers.send if is_error else read_send.send)(message)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):

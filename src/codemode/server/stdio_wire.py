@@ -11,7 +11,11 @@ it reads a line of any length into memory. Here:
 - a line longer than the limit (``CODEMODE_STDIO_MAX_MESSAGE_MB``, default 16 MiB; HTTP
   takes 4 MiB) is skipped as it streams by, never held whole, and answered ``-32600``
   with its ``id`` when the line's head names one;
-- blank lines are ignored.
+- blank lines are ignored;
+- at most ``CODEMODE_STDIO_MAX_IN_FLIGHT`` requests (default 256) are in progress at
+  once; one more is answered ``-32000`` at once, not queued. A client that wrote
+  requests without reading the answers grew the server's memory without bound (100,000
+  pings: 1.1 GB); now, once the answers fill the pipe, the server stops reading.
 
 Like the SDK, fd 0 is pointed at ``/dev/null`` while serving (a handler or child that
 reads stdin gets EOF instead of stealing the client's messages); the wire is a private
@@ -37,11 +41,23 @@ from .connections import env_number
 
 MAX_MESSAGE_ENV = "CODEMODE_STDIO_MAX_MESSAGE_MB"
 DEFAULT_MAX_MESSAGE_MB = 16
+MAX_IN_FLIGHT_ENV = "CODEMODE_STDIO_MAX_IN_FLIGHT"
+DEFAULT_MAX_IN_FLIGHT = 256
+BUSY = -32000
 READ_CHUNK = 1 << 16
 _HEAD = 512  # bytes of an oversized line searched for its id
 _HEAD_ID = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]{0,200})")')
 
-__all__ = ["MAX_MESSAGE_ENV", "Oversized", "StdinWire", "max_message", "message_of"]
+__all__ = [
+    "MAX_IN_FLIGHT_ENV",
+    "MAX_MESSAGE_ENV",
+    "Oversized",
+    "StdinWire",
+    "max_in_flight",
+    "max_message",
+    "message_of",
+    "too_many",
+]
 
 
 def max_message(env: Mapping[str, str] | None = None) -> int:
@@ -50,6 +66,28 @@ def max_message(env: Mapping[str, str] | None = None) -> int:
         os.environ if env is None else env, MAX_MESSAGE_ENV, float, DEFAULT_MAX_MESSAGE_MB
     )
     return int(mb * (1 << 20))
+
+
+def max_in_flight(env: Mapping[str, str] | None = None) -> int:
+    """Requests in progress at once (``CODEMODE_STDIO_MAX_IN_FLIGHT``)."""
+    most: int = env_number(
+        os.environ if env is None else env, MAX_IN_FLIGHT_ENV, int, DEFAULT_MAX_IN_FLIGHT
+    )
+    return most
+
+
+def too_many(message: SessionMessage, most: int) -> SessionMessage | None:
+    """The answer to ``message`` when ``most`` requests are already in progress, or None
+    when it may go through: notifications and answers to the server's own requests
+    always do (a call waiting for one would otherwise wait for ever)."""
+    request = message.message
+    if not isinstance(request, types.JSONRPCRequest):
+        return None
+    text = (
+        f"this client already has {most} requests in progress ({MAX_IN_FLIGHT_ENV}): "
+        "wait for their answers before sending more"
+    )
+    return _error(request.id, BUSY, text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,6 +197,11 @@ def split_body(body: bytes | bytearray) -> tuple[bytes | bytearray | memoryview,
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD (text the host shows, never data)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _utf8(text: str, lossy: bool) -> bytes:
     """``text`` as UTF-8. A lone surrogate (a file name read with ``surrogateescape``,
     ``"\\udcff"`` typed in code) has no UTF-8 form: ``lossy`` frames (a run's result: its
@@ -206,7 +211,7 @@ def _utf8(text: str, lossy: bool) -> bytes:
         return text.encode()
     except UnicodeEncodeError as exc:
         if lossy:
-            return _LONE_SURROGATE.sub("\ufffd", text).encode()
+            return without_surrogates(text).encode()
         found = exc.object[exc.start : exc.end]
         raise ValueError(
             f"a string holds a lone surrogate ({found!r}), which no UTF-8 text can carry: "

@@ -54,3 +54,12 @@ async def test_a_call_with_a_lone_surrogate_is_a_clear_error_in_the_code() -> No
             "why"
         )
         assert not r.state_lost and "lone surrogate" in str(r.value), r.to_text()
+
+
+async def test_live_output_with_a_lone_surrogate_keeps_streaming() -> None:
+    got: list[str] = []
+    async with Session(SubprocessExecutor()) as s:
+        code = "import time\nprint('a\\udcff', flush=True)\ntime.sleep(0.3)\nprint('after')"
+        r = await s.run(code, on_output=lambda stream, text: got.append(text))
+    assert r.stdout == "a\ufffd\nafter\n", r.to_text()
+    assert "".join(got) == "a\ufffd\nafter\n"

@@ -63,3 +63,12 @@ async def test_live_output_with_a_lone_surrogate_keeps_streaming() -> None:
         r = await s.run(code, on_output=lambda stream, text: got.append(text))
     assert r.stdout == "a\ufffd\nafter\n", r.to_text()
     assert "".join(got) == "a\ufffd\nafter\n"
+
+
+async def test_code_holding_a_lone_surrogate_is_a_clear_error_and_the_session_lives_on() -> None:
+    async with Session(SubprocessExecutor()) as s:
+        await s.run("kept = 'state'")
+        r = await s.run("x = '\udcff'\nlen(x)")  # the character itself, not its escape
+        assert r.error is not None and "lone surrogate" in r.error.message, r.to_text()
+        assert not r.state_lost
+        assert (await s.run("kept")).value == "state"

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import bridge
+from . import bridge, protocol
 
 COALESCE = 0.05
 """Seconds later chunks wait for more output to join them."""
@@ -99,7 +99,8 @@ class LiveOutput:
 def _send(chunks: list[tuple[int, str]]) -> bool:
     """Send ``chunks`` (joined per stream, in order); False when nobody listens."""
     merged: list[dict[str, str]] = []
-    for index, text in chunks:
+    for index, raw in chunks:
+        text = protocol.without_surrogates(raw)  # shown, like the result's output
         if merged and merged[-1]["stream"] == STREAMS[index]:
             merged[-1]["text"] += text
         else:

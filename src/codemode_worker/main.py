@@ -141,7 +141,7 @@ def _fit(result: dict[str, Any], cap: int) -> None:
     share = (cap - 65536) // 4  # bytes per field once encoded
 
     def size(value: Any) -> int:
-        return len(protocol.dumps(value))
+        return len(protocol.dumps(value, lossy=True))
 
     for key, flag in (("stdout", "stdout_truncated"), ("stderr", "stderr_truncated")):
         text = result.get(key)
@@ -214,10 +214,10 @@ def main(config: dict[str, Any]) -> None:
             gate.stop()
             result = None
         done = {"op": "done", "id": msg.get("id"), "result": result}
-        data = protocol.encode_frame(done)
+        data = protocol.encode_frame(done, lossy=True)  # a lone surrogate must not stop it
         if len(data) > link.max_done and isinstance(result, dict):
             _fit(result, link.max_done)
-            data = protocol.encode_frame(done)
+            data = protocol.encode_frame(done, lossy=True)
         link.send_bytes(data)
     os._exit(0)
 

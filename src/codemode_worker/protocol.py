@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import struct
 import threading
 from collections.abc import Sequence
@@ -172,8 +173,8 @@ _ENCODER = json.JSONEncoder(default=_default, separators=(",", ":"), ensure_asci
 _DECODER = json.JSONDecoder(object_hook=_hook)
 
 
-def dumps(msg: Any) -> bytes:
-    return _ENCODER.encode(msg).encode()
+def dumps(msg: Any, *, lossy: bool = False) -> bytes:
+    return _utf8(_ENCODER.encode(msg), lossy)
 
 
 def loads(data: bytes | bytearray | memoryview | str, atts: memoryview | None = None) -> Any:
@@ -193,15 +194,44 @@ def split_body(body: bytes | bytearray) -> tuple[bytes | bytearray | memoryview,
     return view[:cut], view[cut + 1 :]
 
 
-def encode_parts(msg: Any, max_json: int | None = None) -> list[bytes | bytearray | memoryview]:
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD (text the host shows, never data)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _utf8(text: str, lossy: bool) -> bytes:
+    """``text`` as UTF-8. A lone surrogate (a file name read with ``surrogateescape``,
+    ``"\\udcff"`` typed in code) has no UTF-8 form: ``lossy`` frames (a run's result: its
+    output, value and error) show it as U+FFFD, since failing there stopped the worker
+    and lost the session; other frames (calls) refuse it with a clear error."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        if lossy:
+            return without_surrogates(text).encode()
+        found = exc.object[exc.start : exc.end]
+        raise ValueError(
+            f"a string holds a lone surrogate ({found!r}), which no UTF-8 text can carry: "
+            "send it as bytes (s.encode('utf-8', 'surrogateescape')) or clean it "
+            "(s.encode('utf-8', 'replace').decode())"
+        ) from None
+
+
+def encode_parts(
+    msg: Any, max_json: int | None = None, *, lossy: bool = False
+) -> list[bytes | bytearray | memoryview]:
     """The frame of ``msg`` as buffers to write in order: large bytes are attached without
-    a copy. With ``max_json``, strings are attached too when the JSON would outweigh it."""
+    a copy. With ``max_json``, strings are attached too when the JSON would outweigh it.
+    ``lossy``: lone surrogates become U+FFFD instead of an error (see :func:`_utf8`)."""
     _pending.atts, _pending.size = [], 0
     try:
-        text = _ENCODER.encode(msg).encode()
+        text = _utf8(_ENCODER.encode(msg), lossy)
         if max_json is not None and len(text) > max_json:
             _pending.atts, _pending.size = [], 0
-            text = _ENCODER.encode(_strings_apart(msg)).encode()
+            text = _utf8(_ENCODER.encode(_strings_apart(msg)), lossy)
         atts: list[bytes | bytearray | memoryview] = _pending.atts
         size = _pending.size
     finally:
@@ -211,8 +241,8 @@ def encode_parts(msg: Any, max_json: int | None = None) -> list[bytes | bytearra
     return [HEADER.pack(len(text) + 1 + size) + text + b"\n", *atts]
 
 
-def encode_frame(msg: Any) -> bytes:
-    return b"".join(encode_parts(msg))
+def encode_frame(msg: Any, *, lossy: bool = False) -> bytes:
+    return b"".join(encode_parts(msg, lossy=lossy))
 
 
 def parts_size(parts: Sequence[bytes | bytearray | memoryview]) -> int:

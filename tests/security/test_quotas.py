@@ -245,3 +245,19 @@ async def test_a_new_workers_first_sweep_runs_inline_once_its_workspace_is_known
         result = await second.run("open('a.txt').read()")
     assert result.value == "x"
     assert where[0] is True
+
+
+async def test_metadata_counts_toward_the_memory_quota(tmp_path: Path) -> None:
+    """Skills with a tiny body and 60 KB of tags each: metadata is stored too, so it is
+    counted; it used to fill the disk far past the quota (64 KB a record, 20,000 records)."""
+    mem = _quota_memory(tmp_path / "m", mb=1, records=1000)
+    code = "def run():\n    return 1\n"
+    made = 0
+    with pytest.raises(QuotaExceeded, match=r"limit 1\.0 MB"):
+        for i in range(100):
+            tags = [f"{i}-{t}-" + "t" * 1900 for t in range(32)]
+            await mem.skills.create(f"s{i}", code, "one", tags=tags)
+            made += 1
+    assert 10 <= made < 20
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "m" / "skills").glob("*.rec"))
+    assert on_disk <= MB + 70_000

@@ -117,3 +117,31 @@ def test_expressions_cannot_grow_values_far_beyond_their_parts(expression: str) 
 def test_a_failing_function_is_a_workflow_error_whatever_python_raises(expression: str) -> None:
     with pytest.raises(WorkflowError, match="failed"):
         evaluate(expression, {})
+
+
+def _repeated(part: str) -> str:
+    """``[part, part, ...]`` as long as an expression may be."""
+    return "[" + ", ".join([part] * (1990 // (len(part) + 2))) + "]"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "range(1000000) == range(1000000)",  # ~60 of them: seconds of the engine's loop
+        "sorted(range(1000000))[0]",
+        "'x' in big",
+        "big == big + ''",
+        "len(split(big))",
+    ],
+)
+def test_an_expression_that_would_hold_the_engine_for_seconds_is_refused(part: str) -> None:
+    scope = {"big": "x " * 500_000}
+    with pytest.raises(WorkflowError, match="too much work"):
+        evaluate(_repeated(part), scope)
+    evaluate(part, scope)  # once is fine
+
+
+def test_cheap_reads_of_big_values_are_not_counted_as_work() -> None:
+    scope = {"big": "x" * 15_000_000, "items": list(range(100_000))}
+    assert evaluate(_repeated("len(big)"), scope)[0] == 15_000_000
+    assert evaluate("items[-1] if big and items else 0", scope) == 99_999

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, Protocol
 
+from codemode.errors import LLMError
+
 RUN_CODE = "run_code"
 PROMPTS = "codemode.agent.prompts"
 
@@ -72,6 +74,46 @@ class Usage:
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+
+
+def reported_tokens(value: Any, name: str, provider: str) -> int:
+    """A token count from a provider's reply: missing is 0. A negative count would lift
+    ``max_total_tokens`` (the budget adds them up), and NaN, infinity or text would crash
+    the loop; any of these is an ``LLMError``: the provider's figures cannot be trusted."""
+    if value is None:
+        return 0
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and value == value and 0 <= value < float("inf") and value == int(value):
+        return int(value)
+    raise LLMError(
+        f"{provider} reported {name}={str(value)[:80]!r}, not a token count: its answer "
+        "cannot be trusted (is the base URL a real model endpoint?)",
+        provider=provider,
+    )
+
+
+def reported_text(value: Any, name: str, provider: str) -> str:
+    """A text field of a provider's reply (content, tool name, call id): missing is ``""``;
+    anything but a string is an ``LLMError`` rather than a crash later in the loop."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise LLMError(
+        f"{provider} answered a {type(value).__name__} as {name}, not text: its answer "
+        "cannot be trusted (is the base URL a real model endpoint?)",
+        provider=provider,
+    )
+
+
+def unreadable_answer(exc: ValueError, provider: str) -> LLMError:
+    """A provider whose HTTP 200 body is not JSON (a web page at the base URL, a proxy's
+    login page): the SDKs raise ``JSONDecodeError``, not one of their own errors."""
+    return LLMError(
+        f"{provider}'s answer is not JSON ({exc}): is the base URL a model endpoint "
+        "and not a web page or a proxy?",
+        provider=provider,
+    )
 
 
 @dataclass(slots=True)

@@ -29,13 +29,14 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 __all__ = [
     "Answer",
     "Code",
     "FakeLLMServer",
+    "Raw",
     "RecordedRequest",
     "Status",
     "Text",
@@ -86,7 +87,16 @@ class Status:
     param: str | None = None
 
 
-Step = Code | Answer | Text | ToolCall | Status
+@dataclass(frozen=True)
+class Raw:
+    """Exactly this body with HTTP 200 (``application/json``, whatever it holds): a
+    compatible server, a proxy or a web page at the base URL answering what no SDK checks
+    (negative token counts, a number as content, HTML)."""
+
+    body: str
+
+
+Step = Code | Answer | Text | ToolCall | Status | Raw
 Script = Iterable[Step | Callable[["RecordedRequest"], Step]]
 
 
@@ -317,18 +327,20 @@ class FakeLLMServer:
             return Status(500, "the fake LLM's script is exhausted", code="script_exhausted")
         return step
 
-    async def _openai(self, request: Request) -> JSONResponse:
+    async def _openai(self, request: Request) -> Response:
         return await self._chat(request, "openai")
 
-    async def _azure(self, request: Request) -> JSONResponse:
+    async def _azure(self, request: Request) -> Response:
         return await self._chat(request, "azure")
 
-    async def _chat(self, request: Request, wire: Wire) -> JSONResponse:
+    async def _chat(self, request: Request, wire: Wire) -> Response:
         rec, step = await self._record(request, wire)
         step = self._gate(rec, step)
         try:
             if isinstance(step, Status):
                 return _error(step, "openai")
+            if isinstance(step, Raw):
+                return _raw(step)
             offers_run_code = "run_code" in rec.tool_names
             content: str | None = None
             calls: list[dict[str, Any]] = []
@@ -368,12 +380,14 @@ class FakeLLMServer:
         finally:
             rec.handled_ms = (time.perf_counter() - rec.received) * 1000
 
-    async def _anthropic(self, request: Request) -> JSONResponse:
+    async def _anthropic(self, request: Request) -> Response:
         rec, step = await self._record(request, "anthropic")
         step = self._gate(rec, step)
         try:
             if isinstance(step, Status):
                 return _error(step, "anthropic")
+            if isinstance(step, Raw):
+                return _raw(step)
             offers_run_code = "run_code" in rec.tool_names
             blocks: list[dict[str, Any]] = []
             n = len(rec.messages)
@@ -405,6 +419,10 @@ class FakeLLMServer:
             )
         finally:
             rec.handled_ms = (time.perf_counter() - rec.received) * 1000
+
+
+def _raw(step: Raw) -> Response:
+    return Response(step.body, media_type="application/json")
 
 
 def _usage(sent: str, reply: str) -> tuple[int, int]:

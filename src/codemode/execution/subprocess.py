@@ -32,7 +32,7 @@ from codemode_worker import protocol
 from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..observability import signals
-from ..result import ExecutionResult
+from ..result import ErrorInfo, ExecutionResult
 from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
 from .frames import FrameError, FrameLimits, load_schema, schema_loaded
 from .outcomes import crashed, finished, timed_out_result
@@ -460,8 +460,8 @@ class SubprocessWorker:
         assert self._loop is not None
         self._seq += 1
         fut = self._loop.create_future()
-        self._pending[self._seq] = fut
-        self._send({**msg, "id": self._seq})
+        self._send({**msg, "id": self._seq})  # first: a frame that cannot be encoded
+        self._pending[self._seq] = fut  # leaves no future behind (its reply comes later)
         return self._seq, fut
 
     def _interrupt(self, run_id: int) -> None:
@@ -478,6 +478,12 @@ class SubprocessWorker:
         except _Crash as exc:
             await self._reaped_wait()
             return crashed(exc.info, self._tail, start)
+        except ValueError as exc:  # a lone surrogate ("\udcff") has no UTF-8 form
+            why = f"the code cannot be sent to the worker: {exc}"
+            return ExecutionResult(
+                error=ErrorInfo("SyntaxError", why),
+                duration_ms=(time.perf_counter() - start) * 1000,
+            )
         run = self._run = _Run(rid, fut)
         self._raw.begin_run()
         # The timeout runs only while it is not held (a person is asked: hold_timeout).

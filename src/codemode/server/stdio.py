@@ -3,13 +3,14 @@
 The server runs until the client closes stdin. On SIGTERM/SIGINT/SIGHUP it drains
 (:func:`~codemode.server.lifecycle.drain`): running calls finish within the grace
 period, the rest are cancelled, and every answer is written out before the process
-exits. Exiting is forced (``os._exit``) once everything is closed, because the SDK
-reads stdin in a thread that cannot be cancelled: waiting for it would keep the process
-alive until the client writes or closes stdin.
+exits. Exiting is forced (``os._exit``) once everything is closed, because stdin is
+read in a thread that cannot be cancelled: waiting for it would keep the process alive
+until the client writes or closes stdin. The wire itself (bounded lines in, every line
+that is not a message answered with a JSON-RPC error) is :mod:`.stdio_wire`.
 
 Knowing when "every answer is written out" needs two counters the SDK does not keep:
 the requests read but not yet answered, and the messages handed to the stdout writer
-but not yet flushed. Thin wrappers around the SDK's streams and stdout keep them.
+but not yet flushed. Thin wrappers around the server's streams and stdout keep them.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from .lifecycle import GracefulStop, drain
+from .stdio_wire import StdinWire, max_in_flight, max_message, message_of, too_many
 from .toolset import ServerContext
 
 __all__ = ["serve_stdio"]
@@ -181,15 +182,42 @@ async def serve_stdio(
         sys.stderr.flush()
         os._exit(0)
 
-    async with (
-        stdio_server(stdout=_Stdout(pending)) as (read_stream, write_stream),
-        anyio.create_task_group() as tg,
-    ):
+    limit, most = max_message(), max_in_flight()
+    stdout = _Stdout(pending)
+    stdin = StdinWire(limit)
+    read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+    writing = _Writing(write_stream, pending)
+
+    async def wire_in(answers: _Writing) -> None:
+        """Lines -> messages for the server; what is not one is answered here."""
+        async with read_send, answers:
+            async for line in stdin.lines():
+                message, is_error = message_of(line, limit)
+                if message is None:
+                    continue
+                busy = too_many(message, most) if len(pending.requests) >= most else None
+                if not is_error and busy is not None:
+                    message, is_error = busy, True
+                try:
+                    await (answers.send if is_error else read_send.send)(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return  # the server stopped reading: nothing more to hand it
+
+    async def wire_out() -> None:
+        async with write_out:
+            async for item in write_out:
+                text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await stdout.write(text + "\n")
+                await stdout.flush()
+
+    async with anyio.create_task_group() as tg:
         tg.start_soon(context.sessions.run_reaper)
         tg.start_soon(graceful)
-        await low.run(
-            _Reading(read_stream, pending),
-            _Writing(write_stream, pending),
-            low.create_initialization_options(),
-        )
+        async with anyio.create_task_group() as wire:  # ends once every answer is out
+            wire.start_soon(wire_out)
+            wire.start_soon(wire_in, _Writing(write_stream.clone(), pending))
+            await low.run(
+                _Reading(read_stream, pending), writing, low.create_initialization_options()
+            )
         tg.cancel_scope.cancel()

@@ -2,10 +2,11 @@
 
 Wraps any backend (files or Redis). Before a record is written, the bytes and records
 already stored (every kind, from listings cached by ``generation``) plus the writes in
-flight are compared with the limits; a write that would go over is refused with
-:class:`~codemode.errors.QuotaExceeded` before anything is written. A value that arrives
-as a stream is counted as it comes and aborted when it crosses the limit: the backend
-then drops its temporary copy, so nothing is ever half-written.
+flight are compared with the limits (a record's bytes are its value and its metadata);
+a write that would go over is refused with :class:`~codemode.errors.QuotaExceeded`
+before anything is written. A value that arrives as a stream is counted as it comes and
+aborted when it crosses the limit: the backend then drops its temporary copy, so nothing
+is ever half-written.
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..errors import QuotaExceeded
-from .base import Data, RecordInfo, Storage, iter_chunks
+from .base import Data, RecordInfo, Storage, encode_meta, iter_chunks
 from .forwarding import ForwardingStorage
 
 # The kinds codemode's memory writes; any other kind written through the wrapper joins.
 MEMORY_KINDS = ("artifacts", "state", "skills", "skill_versions")
+
+
+def _meta_size(meta: Mapping[str, Any] | None) -> int:
+    """Bytes of a record's metadata as stored: counted with its value, or records with
+    small values and 64 KB of metadata (a skill's tags) filled the disk past the quota."""
+    return len(encode_meta(meta)) if meta else 0
 
 
 def _mb(n: int) -> str:
@@ -51,7 +58,7 @@ class QuotaStorage(ForwardingStorage):
             cached = self._listings.get(kind)
             if cached is None or cached[0] != gen:
                 listing = await self.inner.list(kind)
-                cached = (gen, {r.name: r.size for r in listing.records})
+                cached = (gen, {r.name: r.size + _meta_size(r.meta) for r in listing.records})
                 self._listings[kind] = cached
             out[kind] = cached[1]
         return out
@@ -75,19 +82,20 @@ class QuotaStorage(ForwardingStorage):
                 kind, name, f"the workspace already holds {count:,} records (limit "
                 f"{self.max_records:,})"
             )  # fmt: skip
-        room = None if self.max_bytes is None else self.max_bytes - (used - (old or 0))
+        extra = _meta_size(meta)  # metadata is stored too: up to 64 KB a record
+        room = None if self.max_bytes is None else self.max_bytes - (used - (old or 0)) - extra
         if isinstance(data, bytes | bytearray | memoryview):
             size = memoryview(data).nbytes
             if room is not None and size > room:
                 raise self._refuse(
-                    kind, name, f"{_mb(size)} would take the workspace's memory to "
-                    f"{_mb(used - (old or 0) + size)} (limit {_mb(self.max_bytes or 0)})"
+                    kind, name, f"{_mb(size + extra)} would take the workspace's memory to "
+                    f"{_mb(used - (old or 0) + size + extra)} (limit {_mb(self.max_bytes or 0)})"
                 )  # fmt: skip
-            self._in_flight += size
+            self._in_flight += size + extra
             try:
                 return await self.inner.put(kind, name, data, meta)
             finally:
-                self._in_flight -= size
+                self._in_flight -= size + extra
         if room is None:
             return await self.inner.put(kind, name, data, meta)
         return await self._counted_put(kind, name, data, meta, room)

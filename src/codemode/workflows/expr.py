@@ -21,8 +21,10 @@ Limits: 2,000 characters and 50 levels of nesting per expression; strings and li
 by ``*`` or ``+``, and the text ``str``/``join`` make, at most 1,000,000 items/characters;
 integers at most 65,536 bits; ``%`` on numbers only; ``sum`` of numbers only; a computed
 value (not a plain read such as ``x.a[0]``) at most 10,000,000 items and characters, so
-that ``[x, x, x]`` of a big ``x`` cannot grow into gigabytes. Anything else is a
-``WorkflowError`` naming the expression.
+that ``[x, x, x]`` of a big ``x`` cannot grow into gigabytes; and at most 20,000,000
+items read, built, compared or sorted in all (``MAX_WORK``), so that an expression
+cannot hold the engine's event loop (the server's, on ``codemode serve``) for seconds.
+Anything else is a ``WorkflowError`` naming the expression.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ MAX_DEPTH = 50
 MAX_SIZE = 1_000_000
 MAX_BITS = 65_536
 MAX_RESULT = 10 * MAX_SIZE
+MAX_WORK = 20 * MAX_SIZE
 
 _CONSTANTS = {"true": True, "false": False, "null": None, "none": None}
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
@@ -131,6 +134,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "range": lambda *a: list(range(*a)) if len(range(*a)) <= MAX_SIZE else _too_big(),
 }
 
+_SCANS = frozenset(
+    {"str", "min", "max", "sum", "sorted", "lower", "upper", "strip", "split", "join"}
+    | {"keys", "values", "items"}
+)
+"""Functions whose time grows with their arguments (``len``, ``bool``... do not)."""
+
 _TEMPLATE = re.compile(r"\$\{((?:[^{}\"']|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\{[^{}]*\})*)\}")
 
 
@@ -184,7 +193,7 @@ def evaluate(text: str, scope: Mapping[str, Any]) -> Any:
     """The value of expression ``text`` with ``scope``'s names."""
     try:
         tree = parse(text)
-        value = _eval(tree, scope)
+        value = _eval(tree, scope, _Work(text))
         if not _reads_only(tree) and _weigh(value, MAX_RESULT) < 0:
             _too_big()  # e.g. [x, x, x, ...] of a big x: a value far bigger than its parts
         return value
@@ -206,7 +215,7 @@ def _reads_only(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
-def _eval(node: ast.AST, scope: Mapping[str, Any]) -> Any:
+def _eval(node: ast.AST, scope: Mapping[str, Any], work: _Work) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -217,30 +226,31 @@ def _eval(node: ast.AST, scope: Mapping[str, Any]) -> Any:
             return _CONSTANTS[low]
         raise WorkflowError(f"unknown name {node.id!r} (known: {', '.join(sorted(scope))})")
     if isinstance(node, ast.Attribute):
-        return _item(_eval(node.value, scope), node.attr)
+        return _item(_eval(node.value, scope, work), node.attr)
     if isinstance(node, ast.Subscript):
-        base = _eval(node.value, scope)
+        base = _eval(node.value, scope, work)
         if isinstance(node.slice, ast.Slice):
-            parts = [_eval(p, scope) if p is not None else None
+            parts = [_eval(p, scope, work) if p is not None else None
                      for p in (node.slice.lower, node.slice.upper, node.slice.step)]  # fmt: skip
             if not isinstance(base, list | str):
                 raise WorkflowError("only lists and strings can be sliced")
-            return base[slice(*parts)]
-        return _item(base, _eval(node.slice, scope))
+            return work.spend(base[slice(*parts)])
+        return _item(base, _eval(node.slice, scope, work))
     if isinstance(node, ast.List | ast.Tuple):
-        return [_eval(e, scope) for e in node.elts]
+        return [_eval(e, scope, work) for e in node.elts]
     if isinstance(node, ast.Dict):
         return {
-            _eval(k, scope): _eval(v, scope)
+            _eval(k, scope, work): _eval(v, scope, work)
             for k, v in zip(node.keys, node.values, strict=True)
             if k is not None
         }
     if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, scope), _eval(node.right, scope)
+        left, right = _eval(node.left, scope, work), _eval(node.right, scope, work)
         _check_size(node.op, left, right)
-        return _BINOPS[type(node.op)](left, right)
+        work.spend(left, right)
+        return work.spend(_BINOPS[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand, scope)
+        value = _eval(node.operand, scope, work)
         if isinstance(node.op, ast.Not):
             return not value
         if isinstance(node.op, ast.USub):
@@ -251,29 +261,75 @@ def _eval(node: ast.AST, scope: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.BoolOp):
         result: Any = None
         for value_node in node.values:
-            result = _eval(value_node, scope)
+            result = _eval(value_node, scope, work)
             if isinstance(node.op, ast.And) and not result:
                 return result
             if isinstance(node.op, ast.Or) and result:
                 return result
         return result
     if isinstance(node, ast.Compare):
-        left = _eval(node.left, scope)
+        left = _eval(node.left, scope, work)
         for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = _eval(comp, scope)
+            right = _eval(comp, scope, work)
+            work.charge(_compare_cost(op, left, right))
             if not _CMPOPS[type(op)](left, right):
                 return False
             left = right
         return True
     if isinstance(node, ast.IfExp):
-        return _eval(node.body if _eval(node.test, scope) else node.orelse, scope)
+        return _eval(node.body if _eval(node.test, scope, work) else node.orelse, scope, work)
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
-        result = FUNCTIONS[node.func.id](*[_eval(a, scope) for a in node.args])
+        args = [_eval(a, scope, work) for a in node.args]
+        if node.func.id in _SCANS:
+            work.spend(*args)
+        if node.func.id == "range":  # charged before it is built
+            work.spend(range(*args) if all(isinstance(a, int) for a in args) else 0)
+        result = FUNCTIONS[node.func.id](*args)
         if isinstance(result, list | str) and len(result) > MAX_SIZE:
             _too_big()
-        return result
+        return work.spend(result)
     raise WorkflowError(f"{type(node).__name__} is not allowed")
+
+
+class _Work:
+    """The items one expression may still touch (``MAX_WORK``): each operation spends
+    the lengths of what it reads and builds (a comparison of two lists, a sort, a
+    ``range``). Sizes alone did not bound time: sixty ``range(1000000) ==
+    range(1000000)`` fit in 2,000 characters and held the server's event loop for
+    seconds, every time a step (or each iteration of a ``foreach``) evaluated them."""
+
+    __slots__ = ("left", "text")
+
+    def __init__(self, text: str) -> None:
+        self.left = MAX_WORK
+        self.text = text
+
+    def spend(self, *values: Any) -> Any:
+        """Charge the sizes of ``values``; returns the last one."""
+        self.charge(sum(_length(v) for v in values))
+        return values[-1] if values else None
+
+    def charge(self, items: int) -> None:
+        self.left -= items
+        if self.left < 0:
+            raise WorkflowError(
+                f"expression {self.text[:200]!r} does too much work (more than {MAX_WORK:,} "
+                "items read, built, compared or sorted): split it into steps, or do it in a "
+                "code step"
+            )
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, list | str | dict | range) else 1
+
+
+def _compare_cost(op: ast.cmpop, left: Any, right: Any) -> int:
+    """What a comparison may read: ``in`` scans its right side; ``==`` and order compare
+    as far as the shorter side."""
+    if isinstance(op, ast.In | ast.NotIn):
+        return _length(left) + _length(right)
+    return min(_length(left), _length(right))
 
 
 def _item(base: Any, key: Any) -> Any:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from codemode.errors import LLMError
+
 from ..config import LLMConfig
-from ..messages import Message, ModelReply, ModelRequest, ToolCallRequest, Usage
+from ..messages import (
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolCallRequest,
+    Usage,
+    reported_text,
+    reported_tokens,
+    unreadable_answer,
+)
 from . import OFFICIAL_URLS, require_key, translate_error
 
 
@@ -82,26 +93,46 @@ class AnthropicModel:
             response = await self._client.messages.create(**kwargs)
         except self._sdk.AnthropicError as exc:
             raise translate_error(exc, self._sdk, self.provider, self._secret) from None
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise unreadable_answer(exc, self.provider) from None
+        return _reply(response, self.provider)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _reply(response: Any, provider: str) -> ModelReply:
+    """The SDK's message as a ``ModelReply``; every field is checked (the SDK does not
+    check what a server sent): a reply of the wrong shape is an ``LLMError``."""
+    try:
         texts: list[str] = []
         calls: list[ToolCallRequest] = []
         for block in response.content or []:
             kind = getattr(block, "type", "")
             if kind == "text":
-                texts.append(block.text)
+                texts.append(reported_text(block.text, "a text block", provider))
             elif kind == "tool_use":
                 args = block.input if isinstance(block.input, dict) else {}
-                calls.append(ToolCallRequest(block.id, block.name, args))
+                calls.append(
+                    ToolCallRequest(
+                        reported_text(block.id, "a tool call's id", provider),
+                        reported_text(block.name, "a tool call's name", provider),
+                        args,
+                    )
+                )
         usage = getattr(response, "usage", None)
         return ModelReply(
             text="\n".join(texts),
             tool_calls=calls,
             usage=Usage(
-                int(getattr(usage, "input_tokens", 0) or 0),
-                int(getattr(usage, "output_tokens", 0) or 0),
+                reported_tokens(getattr(usage, "input_tokens", None), "input_tokens", provider),
+                reported_tokens(getattr(usage, "output_tokens", None), "output_tokens", provider),
             ),
             stop_reason=str(getattr(response, "stop_reason", "") or ""),
             model=str(getattr(response, "model", "") or ""),
         )
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    except (AttributeError, TypeError, IndexError, KeyError) as exc:
+        raise LLMError(
+            f"{provider}'s answer is not a message ({type(exc).__name__}: {exc})",
+            provider=provider,
+        ) from None

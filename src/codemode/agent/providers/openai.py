@@ -11,10 +11,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from codemode.errors import ConfigError
+from codemode.errors import ConfigError, LLMError
 
 from ..config import LLMConfig
-from ..messages import Message, ModelReply, ModelRequest, ToolCallRequest, Usage, parse_arguments
+from ..messages import (
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolCallRequest,
+    Usage,
+    parse_arguments,
+    reported_text,
+    reported_tokens,
+    unreadable_answer,
+)
 from . import OFFICIAL_URLS, require_key, translate_error
 
 # Model families known to want max_completion_tokens (reasoning models).
@@ -157,7 +167,9 @@ class OpenAIChatModel:
                 continue
             except self._sdk.OpenAIError as exc:
                 raise translate_error(exc, self._sdk, self.provider, self._secret) from None
-            return _reply(response)
+            except ValueError as exc:  # a 200 whose body is not JSON
+                raise unreadable_answer(exc, self.provider) from None
+            return _reply(response, self.provider)
         assert refused is not None
         raise translate_error(refused, self._sdk, self.provider, self._secret) from None
 
@@ -181,24 +193,45 @@ class OpenAIChatModel:
         await self._client.close()
 
 
-def _reply(response: Any) -> ModelReply:
-    choice = response.choices[0] if response.choices else None
-    msg = choice.message if choice is not None else None
-    calls: list[ToolCallRequest] = []
-    for call in (msg.tool_calls if msg is not None else None) or []:
-        fn = getattr(call, "function", None)
-        if fn is None:
-            continue
-        args, raw = parse_arguments(fn.arguments)
-        calls.append(ToolCallRequest(call.id, fn.name, args, raw))
-    usage = getattr(response, "usage", None)
-    return ModelReply(
-        text=(msg.content if msg is not None else None) or "",
-        tool_calls=calls,
-        usage=Usage(
-            int(getattr(usage, "prompt_tokens", 0) or 0),
-            int(getattr(usage, "completion_tokens", 0) or 0),
-        ),
-        stop_reason=str(choice.finish_reason if choice is not None else ""),
-        model=str(getattr(response, "model", "") or ""),
-    )
+def _reply(response: Any, provider: str) -> ModelReply:
+    """The SDK's response as a ``ModelReply``. The SDK does not check what a server sent
+    (a compatible server, a proxy): every field is checked here, and a reply of the wrong
+    shape is an ``LLMError``, never a crash of the loop nor a budget it escapes."""
+    try:
+        choice = response.choices[0] if response.choices else None
+        msg = choice.message if choice is not None else None
+        calls: list[ToolCallRequest] = []
+        for call in (msg.tool_calls if msg is not None else None) or []:
+            fn = getattr(call, "function", None)
+            if fn is None:
+                continue
+            raw_args = fn.arguments
+            if raw_args is not None and not isinstance(raw_args, str | dict):
+                raw_args = reported_text(raw_args, "a tool call's arguments", provider)
+            args, raw = parse_arguments(raw_args)
+            calls.append(
+                ToolCallRequest(
+                    reported_text(call.id, "a tool call's id", provider),
+                    reported_text(fn.name, "a tool call's name", provider),
+                    args,
+                    raw,
+                )
+            )
+        usage = getattr(response, "usage", None)
+        return ModelReply(
+            text=reported_text(msg.content if msg is not None else None, "content", provider),
+            tool_calls=calls,
+            usage=Usage(
+                reported_tokens(getattr(usage, "prompt_tokens", None), "prompt_tokens", provider),
+                reported_tokens(
+                    getattr(usage, "completion_tokens", None), "completion_tokens", provider
+                ),
+            ),
+            stop_reason=str(choice.finish_reason if choice is not None else ""),
+            model=str(getattr(response, "model", "") or ""),
+        )
+    except (AttributeError, TypeError, IndexError, KeyError) as exc:
+        raise LLMError(
+            f"{provider}'s answer is not a chat completion ({type(exc).__name__}: {exc})",
+            provider=provider,
+        ) from None

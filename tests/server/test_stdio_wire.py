@@ -1,0 +1,179 @@
+"""Lines a stdio client sends that are not MCP messages: each gets a JSON-RPC error
+(never silence, which left a client waiting for ever), a line past the size limit is
+skipped without being held whole, and the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import serve_argv
+
+WAIT = 60.0
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+class Raw:
+    """``codemode serve`` over stdio, written to and read from line by line."""
+
+    def __init__(self, base: Path, env: dict[str, str] | None = None) -> None:
+        argv = serve_argv(base, "--executor", "subprocess")
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+        self.buf = b""
+
+    def send(self, line: bytes | dict[str, Any]) -> None:
+        data = json.dumps(line).encode() if isinstance(line, dict) else line
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self, timeout: float = WAIT) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise AssertionError(f"no answer within {timeout} s")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise AssertionError("the server closed stdout")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def ask(self, line: bytes | dict[str, Any]) -> dict[str, Any]:
+        self.send(line)
+        return self.recv()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def raw(workspace: tuple[Path, Path]) -> Iterator[Raw]:
+    r = Raw(workspace[0], {"CODEMODE_STDIO_MAX_MESSAGE_MB": "0.25"})
+    try:
+        assert r.ask(INIT)["id"] == 0
+        r.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield r
+    finally:
+        r.close()
+
+
+def ping(n: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": n, "method": "ping"}
+
+
+@pytest.mark.parametrize("line", [b"{not json", b"\xff\xfe", b'{"jsonrpc": "2.0", "id": 3'])
+def test_a_line_that_is_not_json_is_a_parse_error_and_serving_goes_on(
+    raw: Raw, line: bytes
+) -> None:
+    got = raw.ask(line)
+    assert got["id"] is None and got["error"]["code"] == -32700
+    assert raw.ask(ping(1)) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize(
+    ("message", "answered_id"),
+    [
+        ({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": "x"}, 6),
+        ({"jsonrpc": "1.0", "id": "r7", "method": "tools/list"}, "r7"),
+        ({"jsonrpc": "2.0", "id": 8, "method": 12}, 8),
+        ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None),
+        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, None),
+        ({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, None),
+        ({"jsonrpc": "2.0", "id": 9}, None),  # a response of nothing: not our request's id
+        ([], None),
+        ([ping(10)], None),
+    ],
+)
+def test_json_that_is_not_an_mcp_message_is_an_invalid_request_answered_with_its_id(
+    raw: Raw, message: Any, answered_id: Any
+) -> None:
+    got = raw.ask(json.dumps(message).encode())
+    assert got["id"] == answered_id and got["error"]["code"] == -32600, got
+    assert raw.ask(ping(11))["result"] == {}
+
+
+def test_blank_lines_are_ignored(raw: Raw) -> None:
+    raw.send(b"   ")
+    raw.send(b"")
+    assert raw.ask(ping(12)) == {"jsonrpc": "2.0", "id": 12, "result": {}}
+
+
+def test_a_message_over_the_limit_is_refused_with_its_id_and_the_next_one_is_served(
+    raw: Raw,
+) -> None:
+    big = {"jsonrpc": "2.0", "id": 13, "method": "tools/call"}
+    code = "x = 1\n" * 100_000  # 600 KB: over the 0.25 MiB this server takes
+    big["params"] = {"name": "run_code", "arguments": {"code": code}}
+    got = raw.ask(json.dumps(big).encode())
+    assert got["id"] == 13 and got["error"]["code"] == -32600
+    assert "CODEMODE_STDIO_MAX_MESSAGE_MB" in got["error"]["message"]
+    assert raw.ask(ping(14))["result"] == {}
+
+
+def test_a_message_under_the_limit_still_runs(raw: Raw) -> None:
+    code = "x = 1\n" * 20_000 + "print(x)"  # 120 KB
+    call = {"name": "run_code", "arguments": {"code": code}}
+    got = raw.ask({"jsonrpc": "2.0", "id": 15, "method": "tools/call", "params": call})
+    assert got["id"] == 15 and got["result"]["content"][0]["text"].strip() == "1"
+
+
+def test_a_request_past_the_in_flight_cap_is_answered_at_once_and_later_ones_are_served(
+    workspace: tuple[Path, Path],
+) -> None:
+    r = Raw(workspace[0], {"CODEMODE_STDIO_MAX_IN_FLIGHT": "2"})
+    try:
+        assert r.ask(INIT)["id"] == 0
+        r.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        slow = {
+            "name": "run_code",
+            "arguments": {"code": "import time; time.sleep(3); print('ok')"},
+        }
+        for n in (20, 21):
+            r.send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": slow})
+        refused = r.ask(ping(22))
+        assert refused["id"] == 22 and refused["error"]["code"] == -32000
+        assert "CODEMODE_STDIO_MAX_IN_FLIGHT" in refused["error"]["message"]
+        r.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}})
+        answers = {m["id"]: m for m in (r.recv(), r.recv())}
+        assert set(answers) == {20, 21}
+        assert all(not a["result"].get("isError") for a in answers.values())
+        assert r.ask(ping(23)) == {"jsonrpc": "2.0", "id": 23, "result": {}}
+    finally:
+        r.close()

@@ -83,7 +83,7 @@ class Metrics:
         if process:
             ProcessCollector(registry=self.registry)
         r = self.registry
-        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS)
+        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, args_size)
         r.register(TallyCollector(self.tally, BYTES_PER_TOKEN))
         self.tool_labels = Capped(max_tool_labels)
         self._budgets = Capped(64)
@@ -214,24 +214,22 @@ class Metrics:
         series = self.tally.series.get((call.server, call.tool))
         if series is None:
             series = self._tool_series(call.server, call.tool)
+        args = call.args  # as they arrive: inner layers replace them, never change them
         start = _clock()
         try:
             result = await call_next(call)
         except BaseException as exc:
             elapsed = _clock() - start
-            self._count_call(series, self._tool_failure(exc), elapsed, args_bytes(call), 0, None)
+            self._count_call(series, self._tool_failure(exc), elapsed, args_size(args), 0, None)
             raise
         elapsed = _clock() - start
         # The common case inline (each call here is a few hundred ns of the loop's CPU):
-        # the registry's measure of the result, the arguments' JSON the tracing layer made.
-        notes = call.notes
-        received = notes.get("bytes")
+        # the registry's measure of the result; the arguments are measured by the fold.
+        received = call.notes.get("bytes")
         if received is None:
             received = result_bytes(call, result)
-        text = notes.get(ARGS_JSON)
-        sent = len(text) if text is not None and text.isascii() else args_bytes(call)
         calls = self.tally.calls  # Tally.note_call, inline
-        calls.append((series, elapsed, sent, received, call.context.run_id))
+        calls.append((series, elapsed, args, received, call.context.run_id))
         if len(calls) >= FOLD_AT:
             with self._lock:
                 self.tally.fold()
@@ -425,6 +423,12 @@ def args_json(call: ToolCall) -> str:
     return text
 
 
+def args_size(args: Any) -> int:
+    """Bytes of arguments as canonical JSON in UTF-8 (what a span's
+    ``codemode.tool.arguments.bytes`` says)."""
+    return size_of(canonical(args))
+
+
 def args_bytes(call: ToolCall) -> int:
     """Bytes of the call's arguments as JSON in UTF-8 (sorting keys changes no length)."""
     return size_of(args_json(call))
@@ -472,6 +476,7 @@ __all__ = [
     "Metrics",
     "args_bytes",
     "args_json",
+    "args_size",
     "canonical",
     "default_metrics",
     "is_memory_method",

@@ -24,13 +24,11 @@ from ..tools.registry import NextCall, ToolCall
 from .labels import error_type
 from .metrics import (
     Metrics,
-    args_bytes,
-    canonical,
+    args_size,
     is_memory_method,
     output_size,
     result_bytes,
     run_outcome,
-    size_of,
 )
 from .spans import run_summary
 from .tally import FOLD_AT
@@ -58,14 +56,12 @@ class Observe:
             series = metrics._tool_series(call.server, call.tool)
         traced = run is not _UNSAMPLED
         token = received = error = None
-        if traced:
-            # The arguments as they arrive, before inner layers may rewrite them: their
-            # JSON is hashed for the span and measured for both (not noted: no one else
-            # reads it when this one layer does both).
-            args = canonical(call.args)
-            sent = len(args) if args.isascii() else size_of(args)
-            if tracing.propagate:  # the run's trace goes on to upstream MCP servers
-                token = tracing._attach(run.context)
+        # The arguments as they arrive (inner layers replace them, never change them):
+        # encoding them as JSON, to hash for the span and measure for both, is left to
+        # the tally's fold and the tracing emitter, in batches off the call's path.
+        args = call.args
+        if traced and tracing.propagate:  # the run's trace goes on to upstream MCP servers
+            token = tracing._attach(run.context)
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset).
         start = _clock_ns()
@@ -75,19 +71,15 @@ class Observe:
             end = _clock_ns()
             error = type(exc).__name__
             outcome = metrics._tool_failure(exc)
-            if not traced:
-                sent = args_bytes(call)
-            metrics._count_call(series, outcome, (end - start) * 1e-9, sent, 0, None)
+            metrics._count_call(series, outcome, (end - start) * 1e-9, args_size(args), 0, None)
             raise
         else:
             end = _clock_ns()
             received = call.notes.get("bytes")  # the registry's measure, as result_bytes
             if received is None:
                 received = result_bytes(call, result)
-            if not traced:
-                sent = args_bytes(call)
             calls = metrics.tally.calls  # Tally.note_call, inline
-            calls.append((series, (end - start) * 1e-9, sent, received, run_id))
+            calls.append((series, (end - start) * 1e-9, args, received, run_id))
             if len(calls) >= FOLD_AT:
                 with metrics._lock:
                     metrics.tally.fold()

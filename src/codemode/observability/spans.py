@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .metrics import output_size, run_outcome, size_of
+from .metrics import canonical, output_size, run_outcome, size_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -56,7 +56,10 @@ class Op:
     method: str | None
     run_id: str | None
     start: int
-    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
+    args_text: Any = ""
+    """A tool call's arguments as canonical JSON (hashed later), or the arguments as they
+    arrived (a dict: layers replace ``ToolCall.args``, never change it), encoded off the
+    run's path by ``texts`` or ``attributes``."""
     params_bytes: int = 0
     result_bytes: int | None = None
     end: int = 0
@@ -69,13 +72,16 @@ class Op:
 
     def attributes(self) -> dict[str, Any]:
         if self.method is None:
+            text = self.args_text
+            if type(text) is not str:
+                text = canonical(text)
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": f"{self.server}.{self.tool}",
                 "gen_ai.tool.type": "function",
                 "codemode.tool.server": self.server,
-                "codemode.tool.arguments.bytes": size_of(self.args_text),
-                "codemode.tool.arguments.hmac": digest(self.args_text),
+                "codemode.tool.arguments.bytes": size_of(text),
+                "codemode.tool.arguments.hmac": digest(text),
             }
             if self.result_bytes is not None:
                 attrs["codemode.tool.result.bytes"] = self.result_bytes
@@ -101,6 +107,18 @@ def op_fields(op: Op) -> OpFields:
     """``Op(*fields)`` rebuilds it in the export process."""
     return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
             op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
+
+
+def texts(ops: list[OpFields]) -> list[OpFields]:
+    """``ops`` with each tool call's arguments as canonical JSON (what the export process
+    is handed: plain strings, hashed there)."""
+    out = []
+    for fields in ops:
+        args = fields[5]
+        if type(args) is not str:
+            fields = (*fields[:5], canonical(args), *fields[6:])
+        out.append(fields)
+    return out
 
 
 def failed(span: Span, error_type: str) -> None:
@@ -255,4 +273,5 @@ __all__ = [
     "run_attrs",
     "run_summary",
     "summary_attrs",
+    "texts",
 ]

@@ -74,7 +74,9 @@ FOLD_AT = 256
 CallNote = tuple[Any, ...]
 """What ``Tally.calls`` holds, told apart by the first item:
 
-- a tool call that returned: its ``ToolSeries``, seconds, bytes sent and received, run id;
+- a tool call that returned: its ``ToolSeries``, seconds, bytes sent (or the arguments,
+  measured by the fold: encoding them as JSON is most of what counting a call costs, and a
+  batch of them runs warm, off the call's path) and received, run id;
 - a run that started (``Tally.started``): None, then its run id;
 - a run that ended (``Tally.ended``): its outcome, seconds, the bytes it returned to the
   model (None when it raised instead), its CPU seconds and peak memory (or None), run id.
@@ -94,8 +96,15 @@ class Tally:
     code and data between worker frames), several times what a batch costs per note. What
     a scrape shows is the same."""
 
-    def __init__(self, run_buckets: Sequence[float], memory_buckets: Sequence[float]) -> None:
+    def __init__(
+        self,
+        run_buckets: Sequence[float],
+        memory_buckets: Sequence[float],
+        measure: Callable[[Any], int],
+    ) -> None:
         self.lock = threading.Lock()
+        self.measure = measure
+        """Bytes of a call's arguments noted as themselves (``metrics.args_size``)."""
         self.calls: deque[CallNote] = deque()
         self.run_bytes: dict[str, int] = {}
         """Run id -> bytes its tool calls returned so far (runs in progress)."""
@@ -111,12 +120,14 @@ class Tally:
 
     def fold(self) -> None:
         """Count what is noted in ``calls`` (caller holds ``lock``)."""
-        calls, run_bytes = self.calls, self.run_bytes
+        calls, run_bytes, measure = self.calls, self.run_bytes, self.measure
         while calls:
             note = calls.popleft()
             head = note[0]
             if type(head) is ToolSeries:  # a call that returned, the common note
                 _, seconds, sent, received, run_id = note
+                if type(sent) is not int:  # the arguments themselves: measured here
+                    sent = measure(sent)
                 hist = head.seconds
                 hist.counts[bisect_left(hist.bounds, seconds)] += 1
                 hist.total += seconds
@@ -179,9 +190,14 @@ class Tally:
                 self.fold()
 
     def note_call(
-        self, series: ToolSeries, seconds: float, sent: int, received: int, run_id: str | None
+        self,
+        series: ToolSeries,
+        seconds: float,
+        sent: int | dict[str, Any],
+        received: int,
+        run_id: str | None,
     ) -> None:
-        """A call that returned (any thread, no lock)."""
+        """A call that returned (any thread, no lock); ``sent`` may be its arguments."""
         calls = self.calls
         calls.append((series, seconds, sent, received, run_id))
         if len(calls) >= FOLD_AT:

@@ -83,7 +83,7 @@ class Metrics:
         if process:
             ProcessCollector(registry=self.registry)
         r = self.registry
-        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, args_size)
+        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, args_size, self._series_held)
         r.register(TallyCollector(self.tally, BYTES_PER_TOKEN))
         self.tool_labels = Capped(max_tool_labels)
         self._budgets = Capped(64)
@@ -255,12 +255,19 @@ class Metrics:
     def _tool_series(self, server: str, tool: str) -> ToolSeries:
         """The tallies of one server/tool pair (``_other`` past the cap), kept so a call
         does not look them up again."""
+        with self._lock:
+            return self._series_held(server, tool)
+
+    def _series_held(self, server: str, tool: str) -> ToolSeries:
+        """``_tool_series`` when the tally's lock is held (its fold)."""
+        series = self.tally.series.get((server, tool))
+        if series is not None:
+            return series
         if not self.tool_labels.admit((server, tool)):
             server = tool = OTHER
-        with self._lock:
-            series = self.tally.series.get((server, tool))
-            if series is None:
-                series = self.tally.series[(server, tool)] = ToolSeries(server, tool, TOOL_BUCKETS)
+        series = self.tally.series.get((server, tool))
+        if series is None:
+            series = self.tally.series[(server, tool)] = ToolSeries(server, tool, TOOL_BUCKETS)
         return series
 
     def _tool_failure(self, exc: BaseException) -> str:
@@ -318,10 +325,12 @@ class Metrics:
             self._bound(self.run_errors, error_type(result.error.type)).inc()
         return result
 
-    def _run_raised(self, exc: BaseException, seconds: float, run_id: str | None) -> None:
+    def _run_raised(
+        self, exc: BaseException, seconds: float, run_id: str | None, ops: Any = None
+    ) -> None:
         """A run that raised (refused by a layer, or cancelled) instead of returning."""
         cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None)
+        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None, None, ops)
         if not cancelled:
             self.run_errors.labels(error_type(type(exc).__name__)).inc()
 
@@ -332,15 +341,18 @@ class Metrics:
         run_id: str | None,
         result: ExecutionResult | None,
         out: int | None = None,
+        ops: Any = None,
     ) -> None:
-        """``out``: the run's ``output_size`` when the caller measured it already. Noted
+        """``out``: the run's ``output_size`` when the caller measured it already; ``ops``:
+        its calls that noted nothing else (a traced run's, ``observe.Observe``). Noted
         for the next fold (``Tally.ended``, inline), no lock."""
         if result is None:
-            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id)
+            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id, ops)
         else:
             if out is None:
                 out = output_size(result)
-            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id)
+            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id,
+                    ops)  # fmt: skip
         calls = self.tally.calls
         calls.append(note)
         if len(calls) >= FOLD_AT:

@@ -14,7 +14,7 @@ The run hook is one frame too; memory operations keep the two layers.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..chain import NextRun, RunEvent
@@ -31,7 +31,6 @@ from .metrics import (
     run_outcome,
 )
 from .spans import run_summary
-from .tally import FOLD_AT
 from .tracing import _UNSAMPLED, Tracing, _Run
 
 _clock_ns = time.perf_counter_ns
@@ -45,23 +44,27 @@ class Observe:
         self.metrics = metrics
         self.tracing = tracing
 
-    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        metrics, tracing = self.metrics, self.tracing
+    def tool_layer(self, call: ToolCall, call_next: NextCall) -> Awaitable[Any]:
+        tracing = self.tracing
         run_id = call.context.run_id
         run = tracing._runs.get(run_id) if run_id else None
         if run is None:  # outside any run: its own span, rare
-            return await metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
-        series = metrics.tally.series.get((call.server, call.tool))
-        if series is None:
-            series = metrics._tool_series(call.server, call.tool)
-        traced = run is not _UNSAMPLED
-        token = received = error = None
+            metrics = self.metrics
+            return metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
+        if run is _UNSAMPLED:  # no span: counted as the metrics layer counts
+            return self.metrics.tool_layer(call, call_next)
+        return self._traced(call, call_next, run)
+
+    async def _traced(self, call: ToolCall, call_next: NextCall, run: _Run) -> Any:
+        """A call of a traced run notes one tuple, for its span: the run's end hands its
+        calls to the tally with the run (``Tally._ops``), so no per-call note is made."""
+        tracing = self.tracing
         # The arguments as they arrive (inner layers replace them, never change them):
-        # encoding them as JSON, to hash for the span and measure for both, is left to
-        # the tally's fold and the tracing emitter, in batches off the call's path.
+        # encoding them as JSON, to hash for the span and measure for the metrics, is
+        # left to the tracing emitter and the tally's fold, in batches off the call's path.
         args = call.args
-        if traced and tracing.propagate:  # the run's trace goes on to upstream MCP servers
-            token = tracing._attach(run.context)
+        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
+        received = error = None
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset).
         start = _clock_ns()
@@ -70,6 +73,8 @@ class Observe:
         except BaseException as exc:
             end = _clock_ns()
             error = type(exc).__name__
+            metrics = self.metrics
+            series = metrics._tool_series(call.server, call.tool)
             outcome = metrics._tool_failure(exc)
             metrics._count_call(series, outcome, (end - start) * 1e-9, args_size(args), 0, None)
             raise
@@ -78,20 +83,19 @@ class Observe:
             received = call.notes.get("bytes")  # the registry's measure, as result_bytes
             if received is None:
                 received = result_bytes(call, result)
-            calls = metrics.tally.calls  # Tally.note_call, inline
-            calls.append((series, (end - start) * 1e-9, args, received, run_id))
-            if len(calls) >= FOLD_AT:
-                with metrics._lock:
-                    metrics.tally.fold()
             return result
         finally:
             if token is not None:
                 tracing._detach(token)
-            if traced:  # the call's Op as its fields (spans.op_fields), one tuple
-                offset = run.offset
-                run.ops.append(
-                    (call.server, call.tool, None, run_id, offset + start, args, 0, received,
-                     offset + end, error)
+            offset = run.offset
+            fields = (call.server, call.tool, None, call.context.run_id, offset + start, args, 0,
+                      received, offset + end, error)  # fmt: skip
+            if not run.end:  # the call's Op as its fields (spans.op_fields)
+                run.ops.append(fields)
+            elif error is None:  # returned after its run ended: counted alone
+                self.metrics.tally.note_call(
+                    self.metrics._tool_series(call.server, call.tool),
+                    (end - start) * 1e-9, args, received or 0, None,
                 )  # fmt: skip
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -120,7 +124,8 @@ class Observe:
                 run.end = run.offset + end
                 run.summary = run_summary(event.code, event.timeout, event.context, None, "", 0)
             self._run_over(run, run_id, token)
-            metrics._run_raised(exc, (end - start) * 1e-9, run_id)
+            ops = None if run is None else run.ops
+            metrics._run_raised(exc, (end - start) * 1e-9, run_id, ops)
             raise
         end = _clock_ns()
         out = output_size(result)
@@ -133,7 +138,8 @@ class Observe:
                 event.code, event.timeout, event.context, result, outcome, out
             )
         self._run_over(run, run_id, token)
-        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out)
+        ops = None if run is None else run.ops  # its calls, counted with it
+        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out, ops)
         if result.error is not None:
             metrics._bound(metrics.run_errors, error_type(result.error.type)).inc()
         return result

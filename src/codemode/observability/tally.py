@@ -71,6 +71,8 @@ class ToolSeries:
 FOLD_AT = 256
 """Notes in ``Tally.calls`` before the one noting them folds them in."""
 
+OpFields = tuple[Any, ...]  # spans.OpFields (spans imports metrics, which imports this)
+
 CallNote = tuple[Any, ...]
 """What ``Tally.calls`` holds, told apart by the first item:
 
@@ -79,7 +81,9 @@ CallNote = tuple[Any, ...]
   batch of them runs warm, off the call's path) and received, run id;
 - a run that started (``Tally.started``): None, then its run id;
 - a run that ended (``Tally.ended``): its outcome, seconds, the bytes it returned to the
-  model (None when it raised instead), its CPU seconds and peak memory (or None), run id.
+  model (None when it raised instead), its CPU seconds and peak memory (or None), run id,
+  and (a traced run, ``observe.Observe``) the fields of its calls noted for its spans:
+  its calls that returned are counted from those, one note a run instead of one a call.
 """
 
 
@@ -101,10 +105,13 @@ class Tally:
         run_buckets: Sequence[float],
         memory_buckets: Sequence[float],
         measure: Callable[[Any], int],
+        series_of: Callable[[str, str], ToolSeries],
     ) -> None:
         self.lock = threading.Lock()
         self.measure = measure
         """Bytes of a call's arguments noted as themselves (``metrics.args_size``)."""
+        self.series_of = series_of
+        """The series of a server/tool pair, made when new (called with ``lock`` held)."""
         self.calls: deque[CallNote] = deque()
         self.run_bytes: dict[str, int] = {}
         """Run id -> bytes its tool calls returned so far (runs in progress)."""
@@ -153,11 +160,14 @@ class Tally:
         cpu: float | None,
         peak: int | None,
         run_id: str | None,
+        ops: list[OpFields] | None = None,
     ) -> None:
         self.active -= 1
         self.run_seconds.observe(seconds)
         self.runs[outcome] = self.runs.get(outcome, 0) + 1
         tool_bytes = 0 if run_id is None else self.run_bytes.pop(run_id, 0)
+        if ops:
+            tool_bytes += self._ops(ops)
         if out is None:  # raised: no result
             return
         if cpu is not None:
@@ -168,6 +178,25 @@ class Tally:
         if tool_bytes > 0:
             self.context_tool += tool_bytes
             self.context_model += out
+
+    def _ops(self, ops: list[OpFields]) -> int:
+        """Count the tool calls a traced run noted for its spans (``spans.OpFields``) that
+        returned: such a run's calls note nothing else. Returns the bytes they returned."""
+        measure, series_of, total = self.measure, self.series_of, 0
+        for server, tool, method, _, start, args, _, received, end, error in ops:
+            if method is not None or error is not None:  # memory ops; failures: counted
+                continue
+            series = series_of(server, tool)
+            seconds = (end - start) * 1e-9
+            hist = series.seconds
+            hist.counts[bisect_left(hist.bounds, seconds)] += 1
+            hist.total += seconds
+            outcomes = series.calls
+            outcomes["ok"] = outcomes.get("ok", 0) + 1
+            series.sent += args if type(args) is int else measure(args)
+            series.received += received
+            total += received
+        return total
 
     def started(self, run_id: str | None) -> None:
         """A run started (any thread, no lock)."""

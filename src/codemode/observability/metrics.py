@@ -13,10 +13,9 @@ returned into the sandbox with the bytes the run returned to the model.
 from __future__ import annotations
 
 import gc
-import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -35,6 +34,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import OTHER, Capped, error_type
+from .sizes import args_size, canonical, size_of
 from .tally import FOLD_AT, Tally, TallyCollector, ToolSeries
 
 _clock = time.perf_counter
@@ -83,7 +83,7 @@ class Metrics:
         if process:
             ProcessCollector(registry=self.registry)
         r = self.registry
-        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, args_size, self._series_held)
+        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, self._series_held)
         r.register(TallyCollector(self.tally, BYTES_PER_TOKEN))
         self.tool_labels = Capped(max_tool_labels)
         self._budgets = Capped(64)
@@ -368,62 +368,8 @@ def run_outcome(result: ExecutionResult) -> str:
     return "ok" if result.error is None else "error"
 
 
-def _parts(*, sort_keys: bool) -> Callable[[Any, int], Iterable[str]]:
-    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False)``'s chunks of a
-    value (called with the value and 0), the C encoder built once: ``encode`` builds one
-    (and its circular-reference map) per call, half the cost of a tool call's small
-    arguments. Without that map a circular value raises ``RecursionError`` (callers fall
-    back to ``repr``, as for other failures)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the encoder's own method
-        encoder = json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False)
-        return lambda value, _level: encoder.iterencode(value)
-    parts: Callable[[Any, int], Iterable[str]] = make(
-        None, str, json.encoder.encode_basestring, None, ": ", ", ", sort_keys, False, True
-    )
-    return parts
-
-
-_canonical_parts = _parts(sort_keys=True)
-_plain_parts = _parts(sort_keys=False)
-_join = "".join
-
-
-def _plain(value: Any) -> str:
-    return _join(_plain_parts(value, 0))
-
-
-_UNENCODABLE = (TypeError, ValueError, RecursionError)
-
-
-def size_of(value: Any) -> int:
-    """Bytes of ``value`` as JSON in UTF-8 (bytes and strings as themselves)."""
-    if type(value) is str:  # the common case first: one type check
-        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    if value is None:
-        return 0
-    if isinstance(value, bytes | bytearray | memoryview):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    try:
-        text = _plain(value)
-    except _UNENCODABLE:  # circular, or a default that failed
-        text = repr(value)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 ARGS_JSON = "observe.args_json"
 RESULT_BYTES = "observe.result_bytes"
-
-
-def canonical(value: Any) -> str:
-    """``value`` as canonical JSON (sorted keys), or its ``repr`` when it has none (keys
-    of mixed types, circular)."""
-    try:
-        return _join(_canonical_parts(value, 0))
-    except _UNENCODABLE:
-        return repr(value)
 
 
 def args_json(call: ToolCall) -> str:
@@ -433,12 +379,6 @@ def args_json(call: ToolCall) -> str:
     if text is None:
         text = call.notes[ARGS_JSON] = canonical(call.args)
     return text
-
-
-def args_size(args: Any) -> int:
-    """Bytes of arguments as canonical JSON in UTF-8 (what a span's
-    ``codemode.tool.arguments.bytes`` says)."""
-    return size_of(canonical(args))
 
 
 def args_bytes(call: ToolCall) -> int:

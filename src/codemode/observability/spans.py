@@ -15,7 +15,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .metrics import canonical, output_size, run_outcome, size_of
+from .metrics import output_size, run_outcome
+from .sizes import canonical, size_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -110,15 +111,14 @@ def op_fields(op: Op) -> OpFields:
 
 
 def texts(ops: list[OpFields]) -> list[OpFields]:
-    """``ops`` with each tool call's arguments as canonical JSON (what the export process
-    is handed: plain strings, hashed there)."""
-    out = []
-    for fields in ops:
+    """``ops`` with each tool call's arguments as canonical JSON, in place (what the export
+    process is handed, plain strings hashed there; the tally's fold then measures them
+    without encoding them again, ``Tally._ops``)."""
+    for i, fields in enumerate(ops):
         args = fields[5]
         if type(args) is not str:
-            fields = (*fields[:5], canonical(args), *fields[6:])
-        out.append(fields)
-    return out
+            ops[i] = (*fields[:5], canonical(args), *fields[6:])
+    return ops
 
 
 def failed(span: Span, error_type: str) -> None:

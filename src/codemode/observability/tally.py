@@ -25,6 +25,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
+from .sizes import args_size, canonical, size_of
+
 _go_float: Callable[[float], str] = floatToGoString  # untyped upstream
 
 
@@ -68,8 +70,10 @@ class ToolSeries:
         self.calls: dict[str, int] = {}  # outcome -> count
 
 
-FOLD_AT = 256
-"""Notes in ``Tally.calls`` before the one noting them folds them in."""
+FOLD_AT = 1024
+"""Notes in ``Tally.calls`` before the one noting them folds them in. A traced run notes
+two (its calls come with its end), so its calls' arguments are usually encoded as JSON by
+the tracing emitter (every 0.2 s, ``spans.texts``) before a fold measures them."""
 
 OpFields = tuple[Any, ...]  # spans.OpFields (spans imports metrics, which imports this)
 
@@ -104,12 +108,9 @@ class Tally:
         self,
         run_buckets: Sequence[float],
         memory_buckets: Sequence[float],
-        measure: Callable[[Any], int],
         series_of: Callable[[str, str], ToolSeries],
     ) -> None:
         self.lock = threading.Lock()
-        self.measure = measure
-        """Bytes of a call's arguments noted as themselves (``metrics.args_size``)."""
         self.series_of = series_of
         """The series of a server/tool pair, made when new (called with ``lock`` held)."""
         self.calls: deque[CallNote] = deque()
@@ -127,14 +128,14 @@ class Tally:
 
     def fold(self) -> None:
         """Count what is noted in ``calls`` (caller holds ``lock``)."""
-        calls, run_bytes, measure = self.calls, self.run_bytes, self.measure
+        calls, run_bytes = self.calls, self.run_bytes
         while calls:
             note = calls.popleft()
             head = note[0]
             if type(head) is ToolSeries:  # a call that returned, the common note
                 _, seconds, sent, received, run_id = note
                 if type(sent) is not int:  # the arguments themselves: measured here
-                    sent = measure(sent)
+                    sent = args_size(sent)
                 hist = head.seconds
                 hist.counts[bisect_left(hist.bounds, seconds)] += 1
                 hist.total += seconds
@@ -182,10 +183,14 @@ class Tally:
     def _ops(self, ops: list[OpFields]) -> int:
         """Count the tool calls a traced run noted for its spans (``spans.OpFields``) that
         returned: such a run's calls note nothing else. Returns the bytes they returned."""
-        measure, series_of, total = self.measure, self.series_of, 0
-        for server, tool, method, _, start, args, _, received, end, error in ops:
+        series_of, total = self.series_of, 0
+        for i, fields in enumerate(ops):
+            server, tool, method, _, start, args, _, received, end, error = fields
             if method is not None or error is not None:  # memory ops; failures: counted
                 continue
+            if type(args) is not str:  # not yet encoded by the tracing emitter (spans.texts)
+                args = canonical(args)
+                ops[i] = (*fields[:5], args, *fields[6:])  # nor will it be, then
             series = series_of(server, tool)
             seconds = (end - start) * 1e-9
             hist = series.seconds
@@ -193,7 +198,7 @@ class Tally:
             hist.total += seconds
             outcomes = series.calls
             outcomes["ok"] = outcomes.get("ok", 0) + 1
-            series.sent += args if type(args) is int else measure(args)
+            series.sent += size_of(args)
             series.received += received
             total += received
         return total

@@ -485,7 +485,7 @@ class Tracing:
         span.set_attributes(attrs)
         if error is not None:
             failed(span, error)
-        children(self.tracer, span, run.ops)
+        children(self.tracer, span, texts(run.ops))
         span.end(end_time=run.end)
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..chain import NextRun, RunEvent
+from ..chain import AROUND, NextRun, RunEvent, Watch
 from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
@@ -31,6 +31,7 @@ from .metrics import (
     run_outcome,
 )
 from .spans import run_summary
+from .tally import FOLD_AT
 from .tracing import _UNSAMPLED, Tracing, _Run
 
 _clock_ns = time.perf_counter_ns
@@ -43,60 +44,8 @@ class Observe:
     def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
         self.metrics = metrics
         self.tracing = tracing
-
-    def tool_layer(self, call: ToolCall, call_next: NextCall) -> Awaitable[Any]:
-        tracing = self.tracing
-        run_id = call.context.run_id
-        run = tracing._runs.get(run_id) if run_id else None
-        if run is None:  # outside any run: its own span, rare
-            metrics = self.metrics
-            return metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
-        if run is _UNSAMPLED:  # no span: counted as the metrics layer counts
-            return self.metrics.tool_layer(call, call_next)
-        return self._traced(call, call_next, run)
-
-    async def _traced(self, call: ToolCall, call_next: NextCall, run: _Run) -> Any:
-        """A call of a traced run notes one tuple, for its span: the run's end hands its
-        calls to the tally with the run (``Tally._ops``), so no per-call note is made."""
-        tracing = self.tracing
-        # The arguments as they arrive (inner layers replace them, never change them):
-        # encoding them as JSON, to hash for the span and measure for the metrics, is
-        # left to the tracing emitter and the tally's fold, in batches off the call's path.
-        args = call.args
-        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
-        received = error = None
-        # One clock for both: the span's times are the run's wall-clock start plus
-        # monotonic offsets (_Run.offset).
-        start = _clock_ns()
-        try:
-            result = await call_next(call)
-        except BaseException as exc:
-            end = _clock_ns()
-            error = type(exc).__name__
-            metrics = self.metrics
-            series = metrics._tool_series(call.server, call.tool)
-            outcome = metrics._tool_failure(exc)
-            metrics._count_call(series, outcome, (end - start) * 1e-9, args_size(args), 0, None)
-            raise
-        else:
-            end = _clock_ns()
-            received = call.notes.get("bytes")  # the registry's measure, as result_bytes
-            if received is None:
-                received = result_bytes(call, result)
-            return result
-        finally:
-            if token is not None:
-                tracing._detach(token)
-            offset = run.offset
-            fields = (call.server, call.tool, None, call.context.run_id, offset + start, args, 0,
-                      received, offset + end, error)  # fmt: skip
-            if not run.end:  # the call's Op as its fields (spans.op_fields)
-                run.ops.append(fields)
-            elif error is None:  # returned after its run ended: counted alone
-                self.metrics.tally.note_call(
-                    self.metrics._tool_series(call.server, call.tool),
-                    (end - start) * 1e-9, args, received or 0, None,
-                )  # fmt: skip
+        self.tool_layer = CallWatch(metrics, tracing)
+        """A ``Watch``: outermost in the registry's chain, no frame of its own per call."""
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         """``Metrics.run_hook`` around ``Tracing.run_hook``, in one frame: the run's output
@@ -163,4 +112,77 @@ class Observe:
         )
 
 
-__all__ = ["Observe"]
+class CallWatch(Watch[ToolCall, Any]):
+    """A tool call as both layers see it, in plain calls before and after the chain
+    (``chain.Watch``): a call of a traced run notes one tuple, for its span (the run's end
+    hands its calls to the tally with the run, ``Tally._ops``); a call of an unsampled run
+    is counted as the metrics layer counts; a call outside any run goes through the two
+    layers as they are (its own span, rare)."""
+
+    __slots__ = ("metrics", "tracing")
+
+    def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
+        self.metrics = metrics
+        self.tracing = tracing
+
+    def start(self, call: ToolCall) -> Any:
+        tracing = self.tracing
+        run_id = call.context.run_id
+        run = tracing._runs.get(run_id) if run_id else None
+        if run is None:
+            return AROUND
+        # The arguments as they arrive (inner layers replace them, never change them):
+        # encoding them as JSON, to hash for the span and measure for the metrics, is
+        # left to the tracing emitter and the tally's fold, in batches off the call's path.
+        if run is _UNSAMPLED:
+            return (None, call.args, None, _clock_ns())
+        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
+        # One clock for both: the span's times are the run's wall-clock start plus
+        # monotonic offsets (_Run.offset).
+        return (run, call.args, token, _clock_ns())
+
+    def returned(self, state: Any, call: ToolCall, result: Any) -> None:
+        end = _clock_ns()
+        run, args, token, start = state
+        received = call.notes.get("bytes")  # the registry's measure, as result_bytes
+        if received is None:
+            received = result_bytes(call, result)
+        if token is not None:
+            self.tracing._detach(token)
+        if run is not None and not run.end:  # the call's Op as its fields (spans.op_fields)
+            offset = run.offset
+            run.ops.append((call.server, call.tool, None, call.context.run_id, offset + start,
+                            args, 0, received, offset + end, None))  # fmt: skip
+            return
+        # Unsampled, or returned after its run ended: counted alone.
+        metrics = self.metrics
+        series = metrics.tally.series.get((call.server, call.tool))
+        if series is None:
+            series = metrics._tool_series(call.server, call.tool)
+        calls = metrics.tally.calls  # Tally.note_call, inline
+        calls.append((series, (end - start) * 1e-9, args, received,
+                      None if run is not None else call.context.run_id))  # fmt: skip
+        if len(calls) >= FOLD_AT:
+            with metrics._lock:
+                metrics.tally.fold()
+
+    def raised(self, state: Any, call: ToolCall, exc: BaseException) -> None:
+        end = _clock_ns()
+        run, args, token, start = state
+        if token is not None:
+            self.tracing._detach(token)
+        metrics = self.metrics
+        series = metrics._tool_series(call.server, call.tool)
+        outcome = metrics._tool_failure(exc)
+        metrics._count_call(series, outcome, (end - start) * 1e-9, args_size(args), 0, None)
+        if run is not None and not run.end:
+            offset = run.offset
+            run.ops.append((call.server, call.tool, None, call.context.run_id, offset + start,
+                            args, 0, None, offset + end, type(exc).__name__))  # fmt: skip
+
+    def around(self, call: ToolCall, call_next: NextCall) -> Awaitable[Any]:
+        tracing = self.tracing
+        return self.metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
+
+
+__all__ = ["CallWatch", "Observe"]

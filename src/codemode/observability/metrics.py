@@ -28,11 +28,11 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ..chain import NextRun, RunEvent
+from ..chain import NextRun, RunEvent, Watch
 from ..execution.pool import pool_stats
 from ..hostapi import for_methods
 from ..result import ExecutionResult
-from ..tools.registry import NextCall, ToolCall
+from ..tools.registry import ToolCall
 from .labels import OTHER, Capped, error_type
 from .sizes import args_size, canonical, size_of
 from .tally import FOLD_AT, Tally, TallyCollector, ToolSeries
@@ -171,6 +171,9 @@ class Metrics:
         self._gauges: dict[str, Gauge] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._lock = self.tally.lock
+        self.tool_layer = CallCount(self)
+        """The tool-call layer (stage ``observe``): a ``chain.Watch``, so outermost in the
+        registry's chain it costs no frame of its own per call."""
         self.gauge_function(
             "codemode_pool_ready_workers",
             "Pre-started workers waiting in the warm pools.",
@@ -210,31 +213,6 @@ class Metrics:
         return max(0.0, 1.0 - model / tool) if tool > 0 else 0.0
 
     # -- the tool-call layer (stage "observe") ---------------------------------------
-    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        series = self.tally.series.get((call.server, call.tool))
-        if series is None:
-            series = self._tool_series(call.server, call.tool)
-        args = call.args  # as they arrive: inner layers replace them, never change them
-        start = _clock()
-        try:
-            result = await call_next(call)
-        except BaseException as exc:
-            elapsed = _clock() - start
-            self._count_call(series, self._tool_failure(exc), elapsed, args_size(args), 0, None)
-            raise
-        elapsed = _clock() - start
-        # The common case inline (each call here is a few hundred ns of the loop's CPU):
-        # the registry's measure of the result; the arguments are measured by the fold.
-        received = call.notes.get("bytes")
-        if received is None:
-            received = result_bytes(call, result)
-        calls = self.tally.calls  # Tally.note_call, inline
-        calls.append((series, elapsed, args, received, call.context.run_id))
-        if len(calls) >= FOLD_AT:
-            with self._lock:
-                self.tally.fold()
-        return result
-
     def _count_call(
         self,
         series: ToolSeries,
@@ -421,10 +399,49 @@ def default_metrics() -> Metrics:
     return _default
 
 
+class CallCount(Watch[ToolCall, Any]):
+    """``Metrics``' count of a tool call, in plain calls before and after the layers
+    inside it (``chain.Watch``)."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def start(self, call: ToolCall) -> Any:
+        # The arguments as they arrive: inner layers replace them, never change them.
+        return (call.args, _clock())
+
+    def returned(self, state: Any, call: ToolCall, result: Any) -> None:
+        elapsed = _clock() - state[1]
+        metrics = self.metrics
+        series = metrics.tally.series.get((call.server, call.tool))
+        if series is None:
+            series = metrics._tool_series(call.server, call.tool)
+        # The common case inline (each call here is a few hundred ns of the loop's CPU):
+        # the registry's measure of the result; the arguments are measured by the fold.
+        received = call.notes.get("bytes")
+        if received is None:
+            received = result_bytes(call, result)
+        calls = metrics.tally.calls  # Tally.note_call, inline
+        calls.append((series, elapsed, state[0], received, call.context.run_id))
+        if len(calls) >= FOLD_AT:
+            with metrics._lock:
+                metrics.tally.fold()
+
+    def raised(self, state: Any, call: ToolCall, exc: BaseException) -> None:
+        elapsed = _clock() - state[1]
+        metrics = self.metrics
+        series = metrics._tool_series(call.server, call.tool)
+        outcome = metrics._tool_failure(exc)
+        metrics._count_call(series, outcome, elapsed, args_size(state[0]), 0, None)
+
+
 __all__ = [
     "BYTES_PER_TOKEN",
     "RUN_OUTCOMES",
     "TOOL_OUTCOMES",
+    "CallCount",
     "Metrics",
     "args_bytes",
     "args_json",

@@ -168,6 +168,8 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[ReadableSp
     )
     if kind == "run":
         code, attrs, error = body
+        if type(attrs) is not dict:  # run_summary's values (Tracing._record)
+            attrs = summary_attrs(tuple(attrs))
         name = "codemode.run"
         attrs["codemode.code.hmac"] = digest(code)
     else:

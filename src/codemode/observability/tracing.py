@@ -461,8 +461,8 @@ class Tracing:
         """A finished run as plain values (``spans.Record``) for the export process."""
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
-        else:
-            attrs = self._run_attrs(run)
+        else:  # the attributes' values: the export process makes the dict (its CPU)
+            attrs = run.summary if run.summary is not None else self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
         return (*run.fields(), *body, texts(run.ops))
 

@@ -1,14 +1,16 @@
 """Metrics and tracing as one layer of each chain, when both are on (``codemode serve``'s
 default).
 
-Why: each layer of the tool-call chain costs a frame, and the two layers each read the
-clock, the run, the call's notes and the arguments' JSON. With five calls a run, that
-was half of what observability added to a run on the event loop's thread. Here one
-frame does both for the common case, a call of a run (sampled or not) that returns or
-raises; a call outside any run goes through the two layers as they are. What is
-counted and what is traced is the same either way (``tests/observability/test_observe``).
+Why: each layer of the tool-call chain costs a frame resumed at every await of every
+call, and the two layers each read the clock, the run, the call's notes and the
+arguments' JSON. With five calls a run, that was half of what observability added to a
+run on the event loop's thread. Here the tool layer is a ``chain.Watch`` (``CallWatch``):
+plain calls before and after the chain, from the chain's own frame, for the common case,
+a call of a run (sampled or not); a call outside any run goes through the two layers as
+they are. What is counted and what is traced is the same either way
+(``tests/observability/test_observe``).
 
-The run hook is one frame too; memory operations keep the two layers.
+The run hook is one frame; memory operations keep the two layers.
 """
 
 from __future__ import annotations

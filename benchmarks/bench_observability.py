@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -78,6 +79,11 @@ from codemode.observability.tracing import Tracing
 from codemode.result import ExecutionResult
 from codemode.tools.sources.mcp import MCPSource
 from codemode.web.runs import RunLog
+
+AROUND: Any = None
+Watch: Any = None
+with contextlib.suppress(ImportError):  # an older tree (an A/B run against it): layers only
+    from codemode.chain import AROUND, Watch
 
 OVERHEAD_TARGET = 3.0  # percent, observability on vs off
 STREAM_TARGET_MS = 5.0  # p50, print in the worker -> the listener
@@ -184,6 +190,42 @@ class Switch:
         return _through([lambda p, n, f=f: f(method, p, n) for f in layers], params, call_next)
 
 
+class ToolSwitch(Watch or object):  # type: ignore[misc]
+    """``Switch``'s tool layer as the registry's chain holds a ``chain.Watch`` (outermost:
+    plain calls before and after the chain, no frame of its own): the active
+    configuration's outermost tool layer, when it is one, runs so; any other layer and
+    "off" are awaited around the chain, as ``Switch.tool_layer`` does."""
+
+    def __init__(self, switch: Switch) -> None:
+        self.switch = switch
+
+    def _watch(self) -> Any:
+        layers = self.switch.configs[self.switch.active]
+        first = layers[0].tool_layer if layers else None
+        return first if isinstance(first, Watch) and len(layers) == 1 else None
+
+    def start(self, call: Any) -> Any:
+        watch = self._watch()
+        if watch is None:
+            return AROUND
+        state = watch.start(call)
+        return AROUND if state is AROUND else (watch, state)
+
+    def returned(self, state: Any, call: Any, result: Any) -> None:
+        state[0].returned(state[1], call, result)
+
+    def raised(self, state: Any, call: Any, exc: BaseException) -> None:
+        state[0].raised(state[1], call, exc)
+
+    def around(self, call: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self.switch.tool_layer(call, call_next)
+
+
+def tool_switch(switch: Switch) -> Any:
+    """What the registry's chain gets: a ``ToolSwitch`` when this tree has ``Watch``."""
+    return switch.tool_layer if Watch is None else ToolSwitch(switch)
+
+
 def _through(layers: list[Any], event: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
     handler = call_next
     for layer in reversed(layers):
@@ -252,7 +294,7 @@ def flush_all(tracings: dict[str, list[Tracing]]) -> None:
 async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n: int) -> None:
     configs = {name: make() for name, make in CONFIGS.items()}
     switch = Switch(configs)
-    registry.use(switch.tool_layer, "observe")
+    registry.use(tool_switch(switch), "observe")
     session = Session(SubprocessExecutor(), tools=registry)
     session.use(switch.run_hook, "observe")
     session.host.use(switch.host_layer)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from codemode import CallContext, ExecutionResult, Session, SubprocessExecutor
-from codemode.chain import RUN_STAGES, TOOL_STAGES, NextRun, RunEvent
+from codemode.chain import AROUND, RUN_STAGES, TOOL_STAGES, NextRun, RunEvent, Watch
 from codemode.errors import ConfigError, ToolArgumentError
 from codemode.result import ErrorInfo
 from codemode.tools import ToolCall, ToolRegistry
@@ -79,6 +79,60 @@ async def test_layers_of_one_stage_keep_the_order_they_were_added_in() -> None:
         reg.use(layer, stage="audit")
     await reg.call("math", "double", {"n": 1})
     assert seen == ["first", "second"]
+
+
+class Seen(Watch[ToolCall, Any]):
+    """Notes what it sees; ``around`` for calls with ``n`` 0."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def start(self, call: ToolCall) -> Any:
+        self.seen.append("start")
+        return AROUND if call.args.get("n") == 0 else call.args
+
+    def returned(self, state: Any, call: ToolCall, result: Any) -> None:
+        self.seen.append(f"returned {result} for {state}")
+
+    def raised(self, state: Any, call: ToolCall, exc: BaseException) -> None:
+        self.seen.append(f"raised {type(exc).__name__}")
+
+    def around(self, call: ToolCall, call_next: NextCall) -> Any:
+        self.seen.append("around")
+        return call_next(call)
+
+
+@pytest.mark.parametrize("outermost", [True, False])
+async def test_a_watch_sees_each_call_and_refusal_whether_outermost_or_not(
+    outermost: bool,
+) -> None:
+    seen: list[str] = []
+    reg = ToolRegistry()
+    reg.register(double, server="math")
+
+    async def policy(call: ToolCall, call_next: NextCall) -> Any:
+        seen.append("policy")
+        if call.args.get("n") == 13:
+            raise ToolArgumentError("unlucky", server="math", tool="double")
+        return await call_next(call)
+
+    reg.use(policy, stage="policy")
+    reg.use(Seen(seen), stage="observe" if outermost else "budget")
+    assert await reg.call("math", "double", {"n": 2}) == 4
+    with pytest.raises(ToolArgumentError):
+        await reg.call("math", "double", {"n": "two"})  # refused by validation
+    assert await reg.call("math", "double", {"n": 0}) == 0
+    inner = ["start", "policy"] if outermost else ["policy", "start"]
+    around = ["start", "around", "policy"] if outermost else ["policy", "start", "around"]
+    assert seen == [
+        *inner, "returned 4 for {'n': 2}",
+        *inner, "raised ToolArgumentError",
+        *around,
+    ]  # fmt: skip
+    seen.clear()
+    with pytest.raises(ToolArgumentError):
+        await reg.call("math", "double", {"n": 13})
+    assert seen == (["start", "policy", "raised ToolArgumentError"] if outermost else ["policy"])
 
 
 def test_an_unknown_stage_is_refused_with_the_list_of_stages() -> None:

@@ -23,6 +23,10 @@ Runs, outermost first (``RUN_STAGES``)::
 
     observe -> audit -> budget -> checks -> custom -> privacy -> the worker runs the code
 
+A layer that only looks (metrics, tracing) may be a :class:`Watch`: outermost in its chain,
+it is called before and after the rest from the chain's own frame, not as a coroutine
+wrapped around it, so it costs no frame resumed at every await of the call.
+
 This module knows no layer by name; capabilities (``codemode.capabilities``) add theirs.
 """
 
@@ -70,6 +74,7 @@ class Chain(Generic[E, R]):
         self._terminal = terminal
         self._layers: list[tuple[int, int, str, Layer[E, R]]] = []
         self._call: Next[E, R] = terminal
+        self._watch: Watch[E, R] | None = None
 
     def use(self, layer: Layer[E, R], stage: str = DEFAULT_STAGE) -> None:
         """Add ``layer`` at ``stage`` (after the layers already at that stage)."""
@@ -81,8 +86,14 @@ class Chain(Generic[E, R]):
             )
         self._layers.append((rank, len(self._layers), stage, layer))
         self._layers.sort(key=lambda item: (item[0], item[1]))
+        layers = [each for _, _, _, each in self._layers]
+        # The outermost layer, when it only looks, runs from __call__'s frame.
+        outer = layers[0] if layers else None
+        self._watch = outer if isinstance(outer, Watch) else None
+        if self._watch is not None:
+            del layers[0]
         handler = self._terminal
-        for _, _, _, each in reversed(self._layers):
+        for each in reversed(layers):
             handler = _bind(each, handler)
         self._call = handler
 
@@ -91,7 +102,19 @@ class Chain(Generic[E, R]):
         return [(stage, layer) for _, _, stage, layer in self._layers]
 
     async def __call__(self, event: E) -> R:
-        return await self._call(event)
+        watch = self._watch
+        if watch is None:
+            return await self._call(event)
+        state = watch.start(event)
+        if state is AROUND:
+            return await watch.around(event, self._call)
+        try:
+            result = await self._call(event)
+        except BaseException as exc:
+            watch.raised(state, event, exc)
+            raise
+        watch.returned(state, event, result)
+        return result
 
 
 def _bind(layer: Layer[E, R], nxt: Next[E, R]) -> Next[E, R]:
@@ -101,6 +124,48 @@ def _bind(layer: Layer[E, R], nxt: Next[E, R]) -> Next[E, R]:
         return layer(event, nxt)
 
     return handler
+
+
+AROUND: Any = object()
+"""What ``Watch.start`` returns for an event it must wrap as a layer (``Watch.around``)."""
+
+
+class Watch(Generic[E, R]):
+    """A layer that looks at an event and what comes back, never changing either: plain
+    calls before and after the layers inside it. Outermost in a chain (``Chain.use``) it
+    runs from the chain's frame; elsewhere it is called as any layer.
+
+    Why: a layer's coroutine is one more frame resumed at every await of every call
+    (an upstream call awaits several times), which cost observability more than its
+    own code did."""
+
+    def start(self, event: E) -> Any:
+        """Before the layers inside: returns what ``returned``/``raised`` are handed, or
+        ``AROUND`` for the chain to await ``around`` instead."""
+        raise NotImplementedError
+
+    def returned(self, state: Any, event: E, result: R) -> None:
+        raise NotImplementedError
+
+    def raised(self, state: Any, event: E, exc: BaseException) -> None:
+        """The layers inside raised ``exc`` (the chain raises it on)."""
+        raise NotImplementedError
+
+    def around(self, event: E, call_next: Next[E, R]) -> Awaitable[R]:
+        """The rare event ``start`` hands back (``AROUND``), as a layer would treat it."""
+        return call_next(event)
+
+    async def __call__(self, event: E, call_next: Next[E, R]) -> R:
+        state = self.start(event)
+        if state is AROUND:
+            return await self.around(event, call_next)
+        try:
+            result = await call_next(event)
+        except BaseException as exc:
+            self.raised(state, event, exc)
+            raise
+        self.returned(state, event, result)
+        return result
 
 
 @dataclass(slots=True)
@@ -121,6 +186,7 @@ RunHook = Layer[RunEvent, ExecutionResult]
 
 
 __all__ = [
+    "AROUND",
     "DEFAULT_STAGE",
     "RUN_STAGES",
     "TOOL_STAGES",
@@ -130,4 +196,5 @@ __all__ = [
     "NextRun",
     "RunEvent",
     "RunHook",
+    "Watch",
 ]

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -128,3 +129,38 @@ async def test_a_runs_call_spans_lie_within_its_span_on_the_wall_clock() -> None
         assert run.start_time <= call.start_time < call.end_time <= run.end_time
     first, second = sorted(calls, key=lambda x: x.start_time or 0)
     assert (first.end_time or 0) <= (second.start_time or 0)  # one after the other
+
+
+async def test_a_call_that_outlives_its_traced_run_is_counted_once() -> None:
+    """A traced run's calls are counted with the run; one still running when the run ends
+    (a timeout) is counted when it returns, alone."""
+    done = anyio.Event()
+
+    async def nap() -> str:
+        """Sleeps past its run's timeout."""
+        try:
+            await anyio.sleep(1.0)
+            return "late"
+        finally:
+            done.set()
+
+    metrics = Metrics(process=False)
+    tracing = Tracing.exporting("none", "test", None)
+    reg = ToolRegistry()
+    reg.register(nap, server="slow")
+    layer = Observe(metrics, tracing)
+    reg.use(layer.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(layer.run_hook, "observe")
+    try:
+        async with s:
+            result = await s.run("tools.slow.nap()", timeout=0.3)
+            assert result.timed_out or result.error is not None
+            with anyio.fail_after(5):
+                await done.wait()
+            await anyio.sleep(0.05)  # the layer's own bookkeeping after the tool returned
+    finally:
+        tracing.close()
+    got = samples(metrics.exposition().decode())
+    calls = {k: v for k, v in got.items() if k[0] == "codemode_tool_calls_total"}
+    assert sum(calls.values()) == 1, calls

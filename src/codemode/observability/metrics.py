@@ -13,10 +13,9 @@ returned into the sandbox with the bytes the run returned to the model.
 from __future__ import annotations
 
 import gc
-import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -29,12 +28,13 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ..chain import NextRun, RunEvent
+from ..chain import NextRun, RunEvent, Watch
 from ..execution.pool import pool_stats
 from ..hostapi import for_methods
 from ..result import ExecutionResult
-from ..tools.registry import NextCall, ToolCall
+from ..tools.registry import ToolCall
 from .labels import OTHER, Capped, error_type
+from .sizes import args_size, canonical, size_of
 from .tally import FOLD_AT, Tally, TallyCollector, ToolSeries
 
 _clock = time.perf_counter
@@ -83,7 +83,7 @@ class Metrics:
         if process:
             ProcessCollector(registry=self.registry)
         r = self.registry
-        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS)
+        self.tally = Tally(RUN_BUCKETS, MEMORY_BUCKETS, self._series_held)
         r.register(TallyCollector(self.tally, BYTES_PER_TOKEN))
         self.tool_labels = Capped(max_tool_labels)
         self._budgets = Capped(64)
@@ -171,6 +171,9 @@ class Metrics:
         self._gauges: dict[str, Gauge] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._lock = self.tally.lock
+        self.tool_layer = CallCount(self)
+        """The tool-call layer (stage ``observe``): a ``chain.Watch``, so outermost in the
+        registry's chain it costs no frame of its own per call."""
         self.gauge_function(
             "codemode_pool_ready_workers",
             "Pre-started workers waiting in the warm pools.",
@@ -210,33 +213,6 @@ class Metrics:
         return max(0.0, 1.0 - model / tool) if tool > 0 else 0.0
 
     # -- the tool-call layer (stage "observe") ---------------------------------------
-    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        series = self.tally.series.get((call.server, call.tool))
-        if series is None:
-            series = self._tool_series(call.server, call.tool)
-        start = _clock()
-        try:
-            result = await call_next(call)
-        except BaseException as exc:
-            elapsed = _clock() - start
-            self._count_call(series, self._tool_failure(exc), elapsed, args_bytes(call), 0, None)
-            raise
-        elapsed = _clock() - start
-        # The common case inline (each call here is a few hundred ns of the loop's CPU):
-        # the registry's measure of the result, the arguments' JSON the tracing layer made.
-        notes = call.notes
-        received = notes.get("bytes")
-        if received is None:
-            received = result_bytes(call, result)
-        text = notes.get(ARGS_JSON)
-        sent = len(text) if text is not None and text.isascii() else args_bytes(call)
-        calls = self.tally.calls  # Tally.note_call, inline
-        calls.append((series, elapsed, sent, received, call.context.run_id))
-        if len(calls) >= FOLD_AT:
-            with self._lock:
-                self.tally.fold()
-        return result
-
     def _count_call(
         self,
         series: ToolSeries,
@@ -257,12 +233,19 @@ class Metrics:
     def _tool_series(self, server: str, tool: str) -> ToolSeries:
         """The tallies of one server/tool pair (``_other`` past the cap), kept so a call
         does not look them up again."""
+        with self._lock:
+            return self._series_held(server, tool)
+
+    def _series_held(self, server: str, tool: str) -> ToolSeries:
+        """``_tool_series`` when the tally's lock is held (its fold)."""
+        series = self.tally.series.get((server, tool))
+        if series is not None:
+            return series
         if not self.tool_labels.admit((server, tool)):
             server = tool = OTHER
-        with self._lock:
-            series = self.tally.series.get((server, tool))
-            if series is None:
-                series = self.tally.series[(server, tool)] = ToolSeries(server, tool, TOOL_BUCKETS)
+        series = self.tally.series.get((server, tool))
+        if series is None:
+            series = self.tally.series[(server, tool)] = ToolSeries(server, tool, TOOL_BUCKETS)
         return series
 
     def _tool_failure(self, exc: BaseException) -> str:
@@ -320,10 +303,12 @@ class Metrics:
             self._bound(self.run_errors, error_type(result.error.type)).inc()
         return result
 
-    def _run_raised(self, exc: BaseException, seconds: float, run_id: str | None) -> None:
+    def _run_raised(
+        self, exc: BaseException, seconds: float, run_id: str | None, ops: Any = None
+    ) -> None:
         """A run that raised (refused by a layer, or cancelled) instead of returning."""
         cancelled = any(c.__name__ == "CancelledError" for c in type(exc).__mro__)
-        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None)
+        self._end_run("cancelled" if cancelled else "refused", seconds, run_id, None, None, ops)
         if not cancelled:
             self.run_errors.labels(error_type(type(exc).__name__)).inc()
 
@@ -334,15 +319,18 @@ class Metrics:
         run_id: str | None,
         result: ExecutionResult | None,
         out: int | None = None,
+        ops: Any = None,
     ) -> None:
-        """``out``: the run's ``output_size`` when the caller measured it already. Noted
+        """``out``: the run's ``output_size`` when the caller measured it already; ``ops``:
+        its calls that noted nothing else (a traced run's, ``observe.Observe``). Noted
         for the next fold (``Tally.ended``, inline), no lock."""
         if result is None:
-            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id)
+            note: tuple[Any, ...] = (outcome, seconds, None, None, None, run_id, ops)
         else:
             if out is None:
                 out = output_size(result)
-            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id)
+            note = (outcome, seconds, out, result.cpu_seconds, result.peak_memory_bytes, run_id,
+                    ops)  # fmt: skip
         calls = self.tally.calls
         calls.append(note)
         if len(calls) >= FOLD_AT:
@@ -358,62 +346,8 @@ def run_outcome(result: ExecutionResult) -> str:
     return "ok" if result.error is None else "error"
 
 
-def _parts(*, sort_keys: bool) -> Callable[[Any, int], Iterable[str]]:
-    """``json.JSONEncoder(sort_keys=..., default=str, ensure_ascii=False)``'s chunks of a
-    value (called with the value and 0), the C encoder built once: ``encode`` builds one
-    (and its circular-reference map) per call, half the cost of a tool call's small
-    arguments. Without that map a circular value raises ``RecursionError`` (callers fall
-    back to ``repr``, as for other failures)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the encoder's own method
-        encoder = json.JSONEncoder(sort_keys=sort_keys, default=str, ensure_ascii=False)
-        return lambda value, _level: encoder.iterencode(value)
-    parts: Callable[[Any, int], Iterable[str]] = make(
-        None, str, json.encoder.encode_basestring, None, ": ", ", ", sort_keys, False, True
-    )
-    return parts
-
-
-_canonical_parts = _parts(sort_keys=True)
-_plain_parts = _parts(sort_keys=False)
-_join = "".join
-
-
-def _plain(value: Any) -> str:
-    return _join(_plain_parts(value, 0))
-
-
-_UNENCODABLE = (TypeError, ValueError, RecursionError)
-
-
-def size_of(value: Any) -> int:
-    """Bytes of ``value`` as JSON in UTF-8 (bytes and strings as themselves)."""
-    if type(value) is str:  # the common case first: one type check
-        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    if value is None:
-        return 0
-    if isinstance(value, bytes | bytearray | memoryview):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    try:
-        text = _plain(value)
-    except _UNENCODABLE:  # circular, or a default that failed
-        text = repr(value)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 ARGS_JSON = "observe.args_json"
 RESULT_BYTES = "observe.result_bytes"
-
-
-def canonical(value: Any) -> str:
-    """``value`` as canonical JSON (sorted keys), or its ``repr`` when it has none (keys
-    of mixed types, circular)."""
-    try:
-        return _join(_canonical_parts(value, 0))
-    except _UNENCODABLE:
-        return repr(value)
 
 
 def args_json(call: ToolCall) -> str:
@@ -465,13 +399,53 @@ def default_metrics() -> Metrics:
     return _default
 
 
+class CallCount(Watch[ToolCall, Any]):
+    """``Metrics``' count of a tool call, in plain calls before and after the layers
+    inside it (``chain.Watch``)."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def start(self, call: ToolCall) -> Any:
+        # The arguments as they arrive: inner layers replace them, never change them.
+        return (call.args, _clock())
+
+    def returned(self, state: Any, call: ToolCall, result: Any) -> None:
+        elapsed = _clock() - state[1]
+        metrics = self.metrics
+        series = metrics.tally.series.get((call.server, call.tool))
+        if series is None:
+            series = metrics._tool_series(call.server, call.tool)
+        # The common case inline (each call here is a few hundred ns of the loop's CPU):
+        # the registry's measure of the result; the arguments are measured by the fold.
+        received = call.notes.get("bytes")
+        if received is None:
+            received = result_bytes(call, result)
+        calls = metrics.tally.calls  # Tally.note_call, inline
+        calls.append((series, elapsed, state[0], received, call.context.run_id))
+        if len(calls) >= FOLD_AT:
+            with metrics._lock:
+                metrics.tally.fold()
+
+    def raised(self, state: Any, call: ToolCall, exc: BaseException) -> None:
+        elapsed = _clock() - state[1]
+        metrics = self.metrics
+        series = metrics._tool_series(call.server, call.tool)
+        outcome = metrics._tool_failure(exc)
+        metrics._count_call(series, outcome, elapsed, args_size(state[0]), 0, None)
+
+
 __all__ = [
     "BYTES_PER_TOKEN",
     "RUN_OUTCOMES",
     "TOOL_OUTCOMES",
+    "CallCount",
     "Metrics",
     "args_bytes",
     "args_json",
+    "args_size",
     "canonical",
     "default_metrics",
     "is_memory_method",

@@ -1,36 +1,36 @@
 """Metrics and tracing as one layer of each chain, when both are on (``codemode serve``'s
 default).
 
-Why: each layer of the tool-call chain costs a frame, and the two layers each read the
-clock, the run, the call's notes and the arguments' JSON. With five calls a run, that
-was half of what observability added to a run on the event loop's thread. Here one
-frame does both for the common case, a call of a run (sampled or not) that returns or
-raises; a call outside any run goes through the two layers as they are. What is
-counted and what is traced is the same either way (``tests/observability/test_observe``).
+Why: each layer of the tool-call chain costs a frame resumed at every await of every
+call, and the two layers each read the clock, the run, the call's notes and the
+arguments' JSON. With five calls a run, that was half of what observability added to a
+run on the event loop's thread. Here the tool layer is a ``chain.Watch`` (``CallWatch``):
+plain calls before and after the chain, from the chain's own frame, for the common case,
+a call of a run (sampled or not); a call outside any run goes through the two layers as
+they are. What is counted and what is traced is the same either way
+(``tests/observability/test_observe``).
 
-The run hook is one frame too; memory operations keep the two layers.
+The run hook is one frame; memory operations keep the two layers.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..chain import NextRun, RunEvent
+from ..chain import AROUND, NextRun, RunEvent, Watch
 from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from .labels import error_type
 from .metrics import (
     Metrics,
-    args_bytes,
-    canonical,
+    args_size,
     is_memory_method,
     output_size,
     result_bytes,
     run_outcome,
-    size_of,
 )
 from .spans import run_summary
 from .tally import FOLD_AT
@@ -46,61 +46,8 @@ class Observe:
     def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
         self.metrics = metrics
         self.tracing = tracing
-
-    async def tool_layer(self, call: ToolCall, call_next: NextCall) -> Any:
-        metrics, tracing = self.metrics, self.tracing
-        run_id = call.context.run_id
-        run = tracing._runs.get(run_id) if run_id else None
-        if run is None:  # outside any run: its own span, rare
-            return await metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
-        series = metrics.tally.series.get((call.server, call.tool))
-        if series is None:
-            series = metrics._tool_series(call.server, call.tool)
-        traced = run is not _UNSAMPLED
-        token = received = error = None
-        if traced:
-            # The arguments as they arrive, before inner layers may rewrite them: their
-            # JSON is hashed for the span and measured for both (not noted: no one else
-            # reads it when this one layer does both).
-            args = canonical(call.args)
-            sent = len(args) if args.isascii() else size_of(args)
-            if tracing.propagate:  # the run's trace goes on to upstream MCP servers
-                token = tracing._attach(run.context)
-        # One clock for both: the span's times are the run's wall-clock start plus
-        # monotonic offsets (_Run.offset).
-        start = _clock_ns()
-        try:
-            result = await call_next(call)
-        except BaseException as exc:
-            end = _clock_ns()
-            error = type(exc).__name__
-            outcome = metrics._tool_failure(exc)
-            if not traced:
-                sent = args_bytes(call)
-            metrics._count_call(series, outcome, (end - start) * 1e-9, sent, 0, None)
-            raise
-        else:
-            end = _clock_ns()
-            received = call.notes.get("bytes")  # the registry's measure, as result_bytes
-            if received is None:
-                received = result_bytes(call, result)
-            if not traced:
-                sent = args_bytes(call)
-            calls = metrics.tally.calls  # Tally.note_call, inline
-            calls.append((series, (end - start) * 1e-9, sent, received, run_id))
-            if len(calls) >= FOLD_AT:
-                with metrics._lock:
-                    metrics.tally.fold()
-            return result
-        finally:
-            if token is not None:
-                tracing._detach(token)
-            if traced:  # the call's Op as its fields (spans.op_fields), one tuple
-                offset = run.offset
-                run.ops.append(
-                    (call.server, call.tool, None, run_id, offset + start, args, 0, received,
-                     offset + end, error)
-                )  # fmt: skip
+        self.tool_layer = CallWatch(metrics, tracing)
+        """A ``Watch``: outermost in the registry's chain, no frame of its own per call."""
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         """``Metrics.run_hook`` around ``Tracing.run_hook``, in one frame: the run's output
@@ -128,7 +75,8 @@ class Observe:
                 run.end = run.offset + end
                 run.summary = run_summary(event.code, event.timeout, event.context, None, "", 0)
             self._run_over(run, run_id, token)
-            metrics._run_raised(exc, (end - start) * 1e-9, run_id)
+            ops = None if run is None else run.ops
+            metrics._run_raised(exc, (end - start) * 1e-9, run_id, ops)
             raise
         end = _clock_ns()
         out = output_size(result)
@@ -141,7 +89,8 @@ class Observe:
                 event.code, event.timeout, event.context, result, outcome, out
             )
         self._run_over(run, run_id, token)
-        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out)
+        ops = None if run is None else run.ops  # its calls, counted with it
+        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out, ops)
         if result.error is not None:
             metrics._bound(metrics.run_errors, error_type(result.error.type)).inc()
         return result
@@ -165,4 +114,77 @@ class Observe:
         )
 
 
-__all__ = ["Observe"]
+class CallWatch(Watch[ToolCall, Any]):
+    """A tool call as both layers see it, in plain calls before and after the chain
+    (``chain.Watch``): a call of a traced run notes one tuple, for its span (the run's end
+    hands its calls to the tally with the run, ``Tally._ops``); a call of an unsampled run
+    is counted as the metrics layer counts; a call outside any run goes through the two
+    layers as they are (its own span, rare)."""
+
+    __slots__ = ("metrics", "tracing")
+
+    def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
+        self.metrics = metrics
+        self.tracing = tracing
+
+    def start(self, call: ToolCall) -> Any:
+        tracing = self.tracing
+        run_id = call.context.run_id
+        run = tracing._runs.get(run_id) if run_id else None
+        if run is None:
+            return AROUND
+        # The arguments as they arrive (inner layers replace them, never change them):
+        # encoding them as JSON, to hash for the span and measure for the metrics, is
+        # left to the tracing emitter and the tally's fold, in batches off the call's path.
+        if run is _UNSAMPLED:
+            return (None, call.args, None, _clock_ns())
+        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
+        # One clock for both: the span's times are the run's wall-clock start plus
+        # monotonic offsets (_Run.offset).
+        return (run, call.args, token, _clock_ns())
+
+    def returned(self, state: Any, call: ToolCall, result: Any) -> None:
+        end = _clock_ns()
+        run, args, token, start = state
+        received = call.notes.get("bytes")  # the registry's measure, as result_bytes
+        if received is None:
+            received = result_bytes(call, result)
+        if token is not None:
+            self.tracing._detach(token)
+        if run is not None and not run.end:  # the call's Op as its fields (spans.op_fields)
+            offset = run.offset
+            run.ops.append((call.server, call.tool, None, call.context.run_id, offset + start,
+                            args, 0, received, offset + end, None))  # fmt: skip
+            return
+        # Unsampled, or returned after its run ended: counted alone.
+        metrics = self.metrics
+        series = metrics.tally.series.get((call.server, call.tool))
+        if series is None:
+            series = metrics._tool_series(call.server, call.tool)
+        calls = metrics.tally.calls  # Tally.note_call, inline
+        calls.append((series, (end - start) * 1e-9, args, received,
+                      None if run is not None else call.context.run_id))  # fmt: skip
+        if len(calls) >= FOLD_AT:
+            with metrics._lock:
+                metrics.tally.fold()
+
+    def raised(self, state: Any, call: ToolCall, exc: BaseException) -> None:
+        end = _clock_ns()
+        run, args, token, start = state
+        if token is not None:
+            self.tracing._detach(token)
+        metrics = self.metrics
+        series = metrics._tool_series(call.server, call.tool)
+        outcome = metrics._tool_failure(exc)
+        metrics._count_call(series, outcome, (end - start) * 1e-9, args_size(args), 0, None)
+        if run is not None and not run.end:
+            offset = run.offset
+            run.ops.append((call.server, call.tool, None, call.context.run_id, offset + start,
+                            args, 0, None, offset + end, type(exc).__name__))  # fmt: skip
+
+    def around(self, call: ToolCall, call_next: NextCall) -> Awaitable[Any]:
+        tracing = self.tracing
+        return self.metrics.tool_layer(call, lambda c: tracing.tool_layer(c, call_next))
+
+
+__all__ = ["CallWatch", "Observe"]

@@ -15,7 +15,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .metrics import output_size, run_outcome, size_of
+from .metrics import output_size, run_outcome
+from .sizes import canonical, size_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -56,7 +57,10 @@ class Op:
     method: str | None
     run_id: str | None
     start: int
-    args_text: str = ""  # canonical JSON of a tool call's arguments (hashed later)
+    args_text: Any = ""
+    """A tool call's arguments as canonical JSON (hashed later), or the arguments as they
+    arrived (a dict: layers replace ``ToolCall.args``, never change it), encoded off the
+    run's path by ``texts`` or ``attributes``."""
     params_bytes: int = 0
     result_bytes: int | None = None
     end: int = 0
@@ -69,13 +73,16 @@ class Op:
 
     def attributes(self) -> dict[str, Any]:
         if self.method is None:
+            text = self.args_text
+            if type(text) is not str:
+                text = canonical(text)
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": f"{self.server}.{self.tool}",
                 "gen_ai.tool.type": "function",
                 "codemode.tool.server": self.server,
-                "codemode.tool.arguments.bytes": size_of(self.args_text),
-                "codemode.tool.arguments.hmac": digest(self.args_text),
+                "codemode.tool.arguments.bytes": size_of(text),
+                "codemode.tool.arguments.hmac": digest(text),
             }
             if self.result_bytes is not None:
                 attrs["codemode.tool.result.bytes"] = self.result_bytes
@@ -101,6 +108,17 @@ def op_fields(op: Op) -> OpFields:
     """``Op(*fields)`` rebuilds it in the export process."""
     return (op.server, op.tool, op.method, op.run_id, op.start, op.args_text,
             op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
+
+
+def texts(ops: list[OpFields]) -> list[OpFields]:
+    """``ops`` with each tool call's arguments as canonical JSON, in place (what the export
+    process is handed, plain strings hashed there; the tally's fold then measures them
+    without encoding them again, ``Tally._ops``)."""
+    for i, fields in enumerate(ops):
+        args = fields[5]
+        if type(args) is not str:
+            ops[i] = (*fields[:5], canonical(args), *fields[6:])
+    return ops
 
 
 def failed(span: Span, error_type: str) -> None:
@@ -150,6 +168,8 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[ReadableSp
     )
     if kind == "run":
         code, attrs, error = body
+        if type(attrs) is not dict:  # run_summary's values (Tracing._record)
+            attrs = summary_attrs(tuple(attrs))
         name = "codemode.run"
         attrs["codemode.code.hmac"] = digest(code)
     else:
@@ -255,4 +275,5 @@ __all__ = [
     "run_attrs",
     "run_summary",
     "summary_attrs",
+    "texts",
 ]

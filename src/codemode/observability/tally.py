@@ -25,6 +25,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
+from .sizes import args_size, canonical, size_of
+
 _go_float: Callable[[float], str] = floatToGoString  # untyped upstream
 
 
@@ -68,16 +70,24 @@ class ToolSeries:
         self.calls: dict[str, int] = {}  # outcome -> count
 
 
-FOLD_AT = 256
-"""Notes in ``Tally.calls`` before the one noting them folds them in."""
+FOLD_AT = 1024
+"""Notes in ``Tally.calls`` before the one noting them folds them in. A traced run notes
+two (its calls come with its end), so its calls' arguments are usually encoded as JSON by
+the tracing emitter (every 0.2 s, ``spans.texts``) before a fold measures them."""
+
+OpFields = tuple[Any, ...]  # spans.OpFields (spans imports metrics, which imports this)
 
 CallNote = tuple[Any, ...]
 """What ``Tally.calls`` holds, told apart by the first item:
 
-- a tool call that returned: its ``ToolSeries``, seconds, bytes sent and received, run id;
+- a tool call that returned: its ``ToolSeries``, seconds, bytes sent (or the arguments,
+  measured by the fold: encoding them as JSON is most of what counting a call costs, and a
+  batch of them runs warm, off the call's path) and received, run id;
 - a run that started (``Tally.started``): None, then its run id;
 - a run that ended (``Tally.ended``): its outcome, seconds, the bytes it returned to the
-  model (None when it raised instead), its CPU seconds and peak memory (or None), run id.
+  model (None when it raised instead), its CPU seconds and peak memory (or None), run id,
+  and (a traced run, ``observe.Observe``) the fields of its calls noted for its spans:
+  its calls that returned are counted from those, one note a run instead of one a call.
 """
 
 
@@ -94,8 +104,15 @@ class Tally:
     code and data between worker frames), several times what a batch costs per note. What
     a scrape shows is the same."""
 
-    def __init__(self, run_buckets: Sequence[float], memory_buckets: Sequence[float]) -> None:
+    def __init__(
+        self,
+        run_buckets: Sequence[float],
+        memory_buckets: Sequence[float],
+        series_of: Callable[[str, str], ToolSeries],
+    ) -> None:
         self.lock = threading.Lock()
+        self.series_of = series_of
+        """The series of a server/tool pair, made when new (called with ``lock`` held)."""
         self.calls: deque[CallNote] = deque()
         self.run_bytes: dict[str, int] = {}
         """Run id -> bytes its tool calls returned so far (runs in progress)."""
@@ -117,6 +134,8 @@ class Tally:
             head = note[0]
             if type(head) is ToolSeries:  # a call that returned, the common note
                 _, seconds, sent, received, run_id = note
+                if type(sent) is not int:  # the arguments themselves: measured here
+                    sent = args_size(sent)
                 hist = head.seconds
                 hist.counts[bisect_left(hist.bounds, seconds)] += 1
                 hist.total += seconds
@@ -142,11 +161,14 @@ class Tally:
         cpu: float | None,
         peak: int | None,
         run_id: str | None,
+        ops: list[OpFields] | None = None,
     ) -> None:
         self.active -= 1
         self.run_seconds.observe(seconds)
         self.runs[outcome] = self.runs.get(outcome, 0) + 1
         tool_bytes = 0 if run_id is None else self.run_bytes.pop(run_id, 0)
+        if ops:
+            tool_bytes += self._ops(ops)
         if out is None:  # raised: no result
             return
         if cpu is not None:
@@ -157,6 +179,29 @@ class Tally:
         if tool_bytes > 0:
             self.context_tool += tool_bytes
             self.context_model += out
+
+    def _ops(self, ops: list[OpFields]) -> int:
+        """Count the tool calls a traced run noted for its spans (``spans.OpFields``) that
+        returned: such a run's calls note nothing else. Returns the bytes they returned."""
+        series_of, total = self.series_of, 0
+        for i, fields in enumerate(ops):
+            server, tool, method, _, start, args, _, received, end, error = fields
+            if method is not None or error is not None:  # memory ops; failures: counted
+                continue
+            if type(args) is not str:  # not yet encoded by the tracing emitter (spans.texts)
+                args = canonical(args)
+                ops[i] = (*fields[:5], args, *fields[6:])  # nor will it be, then
+            series = series_of(server, tool)
+            seconds = (end - start) * 1e-9
+            hist = series.seconds
+            hist.counts[bisect_left(hist.bounds, seconds)] += 1
+            hist.total += seconds
+            outcomes = series.calls
+            outcomes["ok"] = outcomes.get("ok", 0) + 1
+            series.sent += size_of(args)
+            series.received += received
+            total += received
+        return total
 
     def started(self, run_id: str | None) -> None:
         """A run started (any thread, no lock)."""
@@ -179,9 +224,14 @@ class Tally:
                 self.fold()
 
     def note_call(
-        self, series: ToolSeries, seconds: float, sent: int, received: int, run_id: str | None
+        self,
+        series: ToolSeries,
+        seconds: float,
+        sent: int | dict[str, Any],
+        received: int,
+        run_id: str | None,
     ) -> None:
-        """A call that returned (any thread, no lock)."""
+        """A call that returned (any thread, no lock); ``sent`` may be its arguments."""
         calls = self.calls
         calls.append((series, seconds, sent, received, run_id))
         if len(calls) >= FOLD_AT:

@@ -45,7 +45,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
-from .metrics import ARGS_JSON, args_json, is_memory_method, result_bytes, size_of
+from .metrics import args_json, is_memory_method, result_bytes, size_of
 from .spans import (
     Op,
     OpFields,
@@ -57,6 +57,7 @@ from .spans import (
     random_id,
     run_attrs,
     summary_attrs,
+    texts,
 )
 
 if TYPE_CHECKING:
@@ -288,8 +289,9 @@ class Tracing:
             return await call_next(call)
         if run is None:
             return await self._alone(call, call_next)
-        # The arguments as they arrive, before inner layers may rewrite them.
-        text = call.notes.get(ARGS_JSON) or args_json(call)
+        # The arguments as they arrive, before inner layers may replace them (encoded
+        # after the run, off its path: spans.texts).
+        args = call.args
         begun = _now()
         # The run's span is current during the call (calls are served on tasks of their
         # own), so an upstream MCP client passes the run's trace on in the request _meta.
@@ -310,7 +312,7 @@ class Tracing:
                 self._detach(token)
             # op_fields of the call's Op, noted as one tuple.
             run.ops.append(
-                (call.server, call.tool, None, run_id, begun, text, 0, received, _now(), error)
+                (call.server, call.tool, None, run_id, begun, args, 0, received, _now(), error)
             )
 
     async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
@@ -459,10 +461,10 @@ class Tracing:
         """A finished run as plain values (``spans.Record``) for the export process."""
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
-        else:
-            attrs = self._run_attrs(run)
+        else:  # the attributes' values: the export process makes the dict (its CPU)
+            attrs = run.summary if run.summary is not None else self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
-        return (*run.fields(), *body, run.ops)
+        return (*run.fields(), *body, texts(run.ops))
 
     @staticmethod
     def _run_attrs(run: _Run) -> dict[str, Any]:
@@ -483,7 +485,7 @@ class Tracing:
         span.set_attributes(attrs)
         if error is not None:
             failed(span, error)
-        children(self.tracer, span, run.ops)
+        children(self.tracer, span, texts(run.ops))
         span.end(end_time=run.end)
 
 

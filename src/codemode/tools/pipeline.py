@@ -32,7 +32,9 @@ from codemode.tools.validate import format_problems, schema_problem
 
 @dataclass(slots=True)
 class ToolCall:
-    """One call as the chain's layers see it; a layer may change ``args`` or ``timeout``."""
+    """One call as the chain's layers see it; a layer may change ``args`` or ``timeout``
+    (by replacing the dict, never changing it in place: outer layers keep the one they saw,
+    and observability measures it after the call)."""
 
     server: str  # original names, as the source knows them
     tool: str

@@ -26,7 +26,7 @@ import dataclasses
 import difflib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -372,12 +372,15 @@ class ToolRegistry:
         )
         return await self._chain(call)
 
-    async def _validate(self, call: ToolCall, call_next: NextCall) -> Any:
+    # Plain functions handing back the next awaitable: no frame of their own resumed at
+    # every await of every call. A refusal is raised where the outer layer calls them,
+    # inside its ``await call_next(call)``, as it would be from a coroutine.
+    def _validate(self, call: ToolCall, call_next: NextCall) -> Awaitable[Any]:
         check_arguments(call, self._servers.get(call.server))
-        return await call_next(call)
+        return call_next(call)
 
-    async def _invoke(self, call: ToolCall) -> Any:
-        return await invoke(call, self._servers.get(call.server), self.warn)
+    def _invoke(self, call: ToolCall) -> Awaitable[Any]:
+        return invoke(call, self._servers.get(call.server), self.warn)
 
     # -- discovery -----------------------------------------------------------------
     async def tool_index(self) -> ToolIndex:

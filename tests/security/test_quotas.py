@@ -245,3 +245,23 @@ async def test_a_new_workers_first_sweep_runs_inline_once_its_workspace_is_known
         result = await second.run("open('a.txt').read()")
     assert result.value == "x"
     assert where[0] is True
+
+
+async def test_bytes_in_files_deleted_but_held_open_count_toward_the_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    # unlinked files no walk of /workspace can see still take the host's disk for as long
+    # as a process of the sandbox holds them open (or mapped): 32 MB past a 16 MB quota
+    s, _ = small_ws
+    code = (
+        "import mmap, os, time\nkeep = []\n"
+        "for i in range(32):\n"
+        "    fh = open(f'h{i}', 'wb+')\n    os.unlink(f'h{i}')\n"
+        "    fh.write(os.urandom(2**20))\n    fh.flush()\n"
+        "    if i % 2:\n        keep.append(mmap.mmap(fh.fileno(), 0))\n        fh.close()\n"
+        "    keep.append(fh)\n"
+        "time.sleep(3)"
+    )
+    r = await s.run(code, timeout=30)
+    assert r.error is not None and r.error.type == "QuotaExceeded", r.to_text()
+    assert not r.timed_out

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, sweep
+from ..isolation.sweep import Usage, held_bytes, sweep
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
@@ -49,8 +50,9 @@ class WorkspaceQuota:
         if not (over_bytes or over_files):
             return None
         files = f"{usage.files:,}{'+' if not usage.complete else ''}"
+        held = f" ({_size(usage.held)} in deleted files still open)" if usage.held else ""
         return (
-            f"/workspace is over its quota: it holds {_size(usage.bytes)} in {files} files "
+            f"/workspace is over its quota: it holds {_size(usage.bytes)}{held} in {files} files "
             f"(limits: {_size(self.max_bytes)}, {_count(self.max_files)} files). "
             "Delete files to go on."
         )
@@ -103,8 +105,11 @@ class GuardedWorker:
         interval: float = 0.25,
         *,
         hints: SizeHints | None = None,
+        uid: int | None = None,
     ) -> None:
         self.inner = inner
+        self.uid = uid
+        """The sandbox's uid: deleted files it owns and still holds count (None: not)."""
         self.workspace = workspace
         self.quota = quota
         self.interval = interval
@@ -125,6 +130,12 @@ class GuardedWorker:
     def _sweep(self) -> Usage:
         limit = self.quota.max_files
         usage = sweep(self.workspace, max_entries=limit + 1 if limit is not None else 10**7)
+        if self.uid is not None and self.inner.alive:
+            with contextlib.suppress(OSError):
+                dev = os.stat(self.workspace).st_dev
+                held = held_bytes(self.inner.pid, dev, self.uid)
+                if held:
+                    usage = replace(usage, bytes=usage.bytes + held, held=held)
         self.last_usage = usage
         self.hints.note(self.workspace, usage)
         return usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -265,3 +266,24 @@ async def test_bytes_in_files_deleted_but_held_open_count_toward_the_quota(
     r = await s.run(code, timeout=30)
     assert r.error is not None and r.error.type == "QuotaExceeded", r.to_text()
     assert not r.timed_out
+
+
+async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    # a thread (or a forked child) the run leaves behind writes while no run is active:
+    # the quota holds between runs too, not only until the next run begins
+    s, ws = small_ws
+    code = (
+        "import os, threading, time\n"
+        "def fill():\n"
+        "    for i in range(64):\n"
+        "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
+        "        time.sleep(0.03)\n"
+        "threading.Thread(target=fill, daemon=True).start()"
+    )
+    assert (await s.run(code, timeout=30)).error is None
+    await asyncio.sleep(4)
+    assert _du(ws)[0] < 40 * MB  # 64 MB if nothing watched
+    r = await s.run("1", timeout=30)
+    assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()

@@ -33,6 +33,8 @@ from ..result import ErrorInfo, ExecutionResult
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
 # hop would cost more than the walk.
 INLINE_FILES = 200
+IDLE_MAX = 2.0
+"""Longest pause (s) between two sweeps of an idle worker's unchanged workspace."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class GuardedWorker:
         self.interval = interval
         self.hints = hints if hints is not None else SizeHints()
         self.last_usage: Usage | None = None
+        self._idle: asyncio.Task[None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -162,7 +165,38 @@ class GuardedWorker:
             # a big tree costs more to walk: never spend more than ~1/5 of the time on it
             await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
 
+    async def _watch_idle(self, after: Usage) -> None:
+        """Sweep between runs: a thread or a process a run left behind writes on while no
+        run is active, and waiting for the next run (maybe hours) to count would let it
+        fill the host's disk. Over the quota, the worker is killed, since nothing but its
+        end stops such code; the next run says why. An unchanged workspace is swept less
+        and less often (up to ``IDLE_MAX``), a big one at most ~1/20 of the time."""
+        delay = self.interval
+        while self.inner.alive:
+            await asyncio.sleep(delay)
+            began = time.monotonic()
+            usage = await asyncio.to_thread(self._sweep)
+            problem = self._grew_over(usage, after)
+            if problem is not None:
+                self.inner.end(
+                    "the worker was stopped between runs: code a run left running wrote "
+                    f"past the quota. {problem}"
+                )
+                return
+            same = (usage.bytes, usage.files) == (after.bytes, after.files)
+            delay = min(delay * 2, IDLE_MAX) if same else self.interval
+            delay = max(delay, 20 * (time.monotonic() - began))
+            after = usage
+
+    async def _stop_idle(self) -> None:
+        task, self._idle = self._idle, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        await self._stop_idle()
         before = self.last_usage
         if before is None:
             small = self.hints.small(self.workspace)
@@ -199,12 +233,15 @@ class GuardedWorker:
         if problem is not None and not result.timed_out:
             stopped = "the run was stopped: " if breach else ""
             result = replace(result, error=ErrorInfo("QuotaExceeded", stopped + problem))
+        if self.inner.alive:
+            self._idle = loop.create_task(self._watch_idle(usage))
         return result
 
     async def reset(self) -> None:
         await self.inner.reset()
 
     async def close(self) -> None:
+        await self._stop_idle()
         await self.inner.close()
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..cli import terminal_text
+from ..printable import terminal_output
 from .display import render_event
 from .loop import AgentEvent
 
@@ -105,7 +106,9 @@ def task(
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
     elif result.success:
         answer = result.result
-        click.echo(answer if isinstance(answer, str) else json.dumps(answer, default=str))
+        text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
+        # the answer quotes what the code handled: its control characters are escaped
+        click.echo(terminal_output(text))
     if not quiet:
         u = result.usage
         summary = (

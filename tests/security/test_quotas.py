@@ -287,3 +287,30 @@ async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
     assert _du(ws)[0] < 40 * MB  # 64 MB if nothing watched
     r = await s.run("1", timeout=30)
     assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
+
+
+async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(tmp_path: Path) -> None:
+    # the writer is the session whose code was left running, not every session that
+    # happens to share the workspace
+    ws = str(tmp_path / "ws")
+    os.mkdir(ws)
+    limits = Limits(**{**SUITE_LIMITS.__dict__, "workspace_mb": 16, "workspace_files": 500})
+    executor = SandboxExecutor(workspace=ws, limits=limits, pool_size=0)
+    async with Session(executor) as writer, Session(executor) as bystander:
+        assert (await bystander.run("kept = 42", timeout=30)).error is None
+        code = (
+            "import threading, time\n"
+            "def fill():\n"
+            "    for i in range(64):\n"
+            "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
+            "        time.sleep(0.03)\n"
+            "threading.Thread(target=fill, daemon=True).start()"
+        )
+        assert (await writer.run(code, timeout=30)).error is None
+        await asyncio.sleep(4)
+        assert _du(ws)[0] < 40 * MB
+        r = await writer.run("1", timeout=30)
+        assert any("stopped between runs" in w for w in r.warnings), r.to_text()
+        r = await bystander.run("kept", timeout=30)
+        assert r.value == 42, r.to_text()
+        assert not any("stopped between runs" in w for w in r.warnings), r.to_text()

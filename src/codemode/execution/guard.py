@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, held_bytes, sweep
+from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
@@ -168,16 +168,20 @@ class GuardedWorker:
     async def _watch_idle(self, after: Usage) -> None:
         """Sweep between runs: a thread or a process a run left behind writes on while no
         run is active, and waiting for the next run (maybe hours) to count would let it
-        fill the host's disk. Over the quota, the worker is killed, since nothing but its
-        end stops such code; the next run says why. An unchanged workspace is swept less
-        and less often (up to ``IDLE_MAX``), a big one at most ~1/20 of the time."""
+        fill the host's disk. Over the quota, the worker is killed if its processes used
+        CPU meanwhile (another session sharing the workspace may be the writer), since
+        nothing but its end stops such code; the next run says why. An unchanged
+        workspace is swept less and less often (up to ``IDLE_MAX``), a big one at most
+        ~1/20 of the time."""
         delay = self.interval
+        ticks = await asyncio.to_thread(cpu_ticks, self.inner.pid)
         while self.inner.alive:
             await asyncio.sleep(delay)
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
+            before, ticks = ticks, await asyncio.to_thread(cpu_ticks, self.inner.pid)
             problem = self._grew_over(usage, after)
-            if problem is not None:
+            if problem is not None and ticks > before:
                 self.inner.end(
                     "the worker was stopped between runs: code a run left running wrote "
                     f"past the quota. {problem}"

@@ -139,7 +139,7 @@ def held_bytes(pid: int, dev: int, uid: int) -> int:
     """
     seen: set[int] = set()
     total = 0
-    for proc in _descendants(pid):
+    for proc in descendants(pid):
         for where in (f"/proc/{proc}/fd", f"/proc/{proc}/map_files"):
             try:
                 names = os.listdir(where)
@@ -162,7 +162,21 @@ def held_bytes(pid: int, dev: int, uid: int) -> int:
     return total
 
 
-def _descendants(pid: int, limit: int = 100_000) -> list[int]:
+def cpu_ticks(pid: int) -> int:
+    """CPU time (clock ticks, user + system) ``pid`` and its descendants have used: writing
+    costs CPU, so a tree whose count did not move wrote nothing meanwhile."""
+    total = 0
+    for proc in descendants(pid):
+        try:
+            with open(f"/proc/{proc}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def descendants(pid: int, limit: int = 100_000) -> list[int]:
     """``pid`` and every process below it (a process re-parented to the sandbox's pid-1
     stays below it), from each thread's ``children`` list."""
     found, todo = [pid], [pid]
@@ -183,4 +197,4 @@ def _descendants(pid: int, limit: int = 100_000) -> list[int]:
     return found
 
 
-__all__ = ["SUID_BITS", "Usage", "held_bytes", "sweep"]
+__all__ = ["SUID_BITS", "Usage", "cpu_ticks", "descendants", "held_bytes", "sweep"]

@@ -241,7 +241,9 @@ def _print_json(result: ExecutionResult, limit: int | None, out: Path | None) ->
     shown = view_run(result, limit, hint="" if limit is None else CUT_HINT)
     text = json.dumps(run_fields(result, shown), ensure_ascii=False, indent=2)
     if out is None:
-        click.echo(text)
+        # json.dumps leaves C1 controls and bidi overrides raw: spelt \uXXXX, the JSON
+        # has the same value and cannot drive the terminal
+        click.echo(terminal_text(text))
     else:
         _write(out, text + "\n")
         click.echo(f"codemode: wrote the result as JSON to {out}", err=True)

@@ -119,3 +119,15 @@ def test_codemode_task_prints_the_answer_without_control_sequences(
     result = CliRunner().invoke(cli, args, env=env, color=True)
     assert result.exit_code == 0, result.output
     assert result.stdout == "done\tok\\u001b]52;c;cm0gLXJmIH4=\\u0007\\u009b2J\n"
+
+
+def test_codemode_task_json_spells_control_characters_as_escapes(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    llm.add(Answer("done\x9b2J\u202e"))
+    env = NO_LLM_ENV | {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_url}
+    args = ["task", "--base", str(base), "--executor", "subprocess", "-q", "--json", "x"]
+    result = CliRunner().invoke(cli, args, env=env, color=True)
+    assert result.exit_code == 0, result.output
+    assert "\x9b" not in result.stdout and "\u202e" not in result.stdout
+    assert json.loads(result.stdout)["result"] == "done\x9b2J\u202e"

@@ -115,3 +115,14 @@ def test_codemode_run_out_file_keeps_the_codes_exact_output(tmp_path: Path) -> N
     result = CliRunner().invoke(cli, [*args, "-c", "print('a\\x1b[31mb')"])
     assert result.exit_code == 0, result.stdout + result.stderr
     assert target.read_text() == "a\x1b[31mb\n"
+
+
+def test_codemode_run_json_is_the_exact_output_spelt_without_control_characters(
+    tmp_path: Path,
+) -> None:
+    code = "print('a\\x9b2J\\x1b[31m\\u202eb')"
+    args = ["run", "--executor", "sandbox", "--base", str(tmp_path), "--json", "-c", code]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False, color=True)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert not UNSAFE.findall(result.stdout), repr(result.stdout)
+    assert json.loads(result.stdout)["stdout"] == "a\x9b2J\x1b[31m\u202eb\n"

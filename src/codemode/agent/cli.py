@@ -103,7 +103,9 @@ def task(
             )
         result = agent.execute_task(task, on_event=None if quiet else _show)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        # \uXXXX for C1 controls and bidi overrides: the same JSON value, inert on a terminal
+        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str)
+        click.echo(terminal_text(text))
     elif result.success:
         answer = result.result
         text = answer if isinstance(answer, str) else json.dumps(answer, default=str)

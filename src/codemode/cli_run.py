@@ -25,6 +25,7 @@ import click
 from .cli import terminal_text
 from .errors import CodemodeError, ConfigError
 from .execution import EXECUTOR_NAMES
+from .printable import terminal_output
 
 if TYPE_CHECKING:
     from .output import RunView
@@ -167,7 +168,7 @@ class _Streamed:
         name = "stderr" if stream == "stderr" else "stdout"
         self.text[name] += text
         sink = sys.stderr if name == "stderr" else sys.stdout
-        sink.write(text)
+        sink.write(terminal_output(text))
         sink.flush()
 
     def rest(self, name: str, whole: str) -> str:
@@ -204,13 +205,16 @@ def _print(
         click.echo(f"codemode: wrote {len(text):,} characters of output to {out}", err=True)
     else:
         if fields["stdout"]:
-            click.echo(fields["stdout"], nl=not fields["stdout"].endswith("\n"))
+            stdout = terminal_output(fields["stdout"])
+            click.echo(stdout, nl=not stdout.endswith("\n"))
         if result.has_value and result.error is None:
-            click.echo(_value_line(result, shown))
+            click.echo(terminal_output(_value_line(result, shown)))
     if fields["stderr"]:
-        click.echo(fields["stderr"], nl=not fields["stderr"].endswith("\n"), err=True)
-    # The code's own stdout and stderr are shown as Python would; the traceback and the
-    # warnings quote upstream servers (a tool's error, a server's stderr): escaped.
+        stderr = terminal_output(fields["stderr"])
+        click.echo(stderr, nl=not stderr.endswith("\n"), err=True)
+    # The code's stdout and stderr keep their lines, tabs and carriage returns, other
+    # controls escaped (the code prints what it handled: a page, a tool's result; --out
+    # keeps them exact); the traceback and the warnings are escaped line by line.
     if result.error is not None:
         tb = fields["error"]["traceback"] or str(result.error)
         click.echo(terminal_text(tb.rstrip("\n")), err=True)
@@ -239,7 +243,9 @@ def _print_json(result: ExecutionResult, limit: int | None, out: Path | None) ->
     shown = view_run(result, limit, hint="" if limit is None else CUT_HINT)
     text = json.dumps(run_fields(result, shown), ensure_ascii=False, indent=2)
     if out is None:
-        click.echo(text)
+        # json.dumps leaves C1 controls and bidi overrides raw: spelt \uXXXX, the JSON
+        # has the same value and cannot drive the terminal
+        click.echo(terminal_text(text))
     else:
         _write(out, text + "\n")
         click.echo(f"codemode: wrote the result as JSON to {out}", err=True)

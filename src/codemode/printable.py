@@ -39,4 +39,20 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-__all__ = ["printable"]
+# What a terminal takes as a command rather than text: C0 controls (but tab, line feed and
+# carriage return, which ordinary output uses), DEL and the C1 controls (U+009B is CSI).
+_DRIVES_TERMINAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def terminal_output(text: str) -> str:
+    """Output of the agent's code for a terminal: multi-line, tabs and ``\\r`` kept, every
+    other control character spelt ``\\uXXXX``.
+
+    The code prints what it handled (a web page, a tool's result, a file): an ``ESC`` in
+    it would let that text set the operator's clipboard (OSC 52), window title or links,
+    clear or rewrite the screen, or query the terminal so that its answer is typed in.
+    """
+    return _DRIVES_TERMINAL.sub(_escape, text)
+
+
+__all__ = ["printable", "terminal_output"]

@@ -295,6 +295,8 @@ class Session:
             if self._worker is not None:
                 await self._worker.idle()  # a cancelled run may still be stopping
             restarted = self._worker is not None and not self._worker.alive
+            # why it ended, when a host-side limit ended it between runs (a quota)
+            why = getattr(self._worker, "exit_info", "") if restarted else ""
             await self.start()
             note, self._restore_note = self._restore_note, None
             assert self._worker is not None
@@ -328,6 +330,8 @@ class Session:
                     if note is not None
                     else "the worker was restarted before this run; earlier state was lost",
                 )
+                if isinstance(why, str) and why.startswith("the worker was stopped between"):
+                    result = _with_warning(result, why)
             elif note is not None:
                 result = _with_warning(result, f"this session was resumed: {note}")
             if self._checkpointing is not None and self._worker is not None:

@@ -106,3 +106,28 @@ async def test_run_code_blocks_runs_a_reply_and_builds_the_follow_up_message() -
         assert "1 later block(s) not run" in failed.output
         none = await run_code_blocks("Just words.", s)
         assert not none.has_code and none.output == ""
+
+
+def test_codemode_task_prints_the_answer_without_control_sequences(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    # the answer quotes what the code handled (a page, a tool's result): an OSC 52 in it
+    # would set the operator's clipboard
+    llm.add(Answer("done\tok\x1b]52;c;cm0gLXJmIH4=\x07\x9b2J"))
+    env = NO_LLM_ENV | {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_url}
+    args = ["task", "--base", str(base), "--executor", "subprocess", "-q", "anything"]
+    result = CliRunner().invoke(cli, args, env=env, color=True)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "done\tok\\u001b]52;c;cm0gLXJmIH4=\\u0007\\u009b2J\n"
+
+
+def test_codemode_task_json_spells_control_characters_as_escapes(
+    llm: FakeLLMServer, base: Path
+) -> None:
+    llm.add(Answer("done\x9b2J\u202e"))
+    env = NO_LLM_ENV | {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_url}
+    args = ["task", "--base", str(base), "--executor", "subprocess", "-q", "--json", "x"]
+    result = CliRunner().invoke(cli, args, env=env, color=True)
+    assert result.exit_code == 0, result.output
+    assert "\x9b" not in result.stdout and "\u202e" not in result.stdout
+    assert json.loads(result.stdout)["result"] == "done\x9b2J\u202e"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -261,3 +262,71 @@ async def test_metadata_counts_toward_the_memory_quota(tmp_path: Path) -> None:
     assert 10 <= made < 20
     on_disk = sum(p.stat().st_size for p in (tmp_path / "m" / "skills").glob("*.rec"))
     assert on_disk <= MB + 70_000
+
+
+async def test_bytes_in_files_deleted_but_held_open_count_toward_the_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    # unlinked files no walk of /workspace can see still take the host's disk for as long
+    # as a process of the sandbox holds them open (or mapped): 32 MB past a 16 MB quota
+    s, _ = small_ws
+    code = (
+        "import mmap, os, time\nkeep = []\n"
+        "for i in range(32):\n"
+        "    fh = open(f'h{i}', 'wb+')\n    os.unlink(f'h{i}')\n"
+        "    fh.write(os.urandom(2**20))\n    fh.flush()\n"
+        "    if i % 2:\n        keep.append(mmap.mmap(fh.fileno(), 0))\n        fh.close()\n"
+        "    keep.append(fh)\n"
+        "time.sleep(3)"
+    )
+    r = await s.run(code, timeout=30)
+    assert r.error is not None and r.error.type == "QuotaExceeded", r.to_text()
+    assert not r.timed_out
+
+
+async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    # a thread (or a forked child) the run leaves behind writes while no run is active:
+    # the quota holds between runs too, not only until the next run begins
+    s, ws = small_ws
+    code = (
+        "import os, threading, time\n"
+        "def fill():\n"
+        "    for i in range(64):\n"
+        "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
+        "        time.sleep(0.03)\n"
+        "threading.Thread(target=fill, daemon=True).start()"
+    )
+    assert (await s.run(code, timeout=30)).error is None
+    await asyncio.sleep(4)
+    assert _du(ws)[0] < 40 * MB  # 64 MB if nothing watched
+    r = await s.run("1", timeout=30)
+    assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
+
+
+async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(tmp_path: Path) -> None:
+    # the writer is the session whose code was left running, not every session that
+    # happens to share the workspace
+    ws = str(tmp_path / "ws")
+    os.mkdir(ws)
+    limits = Limits(**{**SUITE_LIMITS.__dict__, "workspace_mb": 16, "workspace_files": 500})
+    executor = SandboxExecutor(workspace=ws, limits=limits, pool_size=0)
+    async with Session(executor) as writer, Session(executor) as bystander:
+        assert (await bystander.run("kept = 42", timeout=30)).error is None
+        code = (
+            "import threading, time\n"
+            "def fill():\n"
+            "    for i in range(64):\n"
+            "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
+            "        time.sleep(0.03)\n"
+            "threading.Thread(target=fill, daemon=True).start()"
+        )
+        assert (await writer.run(code, timeout=30)).error is None
+        await asyncio.sleep(4)
+        assert _du(ws)[0] < 40 * MB
+        r = await writer.run("1", timeout=30)
+        assert any("stopped between runs" in w for w in r.warnings), r.to_text()
+        r = await bystander.run("kept", timeout=30)
+        assert r.value == 42, r.to_text()
+        assert not any("stopped between runs" in w for w in r.warnings), r.to_text()

@@ -79,3 +79,50 @@ def test_codemode_run_shows_a_tool_s_error_and_the_warnings_escaped(base: Path) 
     assert result.exit_code == 1, out
     assert "failed" in out and "warning: server 'dying'" in out
     assert not UNSAFE.findall(out), out
+
+
+# Ordinary output keeps its tabs, line breaks and carriage returns (progress bars).
+DRIVES_TERMINAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_codemode_run_never_passes_the_codes_output_to_the_terminal_as_control_sequences(
+    tmp_path: Path, live: bool
+) -> None:
+    # the sandboxed code prints what it handled (a web page, a tool's result): an OSC 52
+    # there would set the operator's clipboard, a title or screen clear rewrite the terminal
+    code = (
+        "import os, sys\n"
+        "print('ok\\tFAKE\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b]0;T\\x07\\x9b2J\\x1bP+q\\x1b\\\\')\n"
+        "sys.stderr.write('err\\x1b[2J\\x00\\n')\n"
+        "os.write(1, b'raw\\x1b]8;;http://x\\x07\\r\\n')\n"
+        "class V:\n    def __repr__(self):\n        return 'value\\x1b]2;T\\x07'\n"
+        "V()"
+    )
+    args = ["run", "--executor", "sandbox", "--base", str(tmp_path), "-c", code]
+    args += ["--live"] if live else []
+    result = CliRunner().invoke(cli, args, catch_exceptions=False, color=True)
+    out = result.stdout + result.stderr
+    assert result.exit_code == 0, out
+    assert "ok\tFAKE" in out and "err" in out and "raw" in out and "value" in out
+    assert "]52;c;" in out  # shown, as a visible escape
+    assert not DRIVES_TERMINAL.findall(out), repr(out)
+
+
+def test_codemode_run_out_file_keeps_the_codes_exact_output(tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    args = ["run", "--executor", "sandbox", "--base", str(tmp_path), "--out", str(target)]
+    result = CliRunner().invoke(cli, [*args, "-c", "print('a\\x1b[31mb')"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert target.read_text() == "a\x1b[31mb\n"
+
+
+def test_codemode_run_json_is_the_exact_output_spelt_without_control_characters(
+    tmp_path: Path,
+) -> None:
+    code = "print('a\\x9b2J\\x1b[31m\\u202eb')"
+    args = ["run", "--executor", "sandbox", "--base", str(tmp_path), "--json", "-c", code]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False, color=True)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert not UNSAFE.findall(result.stdout), repr(result.stdout)
+    assert json.loads(result.stdout)["stdout"] == "a\x9b2J\x1b[31m\u202eb\n"

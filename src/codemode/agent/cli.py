@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..cli import terminal_text
+from ..printable import terminal_output
 from .display import render_event
 from .loop import AgentEvent
 
@@ -102,10 +103,14 @@ def task(
             )
         result = agent.execute_task(task, on_event=None if quiet else _show)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        # \uXXXX for C1 controls and bidi overrides: the same JSON value, inert on a terminal
+        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str)
+        click.echo(terminal_text(text))
     elif result.success:
         answer = result.result
-        click.echo(answer if isinstance(answer, str) else json.dumps(answer, default=str))
+        text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
+        # the answer quotes what the code handled: its control characters are escaped
+        click.echo(terminal_output(text))
     if not quiet:
         u = result.usage
         summary = (

@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, sweep
+from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
 # hop would cost more than the walk.
 INLINE_FILES = 200
+IDLE_MAX = 2.0
+"""Longest pause (s) between two sweeps of an idle worker's unchanged workspace."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ class WorkspaceQuota:
         if not (over_bytes or over_files):
             return None
         files = f"{usage.files:,}{'+' if not usage.complete else ''}"
+        held = f" ({_size(usage.held)} in deleted files still open)" if usage.held else ""
         return (
-            f"/workspace is over its quota: it holds {_size(usage.bytes)} in {files} files "
+            f"/workspace is over its quota: it holds {_size(usage.bytes)}{held} in {files} files "
             f"(limits: {_size(self.max_bytes)}, {_count(self.max_files)} files). "
             "Delete files to go on."
         )
@@ -103,13 +107,17 @@ class GuardedWorker:
         interval: float = 0.25,
         *,
         hints: SizeHints | None = None,
+        uid: int | None = None,
     ) -> None:
         self.inner = inner
+        self.uid = uid
+        """The sandbox's uid: deleted files it owns and still holds count (None: not)."""
         self.workspace = workspace
         self.quota = quota
         self.interval = interval
         self.hints = hints if hints is not None else SizeHints()
         self.last_usage: Usage | None = None
+        self._idle: asyncio.Task[None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -125,6 +133,12 @@ class GuardedWorker:
     def _sweep(self) -> Usage:
         limit = self.quota.max_files
         usage = sweep(self.workspace, max_entries=limit + 1 if limit is not None else 10**7)
+        if self.uid is not None and self.inner.alive:
+            with contextlib.suppress(OSError):
+                dev = os.stat(self.workspace).st_dev
+                held = held_bytes(self.inner.pid, dev, self.uid)
+                if held:
+                    usage = replace(usage, bytes=usage.bytes + held, held=held)
         self.last_usage = usage
         self.hints.note(self.workspace, usage)
         return usage
@@ -151,7 +165,49 @@ class GuardedWorker:
             # a big tree costs more to walk: never spend more than ~1/5 of the time on it
             await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
 
+    async def _watch_idle(self, after: Usage) -> None:
+        """Sweep between runs: a thread or a process a run left behind writes on while no
+        run is active, and waiting for the next run (maybe hours) to count would let it
+        fill the host's disk. Over the quota, the worker is killed, since nothing but its
+        end stops such code; the next run says why.
+
+        Writing costs CPU: the workspace is swept only once the worker's processes used
+        some since the last look (~0.1 ms to read, against ~0.8 ms for a sweep), so an
+        idle session costs next to nothing, and a session merely sharing the workspace
+        with the writer never sweeps, hence is never killed for it. Looks back off to
+        ``IDLE_MAX`` while nothing changes; a big workspace is swept ~1/20 of the time."""
+        delay = self.interval
+        ticks = cpu_ticks(self.inner.pid)
+        while self.inner.alive:
+            await asyncio.sleep(delay)
+            now = cpu_ticks(self.inner.pid)
+            if now == ticks:
+                delay = min(delay * 2, IDLE_MAX)
+                continue
+            ticks = now
+            began = time.monotonic()
+            usage = await asyncio.to_thread(self._sweep)
+            problem = self._grew_over(usage, after)
+            if problem is not None:
+                self.inner.end(
+                    "the worker was stopped between runs: code a run left running wrote "
+                    f"past the quota. {problem}"
+                )
+                return
+            same = (usage.bytes, usage.files) == (after.bytes, after.files)
+            delay = min(delay * 2, IDLE_MAX) if same else self.interval
+            delay = max(delay, 20 * (time.monotonic() - began))
+            after = usage
+
+    async def _stop_idle(self) -> None:
+        task, self._idle = self._idle, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def run(self, code: str, timeout: float) -> ExecutionResult:
+        await self._stop_idle()
         before = self.last_usage
         if before is None:
             small = self.hints.small(self.workspace)
@@ -188,12 +244,15 @@ class GuardedWorker:
         if problem is not None and not result.timed_out:
             stopped = "the run was stopped: " if breach else ""
             result = replace(result, error=ErrorInfo("QuotaExceeded", stopped + problem))
+        if self.inner.alive:
+            self._idle = loop.create_task(self._watch_idle(usage))
         return result
 
     async def reset(self) -> None:
         await self.inner.reset()
 
     async def close(self) -> None:
+        await self._stop_idle()
         await self.inner.close()
 
 

@@ -517,7 +517,9 @@ class SandboxExecutor(SubprocessExecutor):
         worker = await super().start(handler)
         if worker.workspace is None:
             return worker  # weaker mode: a plain subprocess, nothing mounted
-        return GuardedWorker(worker, worker.workspace, self.quota, hints=self._size_hints)
+        return GuardedWorker(
+            worker, worker.workspace, self.quota, hints=self._size_hints, uid=self.uid
+        )
 
 
 __all__ = [

@@ -298,6 +298,11 @@ class SubprocessWorker:
         return self._p.proc.pid
 
     @property
+    def exit_info(self) -> str:
+        """Why the worker ended ("" while it lives)."""
+        return self._exit_info
+
+    @property
     def workspace(self) -> str | None:
         """The host directory mounted at /workspace, if the launch mounted one."""
         return self._p.workspace
@@ -567,6 +572,10 @@ class SubprocessWorker:
         self._fail("the worker was killed")
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._p.proc.wait(timeout=2)
+
+    def end(self, reason: str) -> None:
+        """Kill the worker now for a host-side limit; its next run fails with ``reason``."""
+        self._fail(reason)
 
     def stop_run(self, reason: str) -> None:
         """Interrupt the running code for a host-side limit other than the timeout (a

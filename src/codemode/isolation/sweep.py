@@ -37,6 +37,9 @@ class Usage:
     files: int
     stripped: tuple[str, ...] = ()
     complete: bool = True
+    held: int = 0
+    """Of ``bytes``, those in deleted files the sandbox's processes still hold (see
+    :func:`held_bytes`)."""
 
 
 def sweep(root: str, *, max_entries: int = 1_000_000, max_depth: int = 256) -> Usage:
@@ -124,4 +127,74 @@ class _Walker:
             os.close(fd)
 
 
-__all__ = ["SUID_BITS", "Usage", "sweep"]
+def held_bytes(pid: int, dev: int, uid: int) -> int:
+    """Disk bytes of deleted files that ``pid`` or a descendant still holds open or mapped.
+
+    An unlinked file keeps its blocks until its last descriptor or mapping goes, and no
+    walk of the directory can see it: sandboxed code could open, unlink and write file
+    after file past any quota. Only regular files on ``dev`` (the workspace's filesystem),
+    owned by ``uid`` (the sandbox's) and with no name left count. Nothing is opened: each
+    ``/proc`` link is only ``stat``-ed. ``map_files`` needs root; a non-root host counts
+    open descriptors only.
+    """
+    seen: set[int] = set()
+    total = 0
+    for proc in descendants(pid):
+        for where in (f"/proc/{proc}/fd", f"/proc/{proc}/map_files"):
+            try:
+                names = os.listdir(where)
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    st = os.stat(f"{where}/{name}")
+                except OSError:
+                    continue
+                if (
+                    st.st_nlink == 0
+                    and st.st_dev == dev
+                    and st.st_uid == uid
+                    and stat.S_ISREG(st.st_mode)
+                    and st.st_ino not in seen
+                ):
+                    seen.add(st.st_ino)
+                    total += st.st_blocks * 512
+    return total
+
+
+def cpu_ticks(pid: int) -> int:
+    """CPU time (clock ticks, user + system) ``pid`` and its descendants have used: writing
+    costs CPU, so a tree whose count did not move wrote nothing meanwhile."""
+    total = 0
+    for proc in descendants(pid):
+        try:
+            with open(f"/proc/{proc}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def descendants(pid: int, limit: int = 100_000) -> list[int]:
+    """``pid`` and every process below it (a process re-parented to the sandbox's pid-1
+    stays below it), from each thread's ``children`` list."""
+    found, todo = [pid], [pid]
+    while todo and len(found) < limit:
+        proc = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{proc}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{proc}/task/{tid}/children", "rb") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+__all__ = ["SUID_BITS", "Usage", "cpu_ticks", "descendants", "held_bytes", "sweep"]

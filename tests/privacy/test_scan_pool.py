@@ -319,3 +319,42 @@ def test_a_stopped_scanner_process_cannot_hang_the_hosts_scan(
     assert shared.failures == 1
     assert "took no input" in caplog.text
     assert proc.poll() is not None or proc.wait(5) is not None  # that process was ended
+
+
+def test_the_hosts_part_comes_first_while_the_process_scans_the_rest() -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    parts = list(build_scanner(CONFIG).spans_parts(text))
+    assert len(parts) == 2 and all(parts)
+    assert max(e for _, e, _ in parts[0]) <= min(s for s, _, _ in parts[1])
+    assert parts[0] + parts[1] == build_scanner(ALONE).spans_raw(text)
+    assert shared.done == 1
+
+
+def test_a_caller_that_stops_after_the_hosts_part_leaves_no_answer_behind() -> None:
+    shared = ready_pool()
+    text, other = payloads()[0], payloads()[2]
+    parts = build_scanner(CONFIG).spans_parts(text)
+    next(parts)
+    parts.close()  # (the caller failed while the process was scanning)
+    assert shared.failures == 0  # not the process's fault
+    assert shared.ready()
+    assert build_scanner(CONFIG).spans_raw(other) == build_scanner(ALONE).spans_raw(other)
+    assert shared.done == 1
+
+
+def test_protect_in_parts_gives_repeated_notes_the_same_tokens_as_alone() -> None:
+    rows = random_rows(13, 5000)
+    notes = [
+        f"Call ann{i}@example.com or +1 415 555 01{i:02d} about the order, said Bo."
+        for i in range(7)
+    ]
+    for i, row in enumerate(rows):
+        row["notes"] = notes[i % 7]
+    key = os.urandom(32)
+    shared = ready_pool()
+    got, report = Privacy(CONFIG, Vault(key)).protect(rows)
+    want, want_report = Privacy(ALONE, Vault(key)).protect(rows)
+    assert shared.done == 1
+    assert got == want
+    assert report.found == want_report.found

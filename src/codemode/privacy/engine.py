@@ -25,7 +25,7 @@ from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, repeat
-from operator import add, itemgetter, sub
+from operator import add, itemgetter, le, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -371,9 +371,13 @@ class Privacy:
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
-        if len(texts) == 1 or not self.scanner.local_context or max(map(len, texts)) < REPEAT_MIN:
+        if len(texts) == 1 or not self.scanner.local_context:
+            return texts, {}
+        lens = list(map(len, texts))
+        if max(lens) < REPEAT_MIN:
             return texts, {}  # (the max: one C pass; a table of short fields has no long text)
-        long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
+        # (``operator.le`` over a list: a C call per text, not a method wrapper's)
+        long = list(compress(count(), map(le, repeat(REPEAT_MIN), lens)))
         times = Counter(map(texts.__getitem__, long))
         if len(times) == len(long):
             return texts, {}  # no long text comes twice (one C pass, no loop per text)

@@ -270,12 +270,14 @@ class Privacy:
         # In parts when the scanner process takes some (``Scanner.spans_parts``): the
         # host's tokens and new strings of its part while the process scans the rest.
         # Parts must not cut a text in two: not one text, nor a text holding a NUL.
+        origin: tuple[int, int] | None = None
         if len(pieces) > 1 and joined.count(SEP) == len(pieces) - 1:
             parts = self.scanner.spans_parts(joined)
+            origin = (0, 1)  # (no piece holds a NUL: ``splice.locate`` part by part)
         else:
             parts = _one(self.scanner.spans_raw(joined))
         try:
-            return self._replace_parts(texts, pieces, joined, copies, parts, report)
+            return self._replace_parts(texts, pieces, joined, copies, parts, origin, report)
         finally:
             parts.close()  # (an error meanwhile: the scanner process's part is given up)
 
@@ -286,6 +288,7 @@ class Privacy:
         joined: str,
         copies: dict[int, int],
         parts: Iterator[list[tuple[int, int, str]]],
+        origin: tuple[int, int] | None,
         report: Report,
     ) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -301,11 +304,13 @@ class Privacy:
             # that is one value (a JSON field holding an e-mail).
             ss = list(map(_start, found))
             ts = list(map(_end, found))
-            located = splice.locate(pieces, joined, ss, ts)
+            located = splice.locate(pieces, joined, ss, ts, origin)
             if located is None:
                 seen.extend(f for part in parts for f in part)
                 return self._replace_crossing(texts, pieces, joined, copies, seen, report)
             kr, bases = located
+            if origin is not None:
+                origin = (ss[-1], kr[-1])
             entities = list(map(_entity, found))
             if copies and any(map(copies.__contains__, map(sub, kr, repeat(1)))):
                 keep = [k - 1 not in copies for k in kr]

@@ -232,15 +232,34 @@ class Scanner:
             except BaseException:  # the caller failed (or stopped) meanwhile
                 pool.abandon(job)
                 raise
-        tail = pool.result(job, len(text), t1 - t0, perf_counter() - t1)
-        if tail is None:  # the process failed: its part scanned here (and logged)
-            off = split - OVERLAP
-            rest = text[off:]
-            for det in builtins:
-                found.extend((s + off, e + off, x) for s, e, x in det.find(rest) if s >= OVERLAP)
-        else:
-            found.extend(tail)
-        yield self._resolve(text, found, marks)
+        # The process's parts, each resolved alone when nothing of it (nor of what the
+        # host found there) reaches past its end; else it waits for the next.
+        parts = pool.results(job, len(text), t1 - t0, perf_counter() - t1)
+        try:
+            for tail, upto in parts:
+                if tail is None:  # the process failed: the rest scanned here (and logged)
+                    off = upto - OVERLAP
+                    rest = text[off:]
+                    for det in builtins:
+                        found.extend(
+                            (s + off, e + off, x) for s, e, x in det.find(rest) if s >= OVERLAP
+                        )
+                    break
+                if upto < len(text):
+                    mine = [f for f in found if f[0] < upto]
+                    mine_marks = [f for f in marks if f[0] < upto]
+                    if not any(map(upto.__lt__, map(_end, tail))) and not any(
+                        map(upto.__lt__, map(_end, mine + mine_marks))
+                    ):
+                        found = [f for f in found if f[0] >= upto]
+                        marks = [f for f in marks if f[0] >= upto]
+                        yield self._resolve(text, [*mine, *tail], mine_marks)
+                        continue
+                found.extend(tail)
+        finally:
+            parts.close()
+        if found:
+            yield self._resolve(text, found, marks)
 
     def _resolve(
         self,

@@ -361,3 +361,15 @@ def test_protect_in_parts_gives_repeated_notes_the_same_tokens_as_alone() -> Non
     assert shared.done == 1
     assert got == want
     assert report.found == want_report.found
+
+
+def test_a_scanner_process_killed_between_its_parts_loses_nothing() -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    got: list[tuple[int, int, str]] = []
+    for i, part in enumerate(build_scanner(CONFIG).spans_parts(text)):
+        got.extend(part)
+        if i == 1 and shared._proc is not None:  # the process's first part is in
+            shared._proc.kill()
+    assert got == build_scanner(ALONE).spans_raw(text)
+    assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)

@@ -9,7 +9,7 @@ import pytest
 
 from codemode import redact
 from codemode.literals import MIN_CHARS, Anchors, re2_available
-from codemode.redact import find_secrets
+from codemode.redact import find_secrets, forget_secrets, remember_secret
 
 needs_re2 = pytest.mark.skipif(not re2_available(), reason="google-re2 is not installed")
 
@@ -75,3 +75,27 @@ def test_the_credentials_net_finds_the_same_with_and_without_re2(seed: int) -> N
         Anchors.enabled = True
     assert any(want)
     assert got == want
+
+
+def test_many_remembered_secrets_are_found_as_one_by_one_look_ups_find_them() -> None:
+    secrets = [f"secret-value-{i:03d}-x" for i in range(60)]
+    secrets += ["Paßwort-Müller-1", "пароль-секрет-7", "bad-\udcff-bytes-9", "multi\nline-secret"]
+    try:
+        for s in secrets:
+            remember_secret(s)
+        texts = [
+            PAD + " ".join(secrets[::7]) + " секрет Müller",
+            PAD + "пароль-секрет-7 and bad-\udcff-bytes-9 and multi\nline-secret",
+            PAD + "Paßwort-Müller-1 secret-value-059-x",
+            PAD + "none of them",
+        ]
+        got = [sorted(find_secrets(t)) for t in texts]
+        Anchors.enabled = False
+        try:
+            want = [sorted(find_secrets(t)) for t in texts]
+        finally:
+            Anchors.enabled = True
+        assert all(want[:3]) and got == want
+        assert len(want[1]) == 3
+    finally:
+        forget_secrets()

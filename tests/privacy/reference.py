@@ -277,9 +277,14 @@ def _is_phone(self: phone.PhoneDetector, text: str, start: int, num: str) -> boo
 
 
 def _locate(
-    pieces: list[str], joined: str, ss: list[int], ts: list[int]
+    pieces: list[str],
+    joined: str,
+    ss: list[int],
+    ts: list[int],
+    origin: tuple[int, int] | None = None,
 ) -> tuple[list[int], list[int]] | None:
-    """``codemode.privacy.splice.locate`` before it counted NULs: from every offset."""
+    """``codemode.privacy.splice.locate`` before it counted NULs: from every offset
+    (``origin`` is not needed)."""
     return splice._locate_by_offsets(pieces, ss, ts)
 
 

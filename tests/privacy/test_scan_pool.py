@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -208,11 +209,11 @@ import struct, sys
 read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
 read(struct.unpack("<I", read(4))[0])
 write(struct.pack("<I", 23) + b'{"entities": ["EMAIL"]}'); sys.stdout.flush()
-while head := read(16):
-    size, keep = struct.unpack("<QQ", head)
+while head := read(24):
+    size, keep, chunk = struct.unpack("<QQQ", head)
     read(size)
     # one span before the part it was given: a position outside its text
-    write(struct.pack("<Qdd", 1, 0.0, 0.0) + struct.pack("<qq", 0, 5) + bytes([0]))
+    write(struct.pack("<QddQ", 1, 0.0, 0.0, size) + struct.pack("<qq", 0, 5) + bytes([0]))
     sys.stdout.flush()
 """
 
@@ -319,3 +320,56 @@ def test_a_stopped_scanner_process_cannot_hang_the_hosts_scan(
     assert shared.failures == 1
     assert "took no input" in caplog.text
     assert proc.poll() is not None or proc.wait(5) is not None  # that process was ended
+
+
+def test_the_hosts_part_comes_first_then_the_processs_part_by_part() -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    parts = list(build_scanner(CONFIG).spans_parts(text))
+    # the host's part, then the process's in about pool.PARTS parts (one answer each)
+    assert len(parts) >= pool.PARTS and all(parts)
+    for before, after in pairwise(parts):
+        assert max(e for _, e, _ in before) <= min(s for s, _, _ in after)
+    assert [s for part in parts for s in part] == build_scanner(ALONE).spans_raw(text)
+    assert shared.done == 1
+
+
+def test_a_caller_that_stops_after_the_hosts_part_leaves_no_answer_behind() -> None:
+    shared = ready_pool()
+    text, other = payloads()[0], payloads()[2]
+    parts = build_scanner(CONFIG).spans_parts(text)
+    next(parts)
+    parts.close()  # (the caller failed while the process was scanning)
+    assert shared.failures == 0  # not the process's fault
+    assert shared.ready()
+    assert build_scanner(CONFIG).spans_raw(other) == build_scanner(ALONE).spans_raw(other)
+    assert shared.done == 1
+
+
+def test_protect_in_parts_gives_repeated_notes_the_same_tokens_as_alone() -> None:
+    rows = random_rows(13, 5000)
+    notes = [
+        f"Call ann{i}@example.com or +1 415 555 01{i:02d} about the order, said Bo."
+        for i in range(7)
+    ]
+    for i, row in enumerate(rows):
+        row["notes"] = notes[i % 7]
+    key = os.urandom(32)
+    shared = ready_pool()
+    got, report = Privacy(CONFIG, Vault(key)).protect(rows)
+    want, want_report = Privacy(ALONE, Vault(key)).protect(rows)
+    assert shared.done == 1
+    assert got == want
+    assert report.found == want_report.found
+
+
+def test_a_scanner_process_killed_between_its_parts_loses_nothing() -> None:
+    shared = ready_pool()
+    text = payloads()[0]
+    got: list[tuple[int, int, str]] = []
+    for i, part in enumerate(build_scanner(CONFIG).spans_parts(text)):
+        got.extend(part)
+        if i == 1 and shared._proc is not None:  # the process's first part is in
+            shared._proc.kill()
+    assert got == build_scanner(ALONE).spans_raw(text)
+    assert build_scanner(CONFIG).spans_raw(text) == build_scanner(ALONE).spans_raw(text)

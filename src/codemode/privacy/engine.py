@@ -21,11 +21,11 @@ import bisect
 import gc
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, repeat
-from operator import add, itemgetter, sub
+from operator import add, itemgetter, le, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,31 +267,63 @@ class Privacy:
         """
         pieces, copies = self._pieces(texts)
         joined = pieces[0] if len(pieces) == 1 else SEP.join(pieces)
-        found = self.scanner.spans_raw(joined)
-        if not found:
-            return {}
-        # Per value, the work runs in C (map, zip, str.count, slicing): the Python loop
-        # below is per text that changes, with a fast path for the common case of a
-        # text that is one value (a JSON field holding an e-mail).
-        ss = list(map(_start, found))
-        ts = list(map(_end, found))
-        located = splice.locate(pieces, joined, ss, ts)
-        if located is None:
-            return self._replace_crossing(texts, pieces, joined, copies, found, report)
-        kr, bases = located
-        entities = list(map(_entity, found))
-        if copies and any(map(copies.__contains__, map(sub, kr, repeat(1)))):
-            keep = [k - 1 not in copies for k in kr]
-            ss, ts = list(compress(ss, keep)), list(compress(ts, keep))
-            kr, entities = list(compress(kr, keep)), list(compress(entities, keep))
-            bases = list(compress(bases, keep))
-        keys = list(zip(entities, map(joined.__getitem__, map(slice, ss, ts)), strict=True))
-        tokens = self._tokens_for(keys)
-        out = rebuild(texts, bases, kr, ss, ts, tokens)
-        found_counts = report.found
-        found_counts.update(entities)
+        # In parts when the scanner process takes some (``Scanner.spans_parts``): the
+        # host's tokens and new strings of its part while the process scans the rest.
+        # Parts must not cut a text in two: not one text, nor a text holding a NUL.
+        origin: tuple[int, int] | None = None
+        if len(pieces) > 1 and joined.count(SEP) == len(pieces) - 1:
+            parts = self.scanner.spans_parts(joined)
+            origin = (0, 1)  # (no piece holds a NUL: ``splice.locate`` part by part)
+        else:
+            parts = _one(self.scanner.spans_raw(joined))
+        try:
+            return self._replace_parts(texts, pieces, joined, copies, parts, origin, report)
+        finally:
+            parts.close()  # (an error meanwhile: the scanner process's part is given up)
+
+    def _replace_parts(
+        self,
+        texts: list[str],
+        pieces: list[str],
+        joined: str,
+        copies: dict[int, int],
+        parts: Iterator[list[tuple[int, int, str]]],
+        origin: tuple[int, int] | None,
+        report: Report,
+    ) -> dict[int, str]:
+        out: dict[int, str] = {}
+        all_kr: list[int] = []
+        all_entities: list[str] = []
+        seen: list[tuple[int, int, str]] = []
+        for found in parts:
+            if not found:
+                continue
+            seen.extend(found)
+            # Per value, the work runs in C (map, zip, str.count, slicing): the Python loop
+            # is per text that changes, with a fast path for the common case of a text
+            # that is one value (a JSON field holding an e-mail).
+            ss = list(map(_start, found))
+            ts = list(map(_end, found))
+            located = splice.locate(pieces, joined, ss, ts, origin)
+            if located is None:
+                seen.extend(f for part in parts for f in part)
+                return self._replace_crossing(texts, pieces, joined, copies, seen, report)
+            kr, bases = located
+            if origin is not None:
+                origin = (ss[-1], kr[-1])
+            entities = list(map(_entity, found))
+            if copies and any(map(copies.__contains__, map(sub, kr, repeat(1)))):
+                keep = [k - 1 not in copies for k in kr]
+                ss, ts = list(compress(ss, keep)), list(compress(ts, keep))
+                kr, entities = list(compress(kr, keep)), list(compress(entities, keep))
+                bases = list(compress(bases, keep))
+            keys = list(zip(entities, map(joined.__getitem__, map(slice, ss, ts)), strict=True))
+            out.update(rebuild(texts, bases, kr, ss, ts, self._tokens_for(keys)))
+            all_kr += kr
+            all_entities += entities
+        report.found.update(all_entities)
         if copies:
-            copy_repeats(out, copies, kr, entities, found_counts)
+            copy_repeats(out, copies, all_kr, all_entities, report.found)
         return out
 
     def _replace_crossing(
@@ -344,9 +376,13 @@ class Privacy:
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
         """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
-        if len(texts) == 1 or not self.scanner.local_context or max(map(len, texts)) < REPEAT_MIN:
+        if len(texts) == 1 or not self.scanner.local_context:
+            return texts, {}
+        lens = list(map(len, texts))
+        if max(lens) < REPEAT_MIN:
             return texts, {}  # (the max: one C pass; a table of short fields has no long text)
-        long = list(compress(count(), map(REPEAT_MIN.__le__, map(len, texts))))
+        # (``operator.le`` over a list: a C call per text, not a method wrapper's)
+        long = list(compress(count(), map(le, repeat(REPEAT_MIN), lens)))
         times = Counter(map(texts.__getitem__, long))
         if len(times) == len(long):
             return texts, {}  # no long text comes twice (one C pass, no loop per text)
@@ -545,6 +581,10 @@ def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: st
                     f"binary data{where} holds a value restored into this call's arguments; "
                     "it was withheld, as binary content cannot carry a token instead"
                 )
+
+
+def _one(found: list[tuple[int, int, str]]) -> Generator[list[tuple[int, int, str]], None, None]:
+    yield found
 
 
 def _replace_literals(text: str, literal: Mapping[str, str]) -> str:

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from itertools import repeat
 from operator import add
 from pathlib import Path
@@ -60,6 +60,11 @@ MAX_FAILURES = 3
 """Failures of scanner processes after which the host scans alone."""
 WRITE_SECONDS = 5.0
 """How long the process may take no input before it counts as failed (plus 4 µs a byte)."""
+PARTS = 4
+"""Parts a text of joined strings is answered in (``scanproc.cuts``): the host tokenizes
+one part's values while the process scans the next."""
+CHUNK_MIN = 32_768
+"""Characters a part holds at least."""
 _HOST_SHARE = 0.4  # first guess of the host's share of the built-in detectors' text
 ENABLED = True
 """Off: every scan runs in the host (the reference tests' plain code must run there)."""
@@ -237,7 +242,9 @@ class ScanPool:
                 return None
             t0 = time.perf_counter()
             data = text[split - OVERLAP :].encode("utf-8", "surrogatepass")
-            self._write(REQUEST.pack(len(data), OVERLAP) + data)
+            theirs = len(text) - split
+            chunk = theirs // PARTS if sep == "\x00" and theirs >= PARTS * CHUNK_MIN else 0
+            self._write(REQUEST.pack(len(data), OVERLAP, chunk) + data)
             return Job(self, split, time.perf_counter() - t0)
         except OSError as exc:
             self._failed(f"sending failed: {exc}")
@@ -257,50 +264,80 @@ class ScanPool:
         finally:
             self._busy.release()
 
-    def result(
+    def results(
         self, job: Job, length: int, host_other: float, host_own: float
-    ) -> list[tuple[int, int, str]] | None:
-        """The candidates the process found from ``job.split`` on (positions in the whole
-        text of ``length`` characters), or None if it failed (the caller scans that part).
-        ``host_other`` and ``host_own``: the host's seconds on its own detectors over the
-        whole text and on the shared ones over its part, to balance the next split."""
+    ) -> Generator[tuple[list[tuple[int, int, str]] | None, int], None, None]:
+        """(candidates, up to) for each part the process answers of ``job``'s text (of
+        ``length`` characters; positions in it): the candidates it found from the
+        previous part's end (``job.split`` first) up to that character. (None, where
+        it stopped) if it failed (the caller scans the rest from there). ``host_other``
+        and ``host_own``: the host's seconds on its own detectors over the whole text
+        and on its part (the shared detectors, and what it did with what they found),
+        to balance the next split; the time the caller spends on each part (between
+        two steps of this generator) counts too."""
         done = False
+        upto = job.split
+        spent_all = decoded_all = after = 0.0
+        parts = 0
         try:
             tail = length - job.split
-            got = self._reply(10.0 + tail / 250_000)
-            if got is None:
-                return None
-            t0 = time.perf_counter()
-            spent, cpu, starts, ends, kinds = got
             off = job.split - OVERLAP
-            if starts and (min(starts) < OVERLAP or max(ends) > tail + OVERLAP):
-                self._failed("it answered positions outside the text")
-                return None
-            if any(map(int.__gt__, starts, ends)):
-                self._failed("it answered a span that ends before it starts")
-                return None
             names = self._entities
             assert names is not None
-            if kinds and max(kinds) >= len(names):
-                self._failed("it answered an unknown entity type")
-                return None
-            found = list(
-                zip(
-                    map(add, starts, repeat(off)),
-                    map(add, ends, repeat(off)),
-                    map(names.__getitem__, kinds),
-                    strict=True,
+            while upto < length:
+                got = self._reply(10.0 + tail / 250_000)
+                if got is None:
+                    done = True
+                    yield None, upto
+                    return
+                t0 = time.perf_counter()
+                spent, cpu, starts, ends, kinds, end = got
+                end += off
+                if (
+                    end <= upto
+                    or end > length
+                    or (starts and (min(starts) + off < upto or max(starts) + off >= end))
+                    or (ends and max(ends) > tail + OVERLAP)
+                ):
+                    self._failed("it answered positions outside the text")
+                    done = True
+                    yield None, upto
+                    return
+                if any(map(int.__gt__, starts, ends)):
+                    self._failed("it answered a span that ends before it starts")
+                    done = True
+                    yield None, upto
+                    return
+                if kinds and max(kinds) >= len(names):
+                    self._failed("it answered an unknown entity type")
+                    done = True
+                    yield None, upto
+                    return
+                found = list(
+                    zip(
+                        map(add, starts, repeat(off)),
+                        map(add, ends, repeat(off)),
+                        map(names.__getitem__, kinds),
+                        strict=True,
+                    )
                 )
-            )
-            done = True
-            self._balance(job, length, host_other, host_own, spent, time.perf_counter() - t0)
+                upto = end
+                parts += 1
+                spent_all += spent
+                self.cpu += cpu
+                decoded_all += time.perf_counter() - t0
+                if upto >= length:
+                    done = True
+                t1 = time.perf_counter()
+                yield found, upto
+                if upto < length:
+                    after += time.perf_counter() - t1
             self.done += 1
-            self.cpu += cpu
-            return found
+            self._balance(job, length, host_other, host_own, spent_all, decoded_all, after, parts)
         except BaseException:
-            # Interrupted while the answer was awaited or half read (Ctrl-C in a notebook,
-            # a signal's handler): left in the pipe, it would be read as the next text's
-            # answer, and every later one as the text's before it (positions of another
+            # Interrupted while an answer was awaited or half read (Ctrl-C in a notebook,
+            # a signal's handler), or the caller failed between two parts: left in the
+            # pipe, an answer would be read as the next text's (positions of another
             # text: values missed). The process is stopped; a new one starts later.
             if not done:
                 self._stop(release=False)
@@ -327,23 +364,32 @@ class ScanPool:
         host_own: float,
         spent: float,
         decoded: float,
+        after: float,
+        parts: int,
     ) -> None:
-        """Move the split so both sides finish together next time: the host's share
-        ``f`` of the text solves ``sent + other + r_h f L + decoded = r_w (1 - f) L``."""
+        """Move the split so the host is done with all but the process's last part when
+        the process answers it: the host's share ``f`` of the text solves
+        ``sent + other + decoded + r_h f L + r_p c (1 - f) L = r_w (1 - f) L``, with
+        ``r_p`` the host's seconds a character on the process's parts and ``c`` the
+        share of them the host works on before the last (0 with one part)."""
         ours, theirs = job.split, length - job.split
         if ours <= 0 or theirs <= 0 or spent <= 0 or host_own <= 0:
             return
         r_h, r_w = host_own / ours, spent / theirs
+        c = 1 - 1 / parts if parts > 1 else 0.0
+        r_p = after / (theirs * c) if c else 0.0
         fixed = job.sent + host_other + decoded
-        best = (r_w * length - fixed) / ((r_h + r_w) * length)
+        best = (r_w * length - fixed - r_p * c * length) / ((r_h - r_p * c + r_w) * length)
         self.share = min(0.9, max(0.05, 0.5 * self.share + 0.5 * best))
 
-    def _reply(self, timeout: float) -> tuple[float, float, array[int], array[int], bytes] | None:
+    def _reply(
+        self, timeout: float
+    ) -> tuple[float, float, array[int], array[int], bytes, int] | None:
         head = self._read(REPLY.size, timeout)
         if head is None:
             self._failed("it stopped answering")
             return None
-        n, spent, cpu = REPLY.unpack(head)
+        n, spent, cpu, upto = REPLY.unpack(head)
         body = self._read(17 * n, timeout)
         if body is None:
             self._failed("its answer was cut short")
@@ -351,7 +397,7 @@ class ScanPool:
         starts, ends = array("q"), array("q")
         starts.frombytes(body[: 8 * n])
         ends.frombytes(body[8 * n : 16 * n])
-        return spent, cpu, starts, ends, body[16 * n :]
+        return spent, cpu, starts, ends, body[16 * n :], upto
 
     # -- the pipes -----------------------------------------------------------------------
     def _write(self, data: bytes) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from itertools import islice
 from operator import ge, gt, itemgetter
 from time import perf_counter
@@ -135,14 +135,32 @@ class Scanner:
         """``spans`` as plain ``(start, end, entity)`` tuples (no object per value for
         the tens of thousands of a large result)."""
         if len(text) < CACHE_MIN:
-            return self._spans_raw(text) if text else []
+            return self._resolve(text, self._found(text)) if text else []
+        found: list[tuple[int, int, str]] = []
+        for part in self.spans_parts(text):
+            found.extend(part)
+        return found
+
+    def spans_parts(self, text: str) -> Generator[list[tuple[int, int, str]], None, None]:
+        """``spans_raw(text)`` in one or two parts, in order (every span of the first
+        before every span of the second). A large text split with the scanner process
+        (see ``pool.py``) gives the host's part first, while the process still scans the
+        rest: what the caller does with the first part (tokens, new strings) runs then,
+        on the host's core, instead of after the process has answered."""
+        if len(text) < CACHE_MIN:
+            yield self.spans_raw(text)
+            return
         generation = self.generation()
         with self._cache_lock:
             got = self._cache.get(text)
             if got is not None and got[0] == generation:
                 self._cache.move_to_end(text)
-                return list(got[1])
-        found = self._spans_raw(text)
+                yield list(got[1])
+                return
+        found: list[tuple[int, int, str]] = []
+        for part in self._parts(text):
+            found.extend(part)
+            yield part
         with self._cache_lock:
             old = self._cache.pop(text, None)
             if old is not None:
@@ -153,12 +171,24 @@ class Scanner:
                 while self._cached_chars > CACHE_CHARS:
                     dropped, _ = self._cache.popitem(last=False)
                     self._cached_chars -= len(dropped)
-        return list(found)
 
-    def _candidates(self, text: str) -> list[tuple[int, int, str]]:
-        """What every detector finds in ``text``, overlaps not yet resolved; for a large
-        text, the shared detectors' part from a scanner process (see ``pool.py``)."""
+    def _found(self, text: str) -> list[tuple[int, int, str]]:
+        """What every detector finds in ``text`` in this process, overlaps not resolved."""
         found: list[tuple[int, int, str]] = []
+        for det in self.detectors:
+            found.extend(det.find(text))
+        return found
+
+    @staticmethod
+    def _marks(text: str) -> list[tuple[int, int, str]]:
+        """The tokens already in ``text`` (entity ""): nothing is detected inside them."""
+        if "[" not in text:
+            return []
+        return [(m.start(), m.end(), "") for m in TOKEN_RE.finditer(text)]
+
+    def _parts(self, text: str) -> Iterator[list[tuple[int, int, str]]]:
+        """The resolved spans of ``text`` (see ``spans_parts``); for a large text, the
+        shared detectors' part from a scanner process."""
         shared = self._shared
         sep = SEP if SEP in text else "\n"
         if (
@@ -168,10 +198,10 @@ class Scanner:
             or (pool := pool_for(shared[0], shared[1])) is None
             or (job := pool.submit(text, sep)) is None
         ):
-            for det in self.detectors:
-                found.extend(det.find(text))
-            return found
+            yield self._resolve(text, self._found(text))
+            return
         split, builtins = job.split, shared[2]
+        found: list[tuple[int, int, str]] = []
         try:
             t0 = perf_counter()
             for det in self.detectors:
@@ -181,31 +211,74 @@ class Scanner:
             head = text[: split + OVERLAP]
             for det in builtins:
                 found.extend([f for f in det.find(head) if f[0] < split])
+            marks = self._marks(text)
+            ours = [f for f in found if f[0] < split]
+            ours_marks = [f for f in marks if f[0] < split]
+            # The host's part is resolved alone when nothing of it reaches the process's
+            # (no cluster of overlapping candidates then spans the split).
+            alone = not any(map(split.__lt__, map(_end, ours))) and not any(
+                map(split.__lt__, map(_end, ours_marks))
+            )
+            if alone:
+                resolved = self._resolve(text, ours, ours_marks)
+                found = [f for f in found if f[0] >= split]
+                marks = [f for f in marks if f[0] >= split]
         except BaseException:
             pool.abandon(job)
             raise
-        tail = pool.result(job, len(text), t1 - t0, perf_counter() - t1)
-        if tail is None:  # the process failed: its part scanned here (and logged)
-            off = split - OVERLAP
-            rest = text[off:]
-            for det in builtins:
-                found.extend((s + off, e + off, x) for s, e, x in det.find(rest) if s >= OVERLAP)
-        else:
-            found.extend(tail)
-        return found
+        if alone:
+            try:
+                yield resolved
+            except BaseException:  # the caller failed (or stopped) meanwhile
+                pool.abandon(job)
+                raise
+        # The process's parts, each resolved alone when nothing of it (nor of what the
+        # host found there) reaches past its end; else it waits for the next.
+        parts = pool.results(job, len(text), t1 - t0, perf_counter() - t1)
+        try:
+            for tail, upto in parts:
+                if tail is None:  # the process failed: the rest scanned here (and logged)
+                    off = upto - OVERLAP
+                    rest = text[off:]
+                    for det in builtins:
+                        found.extend(
+                            (s + off, e + off, x) for s, e, x in det.find(rest) if s >= OVERLAP
+                        )
+                    break
+                if upto < len(text):
+                    mine = [f for f in found if f[0] < upto]
+                    mine_marks = [f for f in marks if f[0] < upto]
+                    if not any(map(upto.__lt__, map(_end, tail))) and not any(
+                        map(upto.__lt__, map(_end, mine + mine_marks))
+                    ):
+                        found = [f for f in found if f[0] >= upto]
+                        marks = [f for f in marks if f[0] >= upto]
+                        yield self._resolve(text, [*mine, *tail], mine_marks)
+                        continue
+                found.extend(tail)
+        finally:
+            parts.close()
+        if found:
+            yield self._resolve(text, found, marks)
 
-    def _spans_raw(self, text: str) -> list[tuple[int, int, str]]:
-        found = self._candidates(text)
+    def _resolve(
+        self,
+        text: str,
+        found: list[tuple[int, int, str]],
+        marks: list[tuple[int, int, str]] | None = None,
+    ) -> list[tuple[int, int, str]]:
+        """``found``'s candidates with overlaps resolved; ``marks``: the tokens already
+        in ``text`` (``_marks``; looked for here when not given)."""
         if not found:
             return []
+        if marks is None:
+            marks = self._marks(text)
         if any(map(ge, map(_start, found), map(_end, found))):
             found = [f for f in found if f[1] > f[0]]
         # Existing tokens are taken first (rank -1, entity ""): nothing is detected inside.
-        tokens = 0
-        if "[" in text:
-            tokens = len(found)
-            found.extend((m.start(), m.end(), "") for m in TOKEN_RE.finditer(text))
-            tokens = len(found) - tokens
+        tokens = len(marks)
+        if tokens:
+            found.extend(marks)
         found.sort()
         allow = self.allow
         if (

@@ -8,12 +8,17 @@ detectors find in it, and keeps nothing between texts. It never writes anything 
 its answers (stderr goes nowhere: a traceback would carry text).
 
 Frames (all little-endian), host -> scanner: ``<I`` length + JSON ``{"entities",
-"regions"}`` once; then per text ``<QQ`` (UTF-8 length, first character kept) + the
-text (UTF-8, lone surrogates passed). Scanner -> host: ``<I`` length + JSON
-``{"entities"}`` when ready; per text ``<Qdd`` (candidates, seconds spent, of them on
-the CPU) + the
-starts and ends (``q`` each) + one byte per candidate (its entity's index). No pickle
-either way.
+"regions"}`` once; then per text ``<QQQ`` (UTF-8 length, first character kept, chunk)
++ the text (UTF-8, lone surrogates passed). Scanner -> host: ``<I`` length + JSON
+``{"entities"}`` when ready; per text one or more ``<QddQ`` (candidates, seconds spent,
+of them on the CPU, the character up to which the text is answered: its length in the
+last) + the starts and ends (``q`` each) + one byte per candidate (its entity's index).
+No pickle either way.
+
+With a ``chunk`` (characters), a text is answered in parts cut right after a NUL every
+``chunk`` characters or so, each scanned with the ``keep`` characters around it (the
+context a detector reads; the built-in detectors match across no NUL): the host works
+on one part's candidates while the next is scanned.
 """
 
 from __future__ import annotations
@@ -31,8 +36,24 @@ from .detectors import builtin_detectors
 __all__ = ["main"]
 
 INIT = struct.Struct("<I")
-REQUEST = struct.Struct("<QQ")
-REPLY = struct.Struct("<Qdd")
+REQUEST = struct.Struct("<QQQ")
+REPLY = struct.Struct("<QddQ")
+
+
+def cuts(text: str, keep: int, chunk: int) -> list[int]:
+    """Where the parts of ``text`` end (the last: its length); see the module doc."""
+    n = len(text)
+    out: list[int] = []
+    if chunk:
+        at = keep + chunk
+        while at < n - chunk // 2:
+            cut = text.find("\x00", at, n - keep) + 1
+            if cut == 0:
+                break
+            out.append(cut)
+            at = cut + chunk
+    out.append(n)
+    return out
 
 
 def _read(stream: BinaryIO, n: int) -> bytes | None:
@@ -61,26 +82,37 @@ def main() -> int:
         head = _read(stdin, REQUEST.size)
         if head is None:
             return 0
-        size, keep = REQUEST.unpack(head)
+        size, keep, chunk = REQUEST.unpack(head)
         t0, c0 = time.perf_counter(), time.process_time()
         data = _read(stdin, size)
         if data is None:
             return 0
         text = data.decode("utf-8", "surrogatepass")
         del data
-        starts, ends, kinds = array("q"), array("q"), bytearray()
-        for det in detectors:
-            for start, end, entity in det.find(text):
-                if start >= keep:
-                    starts.append(start)
-                    ends.append(end)
-                    kinds.append(index[entity])
+        start = keep
+        for end in cuts(text, keep, chunk):
+            off = start - keep
+            part = text[off : end + keep]
+            starts, ends, kinds = array("q"), array("q"), bytearray()
+            for det in detectors:
+                for a, b, entity in det.find(part):
+                    a += off
+                    if start <= a < end:
+                        starts.append(a)
+                        ends.append(b + off)
+                        kinds.append(index[entity])
+            del part
+            spent, cpu = time.perf_counter() - t0, time.process_time() - c0
+            stdout.write(
+                REPLY.pack(len(kinds), spent, cpu, end)
+                + starts.tobytes()
+                + ends.tobytes()
+                + bytes(kinds)
+            )
+            stdout.flush()
+            t0, c0 = time.perf_counter(), time.process_time()
+            start = end
         del text
-        spent, cpu = time.perf_counter() - t0, time.process_time() - c0
-        stdout.write(
-            REPLY.pack(len(kinds), spent, cpu) + starts.tobytes() + ends.tobytes() + bytes(kinds)
-        )
-        stdout.flush()
 
 
 if __name__ == "__main__":

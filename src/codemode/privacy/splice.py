@@ -14,7 +14,11 @@ SEP = "\x00"
 
 
 def locate(
-    pieces: list[str], joined: str, ss: list[int], ts: list[int]
+    pieces: list[str],
+    joined: str,
+    ss: list[int],
+    ts: list[int],
+    origin: tuple[int, int] | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
     (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
@@ -24,12 +28,19 @@ def locate(
     many NULs as precede it (counted between one value and the next: each character
     once), it crosses if a NUL is inside it, and its piece starts after the last NUL
     before it: no offsets of the 100,000 pieces of a large result are needed.
+
+    ``origin``: (a position before ``ss[0]``, the ``kr`` of a value there), given by a
+    caller that knows no piece holds a NUL (values located part by part: each part's
+    NULs are counted from the previous part's last value, not from the start).
     """
-    if joined.count(SEP) != len(pieces) - 1:
-        return _locate_by_offsets(pieces, ss, ts)
+    if origin is None:
+        if joined.count(SEP) != len(pieces) - 1:
+            return _locate_by_offsets(pieces, ss, ts)
+        origin = (0, 1)
     if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
         return None
-    kr = list(accumulate(map(joined.count, repeat(SEP), [0, *ss[:-1]], ss), initial=1))[1:]
+    since, k = origin
+    kr = list(accumulate(map(joined.count, repeat(SEP), [since, *ss[:-1]], ss), initial=k))[1:]
     bases = list(map(add, map(joined.rfind, repeat(SEP), repeat(0), ss), repeat(1)))
     return kr, bases
 

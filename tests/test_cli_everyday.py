@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -222,3 +223,46 @@ def test_completion_without_a_known_shell_asks_for_one() -> None:
     assert (
         done.stderr.splitlines()[-1] == "Error: name the shell: codemode completion bash|zsh|fish"
     )
+
+
+# ------------------------------------------------------------------- closed standard streams
+
+
+def _closing(*fds: int) -> Callable[[], None]:
+    def close() -> None:
+        for fd in fds:
+            os.close(fd)
+
+    return close
+
+
+def test_serve_over_stdio_with_stdin_closed_says_so_and_exits_2(tmp_path: Path) -> None:
+    # an MCP client talks to it through stdin and stdout: started without them it used to
+    # end in a traceback (sys.stdin is None)
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        done = subprocess.run(
+            [*CLI, "serve", "--base", str(tmp_path / "ws"), "--executor", "subprocess"],
+            stdin=subprocess.DEVNULL, capture_output=True, preexec_fn=_closing(fd),
+            timeout=120, text=True,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert f"started with its {name} closed" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_run_with_stdout_closed_discards_the_output_and_no_file_receives_it(
+    tmp_path: Path,
+) -> None:
+    # with fd 1 closed, sys.stdout was None (a traceback at the first echo) and the first
+    # file opened took number 1, so anything written to "stdout" would have landed in it
+    files = tmp_path / "ws" / "files"
+    files.mkdir(parents=True)
+    code = "import os\nfd = os.open('mine', os.O_CREAT | os.O_WRONLY)\nprint(fd)\nos.close(fd)"
+    done = subprocess.run(
+        [*CLI, "run", "--no-tools", "--executor", "inprocess", "--base", str(tmp_path / "ws"),
+         "-c", code],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_closing(1), timeout=120,
+        cwd=files, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (files / "mine").read_bytes() == b""  # the printed number did not land in it

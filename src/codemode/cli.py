@@ -210,7 +210,34 @@ def completion(shell: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    _fill_standard_fds()
     return cli.main(args=argv, prog_name="codemode")
+
+
+CLOSED_AT_START: set[str] = set()
+"""The standard streams this process was started without ("stdin", "stdout", "stderr")."""
+
+
+def _fill_standard_fds() -> None:
+    """Point a closed stdin, stdout or stderr at /dev/null.
+
+    Started with one closed (``codemode run ... >&-``), Python leaves ``sys.stdout`` None
+    (every print or echo then fails with a traceback), and the next file codemode opens (a
+    log, the audit log, a store's temp file) takes that number, so whatever is written to
+    "stdout" lands in it. Output to a closed stream is discarded instead, as the shell's
+    ``>&-`` asks; ``serve`` over stdio refuses to start without stdin and stdout.
+    """
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # the lowest free number: fd itself, unless a lower one is free
+                os.dup2(null, fd)
+                os.close(null)
+            CLOSED_AT_START.add(name)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115
 
 
 if __name__ == "__main__":

@@ -309,6 +309,8 @@ def serve(
                 _say(f"generated bearer token (set {TOKEN_ENV} to choose one): {token}")
     elif no_auth:
         raise click.UsageError("--no-auth only applies to --transport http")
+    else:
+        _need_stdio()
     if max_sessions_total is not None and tenants is None:
         raise click.UsageError(
             "--max-sessions-total applies to --tenants (one workspace: --max-sessions is "
@@ -524,6 +526,18 @@ async def run_server(opts: ServeOptions) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await close_all()
+
+
+def _need_stdio() -> None:
+    from ..cli import CLOSED_AT_START
+
+    closed = [name for name in ("stdin", "stdout") if name in CLOSED_AT_START]
+    if closed:
+        raise click.UsageError(
+            f"codemode serve was started with its {' and '.join(closed)} closed: over stdio "
+            "an MCP client talks to it through stdin and stdout (let the client start it, "
+            "or use --transport http)"
+        )
 
 
 def _hint_on_a_terminal() -> None:

@@ -228,3 +228,17 @@ def test_a_cancel_naming_no_usable_id_is_ignored(raw: Raw, request_id: Any) -> N
     cancel = {"requestId": request_id}
     raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
     assert raw.ask(ping(42)) == {"jsonrpc": "2.0", "id": 42, "result": {}}
+
+
+def test_a_message_over_the_limit_with_its_id_last_is_refused_with_its_id(raw: Raw) -> None:
+    # Serializers that put "id" after "params" are common: answered with a null id, the
+    # client would wait for its request's answer for ever.
+    code = "x = 1\n" * 100_000  # 600 KB: over the 0.25 MiB this server takes
+    params = {"name": "run_code", "arguments": {"code": code, "note": {"id": 99}}}
+    line = json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": params, "id": 16})
+    got = raw.ask(line.encode() + b"\r")
+    assert got["id"] == 16 and got["error"]["code"] == -32600, got
+    inner = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
+    got = raw.ask(json.dumps(inner).encode())  # no id of its own: the nested one is not it
+    assert got["id"] is None and got["error"]["code"] == -32600, got
+    assert raw.ask(ping(17))["result"] == {}

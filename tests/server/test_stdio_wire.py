@@ -177,3 +177,68 @@ def test_a_request_past_the_in_flight_cap_is_answered_at_once_and_later_ones_are
         assert r.ask(ping(23)) == {"jsonrpc": "2.0", "id": 23, "result": {}}
     finally:
         r.close()
+
+
+def _capped(workspace: tuple[Path, Path], most: int) -> Raw:
+    r = Raw(workspace[0], {"CODEMODE_STDIO_MAX_IN_FLIGHT": str(most)})
+    assert r.ask(INIT)["id"] == 0
+    r.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return r
+
+
+def _sleep_call(n: int | str, seconds: float) -> dict[str, Any]:
+    code = f"import time; time.sleep({seconds}); print('ok')"
+    params = {"name": "run_code", "arguments": {"code": code}}
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+
+def test_a_request_cancelled_by_its_id_as_a_string_frees_its_slot(
+    workspace: tuple[Path, Path],
+) -> None:
+    # The SDK reads "30" and 30 as one id (as the TS SDK does): it cancels the call and
+    # never answers it, so the slot must be freed too, or the server ends up refusing all.
+    r = _capped(workspace, 1)
+    try:
+        r.send(_sleep_call(30, 60))
+        time.sleep(0.5)
+        cancel = {"requestId": "30", "reason": "timed out"}
+        r.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+        assert r.ask(ping(31)) == {"jsonrpc": "2.0", "id": 31, "result": {}}
+    finally:
+        r.close()
+
+
+def test_requests_that_reuse_an_id_each_take_a_slot(workspace: tuple[Path, Path]) -> None:
+    # The SDK runs and answers each of them: counted as one, the cap held nothing back.
+    r = _capped(workspace, 2)
+    try:
+        for _ in range(2):
+            r.send(_sleep_call(40, 2))
+        refused = r.ask(ping(40))
+        assert refused["id"] == 40 and refused["error"]["code"] == -32000, refused
+        answers = [r.recv(), r.recv()]
+        assert all(a["id"] == 40 and "result" in a for a in answers), answers
+        assert r.ask(ping(41)) == {"jsonrpc": "2.0", "id": 41, "result": {}}
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("request_id", [[1], {"a": 1}, None])
+def test_a_cancel_naming_no_usable_id_is_ignored(raw: Raw, request_id: Any) -> None:
+    cancel = {"requestId": request_id}
+    raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+    assert raw.ask(ping(42)) == {"jsonrpc": "2.0", "id": 42, "result": {}}
+
+
+def test_a_message_over_the_limit_with_its_id_last_is_refused_with_its_id(raw: Raw) -> None:
+    # Serializers that put "id" after "params" are common: answered with a null id, the
+    # client would wait for its request's answer for ever.
+    code = "x = 1\n" * 100_000  # 600 KB: over the 0.25 MiB this server takes
+    params = {"name": "run_code", "arguments": {"code": code, "note": {"id": 99}}}
+    line = json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": params, "id": 16})
+    got = raw.ask(line.encode() + b"\r")
+    assert got["id"] == 16 and got["error"]["code"] == -32600, got
+    inner = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
+    got = raw.ask(json.dumps(inner).encode())  # no id of its own: the nested one is not it
+    assert got["id"] is None and got["error"]["code"] == -32600, got
+    assert raw.ask(ping(17))["result"] == {}

@@ -21,12 +21,14 @@ import io
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
@@ -38,13 +40,50 @@ __all__ = ["serve_stdio"]
 
 
 class _Pending:
-    """Requests read but not answered, messages sent but not flushed."""
+    """Requests read but not answered, messages sent but not flushed.
+
+    Requests are counted per id, as the SDK correlates them: ``"7"`` and ``7`` are one id
+    (a cancel may name either), and a reused id is one more request (the SDK runs and
+    answers each): a set counted those as one, so the in-flight cap held nothing back,
+    and a cancel by the string form left its slot taken for ever."""
 
     def __init__(self) -> None:
-        self.requests: set[Any] = set()
+        self.requests: Counter[str | int] = Counter()
+        self.in_progress = 0
         self.sent = 0
         self.flushed = 0
         self._changed = anyio.Event()
+
+    def started(self, request_id: Any) -> None:
+        key = _key(request_id)
+        if key is not None:
+            self.requests[key] += 1
+            self.in_progress += 1
+
+    def ended(self, request_id: Any) -> None:
+        key = _key(request_id)
+        if key is None:
+            return
+        left = self.requests.get(key, 0)
+        if left > 0:
+            self.in_progress -= 1
+            if left == 1:
+                del self.requests[key]
+            else:
+                self.requests[key] = left - 1
+
+    def read(self, message: Any) -> None:
+        """Note a message the wire hands the server: counted before the server sees it,
+        so the next line's check never reads a count the server has yet to update (a
+        request sent right after a cancel was refused)."""
+        if isinstance(message, JSONRPCRequest):
+            self.started(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == (
+            "notifications/cancelled"
+        ):  # a request the client cancelled is never answered
+            params = message.params if isinstance(message.params, dict) else {}
+            self.ended(params.get("requestId"))
+            self.changed()
 
     def changed(self) -> None:
         self._changed.set()
@@ -52,65 +91,30 @@ class _Pending:
 
     @property
     def quiet(self) -> bool:
-        return not self.requests and self.flushed >= self.sent
+        return not self.in_progress and self.flushed >= self.sent
 
     async def wait_quiet(self) -> None:
         while not self.quiet:
             await self._changed.wait()
 
 
-class _Reading:
-    """The SDK's read stream, noting each request that comes in."""
-
-    def __init__(self, inner: Any, pending: _Pending) -> None:
-        self._inner = inner
-        self._pending = pending
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    def _note(self, item: Any) -> Any:
-        message = getattr(item, "message", None)
-        if isinstance(message, JSONRPCRequest):
-            self._pending.requests.add(message.id)
-        elif isinstance(message, JSONRPCNotification) and message.method == (
-            "notifications/cancelled"
-        ):  # a request the client cancelled is never answered
-            self._pending.requests.discard((message.params or {}).get("requestId"))
-            self._pending.changed()
-        return item
-
-    async def receive(self) -> Any:
-        return self._note(await self._inner.receive())
-
-    def __aiter__(self) -> _Reading:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Reading:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+def _key(request_id: Any) -> str | int | None:
+    """The id as the SDK correlates it, or None for one that names no request."""
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return coerce_request_id(request_id)
 
 
 class _Writing:
-    """The SDK's write stream, noting each answer that goes out."""
+    """The SDK's write stream, noting each answer that goes out.
 
-    def __init__(self, inner: Any, pending: _Pending) -> None:
+    ``answers_requests`` is False for the wire's own answers (a refusal, an invalid
+    line): they end no request the server took, even when they carry a running one's id."""
+
+    def __init__(self, inner: Any, pending: _Pending, answers_requests: bool = True) -> None:
         self._inner = inner
         self._pending = pending
+        self._answers_requests = answers_requests
 
     async def send(self, item: SessionMessage) -> None:
         self._pending.sent += 1
@@ -119,8 +123,10 @@ class _Writing:
         except BaseException:
             self._pending.sent -= 1
             raise
-        if isinstance(item.message, JSONRPCResponse | JSONRPCError):
-            self._pending.requests.discard(item.message.id)
+        # Only now: an answer waiting for a full pipe keeps its request's slot, so a
+        # client that does not read its answers is no longer read from.
+        if self._answers_requests and isinstance(item.message, JSONRPCResponse | JSONRPCError):
+            self._pending.ended(item.message.id)
         self._pending.changed()
 
     async def aclose(self) -> None:
@@ -196,9 +202,11 @@ async def serve_stdio(
                 message, is_error = message_of(line, limit)
                 if message is None:
                     continue
-                busy = too_many(message, most) if len(pending.requests) >= most else None
+                busy = too_many(message, most) if pending.in_progress >= most else None
                 if not is_error and busy is not None:
                     message, is_error = busy, True
+                if not is_error:
+                    pending.read(message.message)
                 try:
                     await (answers.send if is_error else read_send.send)(message)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -216,8 +224,8 @@ async def serve_stdio(
         tg.start_soon(graceful)
         async with anyio.create_task_group() as wire:  # ends once every answer is out
             wire.start_soon(wire_out)
-            wire.start_soon(wire_in, _Writing(write_stream.clone(), pending))
-            await low.run(
-                _Reading(read_stream, pending), writing, low.create_initialization_options()
+            wire.start_soon(
+                wire_in, _Writing(write_stream.clone(), pending, answers_requests=False)
             )
+            await low.run(read_stream, writing, low.create_initialization_options())
         tg.cancel_scope.cancel()

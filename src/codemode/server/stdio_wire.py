@@ -10,7 +10,7 @@ it reads a line of any length into memory. Here:
   the request's ``id`` when it has a usable one (a string or an integer), else ``null``;
 - a line longer than the limit (``CODEMODE_STDIO_MAX_MESSAGE_MB``, default 16 MiB; HTTP
   takes 4 MiB) is skipped as it streams by, never held whole, and answered ``-32600``
-  with its ``id`` when the line's head names one;
+  with its ``id`` when the line's head names one, or its end (``"id"`` written last);
 - blank lines are ignored;
 - at most ``CODEMODE_STDIO_MAX_IN_FLIGHT`` requests (default 256) are in progress at
   once; one more is answered ``-32000`` at once, not queued. A client that wrote
@@ -45,8 +45,11 @@ MAX_IN_FLIGHT_ENV = "CODEMODE_STDIO_MAX_IN_FLIGHT"
 DEFAULT_MAX_IN_FLIGHT = 256
 BUSY = -32000
 READ_CHUNK = 1 << 16
-_HEAD = 512  # bytes of an oversized line searched for its id
+_HEAD = 512  # bytes of each end of an oversized line searched for its id
 _HEAD_ID = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]{0,200})")')
+# The id as the object's last member (serializers that write it after "params"): one
+# closing brace after it, so a nested object's "id" (two or more) is not taken for it.
+_TAIL_ID = re.compile(rb',\s*"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]{0,200})")\s*\}\s*$')
 
 __all__ = [
     "MAX_IN_FLIGHT_ENV",
@@ -92,10 +95,11 @@ def too_many(message: SessionMessage, most: int) -> SessionMessage | None:
 
 @dataclass(frozen=True, slots=True)
 class Oversized:
-    """A line longer than the limit: only its head (for the id) and its length are kept."""
+    """A line longer than the limit: only its two ends (for the id) and its length are kept."""
 
     head: bytes
     size: int
+    tail: bytes = b""
 
 
 class StdinWire:
@@ -120,6 +124,7 @@ class StdinWire:
         buf = bytearray()
         skipping: Oversized | None = None  # the head of the line being skipped
         skipped = 0
+        tail = b""  # the last bytes of the line being skipped
         while True:
             chunk = await self._chunk()
             if not chunk:
@@ -131,22 +136,24 @@ class StdinWire:
                 start = len(chunk) if end < 0 else end + 1
                 if skipping is not None:
                     skipped += len(piece)
+                    tail = (tail + piece)[-_HEAD:]
                 elif len(buf) + len(piece) > self.limit:
                     skipping = Oversized(bytes((buf + piece)[:_HEAD]), 0)
                     skipped = len(buf) + len(piece)
+                    tail = bytes((buf[-_HEAD:] + piece)[-_HEAD:])
                     buf.clear()
                 else:
                     buf += piece
                 if end < 0:
                     continue
                 if skipping is not None:
-                    yield Oversized(skipping.head, skipped)
-                    skipping, skipped = None, 0
+                    yield Oversized(skipping.head, skipped, tail)
+                    skipping, skipped, tail = None, 0, b""
                 else:
                     yield bytes(buf)
                     buf.clear()
         if skipping is not None:
-            yield Oversized(skipping.head, skipped)
+            yield Oversized(skipping.head, skipped, tail)
         elif buf:
             yield bytes(buf)
 
@@ -183,7 +190,7 @@ def message_of(line: bytes | Oversized, limit: int) -> tuple[SessionMessage | No
     """``(message, is_error)``: the client's message, or the error to answer it with
     (``is_error``); ``(None, False)`` for a blank line."""
     if isinstance(line, Oversized):
-        m = _HEAD_ID.match(line.head)
+        m = _HEAD_ID.match(line.head) or _TAIL_ID.search(line.tail)
         id_: Any = None
         if m is not None:
             id_ = json.loads(m.group(1))

@@ -305,15 +305,27 @@ async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
     assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
 
 
-async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(tmp_path: Path) -> None:
+BUSY_NOT_WRITING = (
+    "import threading\n"
+    "def spin():\n"
+    "    while True:\n        sum(range(200000)); time.sleep(0.05)\n"
+    "threading.Thread(target=spin, daemon=True).start()\n"
+)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "computing"])
+async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(
+    tmp_path: Path, busy: bool
+) -> None:
     # the writer is the session whose code was left running, not every session that
-    # happens to share the workspace
+    # happens to share the workspace, even one that keeps computing (using CPU) meanwhile
     ws = str(tmp_path / "ws")
     os.mkdir(ws)
     limits = Limits(**{**SUITE_LIMITS.__dict__, "workspace_mb": 16, "workspace_files": 500})
     executor = SandboxExecutor(workspace=ws, limits=limits, pool_size=0)
     async with Session(executor) as writer, Session(executor) as bystander:
-        assert (await bystander.run("kept = 42", timeout=30)).error is None
+        first = "import time\nkept = 42\n" + (BUSY_NOT_WRITING if busy else "")
+        assert (await bystander.run(first, timeout=30)).error is None
         code = (
             "import threading, time\n"
             "def fill():\n"

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep
+from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep, written
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
@@ -171,24 +171,29 @@ class GuardedWorker:
         fill the host's disk. Over the quota, the worker is killed, since nothing but its
         end stops such code; the next run says why.
 
-        Writing costs CPU: the workspace is swept only once the worker's processes used
-        some since the last look (~0.1 ms to read, against ~0.8 ms for a sweep), so an
-        idle session costs next to nothing, and a session merely sharing the workspace
-        with the writer never sweeps, hence is never killed for it. Looks back off to
-        ``IDLE_MAX`` while nothing changes; a big workspace is swept ~1/20 of the time."""
+        The workspace is swept only once the worker's processes wrote something since the
+        last look (``written``: ~0.1 ms to read, against ~0.8 ms for a sweep), so an idle
+        session costs next to nothing; and a worker is killed only if it wrote at least
+        what the workspace grew by, so a session sharing the workspace with the writer,
+        even one busy computing, keeps its worker. Where the write counts cannot be read,
+        CPU time stands in for them. Looks back off to ``IDLE_MAX`` while nothing changes;
+        a big workspace is swept ~1/20 of the time."""
         delay = self.interval
-        ticks = cpu_ticks(self.inner.pid)
+        pid = self.inner.pid
+        by_io = written(pid) is not None
+        mark = self._activity(pid, by_io)
         while self.inner.alive:
             await asyncio.sleep(delay)
-            now = cpu_ticks(self.inner.pid)
-            if now == ticks:
+            now = self._activity(pid, by_io)
+            if now == mark:
                 delay = min(delay * 2, IDLE_MAX)
                 continue
-            ticks = now
+            wrote, mark = now - mark, now
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
             problem = self._grew_over(usage, after)
-            if problem is not None:
+            grew = usage.bytes - after.bytes
+            if problem is not None and (not by_io or wrote >= grew):
                 self.inner.end(
                     "the worker was stopped between runs: code a run left running wrote "
                     f"past the quota. {problem}"
@@ -198,6 +203,10 @@ class GuardedWorker:
             delay = min(delay * 2, IDLE_MAX) if same else self.interval
             delay = max(delay, 20 * (time.monotonic() - began))
             after = usage
+
+    @staticmethod
+    def _activity(pid: int, by_io: bool) -> int:
+        return (written(pid) or 0) if by_io else cpu_ticks(pid)
 
     async def _stop_idle(self) -> None:
         task, self._idle = self._idle, None

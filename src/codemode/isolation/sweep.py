@@ -176,6 +176,24 @@ def cpu_ticks(pid: int) -> int:
     return total
 
 
+def written(pid: int) -> int | None:
+    """Bytes ``pid`` and its descendants have written: ``write()`` calls (``wchar``) plus
+    pages they dirtied in files (``write_bytes``, which sees an ``mmap`` writer on a disk),
+    from ``/proc/<pid>/io``; None when no process's count can be read (then CPU time is
+    the only sign of activity). Unlike CPU time, a process that only computes adds
+    nothing, so a busy session sharing a workspace is not taken for its writer."""
+    total, read = 0, False
+    for proc in descendants(pid):
+        try:
+            with open(f"/proc/{proc}/io", "rb") as fh:
+                fields = dict(line.split(b":", 1) for line in fh.read().splitlines())
+            total += int(fields[b"wchar"]) + int(fields[b"write_bytes"])
+            read = True
+        except (OSError, KeyError, ValueError):
+            continue
+    return total if read else None
+
+
 def descendants(pid: int, limit: int = 100_000) -> list[int]:
     """``pid`` and every process below it (a process re-parented to the sandbox's pid-1
     stays below it), from each thread's ``children`` list."""
@@ -197,4 +215,12 @@ def descendants(pid: int, limit: int = 100_000) -> list[int]:
     return found
 
 
-__all__ = ["SUID_BITS", "Usage", "cpu_ticks", "descendants", "held_bytes", "sweep"]
+__all__ = [
+    "SUID_BITS",
+    "Usage",
+    "cpu_ticks",
+    "descendants",
+    "held_bytes",
+    "sweep",
+    "written",
+]

@@ -305,6 +305,27 @@ async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
     assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
 
 
+async def test_code_left_creating_empty_files_after_its_run_is_stopped_at_the_file_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    # creating a file (or a directory) writes nothing a write count sees: past the file
+    # quota, the worker whose code kept running is still the one stopped
+    s, ws = small_ws
+    code = (
+        "import os, threading, time\n"
+        "def fill():\n"
+        "    for i in range(3000):\n"
+        "        os.mkdir(f'd{i}')\n"
+        "        if i % 50 == 0:\n            time.sleep(0.02)\n"
+        "threading.Thread(target=fill, daemon=True).start()"
+    )
+    assert (await s.run(code, timeout=30)).error is None
+    await asyncio.sleep(4)
+    assert len(os.listdir(ws)) < 3000
+    r = await s.run("1", timeout=30)
+    assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
+
+
 BUSY_NOT_WRITING = (
     "import threading\n"
     "def spin():\n"

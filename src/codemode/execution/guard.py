@@ -44,8 +44,11 @@ class WorkspaceQuota:
     max_bytes: int | None = 1 << 30
     max_files: int | None = 50_000
 
+    def bytes_over(self, usage: Usage) -> bool:
+        return self.max_bytes is not None and usage.bytes > self.max_bytes
+
     def problem(self, usage: Usage) -> str | None:
-        over_bytes = self.max_bytes is not None and usage.bytes > self.max_bytes
+        over_bytes = self.bytes_over(usage)
         over_files = self.max_files is not None and (
             usage.files > self.max_files or not usage.complete
         )
@@ -171,29 +174,30 @@ class GuardedWorker:
         fill the host's disk. Over the quota, the worker is killed, since nothing but its
         end stops such code; the next run says why.
 
-        The workspace is swept only once the worker's processes wrote something since the
-        last look (``written``: ~0.1 ms to read, against ~0.8 ms for a sweep), so an idle
-        session costs next to nothing; and a worker is killed only if it wrote at least
-        what the workspace grew by, so a session sharing the workspace with the writer,
-        even one busy computing, keeps its worker. Where the write counts cannot be read,
-        CPU time stands in for them. Looks back off to ``IDLE_MAX`` while nothing changes;
-        a big workspace is swept ~1/20 of the time."""
+        The workspace is swept only once the worker's processes used CPU or wrote since
+        the last look (~0.1 ms to read, against ~0.8 ms for a sweep), so an idle session
+        costs next to nothing. Which worker is the culprit: over the byte quota, one that
+        wrote (``written``: ``write()`` calls and pages dirtied in files); over the file
+        count, one that also used CPU while the count grew (creating a file writes
+        nothing). So a session sharing the workspace with the writer keeps its worker,
+        even one busy computing, unless files pile up while it computes. Where the write
+        counts cannot be read, any CPU time counts as writing. Looks back off to
+        ``IDLE_MAX`` while nothing changes; a big workspace is swept ~1/20 of the time."""
         delay = self.interval
         pid = self.inner.pid
-        by_io = written(pid) is not None
-        mark = self._activity(pid, by_io)
+        ticks, wrote_so_far = cpu_ticks(pid), written(pid)
         while self.inner.alive:
             await asyncio.sleep(delay)
-            now = self._activity(pid, by_io)
-            if now == mark:
+            now, wrote_now = cpu_ticks(pid), written(pid)
+            if now == ticks and wrote_now == wrote_so_far:
                 delay = min(delay * 2, IDLE_MAX)
                 continue
-            wrote, mark = now - mark, now
+            wrote = wrote_now is None or wrote_now != wrote_so_far
+            ticks, wrote_so_far = now, wrote_now
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
             problem = self._grew_over(usage, after)
-            grew = usage.bytes - after.bytes
-            if problem is not None and (not by_io or wrote >= grew):
+            if problem is not None and (wrote or not self.quota.bytes_over(usage)):
                 self.inner.end(
                     "the worker was stopped between runs: code a run left running wrote "
                     f"past the quota. {problem}"
@@ -203,10 +207,6 @@ class GuardedWorker:
             delay = min(delay * 2, IDLE_MAX) if same else self.interval
             delay = max(delay, 20 * (time.monotonic() - began))
             after = usage
-
-    @staticmethod
-    def _activity(pid: int, by_io: bool) -> int:
-        return (written(pid) or 0) if by_io else cpu_ticks(pid)
 
     async def _stop_idle(self) -> None:
         task, self._idle = self._idle, None

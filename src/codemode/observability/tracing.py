@@ -113,11 +113,17 @@ class _Run:
     def fields(self) -> tuple[Any, ...]:
         """What the export process needs besides the facts: ids, parent, the trace state
         the sampler gave the span (its parent's), and times."""
-        ctx, p = self.span.get_span_context(), self.parent
-        state = ctx.trace_state.to_header() if ctx.trace_state else ""
+        span, p = self.span, self.parent
+        ids = getattr(span, "ids", None)  # identity.Identity: its integers, no SpanContext
+        if ids is not None:
+            trace_id, span_id, trace_state = ids
+        else:
+            ctx = span.get_span_context()
+            trace_id, span_id, trace_state = ctx.trace_id, ctx.span_id, ctx.trace_state
+        state = trace_state.to_header() if trace_state else ""
         if p is None:
-            return (ctx.trace_id, ctx.span_id, 0, False, 0, state, self.start, self.end)
-        return (ctx.trace_id, ctx.span_id, p.span_id, p.is_remote, int(p.trace_flags), state,
+            return (trace_id, span_id, 0, False, 0, state, self.start, self.end)
+        return (trace_id, span_id, p.span_id, p.is_remote, int(p.trace_flags), state,
                 self.start, self.end)  # fmt: skip
 
 
@@ -173,7 +179,10 @@ class Tracing:
         """Set by ``exporting``: the child process that builds and exports the spans."""
         self._bound = 0
         """Set by ``exporting``: the ratio sampler's bound on a root trace id's low 64 bits."""
-        self._sampled_flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        from .identity import Identity, current_with  # imports opentelemetry
+
+        self._identity = Identity
+        self._current_with = current_with
         # Context changes straight on OpenTelemetry's ContextVar when it keeps the context
         # there (its default): its attach and detach are two Python calls more each, and
         # a run with five calls makes six of each.
@@ -242,9 +251,10 @@ class Tracing:
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
         span_id = _bits(64) or random_id(64)  # random_id's draw, inline; 0 draws again
-        identity = trace.SpanContext(trace_id, span_id, False, self._sampled_flags, state)
-        span = trace.NonRecordingSpan(identity)
-        return _Run(span, context=trace.set_span_in_context(span, ctx), start=start, parent=parent)
+        # The identity as integers: its SpanContext is built only if something reads it
+        # (an upstream request's traceparent, in-process code asking for the span).
+        span = self._identity(trace_id, span_id, state)
+        return _Run(span, context=self._current_with(span, ctx), start=start, parent=parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:

@@ -65,6 +65,7 @@ class WorkerPool:
         self._last_miss = 0.0
         self._last_take = 0.0
         self._generation = 0  # close() starts a new one: starts begun before are dropped
+        self.retired = False  # evicted from the process's pools: keeps nothing ready
         self._lock = threading.RLock()  # a start may finish, and call back, while refill holds it
         self._changed = threading.Condition(self._lock)  # wakes refills waiting for quiet
 
@@ -97,6 +98,8 @@ class WorkerPool:
         """Start (on the start threads) as many workers as the target lacks; no waiting.
         ``background``: at a low CPU priority (see the module doc)."""
         with self._lock:
+            if self.retired:
+                return
             if self.target > self.size and time.monotonic() - self._last_miss > self.idle_after:
                 self.target = self.size
                 while len(self._ready) > self.target:
@@ -166,17 +169,30 @@ class WorkerPool:
             spawned.destroy()
 
 
-_pools: dict[Hashable, WorkerPool] = {}
+MAX_WARM_POOLS = 16
+"""Pools (launch configurations: one per workspace, limits, ...) kept warm at once. A
+process that opens sessions on many workspaces in turn (a tenants server, a test suite, a
+script looping over projects) kept every one's pre-started workers, their processes and
+pipes, until it exited: the least recently used pool past this bound is closed."""
+
+_pools: dict[Hashable, WorkerPool] = {}  # least recently used first
 _pools_lock = threading.Lock()
 
 
 def get_pool(key: Hashable, spawn: Callable[..., Spawned], size: int) -> WorkerPool:
     """The pool for ``key``; ``spawn(background=bool)`` starts one worker."""
+    evicted: list[WorkerPool] = []
     with _pools_lock:
-        pool = _pools.get(key)
+        pool = _pools.pop(key, None)
         if pool is None:
-            pool = _pools[key] = WorkerPool(spawn, size)
-        return pool
+            pool = WorkerPool(spawn, size)
+        _pools[key] = pool
+        while len(_pools) > MAX_WARM_POOLS:
+            evicted.append(_pools.pop(next(iter(_pools))))
+    for old in evicted:
+        old.retired = True  # a start still holding it refills nothing
+        old.close()
+    return pool
 
 
 def close_pools() -> None:

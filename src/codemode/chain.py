@@ -139,6 +139,11 @@ class Watch(Generic[E, R]):
     (an upstream call awaits several times), which cost observability more than its
     own code did."""
 
+    @property
+    def __name__(self) -> str:  # listed beside function layers (``ToolRegistry.layers``)
+        name: str = type(self).__qualname__
+        return name
+
     def start(self, event: E) -> Any:
         """Before the layers inside: returns what ``returned``/``raised`` are handed, or
         ``AROUND`` for the chain to await ``around`` instead."""

@@ -212,8 +212,9 @@ class GuardedWorker:
         task, self._idle = self._idle, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # wait, not `await task` under suppress(CancelledError): that also swallowed
+            # the caller's own cancellation (a run cancelled as soon as it was sent ran on)
+            await asyncio.wait([task])
 
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         await self._stop_idle()
@@ -236,8 +237,7 @@ class GuardedWorker:
             timer.cancel()
             for task in watch:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await asyncio.wait([task])  # (see _stop_idle)
         small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
         usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
         notes: list[str] = []

@@ -9,7 +9,6 @@ status 2 for a configuration mistake, 1 for anything else).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 import time
@@ -108,8 +107,7 @@ class _Progress:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task])  # never swallows the caller's own cancellation
         if self._shown:
             click.echo(CLEAR_LINE, nl=False, err=True)
 

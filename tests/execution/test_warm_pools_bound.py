@@ -11,6 +11,7 @@ import pytest
 
 from codemode import Session, SubprocessExecutor
 from codemode.execution import pool
+from codemode.execution.spawn import Spawned
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +56,7 @@ async def test_sessions_on_many_workspaces_keep_a_bounded_number_of_warm_pools(
 async def test_a_retired_pool_starts_no_worker() -> None:
     started: list[bool] = []
 
-    def spawn(*, background: bool) -> pool.Spawned:
+    def spawn(*, background: bool) -> Spawned:
         started.append(background)
         raise OSError("not needed")
 

@@ -284,20 +284,29 @@ async def test_bytes_in_files_deleted_but_held_open_count_toward_the_quota(
     assert not r.timed_out
 
 
+WRITES_64_MB = (
+    "    for i in range(64):\n"
+    "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
+    "        time.sleep(0.03)\n"
+)
+
+
+def left_running(body: str) -> str:
+    """Code that leaves a thread running ``fill`` (whose body is ``body``) after its run."""
+    return (
+        "import os, threading, time\ndef fill():\n"
+        + body
+        + "threading.Thread(target=fill, daemon=True).start()"
+    )
+
+
 async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
     small_ws: tuple[Session, str],
 ) -> None:
     # a thread (or a forked child) the run leaves behind writes while no run is active:
     # the quota holds between runs too, not only until the next run begins
     s, ws = small_ws
-    code = (
-        "import os, threading, time\n"
-        "def fill():\n"
-        "    for i in range(64):\n"
-        "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
-        "        time.sleep(0.03)\n"
-        "threading.Thread(target=fill, daemon=True).start()"
-    )
+    code = left_running(WRITES_64_MB)
     assert (await s.run(code, timeout=30)).error is None
     await asyncio.sleep(4)
     assert _du(ws)[0] < 40 * MB  # 64 MB if nothing watched
@@ -311,13 +320,10 @@ async def test_code_left_creating_empty_files_after_its_run_is_stopped_at_the_fi
     # creating a file (or a directory) writes nothing a write count sees: past the file
     # quota, the worker whose code kept running is still the one stopped
     s, ws = small_ws
-    code = (
-        "import os, threading, time\n"
-        "def fill():\n"
+    code = left_running(
         "    for i in range(3000):\n"
         "        os.mkdir(f'd{i}')\n"
         "        if i % 50 == 0:\n            time.sleep(0.02)\n"
-        "threading.Thread(target=fill, daemon=True).start()"
     )
     assert (await s.run(code, timeout=30)).error is None
     await asyncio.sleep(4)
@@ -347,14 +353,7 @@ async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(
     async with Session(executor) as writer, Session(executor) as bystander:
         first = "import time\nkept = 42\n" + (BUSY_NOT_WRITING if busy else "")
         assert (await bystander.run(first, timeout=30)).error is None
-        code = (
-            "import threading, time\n"
-            "def fill():\n"
-            "    for i in range(64):\n"
-            "        with open(f'bg{i}', 'wb') as fh:\n            fh.write(b'x' * 2**20)\n"
-            "        time.sleep(0.03)\n"
-            "threading.Thread(target=fill, daemon=True).start()"
-        )
+        code = left_running(WRITES_64_MB)
         assert (await writer.run(code, timeout=30)).error is None
         await asyncio.sleep(4)
         assert _du(ws)[0] < 40 * MB

@@ -246,6 +246,27 @@ async def test_the_web_console_shows_a_tenant_only_its_own_runs_and_no_shared_me
     assert theirs["metrics"] == [] and "several tenants" in theirs["metrics_note"]
 
 
+def test_a_browser_gets_the_console_page_without_a_token_and_its_data_only_with_one(
+    tenancy: Tenancy,
+) -> None:
+    """A browser navigating to /ui sends no bearer token: the page (no data in it) must load,
+    then its script asks /api/console with the token typed in, routed to that tenant."""
+    base = tenancy.server.url.removesuffix("/mcp")
+    for path in ("/ui", "/ui/app.js", "/ui/app.css"):
+        got = httpx2.get(base + path, timeout=30)
+        assert got.status_code == 200, (path, got.status_code, got.text[:200])
+        assert "default-src 'none'" in got.headers["content-security-policy"]
+    assert "acme" not in httpx2.get(base + "/ui", timeout=30).text
+    for path in ("/api/console", "/ui/../api/console", "/metrics"):
+        assert httpx2.get(base + path, timeout=30).status_code == 401, path
+    posted = httpx2.post(base + "/ui", content=b"{}", timeout=30)
+    assert posted.status_code == 401
+    mine = httpx2.get(
+        base + "/api/console", headers={"Authorization": f"Bearer {GLOBEX_TOKEN}"}, timeout=30
+    )
+    assert mine.status_code == 200 and all(r["tenant"] == "globex" for r in mine.json()["runs"])
+
+
 async def test_a_tenant_cannot_read_the_process_wide_metrics_of_all_tenants(
     tenancy: Tenancy,
 ) -> None:

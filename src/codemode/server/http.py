@@ -229,6 +229,7 @@ def build_http_app(
             open_paths.add(ep.path)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.graceful_stop = stop
+    app.state.open_paths = frozenset(open_paths)
     shared = context.extras.get("shared_sessions")
     if shared is not None:  # stateless replicas: adopt the sessions others opened
         from .replicas import SessionAdoption

@@ -41,8 +41,13 @@ class TenantRouter:
         auth: Authenticator,
         *,
         on_ready: Callable[[], None] | None = None,
+        open_routes: Mapping[str, ASGIApp] | None = None,
     ) -> None:
         self.apps = dict(apps)
+        self.open_routes = dict(open_routes or {})
+        """``GET``/``HEAD`` paths served without a token, and the app that serves them: the
+        console's page, which holds no data (its script asks ``/api/console`` with the
+        token the person types, and that request is routed to the token's tenant)."""
         self.auth = auth
         self.on_ready = on_ready
         oauth = auth.oauth
@@ -76,6 +81,10 @@ class TenantRouter:
             return
         if self._metadata is not None and path in self._metadata_paths:
             await send_json_body(send, 200, self._metadata)
+            return
+        page = self.open_routes.get(path)
+        if page is not None and scope["method"] in ("GET", "HEAD"):
+            await page(scope, receive, send)
             return
         given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         who = await self.auth.authenticate(given)

@@ -77,6 +77,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
     router = TenantRouter(
         apps,
         Authenticator(tenants),
+        open_routes=console_pages(apps),
         on_ready=lambda: _say(
             f"serving MCP on {url} for {len(apps)} tenants ({how}); at most "
             f"{opts.max_sessions} sessions per tenant, {total} in all"
@@ -89,6 +90,19 @@ async def serve_tenants(opts: ServeOptions) -> None:
         stop = GracefulStops(stops, opts.shutdown_grace, watchdog=True)
         await serve_http(router, sock, log_level=opts.log_level.lower(), stop=stop)
         tg.cancel_scope.cancel()
+
+
+def console_pages(apps: dict[str, Any]) -> dict[str, Any]:
+    """The console page's files, served without a token by a tenant's app that has the
+    console on: a browser cannot send a bearer token for a page it navigates to, and the
+    page itself holds nothing of any tenant's."""
+    from ..web.console import PAGE_PATHS
+
+    pages: dict[str, Any] = {}
+    for app in apps.values():
+        for path in PAGE_PATHS & app.state.open_paths:
+            pages.setdefault(path, app)
+    return pages
 
 
 def check_storage_apart(tenants: Tenants) -> None:

@@ -33,6 +33,9 @@ _STATIC = {
     f"{UI_PATH}/app.js": ("app.js", "text/javascript; charset=utf-8"),
     f"{UI_PATH}/app.css": ("app.css", "text/css; charset=utf-8"),
 }
+PAGE_PATHS = frozenset(_STATIC)
+"""The page's own files: the same bytes for everyone, no data, so served without a token
+(also by the tenants' router, before it knows whose token a request will carry)."""
 HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",

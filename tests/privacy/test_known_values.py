@@ -306,6 +306,25 @@ def test_tenants_of_one_workspace_never_see_each_others_held_values(tmp_path: Pa
     reset_engines()
 
 
+def test_the_log_net_applies_every_tenants_own_deny_list(tmp_path: Path) -> None:
+    """One process, one log: a record quoting a tenant's customer name is redacted by that
+    tenant's deny-list even when another tenant's engine was built first."""
+    import logging
+
+    reset_engines()
+    first = PrivacyConfig.model_validate({"enabled": True, "deny": {"CUSTOMER": ["Initech"]}})
+    second = PrivacyConfig.model_validate({"enabled": True, "deny": {"PROJECT": ["Bluebird"]}})
+    engine_for(first, CallContext(tenant="acme", workspace=str(tmp_path / "a")))
+    engine_for(second, CallContext(tenant="globex", workspace=str(tmp_path / "g")))
+    record = logging.getLogger("codemode.test").makeRecord(
+        "codemode.test", logging.WARNING, __file__, 1, "%s for %s", ("Initech", "Bluebird"), None
+    )
+    message = record.getMessage()
+    assert "Initech" not in message and "Bluebird" not in message, message
+    assert "[CUSTOMER]" in message and "[PROJECT]" in message
+    reset_engines()
+
+
 def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
     from codemode.privacy.stream import StreamScanner
 

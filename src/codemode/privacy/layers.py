@@ -93,7 +93,10 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
             sessions = [k for k in _engines if k[3] is not None]
             for old in sessions[: max(0, len(sessions) - MAX_SESSION_ENGINES)]:
                 del _engines[old]
-        _install_log_filter(engine)
+        global _log_engines
+        logged = {k[:3]: e for k, e in _engines.items()}  # one per config, workspace, tenant
+        _log_engines = tuple(logged.values())
+        _install_log_filter()
         return engine
 
 
@@ -465,7 +468,20 @@ def protect_reply(engine: Privacy, tool: str, out: Any) -> Any:
     return out
 
 
-def _log_filter_factory(engine: Privacy) -> Callable[..., logging.LogRecord]:
+_log_engines: tuple[Privacy, ...] = ()
+"""The engines whose detectors the log filter applies: one per configuration, workspace
+and tenant, since the log is the process's and a record may quote any tenant's value (each
+tenant's custom recognizers and deny-lists are its own)."""
+
+
+def _redact_for_log(text: str) -> str:
+    text = redact_text(text)
+    for engine in _log_engines:
+        text = engine.redact(text)
+    return text
+
+
+def _log_filter_factory() -> Callable[..., logging.LogRecord]:
     previous = logging.getLogRecordFactory()
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
@@ -475,20 +491,20 @@ def _log_filter_factory(engine: Privacy) -> Callable[..., logging.LogRecord]:
                 message = record.getMessage()
             except Exception:  # noqa: BLE001 - a bad format string is the caller's bug
                 return record
-            clean = engine.redact(redact_text(message))
+            clean = _redact_for_log(message)
             if clean != message:
                 record.msg, record.args = clean, None
             if record.exc_info and record.exc_info[1] is not None:
                 text = logging.Formatter().formatException(record.exc_info)
-                record.exc_text = engine.redact(redact_text(text))
+                record.exc_text = _redact_for_log(text)
         return record
 
     factory.codemode_privacy = True  # type: ignore[attr-defined]
     return factory
 
 
-def _install_log_filter(engine: Privacy) -> None:
+def _install_log_filter() -> None:
     """Log records of codemode and the MCP SDK pass through the net (once per process)."""
     if getattr(logging.getLogRecordFactory(), "codemode_privacy", False):
         return
-    logging.setLogRecordFactory(_log_filter_factory(engine))
+    logging.setLogRecordFactory(_log_filter_factory())

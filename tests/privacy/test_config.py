@@ -96,3 +96,28 @@ def test_a_server_rule_holds_for_no_other_server_whose_name_begins_like_it() -> 
     assert config.policy("acme.crm", "send", *names) == (None, None)
     assert config.policy("acme", "crm.send", "acme.crm.send", "acme.crm_send") == (False, False)
     assert config.policy("acme_crm", "x") == (None, None)
+
+
+def test_a_server_given_the_workspace_by_a_bare_relative_path_is_not_a_sink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"args": ["files"]`` names the workspace's files as surely as ``./files`` does: a
+    real value that server writes would come back into the sandbox."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "files" / "out").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def server(*args: str, cwd: str | None = None) -> StdioServerConfig:
+        return StdioServerConfig(command="node", args=args, cwd=cwd)
+
+    assert touches_workspace(server("index.js", "files", cwd=str(ws)), ws)
+    assert touches_workspace(server("--root", "files/out", cwd=str(ws)), ws)
+    assert touches_workspace(server("--root=files", cwd=str(ws)), ws)
+    assert not touches_workspace(server("stdio", "--port", "files", cwd=str(elsewhere)), ws)
+    monkeypatch.chdir(ws)  # no cwd: the server starts where codemode runs
+    assert touches_workspace(server("index.js", "files"), ws)
+    assert not touches_workspace(server("index.js", "stdio", "--verbose"), ws)

@@ -36,14 +36,20 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
         values.append(cwd)
     values.extend((getattr(server, "env", None) or {}).values())
     root = workspace.resolve()
+    base = Path(cwd) if cwd else Path.cwd()  # where the server's relative paths lead
     for raw in values:
         for part in str(raw).replace("=", " ").replace(":", " ").split():
-            if not (part.startswith("/") or part.startswith("~") or part.startswith(".")):
+            # A bare word (``files``, ``data/out``) is a path only if it names one that exists
+            # where the server starts: ``stdio`` or ``--port`` are not paths.
+            marked = part.startswith(("/", "~", "."))
+            if not marked and (part.startswith("-") or "://" in part):
                 continue
             try:
                 path = Path(part).expanduser()
-                if not path.is_absolute() and cwd:
-                    path = Path(cwd) / path
+                if not path.is_absolute():
+                    path = base / path
+                if not marked and not path.exists():
+                    continue
                 path = path.resolve()
             except (OSError, RuntimeError, ValueError):
                 continue

@@ -9,6 +9,7 @@ call (``registry.call(...)``) gets the context it is given, or the one current i
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -35,6 +36,17 @@ class CallContext:
     def for_run(self, run_id: str | None = None) -> CallContext:
         """This context for one run (a fresh run id unless given)."""
         return replace(self, run_id=run_id or new_id())
+
+
+EPHEMERAL_CLIENT = "ephemeral-"
+"""How the name of a caller without a session begins (:func:`ephemeral_client`)."""
+
+
+def ephemeral_client() -> str:
+    """A name for a caller without a session, its own: a session-scoped privacy vault, the
+    audit and checkpoints are keyed by the client (one shared name once let a token given
+    to one such caller be restored in another's tool call)."""
+    return EPHEMERAL_CLIENT + secrets.token_hex(6)
 
 
 def new_id() -> str:

@@ -3,6 +3,8 @@ from the spec (``rawclient``: httpx only, no SDK)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -81,3 +83,31 @@ def test_an_independent_handshake_client_keeps_state_until_it_ends_its_session(
     assert init["result"]["protocolVersion"] in HANDSHAKE_PROTOCOL_VERSIONS
     assert text(result) == "42"
     http_server.wait_health("sessions", before - 1)
+
+
+def test_callers_without_a_session_never_share_a_session_scoped_vault(tmp_path: Path) -> None:
+    """With ``vault.scope: session``, a token is its session's alone. Callers without a
+    session are each a session of one call: a token one of them was given must not become
+    the real value in another's tool call (they once shared one client name, "ephemeral")."""
+    import json
+    import re
+
+    from .conftest import make_workspace, start_http_server
+
+    base, files = make_workspace(tmp_path)
+    privacy = {"privacy": {"enabled": True, "vault": {"scope": "session"}}}
+    (base / "config.json").write_text(json.dumps(privacy))
+    server = start_http_server(base)
+    try:
+        with RawClient(server.url, token=TOKEN, era="stateless") as first:
+            shown = first.call("run_code", {"code": "print('alice@example.com')"})
+        token = re.search(r"\[EMAIL_[^\]]+\]", text(shown))
+        assert token is not None, text(shown)
+        target = files / "from-another-caller.txt"
+        code = f"tools.fs.write_file(path={str(target)!r}, content={token.group(0)!r})"
+        with RawClient(server.url, token=TOKEN, era="stateless") as second:
+            wrote = second.call("run_code", {"code": code})
+        assert not target.exists() or "alice@example.com" not in target.read_text()
+        assert wrote["isError"] is True, text(wrote)
+    finally:
+        server.stop()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..context import EPHEMERAL_CLIENT
 from ..errors import CheckpointError, NotFound
 from ..rpc import Method, Params, Table
 from ..storage.base import check_name
@@ -118,7 +119,8 @@ class Checkpoints:
     def for_context(cls, storage: Storage, context: CallContext, **kwargs: Any) -> Checkpoints:
         """The slot of a session: keyed by its client (a stable key: the server's session
         key) or, for an ephemeral one, by its session id."""
-        key = context.client if context.client not in (None, "", "ephemeral") else None
+        client = context.client or ""
+        key = client if client and not client.startswith(EPHEMERAL_CLIENT) else None
         return cls(storage, key or str(context.session_id), tenant=context.tenant, **kwargs)
 
     async def info(self) -> CheckpointInfo | None:

@@ -150,7 +150,7 @@ def server_context(
     ``shared`` (``codemode.cluster.shared.SharedSessions``): keyed sessions live in
     detached Ray actors that every replica finds (stateless replicas)."""
     from ..assembly import configure_session
-    from ..context import CallContext
+    from ..context import CallContext, ephemeral_client
     from ..output import DEFAULT_LIMIT
     from ..session import Session
     from .sessions import SessionManager
@@ -165,7 +165,7 @@ def server_context(
             tools=registry,
             memory=memory,
             default_timeout=run_timeout,
-            context=replace(base_context, client=key or "ephemeral"),
+            context=replace(base_context, client=key or ephemeral_client()),
         )
         configure_session(session, workspace.capabilities, workspace.sections)
         return session
@@ -232,7 +232,7 @@ def _through_chain(fn: Callable[..., Any], context: ServerContext, name: str) ->
     from pydantic_core import to_jsonable_python
 
     from ..approval.types import current_approver
-    from ..context import CallContext
+    from ..context import CallContext, ephemeral_client
     from ..errors import CodemodeError
     from .app import session_key
     from .approve import client_approver
@@ -260,7 +260,7 @@ def _through_chain(fn: Callable[..., Any], context: ServerContext, name: str) ->
         key = session_key(mcp_ctx)
         call = Call(context, key, mcp_ctx, tool=name, layers=layers)
         # Whose call it is as the client's sessions name it (privacy's session vaults).
-        ctx = replace(base, client=key or "ephemeral")
+        ctx = replace(base, client=key or ephemeral_client())
         asking = current_approver.set(client_approver(mcp_ctx))
         try:
             # As JSON, as code sends them: the SDK hands over parsed values (models...).

@@ -200,9 +200,10 @@ class ServeOptions:
     type=click.FloatRange(min=0, max=1, min_open=True),
     default=DEFAULT_CLIENT_SHARE,
     show_default=True,
-    help="Share of --max-sessions one client (remote address; per tenant with --tenants) "
-    "may hold while another client waits: beyond it a new session is refused at once "
-    "('busy, retry after N s') and freed slots go to the others first. 1: no bound.",
+    help="Share of --max-sessions one client (a remote address) may hold while another "
+    "client waits, and with --tenants the share of --max-sessions-total one tenant may: "
+    "beyond it a new session is refused at once ('busy, retry after N s') and freed slots "
+    "go to the others first. 1: no bound.",
 )
 @click.option(
     "--pool-size",

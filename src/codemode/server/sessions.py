@@ -148,6 +148,11 @@ class SessionManager:
     def __len__(self) -> int:
         return self._used
 
+    @property
+    def held(self) -> int:
+        """Slots held (``SessionCap``'s view of this manager)."""
+        return self._used
+
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
@@ -301,6 +306,12 @@ class SessionManager:
                 f"this client ({client or 'local'}) already holds {self._held[client]} of "
                 f"them, its share while other clients wait (--client-share "
                 f"{self.client_share:g}: {self.share})"
+            )
+        cap = self._cap
+        if cap is not None and cap.full and cap.over_share(self) and cap.others_waiting(self):
+            raise self._busy(
+                f"this tenant already holds {self._used} of them, its share while other "
+                f"tenants wait (--client-share {cap.share:g}: {cap.most})"
             )
         waiter = self._enqueue(client)
         try:

@@ -41,8 +41,11 @@ class TenantRouter:
         auth: Authenticator,
         *,
         on_ready: Callable[[], None] | None = None,
+        counts: Callable[[], dict[str, int]] | None = None,
     ) -> None:
+        """``counts``: process-wide figures ``/healthz`` adds (sessions, queued)."""
         self.apps = dict(apps)
+        self._counts = counts
         self.auth = auth
         self.on_ready = on_ready
         oauth = auth.oauth
@@ -70,9 +73,10 @@ class TenantRouter:
             return
         path = scope["path"]
         if path == HEALTH_PATH:
-            await send_json_body(
-                send, 200, json.dumps({"status": "ok", "tenants": len(self.apps)}).encode()
-            )
+            facts = {"status": "ok", "tenants": len(self.apps)}
+            if self._counts is not None:
+                facts |= self._counts()
+            await send_json_body(send, 200, json.dumps(facts).encode())
             return
         if self._metadata is not None and path in self._metadata_paths:
             await send_json_body(send, 200, self._metadata)

@@ -84,13 +84,16 @@ async def http_client(
     token: str | None = TOKEN,
     headers: dict[str, str] | None = None,
     mode: Any = "auto",
+    local_address: str | None = None,
 ) -> AsyncIterator[Client]:
+    """``local_address`` (e.g. ``127.0.0.2``): connect from it, as another client would."""
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
     timeout = httpx2.Timeout(30, read=60)
+    transport = httpx2.AsyncHTTPTransport(local_address=local_address)
     async with (
-        httpx2.AsyncClient(headers=sent, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=sent, timeout=timeout, transport=transport) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client

@@ -522,3 +522,53 @@ async def test_managers_sharing_a_process_cap_hand_freed_slots_to_each_others_wa
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_with_nobody_else_waiting_one_client_may_use_every_slot(
+    started: list[Session],
+) -> None:
+    # The share only bounds a client while another waits: a burst from one address (a
+    # load test on loopback) is not cut to half the server.
+    manager = make_manager(started, max_sessions=4, client_share=0.5)
+    try:
+        for i in range(4):
+            async with manager.lease(f"k{i}", client="one"):
+                pass
+        assert len(manager) == 4
+    finally:
+        await manager.aclose()
+
+
+def test_a_client_share_outside_0_to_1_is_refused() -> None:
+    for share in (0.0, 1.5):
+        with pytest.raises(ValueError, match="client_share"):
+            make_manager([], client_share=share)
+
+
+async def test_a_client_share_of_1_never_refuses_a_client_for_its_share(
+    started: list[Session],
+) -> None:
+    manager = make_manager(started, max_sessions=1, client_share=1.0, queue_timeout=30)
+    got: list[str] = []
+
+    async def want(client: str, key: str) -> None:
+        async with manager.lease(key, client=client):
+            got.append(key)
+
+    release = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hold, manager, "held", release)  # the client "" holds the slot
+            await wait_until(lambda: len(manager) == 1)
+            tg.start_soon(want, "other", "o")
+            await wait_until(lambda: manager.queued == 1)
+            tg.start_soon(want, "", "mine")  # queued behind, not refused
+            await wait_until(lambda: manager.queued == 2)
+            release.set()
+            await manager.drop("held")
+            await wait_until(lambda: len(got) == 1)
+            await manager.drop("o")
+            await wait_until(lambda: len(got) == 2)
+    finally:
+        await manager.aclose()
+    assert got == ["o", "mine"]

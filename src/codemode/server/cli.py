@@ -17,6 +17,7 @@ from codemode.errors import ConfigError, ExecutorError
 from .health import DEFAULT_STALL_AFTER
 from .process import bind, set_up_log_handlers, settle_collector
 from .sessions import (
+    DEFAULT_CLIENT_SHARE,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_QUEUE_SIZE,
@@ -105,6 +106,7 @@ class ServeOptions:
     reclaim_after: float | None = DEFAULT_RECLAIM_AFTER
     queue_size: int = DEFAULT_QUEUE_SIZE
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
+    client_share: float = DEFAULT_CLIENT_SHARE
     pool_size: int | None = None
     tenants: Path | None = None
     """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
@@ -194,6 +196,16 @@ class ServeOptions:
     help="Seconds a client waits for a session slot before it is told to retry later.",
 )
 @click.option(
+    "--client-share",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=DEFAULT_CLIENT_SHARE,
+    show_default=True,
+    help="Share of --max-sessions one client (a remote address) may hold while another "
+    "client waits, and with --tenants the share of --max-sessions-total one tenant may: "
+    "beyond it a new session is refused at once ('busy, retry after N s') and freed slots "
+    "go to the others first. 1: no bound.",
+)
+@click.option(
     "--pool-size",
     type=click.IntRange(min=0),
     default=None,
@@ -271,6 +283,7 @@ def serve(
     max_sessions_total: int | None,
     queue_size: int,
     queue_timeout: float,
+    client_share: float,
     pool_size: int | None,
     shutdown_grace: float,
     timeout: float | None,
@@ -336,6 +349,7 @@ def serve(
         reclaim_after=reclaim_after if reclaim_after > 0 else None,
         queue_size=queue_size,
         queue_timeout=queue_timeout,
+        client_share=client_share,
         pool_size=pool_size,
         tenants=tenants,
         privacy=privacy,
@@ -404,6 +418,7 @@ async def open_served(
         reclaim_after=opts.reclaim_after,
         queue_size=opts.queue_size,
         queue_timeout=opts.queue_timeout,
+        client_share=opts.client_share,
         cap=cap,
     )
     server = build_server(

@@ -76,6 +76,12 @@ class GracefulStop:
         if event is not None:
             loop.call_soon_threadsafe(event.set)
 
+    def request_now(self) -> None:
+        """Stop without a grace period: nobody is left to receive the answers (the stdio
+        client closed its end of the pipe). The watchdog still bounds the stop."""
+        while self.requests < 2:
+            self.request()
+
     async def wait(self) -> None:
         assert self._requested is not None, "bind() first"
         await self._requested.wait()
@@ -175,7 +181,7 @@ async def drain(
     """
     context.sessions.stop_admitting()
     running = len(context.calls)
-    if running:
+    if running and stop.requests < 2:  # else no grace: nobody waits for the answers
         logger.warning("stopping: waiting up to %g s for %d running call(s)", stop.grace, running)
     with anyio.move_on_after(stop.grace):
         async with anyio.create_task_group() as tg:

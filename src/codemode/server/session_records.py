@@ -58,6 +58,8 @@ class Entry:
     """Taken by every call; free, it is taken without yielding to the loop (anyio's
     default yields a turn, which costs every call tens of ms on a saturated loop)."""
     busy: int = 0
+    client: str = ""
+    """Who started it: the slot is counted against that client's share."""
 
 
 def what_remains(entry: Entry) -> str:

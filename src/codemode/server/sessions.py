@@ -22,7 +22,12 @@ ephemeral calls). A caller that needs a new slot beyond that waits in a bounded 
 for up to ``queue_timeout`` seconds, then gets ``ServerBusy`` ("retry after N s").
 Freed slots go to waiting clients in turn (round robin by client), and when the queue
 is full a newcomer pushes out the newest waiter of the client holding the most places,
-so one client's burst cannot starve the others. Managers given one ``SessionCap``
+so one client's burst cannot starve the others. A client holding more than its share of
+the slots (``client_share`` of ``max_sessions``, ``--client-share``) while another client
+waits is refused a new one at once ("busy, retry after N s") instead of queueing, and a
+freed slot goes to a waiting client under its share first: sessions already held are
+never taken away, so when nobody else waits one client may still use every slot. A client
+is who the transport says asked (the remote address over HTTP). Managers given one ``SessionCap``
 (``serve --tenants``) also share a process-wide number of slots (``session_cap``).
 """
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -64,6 +69,7 @@ DEFAULT_MAX_SESSIONS = 32
 DEFAULT_RECLAIM_AFTER = 120.0
 DEFAULT_QUEUE_SIZE = 64
 DEFAULT_QUEUE_TIMEOUT = 15.0
+DEFAULT_CLIENT_SHARE = 0.5
 DEFAULT_START_CONCURRENCY = 64
 """Sessions started at once. Executors bound their own cold boots (``execution.spawn.
 MAX_BOOTS``); a start from the warm pool boots nothing, so a burst of new clients is
@@ -88,6 +94,7 @@ class SessionManager:
         reclaim_after: float | None = DEFAULT_RECLAIM_AFTER,
         queue_size: int = DEFAULT_QUEUE_SIZE,
         queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
+        client_share: float = DEFAULT_CLIENT_SHARE,
         start_concurrency: int = DEFAULT_START_CONCURRENCY,
         shared: bool = False,
         cap: SessionCap | None = None,
@@ -100,6 +107,8 @@ class SessionManager:
             raise ValueError("max_sessions must be at least 1")
         if queue_size < 0 or not (math.isfinite(queue_timeout) and queue_timeout >= 0):
             raise ValueError("queue_size and queue_timeout must not be negative")
+        if not 0 < client_share <= 1:
+            raise ValueError("client_share must be above 0 and at most 1")
         if start_concurrency < 1:
             raise ValueError("start_concurrency must be at least 1")
         self._factory = factory
@@ -111,10 +120,15 @@ class SessionManager:
         self.reclaim_after = reclaim_after
         self.queue_size = queue_size
         self.queue_timeout = queue_timeout
+        self.client_share = client_share
+        self.share = max(1, math.floor(client_share * max_sessions))
+        """Slots a client may hold while another client waits for one."""
         self._clock = clock
         self._entries: dict[str, Entry] = {}
         self._used = 0
         """Slots held: open and starting sessions, ephemeral calls, grants in transit."""
+        self._held: Counter[str] = Counter()
+        """The slots each client holds."""
         self._queue: dict[str, deque[Waiter]] = {}
         self._turns: deque[str] = deque()
         """Clients with waiters, in the order they are served."""
@@ -132,6 +146,11 @@ class SessionManager:
     # -- queries -------------------------------------------------------------------
 
     def __len__(self) -> int:
+        return self._used
+
+    @property
+    def held(self) -> int:
+        """Slots held (``SessionCap``'s view of this manager)."""
         return self._used
 
     def __contains__(self, key: object) -> bool:
@@ -222,11 +241,11 @@ class SessionManager:
                 return entry, False, None
             await self._reserve_slot(client)
             if key in self._entries or self._draining or self._closed:
-                self._free_slot()  # someone else started it while we waited
+                self._free_slot(client)  # someone else started it while we waited
                 continue
             break
         now = self._clock()
-        entry = Entry(key=key, created=now, last_used=now, busy=1)
+        entry = Entry(key=key, created=now, last_used=now, busy=1, client=client)
         self._entries[key] = entry
         notice = self._expired.pop(key, None)
         try:
@@ -236,7 +255,7 @@ class SessionManager:
             entry.error = exc
             if self._entries.get(key) is entry:
                 del self._entries[key]
-                self._free_slot()
+                self._free_slot(client)
             raise
         finally:
             entry.ready.set()
@@ -254,7 +273,7 @@ class SessionManager:
                 with anyio.CancelScope(shield=True):
                     await _close_quietly(session)
         finally:
-            self._free_slot()
+            self._free_slot(client)
 
     async def _start(self, key: str | None) -> Session:
         async with self._starts:
@@ -265,26 +284,42 @@ class SessionManager:
     def _room(self) -> bool:
         return self._used < self.max_sessions and (self._cap is None or not self._cap.full)
 
-    def _take(self) -> None:
+    def _take(self, client: str) -> None:
         self._used += 1
+        self._held[client] += 1
         if self._cap is not None:
             self._cap.used += 1
 
+    def _over_share(self, client: str) -> bool:
+        return self.client_share < 1 and self._held[client] >= self.share
+
     async def _reserve_slot(self, client: str) -> None:
         if self._room() and not self._queued:
-            self._take()
+            self._take(client)
             return
         await self.sweep()  # expired-but-not-yet-swept sessions do not count
         if self._room() and not self._queued:
-            self._take()
+            self._take(client)
             return
+        if self._over_share(client) and any(c != client for c in self._turns):
+            raise self._busy(
+                f"this client ({client or 'local'}) already holds {self._held[client]} of "
+                f"them, its share while other clients wait (--client-share "
+                f"{self.client_share:g}: {self.share})"
+            )
+        cap = self._cap
+        if cap is not None and cap.full and cap.over_share(self) and cap.others_waiting(self):
+            raise self._busy(
+                f"this tenant already holds {self._used} of them, its share while other "
+                f"tenants wait (--client-share {cap.share:g}: {cap.most})"
+            )
         waiter = self._enqueue(client)
         try:
             with anyio.move_on_after(self.queue_timeout):
                 await waiter.event.wait()
         except BaseException:
             if waiter.granted:
-                self._free_slot()  # cancelled right after a slot was handed over
+                self._free_slot(client)  # cancelled right after a slot was handed over
             else:
                 self._unqueue(waiter)
             raise
@@ -328,10 +363,13 @@ class SessionManager:
             del self._queue[waiter.client]
             self._turns.remove(waiter.client)
 
-    def _free_slot(self) -> None:
-        """Release a slot: to the next waiting client in turn (of this manager, or of the
-        next manager sharing the process-wide cap)."""
+    def _free_slot(self, client: str) -> None:
+        """Release ``client``'s slot: to the next waiting client in turn (of this manager,
+        or of the next manager sharing the process-wide cap)."""
         self._used -= 1
+        self._held[client] -= 1
+        if self._held[client] <= 0:
+            del self._held[client]
         if self._cap is not None:
             self._cap.release()
         else:
@@ -341,6 +379,11 @@ class SessionManager:
         """Hand a free slot to the next waiting client in turn; False if none may have it."""
         if not self._turns or not self._room():
             return False
+        # A client under its share first: the one over it waits while another does.
+        for _ in range(len(self._turns)):
+            if not self._over_share(self._turns[0]):
+                break
+            self._turns.rotate(-1)
         client = self._turns.popleft()
         line = self._queue[client]
         waiter = line.popleft()
@@ -349,7 +392,7 @@ class SessionManager:
             self._turns.append(client)
         else:
             del self._queue[client]
-        self._take()
+        self._take(client)
         waiter.granted = True
         waiter.event.set()
         return True
@@ -436,7 +479,7 @@ class SessionManager:
     def _forget(self, entry: Entry, *, notice: str | None) -> None:
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
-            self._free_slot()
+            self._free_slot(entry.client)
         if notice is not None and not self.shared:
             self._expired[entry.key] = notice
             while len(self._expired) > _REMEMBER_EXPIRED:

@@ -8,6 +8,16 @@ read in a thread that cannot be cancelled: waiting for it would keep the process
 until the client writes or closes stdin. The wire itself (bounded lines in, every line
 that is not a message answered with a JSON-RPC error) is :mod:`.stdio_wire`.
 
+A client that closes its end of our stdout (its read end) is gone: nobody can receive an
+answer any more. The server notices it at once on a pipe (a pipe whose reader is gone
+polls as an error, so a long call does not keep it unnoticed) or when a write fails
+(``EPIPE``/``ECONNRESET``, e.g. a socket), then stops without a grace period: running
+calls are cancelled, every session (and its worker) and the upstream servers are
+closed, and the process exits with status 0, without waiting for stdin to close. Status
+0 because the client ending the conversation is the normal end of a stdio server's
+service, as closing stdin is; clients often close stdout first when they stop a server,
+and a non-zero status would read as a crash of the server.
+
 Knowing when "every answer is written out" needs two counters the SDK does not keep:
 the requests read but not yet answered, and the messages handed to the stdout writer
 but not yet flushed. Thin wrappers around the server's streams and stdout keep them.
@@ -16,13 +26,18 @@ but not yet flushed. Thin wrappers around the server's streams and stdout keep t
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import io
+import logging
 import os
+import select
 import signal
+import stat
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from types import TracebackType
 from typing import Any
 
@@ -37,6 +52,9 @@ from .stdio_wire import StdinWire, max_in_flight, max_message, message_of, too_m
 from .toolset import ServerContext
 
 __all__ = ["serve_stdio"]
+
+logger = logging.getLogger(__name__)
+_GONE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET})
 
 
 class _Pending:
@@ -149,14 +167,36 @@ class _Stdout(anyio.AsyncFile[str]):
         # the protocol: fd 1 now points at stderr, the wire is a private duplicate.
         wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
         os.dup2(2, 1)
+        self.fd = wire
         raw = os.fdopen(wire, "wb", closefd=False)
         super().__init__(io.TextIOWrapper(raw, encoding="utf-8"))
         self._pending = pending
 
     async def flush(self) -> None:
         await super().flush()
+        self.count_flushed()
+
+    def count_flushed(self) -> None:
         self._pending.flushed += 1
         self._pending.changed()
+
+
+async def _watch_reader(fd: int, gone: Callable[[], None]) -> None:
+    """Call ``gone`` once the reader of the pipe ``fd`` has closed it, even while nothing
+    is written (a long call would otherwise hold its worker until its answer fails).
+
+    Only for a pipe: a socket or a terminal can be readable for other reasons, and a
+    failed write tells for them."""
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return
+    poll = select.poll()
+    poll.register(fd, 0)  # errors and hang-ups are always reported
+    while True:
+        await anyio.wait_readable(fd)  # epoll reports a pipe's error as readable
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0)):
+            gone()
+            return
+        await anyio.sleep(1)  # not expected on a pipe's write end: never spin
 
 
 async def serve_stdio(
@@ -185,8 +225,21 @@ async def serve_stdio(
         await drain(context, stop, pending.wait_quiet)
         with anyio.CancelScope(shield=True), anyio.move_on_after(30):
             await close_all()
-        sys.stderr.flush()
+        with suppress(OSError):  # the client may have closed stderr too
+            sys.stderr.flush()
         os._exit(0)
+
+    gone = anyio.Event()
+
+    def client_left() -> None:
+        if gone.is_set():
+            return
+        gone.set()
+        logger.warning(
+            "the client closed its end of stdout: stopping (%d running call(s) cancelled)",
+            len(context.calls),
+        )
+        stop.request_now()
 
     limit, most = max_message(), max_in_flight()
     stdout = _Stdout(pending)
@@ -215,17 +268,29 @@ async def serve_stdio(
     async def wire_out() -> None:
         async with write_out:
             async for item in write_out:
-                text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await stdout.write(text + "\n")
-                await stdout.flush()
+                if not gone.is_set():
+                    text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await stdout.write(text + "\n")
+                        await stdout.flush()
+                        continue
+                    except OSError as exc:
+                        if exc.errno not in _GONE_ERRNOS:
+                            raise
+                        client_left()
+                # Nobody reads: the answer is dropped, as if written, so the stop's
+                # wait for every answer to be out ends and no handler blocks on us.
+                stdout.count_flushed()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(context.sessions.run_reaper)
         tg.start_soon(graceful)
+        tg.start_soon(_watch_reader, stdout.fd, client_left)
         async with anyio.create_task_group() as wire:  # ends once every answer is out
             wire.start_soon(wire_out)
             wire.start_soon(
                 wire_in, _Writing(write_stream.clone(), pending, answers_requests=False)
             )
             await low.run(read_stream, writing, low.create_initialization_options())
-        tg.cancel_scope.cancel()
+        if not gone.is_set():  # else the stop under way closes everything and exits
+            tg.cancel_scope.cancel()

@@ -42,12 +42,15 @@ class TenantRouter:
         *,
         on_ready: Callable[[], None] | None = None,
         open_routes: Mapping[str, ASGIApp] | None = None,
+        counts: Callable[[], dict[str, int]] | None = None,
     ) -> None:
+        """``counts``: process-wide figures ``/healthz`` adds (sessions, queued)."""
         self.apps = dict(apps)
         self.open_routes = dict(open_routes or {})
         """``GET``/``HEAD`` paths served without a token, and the app that serves them: the
         console's page, which holds no data (its script asks ``/api/console`` with the
         token the person types, and that request is routed to the token's tenant)."""
+        self._counts = counts
         self.auth = auth
         self.on_ready = on_ready
         oauth = auth.oauth
@@ -75,9 +78,10 @@ class TenantRouter:
             return
         path = scope["path"]
         if path == HEALTH_PATH:
-            await send_json_body(
-                send, 200, json.dumps({"status": "ok", "tenants": len(self.apps)}).encode()
-            )
+            facts = {"status": "ok", "tenants": len(self.apps)}
+            if self._counts is not None:
+                facts |= self._counts()
+            await send_json_body(send, 200, json.dumps(facts).encode())
             return
         if self._metadata is not None and path in self._metadata_paths:
             await send_json_body(send, 200, self._metadata)

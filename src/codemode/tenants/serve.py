@@ -45,7 +45,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
     from ..server.session_cap import SessionCap, default_total
 
     total = opts.max_sessions_total or default_total(opts.max_sessions)
-    cap = SessionCap(total)  # the tenants' session managers share it
+    cap = SessionCap(total, opts.client_share)  # the tenants' session managers share it
     apps: dict[str, Any] = {}
     registries: list[Any] = []
     stops: list[GracefulStop] = []
@@ -78,6 +78,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
         apps,
         Authenticator(tenants),
         open_routes=console_pages(apps),
+        counts=lambda: {"sessions": cap.used, "queued": cap.queued},
         on_ready=lambda: _say(
             f"serving MCP on {url} for {len(apps)} tenants ({how}); at most "
             f"{opts.max_sessions} sessions per tenant, {total} in all"

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol, cast
@@ -99,6 +101,8 @@ class Connection:
         self._ready: asyncio.Future[None] = self.loop.create_future()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._pid: int | None = None  # of a stdio server: its process group's id too
         # The owner task is cancelled through this scope, never natively: the SDK's
         # transport shields its shutdown (stop the child, close the pipes) from anyio's
         # cancellation only, and a native cancel cutting that shutdown short leaves the
@@ -132,6 +136,7 @@ class Connection:
                     self.stderr.writer,
                     max_message=cfg.max_message_bytes,
                     on_too_large=self._give_up,
+                    on_spawn=self._spawned,
                 ),
             )
         if cfg.transport == "sse":
@@ -244,6 +249,9 @@ class Connection:
         err.__cause__ = exc
         return err
 
+    def _spawned(self, pid: int) -> None:
+        self._pid = pid
+
     def _mark_dead_threadsafe(self) -> None:
         with contextlib.suppress(RuntimeError):  # loop already closed
             self.loop.call_soon_threadsafe(self._mark_dead)
@@ -257,17 +265,36 @@ class Connection:
         self._stop.set()
 
     async def stop(self) -> None:
-        """Ask the owner task to leave the client context (stopping the child) and wait."""
+        """Ask the owner task to leave the client context (stopping the child) and wait.
+
+        The stop runs in a task of its own, shared by every caller: a caller cancelled
+        while it waits is cancelled at once (its cancellation is never swallowed), and
+        the server is stopped all the same."""
         self._mark_dead()
         task = self._task
         if task is None or task.done():
             return
         if asyncio.get_running_loop() is not self.loop:
             return  # the other loop's teardown cancels it
+        if self._stopping is None:
+            name = f"codemode-mcp-stop-{self.source.name}"
+            self._stopping = self.loop.create_task(self._see_stopped(task), name=name)
+        await asyncio.wait([self._stopping])  # raises the caller's own cancellation
+
+    async def _see_stopped(self, task: asyncio.Task[None]) -> None:
         if not self._ready.done():
             self._scope.cancel()  # still in the handshake: it is not waiting for the stop signal
         done, _ = await asyncio.wait({task}, timeout=_STOP_WAIT)
-        if not done:  # last resort: the SDK's bounded shutdown did not end in time
+        if done:
+            return
+        # The SDK's bounded shutdown did not end in time. Kill the server's process
+        # group first: cancelling the owner natively cuts that shutdown short and left
+        # a server that ignores SIGTERM alive.
+        if self._pid is not None:
+            log.warning("MCP server %s: did not stop in time; killing it", self.source.name)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pid, signal.SIGKILL)
+            done, _ = await asyncio.wait({task}, timeout=_STOP_WAIT)
+        if not done:  # last resort: the owner waits on something else
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({task}, timeout=_STOP_WAIT)
+            await asyncio.wait({task}, timeout=_STOP_WAIT)

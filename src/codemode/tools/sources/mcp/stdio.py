@@ -82,6 +82,7 @@ async def bounded_stdio_client(
     *,
     max_message: int = DEFAULT_MAX_MESSAGE,
     on_too_large: Callable[[str], None] = lambda reason: None,
+    on_spawn: Callable[[int], None] = lambda pid: None,
 ) -> AsyncIterator[
     tuple[
         anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
@@ -96,6 +97,7 @@ async def bounded_stdio_client(
         errlog=errlog,
         cwd=server.cwd,
     )
+    on_spawn(process.pid)  # its process group's id too (a session of its own)
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()

@@ -378,21 +378,21 @@ class Privacy:
         is its last ``CONTEXT`` characters (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
             return texts, {}
-        lens = list(map(len, texts))
-        if max(lens) < REPEAT_MIN:
-            return texts, {}  # (the max: one C pass; a table of short fields has no long text)
-        # (``operator.le`` over a list: a C call per text, not a method wrapper's)
-        long = list(compress(count(), map(le, repeat(REPEAT_MIN), lens)))
-        times = Counter(map(texts.__getitem__, long))
-        if len(times) == len(long):
-            return texts, {}  # no long text comes twice (one C pass, no loop per text)
+        # (``operator.le`` over the lengths: a C call per text, not a method wrapper's;
+        # one pass, no list of the lengths)
+        flags = list(map(le, repeat(REPEAT_MIN), map(len, texts)))
+        if True not in flags:
+            return texts, {}  # a table of short fields has no long text
+        longs = list(compress(texts, flags))
+        times = Counter(longs)
+        if len(times) == len(longs):
+            return texts, {}  # no long text comes twice (C passes, no loop per text)
+        long = list(compress(count(), flags))
         # Only a text that comes more than once can be a copy: the loop below runs over
         # those (a CRM export's notes, mostly unique, cost no Python step each).
         copies: dict[int, int] = {}
         seen: dict[tuple[str, str], int] = {}
-        for i in compress(
-            long, map((1).__lt__, map(times.__getitem__, map(texts.__getitem__, long)))
-        ):
+        for i in compress(long, map((1).__lt__, map(times.__getitem__, longs))):
             before = texts[i - 1][-CONTEXT:] if i else ""
             if _WORD.search(before):
                 first = seen.setdefault((before, texts[i]), i)
@@ -552,9 +552,7 @@ def count_tokenized(found: Mapping[str, int]) -> None:
         return
     from codemode.observability import signals
 
-    for entity, n in found.items():
-        if entity != "SECRET" and n:
-            signals.pii_tokenized(entity, n)
+    signals.pii_tokenized_counts({e: n for e, n in found.items() if e != "SECRET"})
 
 
 def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: str) -> None:

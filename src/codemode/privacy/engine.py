@@ -89,10 +89,12 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
             custom.append(entity)
     builtins = builtin_detectors(wanted, phone_regions=config.phone_regions)
     detectors.extend(builtins)
+    encoded = None
     if config.decode:
         from .encoded import EncodedDetector
 
-        detectors.append(EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom)))
+        encoded = EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom))
+        detectors.append(encoded)
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector
@@ -101,7 +103,9 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
         detectors.append(det)
         ner = det.entities
     shared = (wanted, config.phone_regions, builtins) if config.parallel else None
-    return Scanner(detectors, allow=config.allow, custom=custom, ner=ner, shared=shared)
+    return Scanner(
+        detectors, allow=config.allow, custom=custom, ner=ner, shared=shared, encoded=encoded
+    )
 
 
 class Privacy:

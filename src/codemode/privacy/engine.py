@@ -57,6 +57,7 @@ CONTEXT = 32
 """Characters before a text that detectors may look at (context words, keys)."""
 _WORD = re.compile(r"\w")
 _start, _end, _entity = itemgetter(0), itemgetter(1), itemgetter(2)
+_entity_of = itemgetter(0)  # of an (entity, value) pair
 
 
 @dataclass
@@ -374,6 +375,8 @@ class Privacy:
         """What replaces each ``(entity, value)`` of ``keys``; a value repeated in many
         rows is looked up once."""
         distinct = list(dict.fromkeys(keys))
+        if len(distinct) == len(keys):
+            return self.substitute_many(keys)
         table = dict(zip(distinct, self.substitute_many(distinct), strict=True))
         return list(map(table.__getitem__, keys))
 
@@ -421,7 +424,7 @@ class Privacy:
         items = list(items)
         if self.config.action == "redact":
             return [REDACTED if e == "SECRET" else f"[{e}]" for e, _ in items]
-        if not any(e == "SECRET" for e, _ in items):
+        if "SECRET" not in map(_entity_of, items):  # (C passes: no generator step per value)
             return self.vault.token_many(items)
         tokens = iter(self.vault.token_many([it for it in items if it[0] != "SECRET"]))
         return [REDACTED if e == "SECRET" else next(tokens) for e, _ in items]

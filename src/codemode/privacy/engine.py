@@ -56,6 +56,7 @@ REPEAT_MIN = 64
 CONTEXT = 32
 """Characters before a text that detectors may look at (context words, keys)."""
 _WORD = re.compile(r"\w")
+_TAIL = itemgetter(slice(-CONTEXT, None))  # a text's last CONTEXT characters
 _start, _end, _entity = itemgetter(0), itemgetter(1), itemgetter(2)
 _entity_of = itemgetter(0)  # of an (entity, value) pair
 
@@ -394,17 +395,24 @@ class Privacy:
         times = Counter(longs)
         if len(times) == len(longs):
             return texts, {}  # no long text comes twice (C passes, no loop per text)
-        long = list(compress(count(), flags))
-        # Only a text that comes more than once can be a copy: the loop below runs over
-        # those (a CRM export's notes, mostly unique, cost no Python step each).
-        copies: dict[int, int] = {}
+        # Only a text that comes more than once can be a copy (a CRM export's notes,
+        # mostly unique, cost no Python step each), and only after a text that ends in a
+        # word (a key: ``_WORD``, looked for once per distinct end); the first of each
+        # (end before it, text) is found by ``dict.setdefault`` in a C pass.
+        again = list(
+            compress(compress(count(), flags), map((1).__lt__, map(times.__getitem__, longs)))
+        )
+        if again and again[0] == 0:
+            again = again[1:]  # (the first text has nothing before it)
+        befores = list(map(_TAIL, map(texts.__getitem__, map(sub, again, repeat(1)))))
+        word = {b: _WORD.search(b) is not None for b in set(befores)}
+        keep = list(map(word.__getitem__, befores))
+        again, befores = list(compress(again, keep)), list(compress(befores, keep))
         seen: dict[tuple[str, str], int] = {}
-        for i in compress(long, map((1).__lt__, map(times.__getitem__, longs))):
-            before = texts[i - 1][-CONTEXT:] if i else ""
-            if _WORD.search(before):
-                first = seen.setdefault((before, texts[i]), i)
-                if first != i:
-                    copies[i] = first
+        firsts = map(
+            seen.setdefault, zip(befores, map(texts.__getitem__, again), strict=True), again
+        )
+        copies = {i: first for i, first in zip(again, firsts, strict=True) if first != i}
         if not copies:
             return texts, {}
         pieces = list(texts)

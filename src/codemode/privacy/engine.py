@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import bisect
 import gc
-import re
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from itertools import accumulate, compress, count, repeat
-from operator import add, itemgetter, le, sub
+from itertools import accumulate, compress, repeat
+from operator import add, itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
-REPEAT_MIN = 64
-"""Texts this long are scanned once per distinct (context, text) in a value."""
-CONTEXT = 32
-"""Characters before a text that detectors may look at (context words, keys)."""
-_WORD = re.compile(r"\w")
-_TAIL = itemgetter(slice(-CONTEXT, None))  # a text's last CONTEXT characters
 _start, _end, _entity = itemgetter(0), itemgetter(1), itemgetter(2)
 _entity_of = itemgetter(0)  # of an (entity, value) pair
 
@@ -268,7 +261,7 @@ class Privacy:
         A long text seen before right after the same text (the same key: the notes of
         many rows from a few templates) is scanned once when the detectors' context is
         local (``Scanner.local_context``): in the joined text, a repeat is only its last
-        ``CONTEXT`` characters, so the text after it keeps the context it had. A value
+        ``splice.CONTEXT`` characters, so the text after it keeps the context it had. A value
         found across the NUL between two texts sends them to be scanned alone.
         """
         pieces, copies = self._pieces(texts)
@@ -382,43 +375,11 @@ class Privacy:
         return list(map(table.__getitem__, keys))
 
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
-        """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
-        is its last ``CONTEXT`` characters (see ``_replace_all``)."""
+        """(the pieces to join, {repeated text: its first occurrence}): ``splice.pieces``
+        when the detectors' context is local (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
             return texts, {}
-        # (``operator.le`` over the lengths: a C call per text, not a method wrapper's;
-        # one pass, no list of the lengths)
-        flags = list(map(le, repeat(REPEAT_MIN), map(len, texts)))
-        if True not in flags:
-            return texts, {}  # a table of short fields has no long text
-        longs = list(compress(texts, flags))
-        times = Counter(longs)
-        if len(times) == len(longs):
-            return texts, {}  # no long text comes twice (C passes, no loop per text)
-        # Only a text that comes more than once can be a copy (a CRM export's notes,
-        # mostly unique, cost no Python step each), and only after a text that ends in a
-        # word (a key: ``_WORD``, looked for once per distinct end); the first of each
-        # (end before it, text) is found by ``dict.setdefault`` in a C pass.
-        again = list(
-            compress(compress(count(), flags), map((1).__lt__, map(times.__getitem__, longs)))
-        )
-        if again and again[0] == 0:
-            again = again[1:]  # (the first text has nothing before it)
-        befores = list(map(_TAIL, map(texts.__getitem__, map(sub, again, repeat(1)))))
-        word = {b: _WORD.search(b) is not None for b in set(befores)}
-        keep = list(map(word.__getitem__, befores))
-        again, befores = list(compress(again, keep)), list(compress(befores, keep))
-        seen: dict[tuple[str, str], int] = {}
-        firsts = map(
-            seen.setdefault, zip(befores, map(texts.__getitem__, again), strict=True), again
-        )
-        copies = {i: first for i, first in zip(again, firsts, strict=True) if first != i}
-        if not copies:
-            return texts, {}
-        pieces = list(texts)
-        for i in copies:
-            pieces[i] = texts[i][-CONTEXT:]
-        return pieces, copies
+        return splice.pieces(texts)
 
     def substitute(self, entity: str, value: str) -> str:
         if entity == "SECRET":

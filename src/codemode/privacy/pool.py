@@ -9,8 +9,10 @@ Why this is safe (the trust reasoning):
   sandbox. It is inside the host's trust boundary, like the host's own threads: the
   text it sees is text the host holds in memory anyway.
 - It receives text only: no vault, no key, no token, no remembered credential (the
-  credentials net, the held values and the decoding detector stay in the host, so the
-  environment's secrets never reach it). Text goes over an anonymous pipe, never to a
+  credentials net and the held values stay in the host, so the environment's secrets
+  never reach it). Of the decoding detector it runs only the search for spans that
+  decode to text; the host decodes the spans it answers and scans them with every
+  detector, its own net included. Text goes over an anonymous pipe, never to a
   file; the process keeps nothing once it has answered (no cache) and its stderr is
   discarded (a traceback would carry text).
 - It answers with positions only (starts, ends, an entity index): the host decodes them

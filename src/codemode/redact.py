@@ -234,19 +234,19 @@ def find_secrets(text: str) -> Iterator[tuple[int, int]]:
     looked: dict[tuple[str, bool], bool] = {}  # an anchor gating two shapes: looked up once
     possible = _ANCHORS.possible(text)
     if possible is not None:
+        if not possible:
+            return  # no anchor of any shape (most tool results): nothing more to look at
         looked = {k: False for k in _ANCHORS.anchors if k not in possible}
     for pattern, group, anchors, folded in _GATED:
-        where: str | bytes
-        if folded:
-            if lower is None:
-                lower = _lowered(text)
-            where = lower
-        else:
-            where = text
         hit = False
         for a in anchors:
             got = looked.get((a, folded))
             if got is None:
+                where: str | bytes = text
+                if folded:  # (lowered only when an anchor must be looked up in it)
+                    if lower is None:
+                        lower = _lowered(text)
+                    where = lower
                 got = looked[a, folded] = (
                     a in where if isinstance(where, str) else _ASCII[a] in where
                 )

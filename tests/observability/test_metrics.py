@@ -276,6 +276,7 @@ def test_signals_from_privacy_and_approvals_are_counted_with_bounded_labels() ->
 
     before = default_metrics().exposition().decode()
     signals.pii_tokenized("EMAIL", 3)
+    signals.pii_tokenized_counts({"EMAIL": 2, "PHONE": 4, "IBAN": 0})
     signals.approval("granted")
     signals.approval("made up by a caller")
     after = default_metrics().exposition().decode()
@@ -283,7 +284,8 @@ def test_signals_from_privacy_and_approvals_are_counted_with_bounded_labels() ->
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert delta("codemode_pii_tokenized_total", entity="EMAIL") == 3
+    assert delta("codemode_pii_tokenized_total", entity="EMAIL") == 5
+    assert delta("codemode_pii_tokenized_total", entity="PHONE") == 4
     assert delta("codemode_approvals_total", decision="granted") == 1
     assert delta("codemode_approvals_total", decision="_other") == 1
 

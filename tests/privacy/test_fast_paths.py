@@ -7,7 +7,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -333,3 +333,40 @@ def test_the_cache_keeps_a_bounded_number_of_characters(monkeypatch: pytest.Monk
         scanner.spans_raw(f"{i}" * CACHE_MIN)
     assert scanner._cached_chars <= 3 * CACHE_MIN
     assert len(scanner._cache) == 3
+
+
+class _Str(str):
+    pass
+
+
+class _Rows(Mapping[str, object]):
+    """A mapping that is no dict (a tool's own record type)."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> object:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_strings_are_collected_in_order_whatever_their_containers_types() -> None:
+    # dicts and lists are told by their exact type first; subclasses, other mappings,
+    # tuples, big ints and bytes take the isinstance branches, in the same order
+    value = [
+        {"a": "x", "b": [1, "y"], "c": 5, _Str("d"): _Str("z"), "e": {"f": "w"}, "g": 10**12},
+        _Rows({"h": ("v", b"bob@example.com")}),
+        _Str("s"),
+        ("t", None),
+    ]
+    leaves = Leaves.collect(value)
+    big = str(10**12)
+    assert leaves.texts == [*"axbcdzegyfw", big, "h", "v", "bob@example.com", "s", "t"]
+    assert [type(t) for t in leaves.texts].count(_Str) == 3
+    out, _ = Privacy(CONFIG, Vault(os.urandom(32))).protect(value)
+    assert out[1]["h"][1].startswith(b"[EMAIL_") and out[3] == ("t", None)

@@ -3,6 +3,7 @@ scanner process that dies costs nothing but time, and it gets text only."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -71,6 +72,23 @@ def test_the_scanner_process_finds_exactly_what_the_host_finds_alone() -> None:
         assert shared.done == before + 1  # it did scan part of this text
         assert got == build_scanner(ALONE).spans_raw(text)
         assert len(got) > 1000
+
+
+def test_encoded_spans_the_process_answers_are_decoded_and_scanned_by_the_host() -> None:
+    # The process answers where base64 decodes to text; only the host's net knows this
+    # secret, so finding it in the process's part means the host scanned the decoded text.
+    secret = "s3cr3t-Value-only-the-host-knows"
+    remember_secret(secret)
+    blob = base64.b64encode(secret.encode()).decode()
+    mail = base64.b64encode(b"carol@example.org").decode()
+    rows = [{"id": f"row {i}", "data": blob if i % 2 else mail} for i in range(8000)]
+    text = SEP.join(Leaves.collect(rows).texts)
+    ready_pool()
+    got = build_scanner(CONFIG).spans_raw(text)
+    assert got == build_scanner(ALONE).spans_raw(text)
+    last = text.rindex(blob)
+    assert (last, last + len(blob), "SECRET") in got
+    assert [x for _, _, x in got].count("EMAIL") == 4000
 
 
 def test_protect_of_a_large_result_is_the_same_with_the_scanner_process() -> None:

@@ -1,6 +1,7 @@
 """What other packages report to the metrics, in one line each at the place it happens.
 
-- privacy calls ``pii_tokenized(entity, n)`` when it replaces personal data with tokens;
+- privacy calls ``pii_tokenized_counts({entity: n})`` when it replaces personal data with
+  tokens;
 - the approval layer calls ``approval(decision)`` when a person (or a remembered answer)
   decides;
 - ``codemode serve``'s session manager calls ``session_started()`` and
@@ -16,6 +17,7 @@ taken from a fixed vocabulary, so callers may pass what they have. This module i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .labels import OTHER
@@ -37,9 +39,17 @@ def _metrics() -> Metrics:
 
 def pii_tokenized(entity: str, n: int = 1) -> None:
     """``n`` values of type ``entity`` (EMAIL, PHONE, IBAN...) were tokenized."""
+    pii_tokenized_counts({entity: n})
+
+
+def pii_tokenized_counts(found: Mapping[str, int]) -> None:
+    """``pii_tokenized`` of each entity type in ``found``, with one look-up of the metrics
+    (a scan reports several types: 2 us each when looked up every time)."""
     m = _metrics()
-    label = entity if isinstance(entity, str) and m.entities.admit(entity) else OTHER
-    m.pii_tokenized.labels(label).inc(n)
+    counter, admit = m.pii_tokenized, m.entities.admit
+    for entity, n in found.items():
+        if n:
+            counter.labels(entity if isinstance(entity, str) and admit(entity) else OTHER).inc(n)
 
 
 def approval(decision: str) -> None:

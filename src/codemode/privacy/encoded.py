@@ -30,7 +30,7 @@ from .onebyte import one_byte
 if TYPE_CHECKING:
     from .scan import Scanner
 
-__all__ = ["EncodedDetector", "decode_escapes"]
+__all__ = ["KINDS", "EncodedDetector", "candidates", "decode_escapes"]
 
 MIN_RUN = 16
 """Shortest base64/hex run decoded: 12 bytes of base64, 8 of hex (``a.b@c.de`` is 8)."""
@@ -85,23 +85,48 @@ class EncodedDetector:
         return self.scanner.generation()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        for start, end, decoded in self.candidates(text):
-            spans = self.scanner.spans(decoded)
-            if spans:
-                entity = min((sp.entity for sp in spans), key=self.inner.rank)
+        for start, end, _, decoded in candidates(text):
+            entity = self.entity_of(decoded)
+            if entity is not None:
                 yield start, end, entity
 
-    def candidates(self, text: str) -> Iterator[tuple[int, int, str]]:
-        """(start, end, decoded text) of every span of ``text`` that decodes to text."""
-        if "%" in text:
-            yield from _spans(text, _PCT, _PCT_SPAN, _unquote)
-        # ("&" first: one character is a memchr; "&#" is a slower search, 6 us in 10 KB)
-        if "\\" in text or ("&" in text and "&#" in text):
-            yield from _spans(text, _ESC_HIT, _ESC_SPAN, decode_escapes)
-        if _has_wide(text):
-            yield from _spans(text, _WIDE_HIT, _WIDE_SPAN, _narrow)
-        if len(text) >= MIN_RUN:
-            yield from _runs(text)
+    def entity_of(self, decoded: str) -> str | None:
+        """The strongest type the detectors find in ``decoded``; None if they find none."""
+        spans = self.scanner.spans(decoded)
+        if not spans:
+            return None
+        return min((sp.entity for sp in spans), key=self.inner.rank)
+
+    def finish(self, text: str, start: int, end: int, kind: str) -> str | None:
+        """``entity_of`` the span ``start``..``end`` of ``text`` that ``candidates`` gave
+        as ``kind`` (in a scanner process, which answers positions only: the host decodes
+        the few that decode and scans them with every detector, its own net included)."""
+        raw = text[start:end]
+        if kind == "run":
+            decoded = _decode_run("".join(raw.split()))
+        else:
+            decoded = _DECODERS[kind](raw)
+            if decoded == raw:
+                decoded = None
+        return self.entity_of(decoded) if decoded else None
+
+
+def candidates(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, kind, decoded text) of every span of ``text`` that decodes to text;
+    ``kind`` among ``KINDS``, how it was decoded (``EncodedDetector.finish``)."""
+    if "%" in text:
+        for start, end, decoded in _spans(text, _PCT, _PCT_SPAN, _unquote):
+            yield start, end, "pct", decoded
+    # ("&" first: one character is a memchr; "&#" is a slower search, 6 us in 10 KB)
+    if "\\" in text or ("&" in text and "&#" in text):
+        for start, end, decoded in _spans(text, _ESC_HIT, _ESC_SPAN, decode_escapes):
+            yield start, end, "esc", decoded
+    if _has_wide(text):
+        for start, end, decoded in _spans(text, _WIDE_HIT, _WIDE_SPAN, _narrow):
+            yield start, end, "wide", decoded
+    if len(text) >= MIN_RUN:
+        for start, end, decoded in _runs(text):
+            yield start, end, "run", decoded
 
 
 def _has_wide(text: str) -> bool:
@@ -297,3 +322,12 @@ def decode_escapes(text: str) -> str:
     if _SURROGATE.search(out):  # pairs written as two \\uXXXX
         out = out.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return out
+
+
+KINDS = ("pct", "esc", "wide", "run")
+"""How ``candidates`` decoded a span: %-encoding, escapes, full-width forms, base64/hex."""
+_DECODERS: dict[str, Callable[[str], str]] = {
+    "pct": _unquote,
+    "esc": decode_escapes,
+    "wide": _narrow,
+}

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import bisect
 import gc
-import re
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from itertools import accumulate, compress, count, repeat
-from operator import add, itemgetter, le, sub
+from itertools import accumulate, compress, repeat
+from operator import add, itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Privacy", "PrivacyBlocked", "Report", "build_scanner", "count_tokenized"]
 
-REPEAT_MIN = 64
-"""Texts this long are scanned once per distinct (context, text) in a value."""
-CONTEXT = 32
-"""Characters before a text that detectors may look at (context words, keys)."""
-_WORD = re.compile(r"\w")
 _start, _end, _entity = itemgetter(0), itemgetter(1), itemgetter(2)
+_entity_of = itemgetter(0)  # of an (entity, value) pair
 
 
 @dataclass
@@ -89,10 +84,12 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
             custom.append(entity)
     builtins = builtin_detectors(wanted, phone_regions=config.phone_regions)
     detectors.extend(builtins)
+    encoded = None
     if config.decode:
         from .encoded import EncodedDetector
 
-        detectors.append(EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom)))
+        encoded = EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom))
+        detectors.append(encoded)
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector
@@ -101,7 +98,9 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
         detectors.append(det)
         ner = det.entities
     shared = (wanted, config.phone_regions, builtins) if config.parallel else None
-    return Scanner(detectors, allow=config.allow, custom=custom, ner=ner, shared=shared)
+    return Scanner(
+        detectors, allow=config.allow, custom=custom, ner=ner, shared=shared, encoded=encoded
+    )
 
 
 class Privacy:
@@ -262,7 +261,7 @@ class Privacy:
         A long text seen before right after the same text (the same key: the notes of
         many rows from a few templates) is scanned once when the detectors' context is
         local (``Scanner.local_context``): in the joined text, a repeat is only its last
-        ``CONTEXT`` characters, so the text after it keeps the context it had. A value
+        ``splice.CONTEXT`` characters, so the text after it keeps the context it had. A value
         found across the NUL between two texts sends them to be scanned alone.
         """
         pieces, copies = self._pieces(texts)
@@ -370,40 +369,17 @@ class Privacy:
         """What replaces each ``(entity, value)`` of ``keys``; a value repeated in many
         rows is looked up once."""
         distinct = list(dict.fromkeys(keys))
+        if len(distinct) == len(keys):
+            return self.substitute_many(keys)
         table = dict(zip(distinct, self.substitute_many(distinct), strict=True))
         return list(map(table.__getitem__, keys))
 
     def _pieces(self, texts: list[str]) -> tuple[list[str], dict[int, int]]:
-        """(the pieces to join, {repeated text: its first occurrence}); a repeat's piece
-        is its last ``CONTEXT`` characters (see ``_replace_all``)."""
+        """(the pieces to join, {repeated text: its first occurrence}): ``splice.pieces``
+        when the detectors' context is local (see ``_replace_all``)."""
         if len(texts) == 1 or not self.scanner.local_context:
             return texts, {}
-        lens = list(map(len, texts))
-        if max(lens) < REPEAT_MIN:
-            return texts, {}  # (the max: one C pass; a table of short fields has no long text)
-        # (``operator.le`` over a list: a C call per text, not a method wrapper's)
-        long = list(compress(count(), map(le, repeat(REPEAT_MIN), lens)))
-        times = Counter(map(texts.__getitem__, long))
-        if len(times) == len(long):
-            return texts, {}  # no long text comes twice (one C pass, no loop per text)
-        # Only a text that comes more than once can be a copy: the loop below runs over
-        # those (a CRM export's notes, mostly unique, cost no Python step each).
-        copies: dict[int, int] = {}
-        seen: dict[tuple[str, str], int] = {}
-        for i in compress(
-            long, map((1).__lt__, map(times.__getitem__, map(texts.__getitem__, long)))
-        ):
-            before = texts[i - 1][-CONTEXT:] if i else ""
-            if _WORD.search(before):
-                first = seen.setdefault((before, texts[i]), i)
-                if first != i:
-                    copies[i] = first
-        if not copies:
-            return texts, {}
-        pieces = list(texts)
-        for i in copies:
-            pieces[i] = texts[i][-CONTEXT:]
-        return pieces, copies
+        return splice.pieces(texts)
 
     def substitute(self, entity: str, value: str) -> str:
         if entity == "SECRET":
@@ -417,7 +393,7 @@ class Privacy:
         items = list(items)
         if self.config.action == "redact":
             return [REDACTED if e == "SECRET" else f"[{e}]" for e, _ in items]
-        if not any(e == "SECRET" for e, _ in items):
+        if "SECRET" not in map(_entity_of, items):  # (C passes: no generator step per value)
             return self.vault.token_many(items)
         tokens = iter(self.vault.token_many([it for it in items if it[0] != "SECRET"]))
         return [REDACTED if e == "SECRET" else next(tokens) for e, _ in items]
@@ -552,9 +528,7 @@ def count_tokenized(found: Mapping[str, int]) -> None:
         return
     from codemode.observability import signals
 
-    for entity, n in found.items():
-        if entity != "SECRET" and n:
-            signals.pii_tokenized(entity, n)
+    signals.pii_tokenized_counts({e: n for e, n in found.items() if e != "SECRET"})
 
 
 def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: str) -> None:

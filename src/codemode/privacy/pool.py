@@ -9,8 +9,10 @@ Why this is safe (the trust reasoning):
   sandbox. It is inside the host's trust boundary, like the host's own threads: the
   text it sees is text the host holds in memory anyway.
 - It receives text only: no vault, no key, no token, no remembered credential (the
-  credentials net, the held values and the decoding detector stay in the host, so the
-  environment's secrets never reach it). Text goes over an anonymous pipe, never to a
+  credentials net and the held values stay in the host, so the environment's secrets
+  never reach it). Of the decoding detector it runs only the search for spans that
+  decode to text; the host decodes the spans it answers and scans them with every
+  detector, its own net included. Text goes over an anonymous pipe, never to a
   file; the process keeps nothing once it has answered (no cache) and its stderr is
   discarded (a traceback would carry text).
 - It answers with positions only (starts, ends, an entity index): the host decodes them
@@ -45,6 +47,7 @@ from operator import add
 from pathlib import Path
 from typing import NamedTuple
 
+from .encoded import KINDS
 from .scanproc import INIT, REPLY, REQUEST
 
 __all__ = ["OVERLAP", "POOL_MIN", "Job", "PoolSpec", "ScanPool", "pool_for", "shutdown"]
@@ -101,6 +104,8 @@ class Job(NamedTuple):
     split: int
     sent: float
     """Seconds the host spent sending."""
+    decode: bool
+    """Whether it also answers encoded spans (``scanproc``)."""
 
 
 def _cores() -> int:
@@ -150,7 +155,11 @@ class ScanPool:
                 names = None if body is None else json.loads(body)["entities"]
             except (ValueError, KeyError, TypeError):
                 names = None
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            if (
+                not isinstance(names, list)
+                or not all(isinstance(n, str) for n in names)
+                or any(n[:1] == "~" and n[1:] not in KINDS for n in names)
+            ):
                 self._failed("it did not start")
                 return False
             self._entities = names
@@ -224,9 +233,11 @@ class ScanPool:
             proc.wait()
 
     # -- one text ------------------------------------------------------------------------
-    def submit(self, text: str, sep: str) -> Job | None:
+    def submit(self, text: str, sep: str, *, decode: bool = False) -> Job | None:
         """Send the end of ``text`` (from a ``sep`` near the pool's share) to the scanner
-        process; None when it is busy, not ready, or ``text`` has no ``sep`` to split at."""
+        process; None when it is busy, not ready, or ``text`` has no ``sep`` to split at.
+        ``decode``: it also answers the spans that decode to text (``encoded.candidates``;
+        split at a NUL only: base64 wrapped over lines crosses a line break)."""
         if not self._busy.acquire(blocking=False):
             return None
         try:
@@ -244,8 +255,9 @@ class ScanPool:
             data = text[split - OVERLAP :].encode("utf-8", "surrogatepass")
             theirs = len(text) - split
             chunk = theirs // PARTS if sep == "\x00" and theirs >= PARTS * CHUNK_MIN else 0
-            self._write(REQUEST.pack(len(data), OVERLAP, chunk) + data)
-            return Job(self, split, time.perf_counter() - t0)
+            decode = decode and sep == "\x00"
+            self._write(REQUEST.pack(len(data), OVERLAP, chunk, decode) + data)
+            return Job(self, split, time.perf_counter() - t0, decode)
         except OSError as exc:
             self._failed(f"sending failed: {exc}")
             self._busy.release()
@@ -266,11 +278,15 @@ class ScanPool:
 
     def results(
         self, job: Job, length: int, host_other: float, host_own: float
-    ) -> Generator[tuple[list[tuple[int, int, str]] | None, int], None, None]:
-        """(candidates, up to) for each part the process answers of ``job``'s text (of
-        ``length`` characters; positions in it): the candidates it found from the
-        previous part's end (``job.split`` first) up to that character. (None, where
-        it stopped) if it failed (the caller scans the rest from there). ``host_other``
+    ) -> Generator[
+        tuple[list[tuple[int, int, str]] | None, list[tuple[int, int, str]], int], None, None
+    ]:
+        """(candidates, encoded spans, up to) for each part the process answers of
+        ``job``'s text (of ``length`` characters; positions in it): the candidates it
+        found from the previous part's end (``job.split`` first) up to that character,
+        and the spans there that decode to text (start, end, ``encoded.KINDS``' kind).
+        (None, [], where it stopped) if it failed (the caller scans the rest from
+        there). ``host_other``
         and ``host_own``: the host's seconds on its own detectors over the whole text
         and on its part (the shared detectors, and what it did with what they found),
         to balance the next split; the time the caller spends on each part (between
@@ -284,11 +300,12 @@ class ScanPool:
             off = job.split - OVERLAP
             names = self._entities
             assert names is not None
+            first_encoded = next((i for i, x in enumerate(names) if x[:1] == "~"), len(names))
             while upto < length:
                 got = self._reply(10.0 + tail / 250_000)
                 if got is None:
                     done = True
-                    yield None, upto
+                    yield None, [], upto
                     return
                 t0 = time.perf_counter()
                 spent, cpu, starts, ends, kinds, end = got
@@ -301,17 +318,17 @@ class ScanPool:
                 ):
                     self._failed("it answered positions outside the text")
                     done = True
-                    yield None, upto
+                    yield None, [], upto
                     return
                 if any(map(int.__gt__, starts, ends)):
                     self._failed("it answered a span that ends before it starts")
                     done = True
-                    yield None, upto
+                    yield None, [], upto
                     return
                 if kinds and max(kinds) >= len(names):
                     self._failed("it answered an unknown entity type")
                     done = True
-                    yield None, upto
+                    yield None, [], upto
                     return
                 found = list(
                     zip(
@@ -321,6 +338,10 @@ class ScanPool:
                         strict=True,
                     )
                 )
+                encoded: list[tuple[int, int, str]] = []
+                if kinds and max(kinds) >= first_encoded:  # (rare: one C pass to tell)
+                    encoded = [(a, b, x[1:]) for a, b, x in found if x[0] == "~"]
+                    found = [f for f in found if f[2][0] != "~"]
                 upto = end
                 parts += 1
                 spent_all += spent
@@ -329,7 +350,7 @@ class ScanPool:
                 if upto >= length:
                     done = True
                 t1 = time.perf_counter()
-                yield found, upto
+                yield found, encoded, upto
                 if upto < length:
                     after += time.perf_counter() - t1
             self.done += 1

@@ -20,12 +20,15 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from itertools import islice
 from operator import ge, gt, itemgetter
 from time import perf_counter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .detectors import Detector
 from .pool import OVERLAP, POOL_MIN, pool_for
 from .splice import SEP
 from .tokens import TOKEN_RE
+
+if TYPE_CHECKING:
+    from .encoded import EncodedDetector
 
 __all__ = ["CACHE_CHARS", "CACHE_MIN", "PRIORITY", "Scanner", "Span"]
 
@@ -79,10 +82,13 @@ class Scanner:
         custom: Iterable[str] = (),
         ner: Iterable[str] = (),
         shared: tuple[Sequence[str], Sequence[str], Sequence[Detector]] | None = None,
+        encoded: EncodedDetector | None = None,
     ) -> None:
         """``shared``: (entity types, phone regions, the detectors among ``detectors``
         that ``builtin_detectors`` made of them), which a scanner process may run over
-        part of a large text (``codemode.privacy.pool``)."""
+        part of a large text (``codemode.privacy.pool``); ``encoded``: the detector
+        among ``detectors`` whose search for encoded spans it may run too (positions
+        only: this scanner decodes and scans what it finds)."""
         self.detectors = list(detectors)
         self.allow = frozenset(a.strip().casefold() for a in allow if a.strip())
         self.custom = tuple(custom)
@@ -101,6 +107,7 @@ class Scanner:
         if shared is not None and shared[2]:
             entities, regions, builtins = shared
             self._shared = (tuple(entities), tuple(regions), list(builtins))
+        self._encoded = encoded if self._shared is not None else None
 
     def generation(self) -> tuple[object, ...]:
         """The ``generation`` of each detector whose results may change over time."""
@@ -196,11 +203,15 @@ class Scanner:
             or len(text) < POOL_MIN
             or not (self.local_context if sep == SEP else self.line_local)
             or (pool := pool_for(shared[0], shared[1])) is None
-            or (job := pool.submit(text, sep)) is None
+            or (job := pool.submit(text, sep, decode=self._encoded is not None)) is None
         ):
             yield self._resolve(text, self._found(text))
             return
-        split, builtins = job.split, shared[2]
+        split = job.split
+        # The detectors run on the host's part only (the process runs them on its own):
+        # the built-ins, and the encoded spans' search when the process answers those.
+        encoded = self._encoded if job.decode else None
+        builtins: list[Detector] = shared[2] if encoded is None else [*shared[2], encoded]
         found: list[tuple[int, int, str]] = []
         try:
             t0 = perf_counter()
@@ -236,7 +247,9 @@ class Scanner:
         # host found there) reaches past its end; else it waits for the next.
         parts = pool.results(job, len(text), t1 - t0, perf_counter() - t1)
         try:
-            for tail, upto in parts:
+            for tail, spans, upto in parts:
+                if spans and encoded is not None:  # decoded and scanned here
+                    tail = tail if tail is None else tail + _finished(text, spans, encoded)
                 if tail is None:  # the process failed: the rest scanned here (and logged)
                     off = upto - OVERLAP
                     rest = text[off:]
@@ -317,3 +330,16 @@ class Scanner:
             i = j
         out.sort()
         return out
+
+
+def _finished(
+    text: str, spans: list[tuple[int, int, str]], encoded: EncodedDetector
+) -> list[tuple[int, int, str]]:
+    """The encoded spans a scanner process answered (start, end, kind), as ``encoded``
+    reports them: decoded and scanned here, the strongest type found inside."""
+    out = []
+    for start, end, kind in spans:
+        entity = encoded.finish(text, start, end, kind)
+        if entity is not None:
+            out.append((start, end, entity))
+    return out

@@ -8,12 +8,17 @@ detectors find in it, and keeps nothing between texts. It never writes anything 
 its answers (stderr goes nowhere: a traceback would carry text).
 
 Frames (all little-endian), host -> scanner: ``<I`` length + JSON ``{"entities",
-"regions"}`` once; then per text ``<QQQ`` (UTF-8 length, first character kept, chunk)
-+ the text (UTF-8, lone surrogates passed). Scanner -> host: ``<I`` length + JSON
-``{"entities"}`` when ready; per text one or more ``<QddQ`` (candidates, seconds spent,
-of them on the CPU, the character up to which the text is answered: its length in the
-last) + the starts and ends (``q`` each) + one byte per candidate (its entity's index).
-No pickle either way.
+"regions"}`` once; then per text ``<QQQQ`` (UTF-8 length, first character kept, chunk,
+whether to look for encoded spans) + the text (UTF-8, lone surrogates passed). Scanner
+-> host: ``<I`` length + JSON ``{"entities"}`` when ready (the detectors' types, then
+``~`` and each of ``encoded.KINDS``); per text one or more ``<QddQ`` (candidates,
+seconds spent, of them on the CPU, the character up to which the text is answered: its
+length in the last) + the starts and ends (``q`` each) + one byte per candidate (its
+entity's index). No pickle either way.
+
+Encoded spans (base64, %-encoding...: ``codemode.privacy.encoded``) are answered by
+position and kind only, when they decode to text: the host decodes those few and scans
+them with every detector, its own net included (this side has none of it).
 
 With a ``chunk`` (characters), a text is answered in parts cut right after a NUL every
 ``chunk`` characters or so, each scanned with the ``keep`` characters around it (the
@@ -32,11 +37,12 @@ from array import array
 from typing import BinaryIO
 
 from .detectors import builtin_detectors
+from .encoded import KINDS, candidates
 
 __all__ = ["main"]
 
 INIT = struct.Struct("<I")
-REQUEST = struct.Struct("<QQQ")
+REQUEST = struct.Struct("<QQQQ")
 REPLY = struct.Struct("<QddQ")
 
 
@@ -74,6 +80,7 @@ def main() -> int:
     spec = json.loads(body)
     detectors = builtin_detectors(spec["entities"], phone_regions=spec["regions"])
     names = list(dict.fromkeys(e for d in detectors for e in d.entities))
+    names += [f"~{kind}" for kind in KINDS]
     index = {name: i for i, name in enumerate(names)}
     hello = json.dumps({"entities": names}).encode()
     stdout.write(INIT.pack(len(hello)) + hello)
@@ -82,7 +89,7 @@ def main() -> int:
         head = _read(stdin, REQUEST.size)
         if head is None:
             return 0
-        size, keep, chunk = REQUEST.unpack(head)
+        size, keep, chunk, decode = REQUEST.unpack(head)
         t0, c0 = time.perf_counter(), time.process_time()
         data = _read(stdin, size)
         if data is None:
@@ -101,6 +108,13 @@ def main() -> int:
                         starts.append(a)
                         ends.append(b + off)
                         kinds.append(index[entity])
+            if decode:
+                for a, b, kind, _ in candidates(part):
+                    a += off
+                    if start <= a < end:
+                        starts.append(a)
+                        ends.append(b + off)
+                        kinds.append(index[f"~{kind}"])
             del part
             spent, cpu = time.perf_counter() - t0, time.process_time() - c0
             stdout.write(

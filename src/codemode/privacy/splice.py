@@ -5,12 +5,19 @@ engine's policy because it is where a large result's time goes."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
-from itertools import accumulate, repeat
-from operator import add, ge, sub
+from itertools import accumulate, compress, count, repeat
+from operator import add, ge, itemgetter, le, sub
 
 SEP = "\x00"
 """Joins a value's strings into one text (a NUL: no detector matches across it)."""
+REPEAT_MIN = 64
+"""Texts this long are scanned once per distinct (context, text) in a value."""
+CONTEXT = 32
+"""Characters before a text that detectors may look at (context words, keys)."""
+_WORD = re.compile(r"\w")
+_TAIL = itemgetter(slice(-CONTEXT, None))  # a text's last CONTEXT characters
 
 
 def locate(
@@ -96,6 +103,43 @@ def rebuild(
     return out
 
 
+def pieces(texts: list[str]) -> tuple[list[str], dict[int, int]]:
+    """(the pieces to join, {repeated text: its first occurrence}) of ``texts``: a text
+    of ``REPEAT_MIN``+ characters seen before right after the same text (the same key:
+    the notes of many rows from a few templates) is only its last ``CONTEXT``
+    characters, so the text after it keeps the context it had (for detectors whose
+    context is local, ``Scanner.local_context``: the caller's to check)."""
+    # (``operator.le`` over the lengths: a C call per text, not a method wrapper's;
+    # one pass, no list of the lengths)
+    flags = list(map(le, repeat(REPEAT_MIN), map(len, texts)))
+    if True not in flags:
+        return texts, {}  # a table of short fields has no long text
+    longs = list(compress(texts, flags))
+    times = Counter(longs)
+    if len(times) == len(longs):
+        return texts, {}  # no long text comes twice (C passes, no loop per text)
+    # Only a text that comes more than once can be a copy (a CRM export's notes,
+    # mostly unique, cost no Python step each), and only after a text that ends in a
+    # word (a key: ``_WORD``, looked for once per distinct end); the first of each
+    # (end before it, text) is found by ``dict.setdefault`` in a C pass.
+    again = list(compress(compress(count(), flags), map((1).__lt__, map(times.__getitem__, longs))))
+    if again and again[0] == 0:
+        again = again[1:]  # (the first text has nothing before it)
+    befores = list(map(_TAIL, map(texts.__getitem__, map(sub, again, repeat(1)))))
+    word = {b: _WORD.search(b) is not None for b in set(befores)}
+    keep = list(map(word.__getitem__, befores))
+    again, befores = list(compress(again, keep)), list(compress(befores, keep))
+    seen: dict[tuple[str, str], int] = {}
+    firsts = map(seen.setdefault, zip(befores, map(texts.__getitem__, again), strict=True), again)
+    copies = {i: first for i, first in zip(again, firsts, strict=True) if first != i}
+    if not copies:
+        return texts, {}
+    out = list(texts)
+    for i in copies:
+        out[i] = texts[i][-CONTEXT:]
+    return out, copies
+
+
 def copy_repeats(
     out: dict[int, str],
     copies: dict[int, int],
@@ -118,4 +162,4 @@ def copy_repeats(
             counts.update(by_text[first])
 
 
-__all__ = ["SEP", "copy_repeats", "locate", "rebuild"]
+__all__ = ["CONTEXT", "REPEAT_MIN", "SEP", "copy_repeats", "locate", "pieces", "rebuild"]

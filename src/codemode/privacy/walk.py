@@ -64,12 +64,9 @@ class Leaves:
         # to the isinstance branches.
         while stack:
             v, parent, key = stack.pop()
-            if type(v) is str or isinstance(v, str):
-                add_text(v)
-                add_where(parent)
-                add_key(key)
-                add_kind(TEXT)
-            elif type(v) is dict or (type(v) is not list and isinstance(v, Mapping)):
+            tv = type(v)
+            # (dict and list first: what a JSON result holds, with no isinstance call)
+            if tv is dict or (tv is not list and not isinstance(v, str) and isinstance(v, Mapping)):
                 node = len(nodes)
                 nodes.append((parent, key, v))
                 later = []
@@ -85,6 +82,8 @@ class Leaves:
                         add_where(node)
                         add_key(k)
                         add_kind(TEXT)
+                    elif t is list or t is dict:
+                        later.append((item, node, k))
                     elif (
                         item is None
                         or t is float
@@ -105,7 +104,7 @@ class Leaves:
                         later.append((item, node, k))
                 if later:
                     stack.extend(reversed(later))
-            elif isinstance(v, list | tuple):
+            elif tv is list or (not isinstance(v, str) and isinstance(v, list | tuple)):
                 node = len(nodes)
                 nodes.append((parent, key, v))
                 n = len(v)
@@ -125,6 +124,11 @@ class Leaves:
                     ):
                         stack.extend((v[j], node, j) for j in range(n - 1, i - 1, -1))
                         break
+            elif tv is str or isinstance(v, str):
+                add_text(v)
+                add_where(parent)
+                add_key(key)
+                add_kind(TEXT)
             elif isinstance(v, bytes | bytearray | Blob):
                 data = bytes(v.data if isinstance(v, Blob) else v)
                 text, latin1 = _as_text(data)

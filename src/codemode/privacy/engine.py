@@ -90,9 +90,11 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
     builtins = builtin_detectors(wanted, phone_regions=config.phone_regions)
     detectors.extend(builtins)
     if config.decode:
+        from .disguise import DisguiseDetector
         from .encoded import EncodedDetector
 
-        detectors.append(EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom)))
+        plain = Scanner(detectors, allow=config.allow, custom=custom)
+        detectors += [EncodedDetector(plain), DisguiseDetector(plain)]
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector

@@ -1,0 +1,152 @@
+"""Personal data disguised with Unicode that a reader, human or model, reads through.
+
+A zero-width space inside an address (``alice\\u200b@example.com``), digits of another
+script or of full width (``４１１１ １１１１ ...``, ``٤١١١...``), a no-break space or a
+Unicode hyphen between groups (``4111\\xa01111...``, ``123\\u201045\\u20106789``), a small
+``﹫``, mathematical letters: the built-in detectors look for ASCII shapes and miss them,
+while the model reads the value as plainly as the ASCII one.
+
+``DisguiseDetector`` folds such characters, one by one, to what they read as (format
+characters such as zero-width spaces, joiners, bidi controls, soft hyphens and variation
+selectors are dropped; decimal digits of any script become ASCII digits; spaces become
+``" "`` and dashes ``"-"``; a character whose NFKC form is one ASCII letter, digit or
+``@.+-`` becomes that character), runs the other detectors over the folded text around
+each such character, and reports what they find there at its place in the original text.
+The token then stands for the text exactly as the tool returned it, so a sink gets the
+original back.
+
+Cheap when there is nothing to fold: ASCII text costs a flag check; other text one
+regex search. Each folded character opens a window of ``WINDOW`` characters each side
+(never past a line break or the NUL that joins texts), so a text full of them is scanned
+about twice, no more.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from functools import cache
+from typing import TYPE_CHECKING
+
+from ..invisible import invisible
+
+if TYPE_CHECKING:
+    from .scan import Scanner
+
+__all__ = ["DisguiseDetector", "fold"]
+
+WINDOW = 128
+"""Characters of context folded and scanned each side of a disguised character."""
+
+_ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
+_PLANES = ((0x80, 0x30000), (0xE0000, 0xE1000))
+
+
+@cache
+def _tables() -> tuple[dict[int, str | None], re.Pattern[str]]:
+    """The fold of every character that has one, and a pattern matching any of them."""
+    table: dict[int, str | None] = {}
+    for lo, hi in _PLANES:
+        for cp in range(lo, hi):
+            c = chr(cp)
+            cat = unicodedata.category(c)
+            if invisible(cp):
+                table[cp] = None
+                continue
+            digit = unicodedata.decimal(c, None)
+            if digit is not None:
+                table[cp] = str(digit)
+            elif cat == "Zs":
+                table[cp] = " "
+            elif cat == "Pd":
+                table[cp] = "-"
+            else:
+                n = unicodedata.normalize("NFKC", c)
+                if n in _ASCII:
+                    table[cp] = n
+    ranges: list[list[int]] = []
+    for cp in sorted(table):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    body = "".join(
+        re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges
+    )
+    return table, re.compile(f"[{body}]")
+
+
+def fold(text: str) -> tuple[str, list[int] | None]:
+    """``text`` folded, and the original index of each folded character (None when no
+    character was dropped: the indices are then the same)."""
+    table, _ = _tables()
+    folded = text.translate(table)
+    if len(folded) == len(text):
+        return folded, None
+    kept: list[int] = []
+    for i, c in enumerate(text):
+        if table.get(ord(c), c) is not None:
+            kept.append(i)
+    return folded, kept
+
+
+class DisguiseDetector:
+    """What ``inner`` finds once disguising characters are folded (see module doc)."""
+
+    line_local = True
+    local_context = True
+
+    def __init__(self, inner: Scanner) -> None:
+        self.inner = inner
+        self.entities = inner.entities
+
+    @property
+    def generation(self) -> tuple[object, ...]:
+        return self.inner.generation()
+
+    def find(self, text: str) -> Iterator[tuple[int, int, str]]:
+        if text.isascii():
+            return
+        _, hit = _tables()
+        m = hit.search(text)
+        if m is None:
+            return
+        for lo, hi in _windows(text, hit, m):
+            window = text[lo:hi]
+            folded, kept = fold(window)
+            for start, end, entity in self.inner.spans_raw(folded):
+                if kept is None:
+                    s, e = start, end
+                else:
+                    s, e = kept[start], kept[end - 1] + 1
+                if window[s:e] != folded[start:end]:
+                    yield lo + s, lo + e, entity
+
+
+def _windows(text: str, hit: re.Pattern[str], first: re.Match[str]) -> Iterator[tuple[int, int]]:
+    """Merged windows of ``WINDOW`` characters each side of every hit, within its line."""
+    n = len(text)
+    lo = hi = -1
+    m: re.Match[str] | None = first
+    while m is not None:
+        at = m.start()
+        if at >= hi:
+            if hi > lo:
+                yield lo, hi
+            lo = max(at - WINDOW, _line_start(text, at))
+        hi = min(at + 1 + WINDOW, _line_end(text, at + 1, n))
+        m = hit.search(text, at + 1)
+    if hi > lo:
+        yield lo, hi
+
+
+def _line_start(text: str, at: int) -> int:
+    floor = max(0, at - WINDOW)
+    return max(text.rfind("\n", floor, at), text.rfind("\x00", floor, at)) + 1
+
+
+def _line_end(text: str, at: int, n: int) -> int:
+    ceil = min(n, at + WINDOW)
+    ends = [i for i in (text.find("\n", at, ceil), text.find("\x00", at, ceil)) if i != -1]
+    return min(ends) if ends else ceil

@@ -18,6 +18,8 @@ that a trusted server does not declare read-only (or explicitly not destructive)
 Argument conditions are matched against the arguments as the tool will receive them
 (``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
 passed, on the host only; the decision and its reason name the rule, never the value.
+A value is also read as a lenient receiver reads it (NFKC, invisible characters dropped,
+a trailing dot dropped: ``codemode.invisible.loose``), and the stricter decision counts.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..invisible import loose
 from ..tools.spec import ToolSpec
 
 Action = Literal["allow", "deny", "ask"]
@@ -268,10 +271,45 @@ class ToolDecision:
     otherwise: Decision
 
     def for_args(self, args: Mapping[str, Any]) -> Decision:
+        """The decision for ``args``, and for ``args`` as a lenient receiver reads them
+        (``loose``: full-width forms, zero-width characters, a trailing dot): the stricter
+        of the two, so a value disguised with Unicode neither slips past a deny glob nor
+        onto an allow-list."""
+        found = self._first(args)
+        if found.action == "deny":
+            return found
+        loosened = _loosened(args)
+        if loosened is None:
+            return found
+        other = self._first(loosened)
+        return other if _RANK[other.action] > _RANK[found.action] else found
+
+    def _first(self, args: Mapping[str, Any]) -> Decision:
         for rule, decision in self.by_args:
             if rule.args_hold(args):
                 return decision
         return self.otherwise
+
+
+def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``args`` with every string read by ``loose``; None when that changes nothing
+    beyond case (which conditions ignore already)."""
+    changed = False
+
+    def walk(v: Any) -> Any:
+        nonlocal changed
+        if isinstance(v, str):
+            out = loose(v)
+            changed = changed or out != v.casefold()
+            return out
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        return v
+
+    out = {k: walk(v) for k, v in args.items()}
+    return out if changed else None
 
 
 class Policy:

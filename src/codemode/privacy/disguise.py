@@ -23,11 +23,12 @@ about twice, no more.
 
 from __future__ import annotations
 
+import heapq
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..invisible import invisible
 
@@ -44,16 +45,16 @@ _PLANES = ((0x80, 0x30000), (0xE0000, 0xE1000))
 
 
 @cache
-def _tables() -> tuple[dict[int, str | None], re.Pattern[str]]:
-    """The fold of every character that has one, and a pattern matching any of them."""
+def _tables() -> tuple[dict[int, str | None], _Hits]:
+    """The fold of every character that has one, and patterns matching any of them."""
     table: dict[int, str | None] = {}
     for lo, hi in _PLANES:
         for cp in range(lo, hi):
             c = chr(cp)
-            cat = unicodedata.category(c)
             if invisible(cp):
                 table[cp] = None
                 continue
+            cat = unicodedata.category(c)
             digit = unicodedata.decimal(c, None)
             if digit is not None:
                 table[cp] = str(digit)
@@ -65,8 +66,41 @@ def _tables() -> tuple[dict[int, str | None], re.Pattern[str]]:
                 n = unicodedata.normalize("NFKC", c)
                 if n in _ASCII:
                     table[cp] = n
+    latin1 = "".join(chr(k) for k in table if k < 0x100)
+    return table, _Hits(latin1, _charset(k for k in table if k < 0x10000))
+
+
+class _Hits(NamedTuple):
+    """Where the characters to fold are. ``re`` tests a class of BMP characters with a
+    bitmap but one with astral ranges range by range (25 times slower per character), so
+    astral characters (emoji, mostly) are found by one range and looked up one by one."""
+
+    latin1: str
+    bmp: re.Pattern[str]
+
+    def positions(self, text: str) -> Iterator[int]:
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            pass
+        else:
+            if not any(c in text for c in self.latin1):
+                return
+        bmp = (m.start() for m in self.bmp.finditer(text))
+        if _ASTRAL.search(text) is None:
+            yield from bmp
+            return
+        table = _tables()[0]
+        astral = (m.start() for m in _ASTRAL.finditer(text) if ord(m.group()) in table)
+        yield from heapq.merge(bmp, astral)
+
+
+_ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
+
+
+def _charset(codes: Iterable[int]) -> re.Pattern[str]:
     ranges: list[list[int]] = []
-    for cp in sorted(table):
+    for cp in sorted(codes):
         if ranges and ranges[-1][1] == cp - 1:
             ranges[-1][1] = cp
         else:
@@ -74,7 +108,7 @@ def _tables() -> tuple[dict[int, str | None], re.Pattern[str]]:
     body = "".join(
         re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges
     )
-    return table, re.compile(f"[{body}]")
+    return re.compile(f"[{body}]")
 
 
 def fold(text: str) -> tuple[str, list[int] | None]:
@@ -108,11 +142,7 @@ class DisguiseDetector:
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         if text.isascii():
             return
-        _, hit = _tables()
-        m = hit.search(text)
-        if m is None:
-            return
-        for lo, hi in _windows(text, hit, m):
+        for lo, hi in _windows(text, _tables()[1].positions(text)):
             window = text[lo:hi]
             folded, kept = fold(window)
             for start, end, entity in self.inner.spans_raw(folded):
@@ -124,19 +154,16 @@ class DisguiseDetector:
                     yield lo + s, lo + e, entity
 
 
-def _windows(text: str, hit: re.Pattern[str], first: re.Match[str]) -> Iterator[tuple[int, int]]:
+def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:
     """Merged windows of ``WINDOW`` characters each side of every hit, within its line."""
     n = len(text)
     lo = hi = -1
-    m: re.Match[str] | None = first
-    while m is not None:
-        at = m.start()
+    for at in hits:
         if at >= hi:
             if hi > lo:
                 yield lo, hi
             lo = max(at - WINDOW, _line_start(text, at))
         hi = min(at + 1 + WINDOW, _line_end(text, at + 1, n))
-        m = hit.search(text, at + 1)
     if hi > lo:
         yield lo, hi
 

@@ -15,6 +15,7 @@ are sinks: they are the application's own code, on the host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from codemode.config import ServerConfig
 
 __all__ = ["SinkPolicy", "touches_workspace"]
+
+_WORDS = re.compile(r"[\s=:,;\"'\[\](){}]+")
+"""What separates paths in a server's arguments and environment: ``--dir=/a``, ``PATH``
+style ``/a:/b``, lists ``/a,/b`` or ``/a;/b``, JSON ``["/a", "/b"]``."""
 
 
 def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
@@ -37,7 +42,7 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
     values.extend((getattr(server, "env", None) or {}).values())
     root = workspace.resolve()
     for raw in values:
-        for part in str(raw).replace("=", " ").replace(":", " ").split():
+        for part in _WORDS.split(str(raw)):
             if not (part.startswith("/") or part.startswith("~") or part.startswith(".")):
                 continue
             try:

@@ -128,8 +128,8 @@ class Privacy:
             remember_environment()
 
     # -- policy ----------------------------------------------------------------------
-    def is_sink(self, server: str, tool: str, *names: str) -> bool:
-        return self.sinks.is_sink(server, tool, *names)
+    def is_sink(self, server: str, tool: str, *names: str, in_workspace: bool = False) -> bool:
+        return self.sinks.is_sink(server, tool, *names, in_workspace=in_workspace)
 
     def scans(self, server: str, tool: str, *names: str) -> bool:
         return self.sinks.scans(server, tool, *names)

@@ -1,7 +1,8 @@
 """Which tools receive real values (sinks) and which tools' results are scanned.
 
 By default every server is a sink except one given a path inside the workspace (in its
-arguments, working directory or environment): a real value written there, even as a
+arguments, working directory or environment) and a tool that works in it (a declared
+command-line tool, whose working directory is ``files/``): a real value written there, even as a
 file name such as ``/workspace/[EMAIL_...]`` resolved on the host, would come back into
 the sandbox, which sees the workspace's ``files/``. A filesystem server given
 ``<workspace>/files`` is therefore not a sink; it receives tokens, and writes tokens.
@@ -70,12 +71,13 @@ class SinkPolicy:
             for name, server in servers.items():
                 self._inside[name] = touches_workspace(server, workspace)
 
-    def is_sink(self, server: str, tool: str, *names: str) -> bool:
-        """``names``: the call's other ``server.tool`` names (``ToolSpec.names``)."""
+    def is_sink(self, server: str, tool: str, *names: str, in_workspace: bool = False) -> bool:
+        """``names``: the call's other ``server.tool`` names (``ToolSpec.names``);
+        ``in_workspace``: the tool works in the workspace (``ToolSpec.in_workspace``)."""
         sink, _ = self.config.policy(server, tool, *names)
         if sink is not None:
             return sink
-        return not self._inside.get(server, False)
+        return not (in_workspace or self._inside.get(server, False))
 
     def scans(self, server: str, tool: str, *names: str) -> bool:
         _, scan = self.config.policy(server, tool, *names)

@@ -76,6 +76,7 @@ class DeclaredSource:
             input_schema=input_schema(tool),
             annotations=tool.annotations.hints(),
             output_schema=_OUTPUT.get(tool.output) if tool.kind == "command" else None,
+            in_workspace=tool.kind == "command",  # its working directory is files/
         )
 
     async def call_tool(

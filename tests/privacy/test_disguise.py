@@ -41,6 +41,11 @@ DISGUISED = {
     "bidi controls": ("EMAIL", "alice.\u202amartin\u202c@example.com"),
     "variation selector": ("EMAIL", "alice.martin\ufe0f@example.com"),
     "small commercial at": ("EMAIL", EMAIL.replace("@", "\ufe6b")),
+    "combining marks over the letters": (
+        "EMAIL",
+        "".join(c + "\u0337" for c in "alice") + "@x.org",
+    ),
+    "a decomposed accent": ("EMAIL", "jose\u0301.martin@example.com"),
     "mathematical letters": ("EMAIL", "𝐚𝐥𝐢𝐜𝐞@example.com"),
     "full-width card": ("CREDIT_CARD", _wide(CARD).replace(" ", "\u3000")),
     "full-width card, ASCII spaces": ("CREDIT_CARD", _wide(CARD)),
@@ -74,6 +79,8 @@ def test_a_disguised_value_becomes_one_token_for_the_whole_span(engine: Privacy,
 
 
 NOT_PERSONAL = [
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e",  # Hindi
+    "Cafe\u0301 cre\u0300me bru\u0302le\u0301e, 2 pers.",
     "Prix\u00a0: 1\u00a0000\u00a0€ — livraison\u00a0? Oui\u00a0!",  # French spacing
     "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06f1\u06f4\u06f0\u06f3",  # Persian
     "\u65e5\u672c\u8a9e\uff08\u5168\u89d2\uff09\uff01\u3000\uff21\uff22\uff23 \uff11\uff12\uff13",

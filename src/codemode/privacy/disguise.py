@@ -8,10 +8,11 @@ while the model reads the value as plainly as the ASCII one.
 
 ``DisguiseDetector`` folds such characters, one by one, to what they read as (format
 characters such as zero-width spaces, joiners, bidi controls, soft hyphens and variation
-selectors are dropped; decimal digits of any script become ASCII digits; spaces become
-``" "`` and dashes ``"-"``; a character whose NFKC form is one ASCII letter, digit or
-``@.+-`` becomes that character), runs the other detectors over the folded text around
-each such character, and reports what they find there at its place in the original text.
+selectors are dropped, and so are combining marks over Latin letters; decimal digits of
+any script become ASCII digits; spaces become ``" "`` and dashes ``"-"``; a character
+whose NFKC form is one ASCII letter, digit or ``@.+-`` becomes that character), runs the
+other detectors over the folded text around each such character, and reports what they
+find there at its place in the original text.
 The token then stands for the text exactly as the tool returned it, so a sink gets the
 original back.
 
@@ -42,6 +43,16 @@ WINDOW = 128
 
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
 _PLANES = ((0x80, 0x30000), (0xE0000, 0xE1000))
+_DIACRITICS = (
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+)
+"""Combining marks written over Latin letters (``a\u0337l\u0337i...``, or a decomposed
+``Jose\u0301``): dropped, so the value is found under them. Marks of scripts that need
+them (Devanagari, Arabic...) are left alone."""
 
 
 @cache
@@ -51,7 +62,7 @@ def _tables() -> tuple[dict[int, str | None], _Hits]:
     for lo, hi in _PLANES:
         for cp in range(lo, hi):
             c = chr(cp)
-            if invisible(cp):
+            if invisible(cp) or any(a <= cp <= b for a, b in _DIACRITICS):
                 table[cp] = None
                 continue
             cat = unicodedata.category(c)

@@ -24,17 +24,27 @@ _INVISIBLE = (
 )
 
 
+PLANES = ((0x80, 0x30000), (0xE0000, 0xE1000))
+"""The code points that can hold such characters (past these, none is assigned)."""
+
+
 def invisible(cp: int) -> bool:
     """Whether code point ``cp`` is a format character (``Cf``) or one of the other
     characters that show nothing (variation selectors, fillers)."""
-    return unicodedata.category(chr(cp)) == "Cf" or any(a <= cp <= b for a, b in _INVISIBLE)
+    return cp in invisible_table()
 
 
 @cache
 def invisible_table() -> dict[int, None]:
-    """A ``str.translate`` table that drops every invisible character."""
-    ranges = ((0x80, 0x30000), (0xE0000, 0xE1000))
-    return {cp: None for lo, hi in ranges for cp in range(lo, hi) if invisible(cp)}
+    """A ``str.translate`` table that drops every invisible character (built once, in
+    ~30 ms: one C call per code point)."""
+    category = unicodedata.category
+    table: dict[int, None] = {
+        cp: None for lo, hi in PLANES for cp in range(lo, hi) if category(chr(cp)) == "Cf"
+    }
+    for a, b in _INVISIBLE:
+        table.update(dict.fromkeys(range(a, b + 1)))
+    return table
 
 
 def loose(text: str) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..invisible import invisible
+from ..invisible import PLANES, invisible_table
 
 if TYPE_CHECKING:
     from .scan import Scanner
@@ -42,7 +42,6 @@ WINDOW = 128
 """Characters of context folded and scanned each side of a disguised character."""
 
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
-_PLANES = ((0x80, 0x30000), (0xE0000, 0xE1000))
 _DIACRITICS = (
     (0x0300, 0x036F),
     (0x1AB0, 0x1AFF),
@@ -57,23 +56,23 @@ them (Devanagari, Arabic...) are left alone."""
 
 @cache
 def _tables() -> tuple[dict[int, str | None], _Hits]:
-    """The fold of every character that has one, and patterns matching any of them."""
-    table: dict[int, str | None] = {}
-    for lo, hi in _PLANES:
+    """The fold of every character that has one, and where to find them (built once, in
+    ~60 ms: a category per code point, NFKC only where a decomposition exists)."""
+    table: dict[int, str | None] = dict(invisible_table())
+    for a, b in _DIACRITICS:
+        table.update(dict.fromkeys(range(a, b + 1)))
+    category, decomposition = unicodedata.category, unicodedata.decomposition
+    for lo, hi in PLANES:
         for cp in range(lo, hi):
             c = chr(cp)
-            if invisible(cp) or any(a <= cp <= b for a, b in _DIACRITICS):
-                table[cp] = None
-                continue
-            cat = unicodedata.category(c)
-            digit = unicodedata.decimal(c, None)
-            if digit is not None:
-                table[cp] = str(digit)
-            elif cat == "Zs":
+            kind = category(c)
+            if kind == "Nd":
+                table[cp] = str(unicodedata.decimal(c))
+            elif kind == "Zs":
                 table[cp] = " "
-            elif cat == "Pd":
+            elif kind == "Pd":
                 table[cp] = "-"
-            else:
+            elif kind[0] != "C" and decomposition(c):
                 n = unicodedata.normalize("NFKC", c)
                 if n in _ASCII:
                     table[cp] = n

@@ -134,3 +134,22 @@ async def test_disguised_values_the_code_prints_reach_the_model_as_tokens(
     leaked = [name for name, text in values.items() if text in seen]
     assert leaked == [], seen
     assert len(TOKEN_RE.findall(r.stdout)) == len(values), r.stdout
+
+
+def test_the_fold_reads_every_scripts_digits_and_drops_every_format_character() -> None:
+    import unicodedata
+
+    from codemode.invisible import PLANES
+    from codemode.privacy.disguise import fold
+
+    for lo, hi in PLANES:
+        for cp in range(lo, hi):
+            c = chr(cp)
+            kind = unicodedata.category(c)
+            if kind == "Cf":
+                assert fold(f"a{c}b") == ("ab", [0, 2]), hex(cp)
+            elif kind == "Nd":
+                assert fold(c)[0] == str(unicodedata.decimal(c)), hex(cp)
+            elif kind == "Zs":
+                assert fold(c)[0] == " ", hex(cp)
+    assert fold("\u212a\uff20\ufe6b\u00b2")[0] == "K@@2"  # Kelvin sign, full-width, small, ²

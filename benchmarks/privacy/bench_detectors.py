@@ -110,7 +110,9 @@ def main() -> None:
             n = min(r[payload]["cpu"][det] for r in new)
             total_new += n
             line = f"{payload:16s} {det:17s} {n * 1e6:9.1f}"
-            if old:
+            if old and det not in old[0][payload]["cpu"]:
+                line += "         -      -  (new detector)"
+            elif old:
                 o = min(r[payload]["cpu"][det] for r in old)
                 total_old += o
                 same = old[0][payload]["found"][det] == first["found"][det] and (

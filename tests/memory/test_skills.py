@@ -53,6 +53,9 @@ async def test_create_never_runs_the_code(skills: Skills, tmp_path: Path) -> Non
         ("def run(a, /):\n  pass", "positional-only"),
         ("def run():\n  return\nawait x", "syntax error"),
         ("", "empty"),
+        ("def run(x=" + "-" * 600 + "a):\n  pass", "nested too deeply"),
+        ("def run(x: " + "-" * 600 + "a):\n  pass", "nested too deeply"),
+        ("x = " + "-" * 5000 + "a\ndef run():\n  pass", "cannot be compiled"),
     ],
 )
 async def test_invalid_code_is_refused_with_a_clear_message(

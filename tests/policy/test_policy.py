@@ -112,6 +112,41 @@ async def test_a_rule_on_arguments_decides_per_call_and_leaves_the_tool_in_disco
     assert notes_ws.calls() == ["write_note"]
 
 
+DISGUISED_NAMES = [
+    "secret\u200b-plan",  # a zero-width space
+    "ｓｅｃｒｅｔ-plan",  # full-width letters
+    "SECRET-PLAN\u00ad",  # a soft hyphen
+    " secret-plan.",  # surrounding space, a trailing dot
+]
+
+
+async def test_an_argument_rule_holds_for_a_value_disguised_with_unicode(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """A deny glob on a value, and an allow-list of values, are not bypassed by a value a
+    receiving program reads the same (NFKC, invisible characters, case, a trailing dot),
+    nor by the argument's name in another case (Go's JSON decoder ignores case): the call
+    gets the stricter of the two readings."""
+    rules = [
+        {"tools": "notes.write_note", "action": "deny", "args": {"name": {"matches": "secret-*"}}},
+        {"tools": "notes.read_note", "action": "deny", "args": {"name": {"not_matches": "pub-*"}}},
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    async with open_notes(notes_ws) as s:
+        written = [await attempt(s, "write_note", f"name={n!r}, text='x'") for n in DISGUISED_NAMES]
+        renamed = [
+            await attempt(s, "write_note", "**{'Name': 'secret-plan', 'text': 'x'}"),
+            await attempt(s, "write_note", "**{'name': 'ok', 'NAME': 'secret-plan', 'text': 'x'}"),
+        ]
+        odd = await attempt(s, "read_note", "name='ｐub-x'")
+        plain = await attempt(s, "write_note", "name='public-plan', text='x'")
+        public = await attempt(s, "read_note", "name='pub-x'")
+    assert [w[0] for w in written] == ["denied"] * len(DISGUISED_NAMES), written
+    assert [r[0] for r in renamed] == ["denied", "denied"], renamed
+    assert odd[0] == "denied" and plain == "ran" and public == "ran"
+    assert notes_ws.calls() == ["write_note", "read_note"]
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

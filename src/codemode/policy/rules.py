@@ -18,6 +18,8 @@ that a trusted server does not declare read-only (or explicitly not destructive)
 Argument conditions are matched against the arguments as the tool will receive them
 (``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
 passed, on the host only; the decision and its reason name the rule, never the value.
+A value is also read as a lenient receiver reads it (NFKC, invisible characters dropped,
+a trailing dot dropped: ``codemode.invisible.loose``), and the stricter decision counts.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..invisible import loose
 from ..tools.spec import ToolSpec
 
 Action = Literal["allow", "deny", "ask"]
@@ -204,7 +207,11 @@ class Rule(BaseModel):
     def _args_object(self, value: tuple[tuple[str, ArgMatch], ...]) -> dict[str, Any]:
         return {name: cond.model_dump(exclude_none=True) for name, cond in value}
 
-    def args_hold(self, args: Mapping[str, Any]) -> bool:
+    def args_hold(self, args: Mapping[str, Any], *, loosened: bool = False) -> bool:
+        """``loosened``: ``args`` went through ``_loosened``, names too."""
+        if loosened:
+            pairs = [(loose(name), cond) for name, cond in self.args]
+            return all(name in args and cond.holds(args[name]) for name, cond in pairs)
         return all(name in args and cond.holds(args[name]) for name, cond in self.args)
 
     @field_validator("tools")
@@ -268,10 +275,55 @@ class ToolDecision:
     otherwise: Decision
 
     def for_args(self, args: Mapping[str, Any]) -> Decision:
+        """The decision for ``args``, and for ``args`` as a lenient receiver reads them
+        (``loose``: full-width forms, zero-width characters, a trailing dot, and argument
+        names in any case, as Go's JSON decoder matches them): the stricter of the two, so
+        a value or a name disguised that way neither slips past a deny glob nor onto an
+        allow-list."""
+        found = self._first(args, loosened=False)
+        if found.action == "deny":
+            return found
+        loosened = _loosened(args)
+        if loosened is None:
+            return found
+        other = self._first(loosened, loosened=True)
+        return other if _RANK[other.action] > _RANK[found.action] else found
+
+    def _first(self, args: Mapping[str, Any], *, loosened: bool) -> Decision:
         for rule, decision in self.by_args:
-            if rule.args_hold(args):
+            if rule.args_hold(args, loosened=loosened):
                 return decision
         return self.otherwise
+
+
+def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``args`` with every string, and every argument's name, read by ``loose``; the
+    values of names that become one are kept together, as a list (a condition looks at
+    each). None when that changes nothing beyond the case of values (which conditions
+    ignore already)."""
+    changed = False
+
+    def walk(v: Any) -> Any:
+        nonlocal changed
+        if isinstance(v, str):
+            out = loose(v)
+            changed = changed or out != v.casefold()
+            return out
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        return v
+
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        name = loose(key) if isinstance(key, str) else key
+        changed = changed or name != key
+        if name in out:
+            out[name] = [out[name], walk(value)]
+        else:
+            out[name] = walk(value)
+    return out if changed else None
 
 
 class Policy:

@@ -86,10 +86,12 @@ def build_scanner(config: PrivacyConfig) -> Scanner:
     detectors.extend(builtins)
     encoded = None
     if config.decode:
+        from .disguise import DisguiseDetector
         from .encoded import EncodedDetector
 
-        encoded = EncodedDetector(Scanner(detectors, allow=config.allow, custom=custom))
-        detectors.append(encoded)
+        plain = Scanner(detectors, allow=config.allow, custom=custom)
+        encoded = EncodedDetector(plain)
+        detectors += [encoded, DisguiseDetector(plain)]
     ner: tuple[str, ...] = ()
     if config.ner is not None:
         from .ner import NERDetector
@@ -125,8 +127,8 @@ class Privacy:
             remember_environment()
 
     # -- policy ----------------------------------------------------------------------
-    def is_sink(self, server: str, tool: str, *names: str) -> bool:
-        return self.sinks.is_sink(server, tool, *names)
+    def is_sink(self, server: str, tool: str, *names: str, in_workspace: bool = False) -> bool:
+        return self.sinks.is_sink(server, tool, *names, in_workspace=in_workspace)
 
     def scans(self, server: str, tool: str, *names: str) -> bool:
         return self.sinks.scans(server, tool, *names)

@@ -212,7 +212,7 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
         engine = engine_for(config, call.context)
         where = f"{call.server}.{call.tool}"
         names = call.spec.names  # a rule may name the tool as the code calls it
-        sink = engine.is_sink(call.server, call.tool, *names)
+        sink = engine.is_sink(call.server, call.tool, *names, in_workspace=call.spec.in_workspace)
         args, restored = engine.restore(call.args, sink=sink, where=where)
         if not sink:
             # A non-sink lives in the model's world, of tokens: real values the code holds
@@ -275,7 +275,7 @@ def reveal_layer(config: PrivacyConfig) -> Middleware:
             engine = engine_for(config, c.context)
             # Every name of the tool, as the privacy stage decides it: a rule written with
             # the name the code calls (``my_outbox``) made the tool a sink here only.
-            sink = engine.is_sink(c.server, c.tool, *c.spec.names)
+            sink = engine.is_sink(c.server, c.tool, *c.spec.names, in_workspace=c.spec.in_workspace)
             args, restored = engine.restore(c.args, sink=sink, where=f"{c.server}.{c.tool}")
             shown.update(restored)
             return dict(args)

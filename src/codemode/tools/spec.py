@@ -48,6 +48,10 @@ class ToolSpec:
     """Whether ``annotations`` are believed: the server is marked ``"trusted"`` in mcp.json,
     or the tool is a Python callable the host registered. Otherwise the MCP defaults
     apply (``codemode.policy.hints``)."""
+    in_workspace: bool = False
+    """The tool works in the workspace's ``files/`` (the sandbox's ``/workspace``), as a
+    declared command-line tool does: what it writes there comes back to the code, so
+    privacy gives it tokens unless the configuration makes it a sink (``privacy.sinks``)."""
     alias: str = ""
     """``server.tool`` as agents' code calls it when the registry had to name it otherwise
     than ``qualified_name`` (a name that collides after mapping gets ``_2``; a server named

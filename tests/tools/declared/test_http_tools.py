@@ -61,7 +61,8 @@ def start_recorder(host: str = "127.0.0.1") -> Recorder:
                 self._send(503, b"try later", ctype="text/plain")
             else:
                 data = {"method": self.command, "path": self.path, "body": body.decode() or None,
-                        "auth": self.headers.get("Authorization")}  # fmt: skip
+                        "auth": self.headers.get("Authorization"),
+                        "shop": self.headers.get("X-Shop")}  # fmt: skip
                 self._send(200, json.dumps(data).encode())
 
         def _send(
@@ -294,3 +295,45 @@ async def test_a_definition_cannot_template_the_origin(tmp_path: Path) -> None:
     )
     with pytest.raises(Exception, match="base_url is fixed"):
         load_file(path, files_dir=tmp_path, sandbox=lambda: None)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        'X-Shop: "${SHOP_CREDS}"',  # a name that does not look secret, from the host
+        'Authorization: "Key zq8-literal-99xy"',  # a literal under a secret-looking name
+    ],
+)
+async def test_a_secret_given_to_an_http_tool_never_reaches_the_code_with_privacy_on(
+    tmp_path: Path, api: Recorder, monkeypatch: pytest.MonkeyPatch, header: str
+) -> None:
+    """As for mcp.json: every ``${VAR}`` a definition expands, and every value under a
+    secret-looking header or env name, is redacted wherever it comes back (an API that
+    echoes its credentials in an answer or an error)."""
+    from codemode.privacy import layers
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SHOP_CREDS", "zq8-from-env-77ab")
+    layers.reset_engines()
+    (tmp_path / "config.json").write_text('{"privacy": true}')
+    text = f"""
+        name: echo
+        http:
+          base_url: http://127.0.0.1:{api.port}/v1
+          headers: {{{header}}}
+          allow_networks: ["127.0.0.1/32"]
+        tools:
+          - name: whoami
+            path: /whoami
+    """
+    write_tools(tmp_path, "echo.yaml", text)
+    try:
+        async with open_session(tmp_path) as s:
+            r = await s.run("r = tools.echo.whoami()\nprint(r)\nr")
+    finally:
+        layers.reset_engines()
+    assert r.is_ok, r.error
+    sent = api.requests[0]["headers"]
+    assert sent.get("X-Shop") == "zq8-from-env-77ab" or "literal" in sent["Authorization"]
+    seen = r.stdout + json.dumps(r.value)
+    assert "zq8-" not in seen, seen

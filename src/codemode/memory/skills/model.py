@@ -178,6 +178,17 @@ def analyse_code(code: str, name: str = "skill") -> CodeInfo:
         raise ValidationError(f"skill {name!r} has a syntax error at {where}: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise ValidationError(f"skill {name!r} cannot be compiled: {exc}") from None
+    try:
+        return _describe(tree, name)
+    except RecursionError:
+        # ``ast.unparse`` recurses in Python, deeper than the compiler: a default value
+        # nested ~600 deep compiles, then cannot be shown.
+        raise ValidationError(
+            f"skill {name!r}: run's signature is nested too deeply to describe"
+        ) from None
+
+
+def _describe(tree: ast.Module, name: str) -> CodeInfo:
     runs = [
         n
         for n in tree.body

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...redact import NOT_SECRET_VARS, remember_secret, secret_name
 from .template import placeholders, whole
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -250,16 +251,42 @@ def env_refs(text: str) -> list[str]:
 
 
 def expand_env(text: str, env: Any, *, where: str) -> str:
-    """``${VAR}`` from the host's environment; a missing variable is an error naming it."""
+    """``${VAR}`` from the host's environment; a missing variable is an error naming it.
+    The value is remembered as a secret (:func:`codemode.redact.remember_secret`), as
+    mcp.json's expansions are: an API that echoes it back does not show it to the model."""
     from ...errors import ToolError
 
     def sub(m: re.Match[str]) -> str:
         value = env.get(m.group(1))
         if value is None:
             raise ToolError(f"{where}: environment variable {m.group(1)} is not set on the host")
+        if m.group(1) not in NOT_SECRET_VARS:
+            remember_secret(str(value))
         return str(value)
 
     return _ENV_REF.sub(sub, text)
+
+
+def remember_secrets(definition: ToolFile, env: Any) -> None:
+    """Remember, before any call, the credentials a definition holds: what its ``${VAR}``
+    expand to now, and literal values under secret-looking names (``Authorization``,
+    ``api_key``...) in headers, queries and command environments."""
+    groups: list[dict[str, Any]] = []
+    if definition.http is not None:
+        groups.append(definition.http.headers)
+    for tool in definition.tools:
+        groups += [tool.headers, tool.env, tool.query]
+    for group in groups:
+        for key, value in group.items():
+            if not isinstance(value, str):
+                continue
+            for name in _ENV_REF.findall(value):
+                got = env.get(name)
+                if got is not None and name not in NOT_SECRET_VARS:
+                    remember_secret(str(got))
+            if secret_name(str(key)) and not placeholders(value) and "${" not in value:
+                remember_secret(value)
+                remember_secret(value.rsplit(" ", 1)[-1])  # "Bearer x", "Key x": x alone
 
 
 def _items(item: str | list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from ...errors import ConfigError, ToolArgumentError, ToolNotFound
 from ..spec import ToolCallResult, ToolSpec
 from .command import CommandRunner
 from .http import HttpRunner
-from .model import ToolDef, ToolFile, input_schema
+from .model import ToolDef, ToolFile, input_schema, remember_secrets
 
 log = logging.getLogger("codemode.tools.declared")
 
@@ -46,6 +46,7 @@ class DeclaredSource:
         self.origin = origin
         self.description = definition.description or f"tools defined in {origin or name}"
         env = os.environ if env is None else env
+        remember_secrets(definition, env)
         self._tools = {t.name: t for t in definition.tools}
         self._commands = CommandRunner(files_dir, sandbox, env)
         self._http = HttpRunner(definition.http, env) if definition.http is not None else None
@@ -76,6 +77,7 @@ class DeclaredSource:
             input_schema=input_schema(tool),
             annotations=tool.annotations.hints(),
             output_schema=_OUTPUT.get(tool.output) if tool.kind == "command" else None,
+            in_workspace=tool.kind == "command",  # its working directory is files/
         )
 
     async def call_tool(

@@ -1,0 +1,189 @@
+"""Personal data disguised with Unicode that a reader, human or model, reads through.
+
+A zero-width space inside an address (``alice\\u200b@example.com``), digits of another
+script or of full width (``４１１１ １１１１ ...``, ``٤١١١...``), a no-break space or a
+Unicode hyphen between groups (``4111\\xa01111...``, ``123\\u201045\\u20106789``), a small
+``﹫``, mathematical letters: the built-in detectors look for ASCII shapes and miss them,
+while the model reads the value as plainly as the ASCII one.
+
+``DisguiseDetector`` folds such characters, one by one, to what they read as (format
+characters such as zero-width spaces, joiners, bidi controls, soft hyphens and variation
+selectors are dropped, and so are combining marks over Latin letters; decimal digits of
+any script become ASCII digits; spaces become ``" "`` and dashes ``"-"``; a character
+whose NFKC form is one ASCII letter, digit or ``@.+-`` becomes that character), runs the
+other detectors over the folded text around each such character, and reports what they
+find there at its place in the original text.
+The token then stands for the text exactly as the tool returned it, so a sink gets the
+original back.
+
+Cheap when there is nothing to fold: ASCII text costs a flag check; other text one
+regex search. Each folded character opens a window of ``WINDOW`` characters each side
+(never past a line break or the NUL that joins texts), so a text full of them is scanned
+about twice, no more.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..invisible import PLANES, invisible_table
+
+if TYPE_CHECKING:
+    from .scan import Scanner
+
+__all__ = ["DisguiseDetector", "fold"]
+
+WINDOW = 128
+"""Characters of context folded and scanned each side of a disguised character."""
+
+_ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
+_DIACRITICS = (
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+)
+"""Combining marks written over Latin letters (``a\u0337l\u0337i...``, or a decomposed
+``Jose\u0301``): dropped, so the value is found under them. Marks of scripts that need
+them (Devanagari, Arabic...) are left alone."""
+
+
+@cache
+def _tables() -> tuple[dict[int, str | None], _Hits]:
+    """The fold of every character that has one, and where to find them (built once, in
+    ~60 ms: a category per code point, NFKC only where a decomposition exists)."""
+    table: dict[int, str | None] = dict(invisible_table())
+    for a, b in _DIACRITICS:
+        table.update(dict.fromkeys(range(a, b + 1)))
+    category, decomposition = unicodedata.category, unicodedata.decomposition
+    for lo, hi in PLANES:
+        for cp in range(lo, hi):
+            c = chr(cp)
+            kind = category(c)
+            if kind == "Nd":
+                table[cp] = str(unicodedata.decimal(c))
+            elif kind == "Zs":
+                table[cp] = " "
+            elif kind == "Pd":
+                table[cp] = "-"
+            elif kind[0] != "C" and decomposition(c):
+                n = unicodedata.normalize("NFKC", c)
+                if n in _ASCII:
+                    table[cp] = n
+    latin1 = "".join(chr(k) for k in table if k < 0x100)
+    return table, _Hits(latin1, _charset(k for k in table if k < 0x10000))
+
+
+class _Hits(NamedTuple):
+    """Where the characters to fold are. ``re`` tests a class of BMP characters with a
+    bitmap but one with astral ranges range by range (25 times slower per character), so
+    astral characters (emoji, mostly) are found by one range and looked up one by one."""
+
+    latin1: str
+    bmp: re.Pattern[str]
+
+    def positions(self, text: str) -> Iterator[int]:
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            pass
+        else:
+            if not any(c in text for c in self.latin1):
+                return
+        bmp = (m.start() for m in self.bmp.finditer(text))
+        if _ASTRAL.search(text) is None:
+            yield from bmp
+            return
+        table = _tables()[0]
+        astral = (m.start() for m in _ASTRAL.finditer(text) if ord(m.group()) in table)
+        yield from heapq.merge(bmp, astral)
+
+
+_ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
+
+
+def _charset(codes: Iterable[int]) -> re.Pattern[str]:
+    ranges: list[list[int]] = []
+    for cp in sorted(codes):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    body = "".join(
+        re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges
+    )
+    return re.compile(f"[{body}]")
+
+
+def fold(text: str) -> tuple[str, list[int] | None]:
+    """``text`` folded, and the original index of each folded character (None when no
+    character was dropped: the indices are then the same)."""
+    table, _ = _tables()
+    folded = text.translate(table)
+    if len(folded) == len(text):
+        return folded, None
+    kept: list[int] = []
+    for i, c in enumerate(text):
+        if table.get(ord(c), c) is not None:
+            kept.append(i)
+    return folded, kept
+
+
+class DisguiseDetector:
+    """What ``inner`` finds once disguising characters are folded (see module doc)."""
+
+    line_local = True
+    local_context = True
+
+    def __init__(self, inner: Scanner) -> None:
+        self.inner = inner
+        self.entities = inner.entities
+
+    @property
+    def generation(self) -> tuple[object, ...]:
+        return self.inner.generation()
+
+    def find(self, text: str) -> Iterator[tuple[int, int, str]]:
+        if text.isascii():
+            return
+        for lo, hi in _windows(text, _tables()[1].positions(text)):
+            window = text[lo:hi]
+            folded, kept = fold(window)
+            for start, end, entity in self.inner.spans_raw(folded):
+                if kept is None:
+                    s, e = start, end
+                else:
+                    s, e = kept[start], kept[end - 1] + 1
+                if window[s:e] != folded[start:end]:
+                    yield lo + s, lo + e, entity
+
+
+def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:
+    """Merged windows of ``WINDOW`` characters each side of every hit, within its line."""
+    n = len(text)
+    lo = hi = -1
+    for at in hits:
+        if at >= hi:
+            if hi > lo:
+                yield lo, hi
+            lo = max(at - WINDOW, _line_start(text, at))
+        hi = min(at + 1 + WINDOW, _line_end(text, at + 1, n))
+    if hi > lo:
+        yield lo, hi
+
+
+def _line_start(text: str, at: int) -> int:
+    floor = max(0, at - WINDOW)
+    return max(text.rfind("\n", floor, at), text.rfind("\x00", floor, at)) + 1
+
+
+def _line_end(text: str, at: int, n: int) -> int:
+    ceil = min(n, at + WINDOW)
+    ends = [i for i in (text.find("\n", at, ceil), text.find("\x00", at, ceil)) if i != -1]
+    return min(ends) if ends else ceil

@@ -1,0 +1,155 @@
+"""Personal data disguised with Unicode that the model reads through (zero-width
+characters, digits of other scripts or of full width, no-break spaces, Unicode hyphens,
+small or mathematical forms) is found as plainly as the ASCII value, and its token
+stands for the text exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from codemode import Session, SubprocessExecutor
+from codemode.privacy.config import PrivacyConfig
+from codemode.privacy.engine import Privacy
+from codemode.privacy.stream import StreamScanner
+from codemode.privacy.tokens import TOKEN_RE
+from codemode.privacy.vault import Vault
+from codemode.workspace import Workspace
+
+from .conftest import PrivateWorkspace
+
+EMAIL = "alice.martin@example.com"
+CARD = "4111 1111 1111 1111"
+SSN = "123-45-6789"
+ZW = "\u200b"
+
+
+def _wide(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _digits(text: str, zero: int) -> str:
+    return "".join(chr(zero + int(c)) if c.isdigit() else c for c in text)
+
+
+DISGUISED = {
+    "zero-width space before @": ("EMAIL", EMAIL.replace("@", ZW + "@")),
+    "joiners inside the address": ("EMAIL", "ali\u200cce.mar\u200dtin@exa\u2060mple.com"),
+    "soft hyphens": ("EMAIL", "alice\u00ad.martin@example\u00ad.com"),
+    "bidi controls": ("EMAIL", "alice.\u202amartin\u202c@example.com"),
+    "variation selector": ("EMAIL", "alice.martin\ufe0f@example.com"),
+    "small commercial at": ("EMAIL", EMAIL.replace("@", "\ufe6b")),
+    "combining marks over the letters": (
+        "EMAIL",
+        "".join(c + "\u0337" for c in "alice") + "@x.org",
+    ),
+    "a decomposed accent": ("EMAIL", "jose\u0301.martin@example.com"),
+    "mathematical letters": ("EMAIL", "𝐚𝐥𝐢𝐜𝐞@example.com"),
+    "full-width card": ("CREDIT_CARD", _wide(CARD).replace(" ", "\u3000")),
+    "full-width card, ASCII spaces": ("CREDIT_CARD", _wide(CARD)),
+    "Arabic-Indic card": ("CREDIT_CARD", _digits(CARD.replace(" ", ""), 0x660)),
+    "Devanagari card": ("CREDIT_CARD", _digits(CARD, 0x966)),
+    "mathematical digits": ("CREDIT_CARD", _digits(CARD, 0x1D7CE)),
+    "no-break spaces in a card": ("CREDIT_CARD", CARD.replace(" ", "\u00a0")),
+    "thin spaces in a card": ("CREDIT_CARD", CARD.replace(" ", "\u2009")),
+    "zero-width spaces in a card": ("CREDIT_CARD", CARD.replace(" ", ZW)),
+    "Unicode hyphens in a card": ("CREDIT_CARD", CARD.replace(" ", "\u2010")),
+    "en dashes in an SSN": ("US_SSN", SSN.replace("-", "\u2013")),
+    "full-width SSN digits, hyphen-minus": ("US_SSN", _digits(SSN, 0xFF10)),
+    "word joiners in an IBAN": ("IBAN", "GB82\u2060WEST\u20601234\u20605698\u20607654\u206032"),
+}
+
+
+@pytest.fixture(scope="module")
+def engine() -> Privacy:
+    return Privacy(PrivacyConfig(enabled=True), Vault(b"k" * 32))
+
+
+@pytest.mark.parametrize("name", list(DISGUISED))
+def test_a_disguised_value_becomes_one_token_for_the_whole_span(engine: Privacy, name: str) -> None:
+    entity, disguised = DISGUISED[name]
+    context = "SSN " if entity == "US_SSN" else ""
+    out = engine.protect_text(f"note: {context}{disguised} (from the CRM)")
+    token = engine.vault.token(entity, disguised)
+    assert out == f"note: {context}{token} (from the CRM)", out
+    restored, _ = engine.restore({"v": token}, sink=True)
+    assert restored == {"v": disguised}
+
+
+NOT_PERSONAL = [
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e",  # Hindi
+    "Cafe\u0301 cre\u0300me bru\u0302le\u0301e, 2 pers.",
+    "Prix\u00a0: 1\u00a0000\u00a0€ — livraison\u00a0? Oui\u00a0!",  # French spacing
+    "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06f1\u06f4\u06f0\u06f3",  # Persian
+    "\u65e5\u672c\u8a9e\uff08\u5168\u89d2\uff09\uff01\u3000\uff21\uff22\uff23 \uff11\uff12\uff13",
+    "family: 👨\u200d👩\u200d👧, flag: 🏳\ufe0f\u200d🌈",
+    "pages 12\u201318, call \u2014 later",
+    "order \uff10\uff10\uff11\uff12\uff13\uff14\uff15\uff16 shipped",
+]
+
+
+@pytest.mark.parametrize("text", NOT_PERSONAL)
+def test_text_with_such_characters_but_nothing_personal_is_left_alone(
+    engine: Privacy, text: str
+) -> None:
+    assert engine.protect_text(text) == text
+
+
+def test_a_disguised_value_split_across_streamed_chunks_leaks_nothing(engine: Privacy) -> None:
+    text = f"card {_wide(CARD)} and mail {EMAIL.replace('@', ZW + '@')} done\n"
+    s = StreamScanner(engine)
+    out = "".join(s.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + s.close()
+    assert out == engine.protect_text(text)
+    assert len(TOKEN_RE.findall(out)) == 2 and "alice" not in out, out
+
+
+def test_a_large_text_full_of_such_characters_costs_bounded_time(engine: Privacy) -> None:
+    line = "Prix\u00a0: 1\u00a0000\u00a0€, \u65e5\u672c\uff08\u5168\uff09 a\u200cb \u2013 " * 8
+    text = (line + "\n") * (1_000_000 // len(line))
+    t0 = time.process_time()
+    assert engine.protect_text(text) == text
+    # Generous (the machine may be loaded); quadratic behaviour would take minutes.
+    assert time.process_time() - t0 < 60
+
+
+@pytest.mark.anyio
+async def test_disguised_values_the_code_prints_reach_the_model_as_tokens(
+    private_ws: PrivateWorkspace,
+) -> None:
+    values = {name: text for name, (_, text) in DISGUISED.items()}
+    code = (
+        f"values = {json.dumps(values, ensure_ascii=False)}\n"
+        "for name, text in values.items():\n"
+        "    print(name, '=', text)\n"
+        "raise ValueError('bad card ' + values['full-width card'])\n"
+    )
+    workspace = Workspace.open(private_ws.base)
+    async with Session.for_workspace(
+        workspace, executor=SubprocessExecutor(memory_limit_mb=1024)
+    ) as s:
+        r = await s.run(code)
+    seen = r.stdout + r.stderr + (f"{r.error}\n{r.error.traceback}" if r.error else "")
+    leaked = [name for name, text in values.items() if text in seen]
+    assert leaked == [], seen
+    assert len(TOKEN_RE.findall(r.stdout)) == len(values), r.stdout
+
+
+def test_the_fold_reads_every_scripts_digits_and_drops_every_format_character() -> None:
+    import unicodedata
+
+    from codemode.invisible import PLANES
+    from codemode.privacy.disguise import fold
+
+    for lo, hi in PLANES:
+        for cp in range(lo, hi):
+            c = chr(cp)
+            kind = unicodedata.category(c)
+            if kind == "Cf":
+                assert fold(f"a{c}b") == ("ab", [0, 2]), hex(cp)
+            elif kind == "Nd":
+                assert fold(c)[0] == str(unicodedata.decimal(c)), hex(cp)
+            elif kind == "Zs":
+                assert fold(c)[0] == " ", hex(cp)
+    assert fold("\u212a\uff20\ufe6b\u00b2")[0] == "K@@2"  # Kelvin sign, full-width, small, ²

@@ -28,32 +28,35 @@ __all__ = ["SinkPolicy", "touches_workspace"]
 
 
 def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
-    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env)."""
+    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env).
+
+    Inside means where the sandbox's view leads: the workspace and its ``files``, each
+    followed through symlinks (a ``files`` that links elsewhere puts that place in the
+    sandbox's view), so a server given either name of it writes into the sandbox."""
     values: list[str] = []
     values.extend(getattr(server, "args", ()) or ())
     cwd = getattr(server, "cwd", None)
     if cwd:
         values.append(cwd)
     values.extend((getattr(server, "env", None) or {}).values())
-    root = workspace.resolve()
+    roots = {workspace.resolve(), (workspace / "files").resolve()}
     base = Path(cwd) if cwd else Path.cwd()  # where the server's relative paths lead
     for raw in values:
         for part in str(raw).replace("=", " ").replace(":", " ").split():
-            # A bare word (``files``, ``data/out``) is a path only if it names one that exists
-            # where the server starts: ``stdio`` or ``--port`` are not paths.
+            # A bare word (``files``, ``files/exports``) is a path only if its first step
+            # exists where the server starts (what follows may be made by the server
+            # later): ``stdio`` or ``--port`` are not paths.
             marked = part.startswith(("/", "~", "."))
-            if not marked and (part.startswith("-") or "://" in part):
+            if not marked and part.startswith("-"):
                 continue
             try:
                 path = Path(part).expanduser()
-                if not path.is_absolute():
-                    path = base / path
-                if not marked and not path.exists():
+                if not marked and not (base / path.parts[0]).exists():
                     continue
-                path = path.resolve()
-            except (OSError, RuntimeError, ValueError):
+                path = (base / path).resolve()  # base is ignored for an absolute path
+            except (OSError, RuntimeError, ValueError, IndexError):
                 continue
-            if path == root or root in path.parents or path in root.parents:
+            if any(path == root or root in path.parents or path in root.parents for root in roots):
                 return True
     return False
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from codemode.chain import NextRun, RunEvent
-from codemode.context import CallContext
+from codemode.context import EPHEMERAL_CLIENT, CallContext
 from codemode.errors import CodemodeError, ConfigError, ToolError
 from codemode.hostapi import warn_caller
 from codemode.redact import redact_text
@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 THREAD_ABOVE = 200_000
 """Characters above which a scan runs in a worker thread (the event loop stays free)."""
 MAX_SESSION_ENGINES = 256
+"""Engines kept of client sessions (``vault.scope: session``), and as many of callers
+without one."""
 
 _engines: OrderedDict[tuple[Any, ...], Privacy] = OrderedDict()
 # Keyed by id(config): each engine holds its config, so the id is not reused meanwhile.
@@ -90,7 +92,11 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
         engine = _build(config, context, persist=not per_session)
         _engines[key] = engine
         if per_session:
-            sessions = [k for k in _engines if k[3] is not None]
+            # Callers without a session (one name each) are evicted among themselves: a
+            # burst of them must not push out a session's engine, and its in-memory vault
+            # with it, while the session still uses its tokens.
+            mine = _ephemeral(owner)
+            sessions = [k for k in _engines if k[3] is not None and _ephemeral(k[3]) == mine]
             for old in sessions[: max(0, len(sessions) - MAX_SESSION_ENGINES)]:
                 del _engines[old]
         global _log_engines
@@ -98,6 +104,10 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
         _log_engines = tuple(logged.values())
         _install_log_filter()
         return engine
+
+
+def _ephemeral(owner: object) -> bool:
+    return isinstance(owner, str) and owner.startswith(EPHEMERAL_CLIENT)
 
 
 def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:

@@ -146,3 +146,23 @@ def test_a_server_given_the_workspace_files_through_a_symlink_or_not_yet_made_is
     assert not touches_workspace(server("index.js", str(tmp_path / "other")), ws)
     (tmp_path / "elsewhere").mkdir()
     assert not touches_workspace(server("stdio/x", cwd=str(tmp_path / "elsewhere")), ws)
+
+
+def test_a_workspace_path_inside_a_list_or_json_argument_still_counts(tmp_path: Path) -> None:
+    """``--roots=/a,<ws>/files`` or ``{"root": "<ws>/files"}`` hands the server the
+    workspace as surely as a path of its own does."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "files").mkdir(parents=True)
+    files = str(ws / "files")
+
+    def server(*args: str) -> StdioServerConfig:
+        return StdioServerConfig(command="node", args=args)
+
+    assert touches_workspace(server(f"--roots=/srv,{files}"), ws)
+    assert touches_workspace(server("--roots", f"/srv;{files}"), ws)
+    assert touches_workspace(server(json.dumps({"root": files})), ws)
+    assert touches_workspace(server(f"--root='{files}'"), ws)
+    assert not touches_workspace(server("--roots=/srv,/opt", json.dumps({"root": "/srv"})), ws)

@@ -15,6 +15,7 @@ are sinks: they are the application's own code, on the host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
     from codemode.config import ServerConfig
 
 __all__ = ["SinkPolicy", "touches_workspace"]
+
+_WORDS = re.compile(r"[\s=:,;]+")
+"""Where one path of an argument or variable ends: ``--root=a``, ``PATH``'s ``a:b``,
+lists written ``a,b`` or ``a;b``, a JSON object's ``"key": "value"``."""
+_QUOTES = "\"'`()[]{}<>"
 
 
 def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
@@ -42,7 +48,8 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
     roots = {workspace.resolve(), (workspace / "files").resolve()}
     base = Path(cwd) if cwd else Path.cwd()  # where the server's relative paths lead
     for raw in values:
-        for part in str(raw).replace("=", " ").replace(":", " ").split():
+        for word in _WORDS.split(str(raw)):
+            part = word.strip(_QUOTES)
             # A bare word (``files``, ``files/exports``) is a path only if its first step
             # exists where the server starts (what follows may be made by the server
             # later): ``stdio`` or ``--port`` are not paths.

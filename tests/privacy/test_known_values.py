@@ -325,6 +325,33 @@ def test_the_log_net_applies_every_tenants_own_deny_list(tmp_path: Path) -> None
     reset_engines()
 
 
+def test_the_log_net_redacts_a_tenants_value_that_holds_another_tenants(tmp_path: Path) -> None:
+    """Each tenant's detectors look at the record as written: one tenant's redaction of a
+    part must not hide from another the whole of its own value (the rest would leak)."""
+    import logging
+
+    reset_engines()
+    first = PrivacyConfig.model_validate({"enabled": True, "deny": {"CUSTOMER": ["Initech"]}})
+    second = PrivacyConfig.model_validate(
+        {"enabled": True, "deny": {"PROJECT": ["Initech Bluebird Launch"]}}
+    )
+    engine_for(first, CallContext(tenant="acme", workspace=str(tmp_path / "a")))
+    engine_for(second, CallContext(tenant="globex", workspace=str(tmp_path / "g")))
+    record = logging.getLogger("codemode.test").makeRecord(
+        "codemode.test",
+        logging.WARNING,
+        __file__,
+        1,
+        "plan: %s.",
+        ("Initech Bluebird Launch",),
+        None,
+    )
+    message = record.getMessage()
+    assert "Bluebird" not in message and "Launch" not in message, message
+    assert message.startswith("plan: [") and message.endswith("]."), message
+    reset_engines()
+
+
 def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
     from codemode.privacy.stream import StreamScanner
 

@@ -35,7 +35,7 @@ from codemode.chain import NextRun, RunEvent
 from codemode.context import EPHEMERAL_CLIENT, CallContext
 from codemode.errors import CodemodeError, ConfigError, ToolError
 from codemode.hostapi import warn_caller
-from codemode.redact import redact_text
+from codemode.redact import REDACTED, redact_text
 from codemode.result import ExecutionResult
 
 from .config import PrivacyConfig
@@ -485,10 +485,32 @@ tenant's custom recognizers and deny-lists are its own)."""
 
 
 def _redact_for_log(text: str) -> str:
+    """Every engine looks at the same text and what any of them found is redacted (one
+    after the other, a tenant's label over part of another tenant's value hid the rest
+    of it from that tenant's detectors: the rest was logged)."""
     text = redact_text(text)
-    for engine in _log_engines:
-        text = engine.redact(text)
-    return text
+    engines = _log_engines
+    if len(engines) < 2:
+        return engines[0].redact(text) if engines else text
+    found = sorted((sp.start, sp.end, sp.entity) for e in engines for sp in e.scanner.spans(text))
+    if not found:
+        return text
+    merged: list[list[Any]] = []  # [start, end, entity, the longest length behind it]
+    for start, end, entity in found:
+        last = merged[-1] if merged else None
+        if last is None or start >= last[1]:
+            merged.append([start, end, entity, end - start])
+            continue
+        last[1] = max(last[1], end)
+        if entity == "SECRET" or (last[2] != "SECRET" and end - start > last[3]):
+            last[2], last[3] = entity, end - start
+    parts: list[str] = []
+    pos = 0
+    for start, end, entity, _ in merged:
+        parts += (text[pos:start], REDACTED if entity == "SECRET" else f"[{entity}]")
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def _log_filter_factory() -> Callable[..., logging.LogRecord]:

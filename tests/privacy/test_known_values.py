@@ -352,6 +352,23 @@ def test_the_log_net_redacts_a_tenants_value_that_holds_another_tenants(tmp_path
     reset_engines()
 
 
+def test_forgotten_engines_and_their_vaults_are_not_kept_by_the_log_net() -> None:
+    """``reset_engines`` (a changed key file) forgets every engine: the log net must not
+    keep the old ones, and the real values in their in-memory vaults, alive."""
+    import gc
+    import weakref
+
+    reset_engines()
+    config = PrivacyConfig.model_validate({"enabled": True, "vault": {"scope": "session"}})
+    engine = engine_for(config, CallContext(client="mcp:old"))
+    engine.protect_text("alice@example.com")
+    gone = weakref.ref(engine)
+    del engine
+    reset_engines()
+    gc.collect()
+    assert gone() is None
+
+
 def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
     from codemode.privacy.stream import StreamScanner
 

@@ -197,9 +197,11 @@ def stream_scanner(context: CallContext, **window: Any) -> StreamScanner | None:
 
 def reset_engines() -> None:
     """Forget every engine of this process (tests; a changed key file)."""
+    global _log_engines
     with _lock:
         engines = list(_engines.values())
         _engines.clear()
+        _log_engines = ()  # nor keeps the log net them (and their vaults' values) alive
     for engine in engines:  # a later engine of the same vault reads what they wrote
         engine.vault.wait()
 

@@ -166,3 +166,20 @@ def test_a_workspace_path_inside_a_list_or_json_argument_still_counts(tmp_path: 
     assert touches_workspace(server(json.dumps({"root": files})), ws)
     assert touches_workspace(server(f"--root='{files}'"), ws)
     assert not touches_workspace(server("--roots=/srv,/opt", json.dumps({"root": "/srv"})), ws)
+
+
+def test_a_server_started_in_the_workspace_by_a_relative_cwd_is_not_a_sink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"cwd": "files"`` is relative to where codemode runs, not to itself: the server
+    then writes its relative paths into the sandbox's view."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "files").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(ws)
+    assert touches_workspace(StdioServerConfig(command="node", cwd="files"), ws)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert not touches_workspace(StdioServerConfig(command="node", cwd="files"), ws)

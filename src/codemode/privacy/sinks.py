@@ -39,16 +39,17 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
     Inside means where the sandbox's view leads: the workspace and its ``files``, each
     followed through symlinks (a ``files`` that links elsewhere puts that place in the
     sandbox's view), so a server given either name of it writes into the sandbox."""
-    values: list[str] = []
-    values.extend(getattr(server, "args", ()) or ())
+    here = Path.cwd()  # where codemode runs: a relative ``cwd`` starts from it
     cwd = getattr(server, "cwd", None)
+    base = here / Path(cwd).expanduser() if cwd else here  # the server's relative paths
+    values: list[tuple[str, Path]] = [(str(a), base) for a in getattr(server, "args", ()) or ()]
     if cwd:
-        values.append(cwd)
-    values.extend((getattr(server, "env", None) or {}).values())
+        values.append((cwd, here))
+    values.extend((str(v), base) for v in (getattr(server, "env", None) or {}).values())
     roots = {workspace.resolve(), (workspace / "files").resolve()}
-    base = Path(cwd) if cwd else Path.cwd()  # where the server's relative paths lead
-    for raw in values:
-        for word in _WORDS.split(str(raw)):
+    for raw, start in values:
+        # The whole value (a path may hold a comma or a space), then each of its words.
+        for word in (raw, *_WORDS.split(raw)):
             part = word.strip(_QUOTES)
             # A bare word (``files``, ``files/exports``) is a path only if its first step
             # exists where the server starts (what follows may be made by the server
@@ -58,9 +59,9 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
                 continue
             try:
                 path = Path(part).expanduser()
-                if not marked and not (base / path.parts[0]).exists():
+                if not marked and not (start / path.parts[0]).exists():
                     continue
-                path = (base / path).resolve()  # base is ignored for an absolute path
+                path = (start / path).resolve()  # start is ignored for an absolute path
             except (OSError, RuntimeError, ValueError, IndexError):
                 continue
             if any(path == root or root in path.parents or path in root.parents for root in roots):

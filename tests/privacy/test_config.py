@@ -121,3 +121,65 @@ def test_a_server_given_the_workspace_by_a_bare_relative_path_is_not_a_sink(
     monkeypatch.chdir(ws)  # no cwd: the server starts where codemode runs
     assert touches_workspace(server("index.js", "files"), ws)
     assert not touches_workspace(server("index.js", "stdio", "--verbose"), ws)
+
+
+def test_a_server_given_the_workspace_files_through_a_symlink_or_not_yet_made_is_not_a_sink(
+    tmp_path: Path,
+) -> None:
+    """The sandbox sees where ``files`` leads: a server given that place (by the symlink or
+    by its target) writes into the sandbox's view. And a directory the server makes at
+    start (``files/exports``) lies in the workspace before it exists."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws, data = tmp_path / "ws", tmp_path / "data"
+    ws.mkdir()
+    data.mkdir()
+    (ws / "files").symlink_to(data)
+
+    def server(*args: str, cwd: str | None = None) -> StdioServerConfig:
+        return StdioServerConfig(command="node", args=args, cwd=cwd)
+
+    assert touches_workspace(server("index.js", str(ws / "files")), ws)
+    assert touches_workspace(server("index.js", str(data / "in")), ws)
+    assert touches_workspace(server("index.js", "files/exports/new", cwd=str(ws)), ws)
+    assert not touches_workspace(server("index.js", str(tmp_path / "other")), ws)
+    (tmp_path / "elsewhere").mkdir()
+    assert not touches_workspace(server("stdio/x", cwd=str(tmp_path / "elsewhere")), ws)
+
+
+def test_a_workspace_path_inside_a_list_or_json_argument_still_counts(tmp_path: Path) -> None:
+    """``--roots=/a,<ws>/files`` or ``{"root": "<ws>/files"}`` hands the server the
+    workspace as surely as a path of its own does."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "files").mkdir(parents=True)
+    files = str(ws / "files")
+
+    def server(*args: str) -> StdioServerConfig:
+        return StdioServerConfig(command="node", args=args)
+
+    assert touches_workspace(server(f"--roots=/srv,{files}"), ws)
+    assert touches_workspace(server("--roots", f"/srv;{files}"), ws)
+    assert touches_workspace(server(json.dumps({"root": files})), ws)
+    assert touches_workspace(server(f"--root='{files}'"), ws)
+    assert not touches_workspace(server("--roots=/srv,/opt", json.dumps({"root": "/srv"})), ws)
+
+
+def test_a_server_started_in_the_workspace_by_a_relative_cwd_is_not_a_sink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"cwd": "files"`` is relative to where codemode runs, not to itself: the server
+    then writes its relative paths into the sandbox's view."""
+    from codemode.config.servers import StdioServerConfig
+    from codemode.privacy.sinks import touches_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "files").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(ws)
+    assert touches_workspace(StdioServerConfig(command="node", cwd="files"), ws)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert not touches_workspace(StdioServerConfig(command="node", cwd="files"), ws)

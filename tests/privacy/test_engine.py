@@ -83,3 +83,19 @@ def test_a_large_result_is_tokenized_as_each_of_its_strings_would_be_alone() -> 
     assert out[50] == {p.protect_text("alice@example.com"): alone[50]["alice@example.com"]}
     assert report.found == {"EMAIL": 50 * 3 + 2, "PHONE": 50 + 1}
     assert rows[0]["email"] == "a0@example.com"  # the caller's value is not modified
+
+
+def test_callers_without_a_session_do_not_push_out_a_session_s_vault() -> None:
+    """Each caller without a session has a vault of its own (``context.ephemeral_client``);
+    a burst of them must not evict the engine, hence the in-memory vault, of a session
+    still in use: its tokens would stop restoring."""
+    from codemode.context import CallContext, ephemeral_client
+    from codemode.privacy.layers import MAX_SESSION_ENGINES, engine_for
+
+    config = PrivacyConfig(enabled=True, vault={"scope": "session"})
+    live = CallContext(client="mcp:live-session")
+    token = engine_for(config, live).protect_text("alice@example.com")
+    for _ in range(MAX_SESSION_ENGINES + 1):
+        engine_for(config, CallContext(client=ephemeral_client()))
+    real, _ = engine_for(config, live).restore({"to": token}, sink=True)
+    assert real == {"to": "alice@example.com"}

@@ -325,6 +325,50 @@ def test_the_log_net_applies_every_tenants_own_deny_list(tmp_path: Path) -> None
     reset_engines()
 
 
+def test_the_log_net_redacts_a_tenants_value_that_holds_another_tenants(tmp_path: Path) -> None:
+    """Each tenant's detectors look at the record as written: one tenant's redaction of a
+    part must not hide from another the whole of its own value (the rest would leak)."""
+    import logging
+
+    reset_engines()
+    first = PrivacyConfig.model_validate({"enabled": True, "deny": {"CUSTOMER": ["Initech"]}})
+    second = PrivacyConfig.model_validate(
+        {"enabled": True, "deny": {"PROJECT": ["Initech Bluebird Launch"]}}
+    )
+    engine_for(first, CallContext(tenant="acme", workspace=str(tmp_path / "a")))
+    engine_for(second, CallContext(tenant="globex", workspace=str(tmp_path / "g")))
+    record = logging.getLogger("codemode.test").makeRecord(
+        "codemode.test",
+        logging.WARNING,
+        __file__,
+        1,
+        "plan: %s.",
+        ("Initech Bluebird Launch",),
+        None,
+    )
+    message = record.getMessage()
+    assert "Bluebird" not in message and "Launch" not in message, message
+    assert message.startswith("plan: [") and message.endswith("]."), message
+    reset_engines()
+
+
+def test_forgotten_engines_and_their_vaults_are_not_kept_by_the_log_net() -> None:
+    """``reset_engines`` (a changed key file) forgets every engine: the log net must not
+    keep the old ones, and the real values in their in-memory vaults, alive."""
+    import gc
+    import weakref
+
+    reset_engines()
+    config = PrivacyConfig.model_validate({"enabled": True, "vault": {"scope": "session"}})
+    engine = engine_for(config, CallContext(client="mcp:old"))
+    engine.protect_text("alice@example.com")
+    gone = weakref.ref(engine)
+    del engine
+    reset_engines()
+    gc.collect()
+    assert gone() is None
+
+
 def test_streamed_output_gets_held_values_tokenized_even_split_across_chunks() -> None:
     from codemode.privacy.stream import StreamScanner
 

@@ -267,6 +267,44 @@ def test_a_browser_gets_the_console_page_without_a_token_and_its_data_only_with_
     assert mine.status_code == 200 and all(r["tenant"] == "globex" for r in mine.json()["runs"])
 
 
+def test_only_the_console_page_s_exact_paths_by_get_or_head_are_open(tenancy: Tenancy) -> None:
+    """Raw request targets (no client-side normalisation): near misses of the page's
+    paths, encoded dots and other methods still need a token."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(tenancy.server.url)
+    assert where.hostname is not None
+
+    def status(method: str, target: str) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection(where.hostname or "", where.port, timeout=30)
+        try:
+            conn.request(method, target)
+            got = conn.getresponse()
+            return got.status, got.read()
+        finally:
+            conn.close()
+
+    assert status("GET", "/ui?x=1")[0] == 200
+    head = status("HEAD", "/ui")
+    assert head == (200, b"")
+    for method, target in [
+        ("OPTIONS", "/ui"),
+        ("DELETE", "/ui"),
+        ("GET", "/ui/"),
+        ("GET", "/UI"),
+        ("GET", "//ui"),
+        ("GET", "/ui/%2e%2e/api/console"),
+        ("GET", "/ui%2F..%2Fapi%2Fconsole"),
+        ("GET", "/ui/app.js/../../api/console"),
+        ("GET", "/ui/../api/console"),
+        ("GET", "/api/console?/ui"),
+        ("GET", "/api/console#/ui"),
+        ("GET", "/metrics"),
+    ]:
+        assert status(method, target)[0] == 401, (method, target)
+
+
 async def test_a_tenant_cannot_read_the_process_wide_metrics_of_all_tenants(
     tenancy: Tenancy,
 ) -> None:

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from codemode.chain import NextRun, RunEvent
-from codemode.context import CallContext
+from codemode.context import EPHEMERAL_CLIENT, CallContext
 from codemode.errors import CodemodeError, ConfigError, ToolError
 from codemode.hostapi import warn_caller
-from codemode.redact import redact_text
+from codemode.redact import REDACTED, redact_text
 from codemode.result import ExecutionResult
 
 from .config import PrivacyConfig
@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 THREAD_ABOVE = 200_000
 """Characters above which a scan runs in a worker thread (the event loop stays free)."""
 MAX_SESSION_ENGINES = 256
+"""Engines kept of client sessions (``vault.scope: session``), and as many of callers
+without one."""
 
 _engines: OrderedDict[tuple[Any, ...], Privacy] = OrderedDict()
 # Keyed by id(config): each engine holds its config, so the id is not reused meanwhile.
@@ -90,7 +92,11 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
         engine = _build(config, context, persist=not per_session)
         _engines[key] = engine
         if per_session:
-            sessions = [k for k in _engines if k[3] is not None]
+            # Callers without a session (one name each) are evicted among themselves: a
+            # burst of them must not push out a session's engine, and its in-memory vault
+            # with it, while the session still uses its tokens.
+            mine = _ephemeral(owner)
+            sessions = [k for k in _engines if k[3] is not None and _ephemeral(k[3]) == mine]
             for old in sessions[: max(0, len(sessions) - MAX_SESSION_ENGINES)]:
                 del _engines[old]
         global _log_engines
@@ -98,6 +104,10 @@ def engine_for(config: PrivacyConfig, context: CallContext) -> Privacy:
         _log_engines = tuple(logged.values())
         _install_log_filter()
         return engine
+
+
+def _ephemeral(owner: object) -> bool:
+    return isinstance(owner, str) and owner.startswith(EPHEMERAL_CLIENT)
 
 
 def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:
@@ -187,9 +197,11 @@ def stream_scanner(context: CallContext, **window: Any) -> StreamScanner | None:
 
 def reset_engines() -> None:
     """Forget every engine of this process (tests; a changed key file)."""
+    global _log_engines
     with _lock:
         engines = list(_engines.values())
         _engines.clear()
+        _log_engines = ()  # nor keeps the log net them (and their vaults' values) alive
     for engine in engines:  # a later engine of the same vault reads what they wrote
         engine.vault.wait()
 
@@ -475,10 +487,32 @@ tenant's custom recognizers and deny-lists are its own)."""
 
 
 def _redact_for_log(text: str) -> str:
+    """Every engine looks at the same text and what any of them found is redacted (one
+    after the other, a tenant's label over part of another tenant's value hid the rest
+    of it from that tenant's detectors: the rest was logged)."""
     text = redact_text(text)
-    for engine in _log_engines:
-        text = engine.redact(text)
-    return text
+    engines = _log_engines
+    if len(engines) < 2:
+        return engines[0].redact(text) if engines else text
+    found = sorted((sp.start, sp.end, sp.entity) for e in engines for sp in e.scanner.spans(text))
+    if not found:
+        return text
+    merged: list[list[Any]] = []  # [start, end, entity, the longest length behind it]
+    for start, end, entity in found:
+        last = merged[-1] if merged else None
+        if last is None or start >= last[1]:
+            merged.append([start, end, entity, end - start])
+            continue
+        last[1] = max(last[1], end)
+        if entity == "SECRET" or (last[2] != "SECRET" and end - start > last[3]):
+            last[2], last[3] = entity, end - start
+    parts: list[str] = []
+    pos = 0
+    for start, end, entity, _ in merged:
+        parts += (text[pos:start], REDACTED if entity == "SECRET" else f"[{entity}]")
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def _log_filter_factory() -> Callable[..., logging.LogRecord]:

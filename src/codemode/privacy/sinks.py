@@ -28,38 +28,44 @@ if TYPE_CHECKING:
 
 __all__ = ["SinkPolicy", "touches_workspace"]
 
-_WORDS = re.compile(r"[\s=:,;\"'\[\](){}]+")
-"""What separates paths in a server's arguments and environment: ``--dir=/a``, ``PATH``
-style ``/a:/b``, lists ``/a,/b`` or ``/a;/b``, JSON ``["/a", "/b"]``."""
+_WORDS = re.compile(r"[\s=:,;]+")
+"""Where one path of an argument or variable ends: ``--root=a``, ``PATH``'s ``a:b``,
+lists written ``a,b`` or ``a;b``, a JSON object's ``"key": "value"``."""
+_QUOTES = "\"'`()[]{}<>"
 
 
 def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
-    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env)."""
-    values: list[str] = []
-    values.extend(getattr(server, "args", ()) or ())
+    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env).
+
+    Inside means where the sandbox's view leads: the workspace and its ``files``, each
+    followed through symlinks (a ``files`` that links elsewhere puts that place in the
+    sandbox's view), so a server given either name of it writes into the sandbox."""
+    here = Path.cwd()  # where codemode runs: a relative ``cwd`` starts from it
     cwd = getattr(server, "cwd", None)
+    base = here / Path(cwd).expanduser() if cwd else here  # the server's relative paths
+    values: list[tuple[str, Path]] = [(str(a), base) for a in getattr(server, "args", ()) or ()]
     if cwd:
-        values.append(cwd)
-    values.extend((getattr(server, "env", None) or {}).values())
-    root = workspace.resolve()
-    base = Path(cwd) if cwd else Path.cwd()  # where the server's relative paths lead
-    for raw in values:
-        for part in _WORDS.split(str(raw)):
-            # A bare word (``files``, ``data/out``) is a path only if it names one that exists
-            # where the server starts: ``stdio`` or ``--port`` are not paths.
+        values.append((cwd, here))
+    values.extend((str(v), base) for v in (getattr(server, "env", None) or {}).values())
+    roots = {workspace.resolve(), (workspace / "files").resolve()}
+    for raw, start in values:
+        # The whole value (a path may hold a comma or a space), then each of its words.
+        for word in (raw, *_WORDS.split(raw)):
+            part = word.strip(_QUOTES)
+            # A bare word (``files``, ``files/exports``) is a path only if its first step
+            # exists where the server starts (what follows may be made by the server
+            # later): ``stdio`` or ``--port`` are not paths.
             marked = part.startswith(("/", "~", "."))
-            if not part or (not marked and (part.startswith("-") or "://" in part)):
+            if not marked and part.startswith("-"):
                 continue
             try:
                 path = Path(part).expanduser()
-                if not path.is_absolute():
-                    path = base / path
-                if not marked and not path.exists():
+                if not marked and not (start / path.parts[0]).exists():
                     continue
-                path = path.resolve()
-            except (OSError, RuntimeError, ValueError):
+                path = (start / path).resolve()  # start is ignored for an absolute path
+            except (OSError, RuntimeError, ValueError, IndexError):
                 continue
-            if path == root or root in path.parents or path in root.parents:
+            if any(path == root or root in path.parents or path in root.parents for root in roots):
                 return True
     return False
 

@@ -22,13 +22,14 @@ ephemeral calls). A caller that needs a new slot beyond that waits in a bounded 
 for up to ``queue_timeout`` seconds, then gets ``ServerBusy`` ("retry after N s").
 Freed slots go to waiting clients in turn (round robin by client), and when the queue
 is full a newcomer pushes out the newest waiter of the client holding the most places,
-so one client's burst cannot starve the others. A client holding more than its share of
-the slots (``client_share`` of ``max_sessions``, ``--client-share``) while another client
-waits is refused a new one at once ("busy, retry after N s") instead of queueing, and a
-freed slot goes to a waiting client under its share first: sessions already held are
-never taken away, so when nobody else waits one client may still use every slot. A client
-is who the transport says asked (the remote address over HTTP). Managers given one ``SessionCap``
-(``serve --tenants``) also share a process-wide number of slots (``session_cap``).
+so one client's burst cannot starve the others. A client holding its share of the slots
+or more (``client_share`` of ``max_sessions`` rounded down, at least one; ``--client-share``)
+while another client waits is refused a new one at once ("busy, retry after N s")
+instead of queueing, and a freed slot goes to a waiting client under its share first:
+sessions already held are never taken away, so when nobody else waits one client may
+still use every slot. A client is who the transport says asked (the remote address over
+HTTP). Managers given one ``SessionCap`` (``serve --tenants``) also share a process-wide
+number of slots (``session_cap``).
 """
 
 from __future__ import annotations

@@ -63,6 +63,8 @@ class Observe:
         if run is not None:
             run.code = event.code
             run.offset = begun - start
+            if not tracing.propagate:
+                run.outer = tracing._get_current()
             token = tracing._attach(run.context)  # inner run hooks' spans nest under it
         if run_id:
             tracing._runs[run_id] = _UNSAMPLED if run is None else run
@@ -138,7 +140,14 @@ class CallWatch(Watch[ToolCall, Any]):
         # left to the tracing emitter and the tally's fold, in batches off the call's path.
         if run is _UNSAMPLED:
             return (None, call.args, None, _clock_ns())
-        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
+        # Tracing._call_context, inline: with propagation, the run's span is current in
+        # its calls already (the executor serves them in the run's context).
+        token = None
+        if tracing._get_current() is run.context:
+            if not tracing.propagate:
+                token = tracing._attach(run.outer)
+        elif tracing.propagate:
+            token = tracing._attach(run.context)
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset).
         return (run, call.args, token, _clock_ns())

@@ -102,6 +102,9 @@ class _Run:
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
+    outer: Any = None
+    """Without propagation (``Tracing.propagate``): the context current when the run
+    began, which its calls run with instead of ``context``."""
     offset: int = 0
     """Set by ``observe.Observe``: the wall-clock ns of the run's start minus the
     ``perf_counter_ns`` then, so its calls' span times cost one monotonic read each."""
@@ -271,6 +274,8 @@ class Tracing:
         run.code = event.code
         if run_id:
             self._runs[run_id] = run
+        if not self.propagate:
+            run.outer = self._get_current()
         # Current in the run's own task, so spans of inner run hooks nest under it.
         token = self._attach(run.context)
         result: ExecutionResult | None = None
@@ -303,9 +308,8 @@ class Tracing:
         # after the run, off its path: spans.texts).
         args = call.args
         begun = _now()
-        # The run's span is current during the call (calls are served on tasks of their
-        # own), so an upstream MCP client passes the run's trace on in the request _meta.
-        token = self._attach(run.context) if self.propagate else None
+        ctx = self._call_context(run)
+        token = None if ctx is None else self._attach(ctx)
         received = error = None
         try:
             result = await call_next(call)
@@ -324,6 +328,20 @@ class Tracing:
             run.ops.append(
                 (call.server, call.tool, None, run_id, begun, args, 0, received, _now(), error)
             )
+
+    def _call_context(self, run: _Run) -> Any:
+        """What to make current for a call of ``run`` (None: nothing, it already is).
+
+        With propagation the run's span is current during its calls, so an upstream MCP
+        client passes the run's trace on in the request's ``_meta``; without, the run's
+        parent context is (an upstream server then reads no ``traceparent``). Executors
+        serve a run's calls in (a copy of) the run's context, where the run hook made its
+        span current: with propagation, nothing is left to do per call.
+        ``observe.CallWatch.start`` does the same inline."""
+        current = self._get_current()
+        if self.propagate:
+            return None if current is run.context else run.context
+        return run.outer if current is run.context else None
 
     async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
         """A call outside any run: a span of its own in the ambient trace."""

@@ -1,5 +1,5 @@
 """A run's trace reaches its tool calls through the context they are served in: the
-executor serves a run's calls in the run's context, so no layer attaches the run's span
+executors serve a run's calls in the run's context, so no layer attaches the run's span
 per call; a call a leftover thread makes between runs gets none of a finished run's."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode import InProcessExecutor, Session, SubprocessExecutor, ToolRegistry
 from codemode.context import current_context
 from codemode.observability import Metrics
 from codemode.observability.observe import Observe
@@ -57,14 +57,14 @@ class Probe:
         return "ok"
 
 
-def session(tracing: Tracing, layers: str, probe: Probe) -> Session:
+def session(tracing: Tracing, layers: str, probe: Probe, executor: Any = None) -> Session:
     """A session traced by ``tracing`` whose only tool is ``probe.span``; its worker starts
     in its first run (so its pipe's reader is set up inside that run's context)."""
     reg = ToolRegistry()
     reg.register(probe.span, server="probe", name="span")
     layer: Any = tracing if layers == "tracing" else Observe(Metrics(process=False), tracing)
     reg.use(layer.tool_layer, "observe")
-    s = Session(SubprocessExecutor(), tools=reg)
+    s = Session(executor or SubprocessExecutor(), tools=reg)
     s.use(layer.run_hook, "observe")
     return s
 
@@ -82,13 +82,14 @@ def counting_attaches(tracing: Tracing) -> list[Any]:
     return attached
 
 
+@pytest.mark.parametrize("executor", [SubprocessExecutor, InProcessExecutor])
 @pytest.mark.parametrize("layers", LAYERS)
 async def test_a_runs_tool_calls_have_its_span_current_with_no_attach_per_call(
-    tracing: Tracing, exporter: InMemorySpanExporter, layers: str
+    tracing: Tracing, exporter: InMemorySpanExporter, layers: str, executor: Any
 ) -> None:
     probe = Probe()
     attached = counting_attaches(tracing)
-    s = session(tracing, layers, probe)
+    s = session(tracing, layers, probe, executor())
     try:
         for _ in range(2):
             result = await s.run("[tools.probe.span() for _ in range(3)]")

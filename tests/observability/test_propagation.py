@@ -18,6 +18,7 @@ from codemode import InProcessExecutor, Session, SubprocessExecutor, ToolRegistr
 from codemode.context import current_context
 from codemode.observability import Metrics
 from codemode.observability.observe import Observe
+from codemode.observability.providers import remote_parent
 from codemode.observability.tracing import Tracing
 
 from .test_tracing import by_name, finished
@@ -132,3 +133,26 @@ async def test_a_call_from_a_thread_left_running_after_a_traced_run_is_not_in_it
     assert trace_id != run.context.trace_id and span_id != run.context.span_id
     assert own.parent is None and own.context.trace_id != run.context.trace_id
     assert (trace_id, span_id) == (own.context.trace_id, own.context.span_id)  # its own
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_without_propagation_no_trace_is_current_in_a_runs_calls_not_even_a_clients(
+    exporter: InMemorySpanExporter, layers: str
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider, propagate=False)
+    probe = Probe()
+    client = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    s = session(tracing, layers, probe)
+    try:
+        with remote_parent({"traceparent": client}):
+            assert (await s.run("tools.probe.span()")).value == "ok"
+    finally:
+        await s.close()
+    run = by_name(finished(tracing, exporter))["codemode.run"]
+    assert format(run.context.trace_id, "032x") == client.split("-")[1]  # joined it
+    ((trace_id, span_id, _),) = probe.seen
+    assert (trace_id, span_id) == (0, 0)  # nothing for an upstream request to pass on
+    tracing.close()
+    provider.shutdown()

@@ -102,9 +102,6 @@ class _Run:
     op: Op | None = None
     context: Any = None
     """The OpenTelemetry context with ``span`` current."""
-    outer: Any = None
-    """Without propagation (``Tracing.propagate``): the context current when the run
-    began, which its calls run with instead of ``context``."""
     offset: int = 0
     """Set by ``observe.Observe``: the wall-clock ns of the run's start minus the
     ``perf_counter_ns`` then, so its calls' span times cost one monotonic read each."""
@@ -164,7 +161,9 @@ class Tracing:
         self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
-        trace on to upstream servers in the request's ``_meta``. Measured against an MCP
+        trace on to upstream servers in the request's ``_meta``. Without, no trace is
+        current in a run's calls, and the run's span is not current in its own task
+        either (run hooks inside this one do not see it). Measured against an MCP
         SDK server over stdio: +28 µs of wall time per call, ~8 of them on this loop and
         the rest the server's own OpenTelemetry middleware reading the traceparent, on
         the run's critical path (2-4 % of a run with 5 such calls)."""
@@ -195,6 +194,7 @@ class Tracing:
         # (A token is reset in the coroutine that set it: reset cannot fail as
         # OpenTelemetry's detach guards against.)
         self._detach: Callable[[Any], Any] = otel_context.detach if var is None else var.reset
+        self._empty = otel_context.Context()  # no span current (calls, without propagation)
 
     @classmethod
     def exporting(
@@ -274,10 +274,9 @@ class Tracing:
         run.code = event.code
         if run_id:
             self._runs[run_id] = run
-        if not self.propagate:
-            run.outer = self._get_current()
-        # Current in the run's own task, so spans of inner run hooks nest under it.
-        token = self._attach(run.context)
+        # Current in the run's own task, so spans of inner run hooks nest under it and
+        # its calls, served in copies of its context, have it current (propagate).
+        token = self._attach(run.context) if self.propagate else None
         result: ExecutionResult | None = None
         try:
             result = await call_next(event)
@@ -291,7 +290,8 @@ class Tracing:
         finally:
             run.end = _now()
             run.facts = (event.code, event.timeout, event.context, result)
-            self._detach(token)
+            if token is not None:
+                self._detach(token)
             if run_id:
                 self._runs.pop(run_id, None)
             self._submit(run)
@@ -333,15 +333,16 @@ class Tracing:
         """What to make current for a call of ``run`` (None: nothing, it already is).
 
         With propagation the run's span is current during its calls, so an upstream MCP
-        client passes the run's trace on in the request's ``_meta``; without, the run's
-        parent context is (an upstream server then reads no ``traceparent``). Executors
-        serve a run's calls in (a copy of) the run's context, where the run hook made its
-        span current: with propagation, nothing is left to do per call.
+        client passes the run's trace on in the request's ``_meta``; without, no trace is
+        (an upstream server then reads no ``traceparent``). Executors serve a run's calls
+        in (a copy of) the run's context, where the run hook made its span current, or
+        (without propagation) none: nothing is left to do per call, unless a client's
+        trace is current there (``remote_parent``) and must not be passed on.
         ``observe.CallWatch.start`` does the same inline."""
         current = self._get_current()
         if self.propagate:
             return None if current is run.context else run.context
-        return run.outer if current is run.context else None
+        return self._empty if current else None
 
     async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
         """A call outside any run: a span of its own in the ambient trace."""

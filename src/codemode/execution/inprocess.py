@@ -9,14 +9,16 @@ session continues with fresh state.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ctypes
 import queue
 import threading
 import time
 from collections.abc import Awaitable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from codemode_worker import namespaces, protocol
@@ -36,6 +38,9 @@ class _LoopLink:
         self._loop = loop
         self._handler = handler
         self.calls: set[asyncio.Task[Any]] = set()  # in flight; touched on the loop only
+        self.context: contextvars.Context | None = None
+        """The context of the running run's task (None between runs): its calls are served
+        in copies of it, as the subprocess worker serves them (``SubprocessWorker``)."""
 
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
         task = asyncio.current_task()
@@ -56,13 +61,50 @@ class _LoopLink:
         return calls
 
     def _submit(self, method: str, params: dict[str, Any]) -> Future[Any]:
-        return asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
+        """``run_coroutine_threadsafe``, with the task's context chosen on the loop: the
+        run's when one runs, else an empty one (a thread the code left running must not
+        inherit a finished run's trace or identity, nor the code thread's)."""
+        done: Future[Any] = Future()
+        self._loop.call_soon_threadsafe(self._start, method, params, done)
+        return done
+
+    def _start(self, method: str, params: dict[str, Any], done: Future[Any]) -> None:
+        if done.cancelled():
+            return
+        ctx = self.context
+        task = self._loop.create_task(
+            self._call(method, params),
+            context=contextvars.Context() if ctx is None else ctx.copy(),
+        )
+        task.add_done_callback(partial(_hand_over, done))
+        done.add_done_callback(partial(_cancel_when_cancelled, self._loop, task))
 
     def call_async(self, method: str, params: dict[str, Any]) -> Awaitable[Any]:
         return asyncio.wrap_future(self._submit(method, params))
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         return self._submit(method, params).result()
+
+
+def _hand_over(done: Future[Any], task: asyncio.Task[Any]) -> None:
+    """The task's outcome to the caller's future (on the loop)."""
+    try:
+        if task.cancelled():
+            done.cancel()
+        elif (exc := task.exception()) is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(task.result())
+    except InvalidStateError:  # the caller cancelled it meanwhile, from its thread
+        pass
+
+
+def _cancel_when_cancelled(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], done: Future[Any]
+) -> None:
+    """The caller gave up on the call (from its thread): so does the loop."""
+    if done.cancelled() and not loop.is_closed():
+        loop.call_soon_threadsafe(task.cancel)
 
 
 _shared_link: _RoutingLink | None = None
@@ -167,16 +209,19 @@ class InProcessWorker:
 
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         start = time.perf_counter()
-        fut = await self._submit("run", code)
-        stop: asyncio.Future[None] = self._loop.create_future()
-        self._running = (fut, stop)
+        self._link.context = contextvars.copy_context()  # before the code can call
         try:
-            return await self._wait(fut, stop, timeout, start)
-        except asyncio.CancelledError:
-            self._stop_cancelled(fut)
-            raise
+            fut = await self._submit("run", code)
+            stop: asyncio.Future[None] = self._loop.create_future()
+            self._running = (fut, stop)
+            try:
+                return await self._wait(fut, stop, timeout, start)
+            except asyncio.CancelledError:
+                self._stop_cancelled(fut)
+                raise
         finally:
             self._running = None
+            self._link.context = None
 
     def _stop_cancelled(self, fut: asyncio.Future[Any]) -> None:
         """The caller is gone: interrupt the code; past the grace, abandon its thread (the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import subprocess
 import time
@@ -52,6 +53,8 @@ class _Run:
 
     id: int
     fut: asyncio.Future[Any]
+    context: contextvars.Context
+    """The run's task's context as the run began: its calls are served in copies of it."""
     timer: RunTimer | asyncio.TimerHandle | None = None  # the timeout, then the grace
     stopping: str = ""  # "timeout", "cancelled" or a host limit's reason once interrupted
     output: tuple[bytearray, bytearray] | None = None
@@ -151,7 +154,15 @@ class SubprocessWorker:
             if self._ready is None or not self._ready.done():
                 raise FrameError("a call before the worker said it was ready")
             assert self._loop is not None
-            task = self._loop.create_task(self._serve_call(msg["id"], msg["method"], msg["params"]))
+            run = self._run
+            # A call of the run is served in the run's context (its trace is current
+            # there already: no layer has to make it so per call); a call between runs,
+            # from a thread the code left behind, in an empty one: it must not inherit
+            # the context of whatever task happened to start this worker's reader.
+            task = self._loop.create_task(
+                self._serve_call(msg["id"], msg["method"], msg["params"]),
+                context=contextvars.Context() if run is None else run.context.copy(),
+            )
             self._calls.add(task)
             task.add_done_callback(self._call_done)
             if len(self._calls) >= self._ex.max_calls:
@@ -289,7 +300,7 @@ class SubprocessWorker:
                 error=ErrorInfo("SyntaxError", why),
                 duration_ms=(time.perf_counter() - start) * 1000,
             )
-        run = self._run = _Run(rid, fut)
+        run = self._run = _Run(rid, fut, contextvars.copy_context())
         self._raw.begin_run()
         # The timeout runs only while it is not held (a person is asked: hold_timeout).
         run.timer = RunTimer(self._loop, timeout, lambda: self._stop(run, "timeout"))

@@ -63,7 +63,8 @@ class Observe:
         if run is not None:
             run.code = event.code
             run.offset = begun - start
-            token = tracing._attach(run.context)  # inner run hooks' spans nest under it
+            if tracing.propagate:  # inner run hooks' spans, and its calls, have it current
+                token = tracing._attach(run.context)
         if run_id:
             tracing._runs[run_id] = _UNSAMPLED if run is None else run
         try:
@@ -138,7 +139,15 @@ class CallWatch(Watch[ToolCall, Any]):
         # left to the tracing emitter and the tally's fold, in batches off the call's path.
         if run is _UNSAMPLED:
             return (None, call.args, None, _clock_ns())
-        token = tracing._attach(run.context) if tracing.propagate else None  # to upstreams
+        # Tracing._call_context, inline: with propagation, the run's span is current in
+        # its calls already (the executor serves them in the run's context).
+        token = None
+        current = tracing._get_current()
+        if tracing.propagate:
+            if current is not run.context:
+                token = tracing._attach(run.context)
+        elif current:  # a client's trace, not to be passed on
+            token = tracing._attach(tracing._empty)
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset).
         return (run, call.args, token, _clock_ns())

@@ -161,7 +161,9 @@ class Tracing:
         self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
-        trace on to upstream servers in the request's ``_meta``. Measured against an MCP
+        trace on to upstream servers in the request's ``_meta``. Without, no trace is
+        current in a run's calls, and the run's span is not current in its own task
+        either (run hooks inside this one do not see it). Measured against an MCP
         SDK server over stdio: +28 µs of wall time per call, ~8 of them on this loop and
         the rest the server's own OpenTelemetry middleware reading the traceparent, on
         the run's critical path (2-4 % of a run with 5 such calls)."""
@@ -192,6 +194,7 @@ class Tracing:
         # (A token is reset in the coroutine that set it: reset cannot fail as
         # OpenTelemetry's detach guards against.)
         self._detach: Callable[[Any], Any] = otel_context.detach if var is None else var.reset
+        self._empty = otel_context.Context()  # no span current (calls, without propagation)
 
     @classmethod
     def exporting(
@@ -271,8 +274,9 @@ class Tracing:
         run.code = event.code
         if run_id:
             self._runs[run_id] = run
-        # Current in the run's own task, so spans of inner run hooks nest under it.
-        token = self._attach(run.context)
+        # Current in the run's own task, so spans of inner run hooks nest under it and
+        # its calls, served in copies of its context, have it current (propagate).
+        token = self._attach(run.context) if self.propagate else None
         result: ExecutionResult | None = None
         try:
             result = await call_next(event)
@@ -286,7 +290,8 @@ class Tracing:
         finally:
             run.end = _now()
             run.facts = (event.code, event.timeout, event.context, result)
-            self._detach(token)
+            if token is not None:
+                self._detach(token)
             if run_id:
                 self._runs.pop(run_id, None)
             self._submit(run)
@@ -303,9 +308,8 @@ class Tracing:
         # after the run, off its path: spans.texts).
         args = call.args
         begun = _now()
-        # The run's span is current during the call (calls are served on tasks of their
-        # own), so an upstream MCP client passes the run's trace on in the request _meta.
-        token = self._attach(run.context) if self.propagate else None
+        ctx = self._call_context(run)
+        token = None if ctx is None else self._attach(ctx)
         received = error = None
         try:
             result = await call_next(call)
@@ -324,6 +328,21 @@ class Tracing:
             run.ops.append(
                 (call.server, call.tool, None, run_id, begun, args, 0, received, _now(), error)
             )
+
+    def _call_context(self, run: _Run) -> Any:
+        """What to make current for a call of ``run`` (None: nothing, it already is).
+
+        With propagation the run's span is current during its calls, so an upstream MCP
+        client passes the run's trace on in the request's ``_meta``; without, no trace is
+        (an upstream server then reads no ``traceparent``). Executors serve a run's calls
+        in (a copy of) the run's context, where the run hook made its span current, or
+        (without propagation) none: nothing is left to do per call, unless a client's
+        trace is current there (``remote_parent``) and must not be passed on.
+        ``observe.CallWatch.start`` does the same inline."""
+        current = self._get_current()
+        if self.propagate:
+            return None if current is run.context else run.context
+        return self._empty if current else None
 
     async def _alone(self, call: ToolCall, call_next: NextCall) -> Any:
         """A call outside any run: a span of its own in the ambient trace."""

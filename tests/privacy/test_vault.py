@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -96,10 +98,54 @@ def test_many_segments_are_merged_into_one(tmp_path: Path) -> None:
     for i in range(70):
         tokens.append(v.token("EMAIL", f"user{i}@example.com"))
         v.flush()
-    assert len(list(tmp_path.glob("*.seg"))) == 70
+    assert len(list(tmp_path.glob("*.seg2"))) == 70
     again = Vault(KEY, FileStore(tmp_path, KEY))
-    assert len(list(tmp_path.glob("*.seg"))) == 1
+    assert len(list(tmp_path.glob("*.seg2"))) == 1
     assert [again.value(t) for t in tokens] == [f"user{i}@example.com" for i in range(70)]
+
+
+def test_segments_of_the_first_format_still_resolve_and_are_merged_away(tmp_path: Path) -> None:
+    from cryptography.fernet import Fernet
+
+    # A vault written before segments grouped their entries by expiry (``*.seg``, rows of
+    # [token, value, expires]), beside one written now, with entries of two expiries.
+    old = Vault(KEY)
+    t_old = old.token("EMAIL", "old@example.com")
+    later = time.time() + 3600
+    rows = [[t_old, "old@example.com", later]]
+    blob = Fernet(KEY).encrypt(json.dumps({"v": 1, "entries": rows}).encode())
+    (tmp_path / "00000000000000000001-1-abcd.seg").write_bytes(blob)
+    store = FileStore(tmp_path, KEY)
+    store.append(
+        {
+            "[EMAIL_aaaaaaaaaa]": Entry("a@example.com", later),
+            "[EMAIL_bbbbbbbbbb]": Entry("b@example.com", later + 1),
+            "[EMAIL_cccccccccc]": Entry('c\x00 "é', later),
+        }
+    )
+    loaded = FileStore(tmp_path, KEY).load()
+    assert loaded == {
+        t_old: Entry("old@example.com", later),
+        "[EMAIL_aaaaaaaaaa]": Entry("a@example.com", later),
+        "[EMAIL_bbbbbbbbbb]": Entry("b@example.com", later + 1),
+        "[EMAIL_cccccccccc]": Entry('c\x00 "é', later),
+    }
+    # Compaction (past COMPACT_AFTER segments) merges both formats into one new segment.
+    for i in range(70):
+        store.append({f"[EMAIL_{i:0>10}]": Entry(f"u{i}@example.com", later)})
+    again = FileStore(tmp_path, KEY).load()
+    assert again[t_old] == Entry("old@example.com", later)
+    assert len(again) == 74
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".seg2"]
+
+
+def test_a_damaged_segment_is_a_clear_error(tmp_path: Path) -> None:
+    from cryptography.fernet import Fernet
+
+    blob = Fernet(KEY).encrypt(json.dumps({"v": 2, "groups": [[1.0, ["[EMAIL_x]"]]]}).encode())
+    (tmp_path / "00000000000000000001-1-abcd.seg2").write_bytes(blob)
+    with pytest.raises(ConfigError, match="unreadable vault segment"):
+        FileStore(tmp_path, KEY).load()
 
 
 def test_the_key_comes_from_the_environment_then_a_file_then_a_new_file(tmp_path: Path) -> None:

@@ -10,21 +10,23 @@ Where it lives (``scope``):
 - ``session``: in memory, per session; tokens die with the process.
 
 The persisted vault is a directory of segments, each a Fernet token (AES-128-CBC +
-HMAC-SHA256, ``cryptography``) holding the entries one flush added. Writers never
+HMAC-SHA256, ``cryptography``) holding the entries one flush added (``*.seg2``: the
+entries grouped by expiry, tokens and values in one flat list, a third of the encoding
+time of ``*.seg``'s ``[token, value, expires]`` rows, which are still read). Writers never
 rewrite another's segment (temp file + rename of a new one), so processes sharing a
 workspace need no lock; a reader picks up new segments when it meets a token it does
 not know; many segments are merged into one from time to time.
 
-The key (see ``load_key``): ``CODEMODE_PRIVACY_KEY``, else ``vault.key_file``, else a
-key file created on first use under ``~/.config/codemode/privacy/`` (mode 0600),
-outside the workspace: a copy of the workspace, a backup of it, or an MCP server given
-the workspace's directory does not carry the key. The same key also seeds the token
+The key (``codemode.privacy.keys.load_key``): ``CODEMODE_PRIVACY_KEY``, else
+``vault.key_file``, else a key file created on first use under
+``~/.config/codemode/privacy/`` (mode 0600), outside the workspace: a copy of the
+workspace, a backup of it, or an MCP server given the workspace's directory does not
+carry the key. The same key also seeds the token
 ids (``codemode.privacy.tokens``), so a token cannot be forged without it.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import hmac
@@ -35,14 +37,15 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter, getitem, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, cast
 
 from codemode.errors import ConfigError
 
-from .config import KEY_ENV, VaultConfig
+from .config import KEY_ENV
+from .keys import default_key_path, load_key, new_key
 from .tokens import ID_LENGTH, TokenMaker
 
 __all__ = [
@@ -59,6 +62,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+SEGMENT = ".seg2"
+"""The name ending of the segments written now (``_groups``)."""
 COMPACT_AFTER = 64
 """Segments in a vault directory before they are merged into one."""
 PURGE_EVERY = 3600.0
@@ -132,7 +137,10 @@ class FileStore:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if n.endswith(".seg"))
+        # ``.seg2`` (written now) and ``.seg`` (written before): an older codemode sharing
+        # the directory lists only ``.seg``, so its compaction never deletes what it
+        # cannot read.
+        return sorted(n for n in names if n.endswith((SEGMENT, ".seg")))
 
     def _read(self, name: str) -> dict[str, Entry]:
         from cryptography.fernet import InvalidToken
@@ -142,7 +150,7 @@ class FileStore:
         except FileNotFoundError:  # merged away by another process meanwhile
             return {}
         try:
-            doc = json.loads(self._fernet.decrypt(blob))
+            return _decode_segment(json.loads(self._fernet.decrypt(blob)))
         except InvalidToken:
             raise ConfigError(
                 f"{self.directory / name}: the privacy vault was written with another key. "
@@ -150,9 +158,8 @@ class FileStore:
                 "or move the vault directory away to start a new one (its tokens will no "
                 "longer resolve)."
             ) from None
-        except ValueError as exc:
+        except (ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"{self.directory / name}: unreadable vault segment: {exc}") from None
-        return {t: Entry(v, float(e)) for t, v, e in doc.get("entries", ())}
 
     def load(self) -> dict[str, Entry]:
         self._seen.clear()
@@ -178,12 +185,9 @@ class FileStore:
 
     def _write(self, entries: Mapping[str, Entry]) -> str:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # [token, value, expires] rows made in C (``(t,) + entry``): the tens of thousands
-        # of a large result are written by a thread that shares the GIL with the host.
-        rows = list(map(tuple.__add__, zip(entries), entries.values()))
-        doc = {"v": 1, "entries": rows}
+        doc = {"v": 2, "groups": _groups(entries)}
         blob = self._fernet.encrypt(json.dumps(doc, ensure_ascii=False).encode())
-        name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}.seg"
+        name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}{SEGMENT}"
         tmp = self.directory / f".{name}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
@@ -270,6 +274,33 @@ class RedisStore:
                 for t, e in entries.items()
             }
             self._call(lambda: self._redis.hset(self.name, mapping=mapping))
+
+
+def _groups(entries: Mapping[str, Entry]) -> list[tuple[float, list[str]]]:
+    """``[(expires, [token, value, token, value, ...]), ...]``: the tens of thousands of
+    entries of a large result share one expiry, so the common case is one group made in
+    C passes (the writer thread shares the GIL with the host; a float per entry was half
+    of ``json.dumps``' time)."""
+    expiries = set(map(_expires, entries.values()))
+    if len(expiries) == 1:
+        flat = list(chain.from_iterable(zip(entries, map(_value, entries.values()), strict=True)))
+        return [(expiries.pop(), flat)]
+    groups: dict[float, list[str]] = {}
+    for token, entry in entries.items():
+        groups.setdefault(entry.expires, []).extend((token, entry.value))
+    return list(groups.items())
+
+
+def _decode_segment(doc: Any) -> dict[str, Entry]:
+    """A segment's entries: ``v`` 2 (``_groups``) or 1 (``[token, value, expires]`` rows)."""
+    if doc.get("v") == 1:
+        return {t: Entry(v, float(e)) for t, v, e in doc.get("entries", ())}
+    out: dict[str, Entry] = {}
+    for expires, flat in doc["groups"]:
+        if len(flat) % 2:
+            raise ValueError("a group of entries with a token and no value")
+        out.update(zip(flat[::2], _new_entries(flat[1::2], float(expires)), strict=True))
+    return out
 
 
 def _merge(into: dict[str, Entry], more: Mapping[str, Entry]) -> None:
@@ -516,83 +547,3 @@ class Vault:
     def tokens(self) -> Iterable[str]:
         with self._lock:
             return list(self._entries)
-
-
-# --------------------------------------------------------------------------- keys
-
-
-def new_key() -> str:
-    """A fresh Fernet key (urlsafe base64 of 32 random bytes)."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
-
-
-def default_key_path(workspace: Path, env: Mapping[str, str] | None = None) -> Path:
-    """``~/.config/codemode/privacy/<name>-<hash of the workspace path>.key``."""
-    env = os.environ if env is None else env
-    root = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME") or "~").expanduser() / ".config")
-    digest = hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in workspace.name)[:40]
-    return root / "codemode" / "privacy" / f"{safe or 'workspace'}-{digest}.key"
-
-
-def _check_key(raw: str, where: str) -> bytes:
-    key = raw.strip().encode("ascii", "replace")
-    try:
-        if len(base64.urlsafe_b64decode(key)) == 32:
-            return key
-    except ValueError:
-        pass
-    raise ConfigError(
-        f"{where}: not a privacy key (32 bytes, urlsafe base64); make one with "
-        "`codemode privacy keygen`"
-    )
-
-
-def load_key(
-    config: VaultConfig, workspace: Path | None, env: Mapping[str, str] | None = None
-) -> tuple[bytes, str]:
-    """The vault key and where it came from (for ``codemode privacy status``).
-
-    Order: ``CODEMODE_PRIVACY_KEY``, ``vault.key_file``, the default key file (created
-    with mode 0600 on first use). Without a workspace and a key, a key for this process.
-    """
-    env = os.environ if env is None else env
-    raw = env.get(KEY_ENV)
-    if raw:
-        return _check_key(raw, KEY_ENV), f"${KEY_ENV}"
-    path = config.key_file
-    if path is None:
-        if workspace is None:
-            return new_key().encode("ascii"), "process (not persisted)"
-        path = default_key_path(workspace, env)
-    path = path.expanduser()
-    if not path.exists():
-        _create_key_file(path)
-    try:
-        text = path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the privacy key: {exc}") from None
-    if path.stat().st_mode & 0o077:
-        raise ConfigError(
-            f"{path}: the privacy key is readable by other users; run `chmod 600 {path}`"
-        )
-    return _check_key(text, str(path)), str(path)
-
-
-def _create_key_file(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Unguessable and exclusive: as root, in a directory a server may write, a symlink
-        # planted at a known name (it was the pid) made codemode overwrite its target.
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(new_key() + "\n")
-        try:
-            os.link(tmp, path)  # never replaces a key another process just created
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot create the privacy key: {exc}") from None

@@ -1,0 +1,93 @@
+"""The vault's key: where it comes from, and a new one (see ``codemode.privacy.vault``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from codemode.errors import ConfigError
+
+from .config import KEY_ENV, VaultConfig
+
+__all__ = ["default_key_path", "load_key", "new_key"]
+
+
+def new_key() -> str:
+    """A fresh Fernet key (urlsafe base64 of 32 random bytes)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def default_key_path(workspace: Path, env: Mapping[str, str] | None = None) -> Path:
+    """``~/.config/codemode/privacy/<name>-<hash of the workspace path>.key``."""
+    env = os.environ if env is None else env
+    root = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME") or "~").expanduser() / ".config")
+    digest = hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in workspace.name)[:40]
+    return root / "codemode" / "privacy" / f"{safe or 'workspace'}-{digest}.key"
+
+
+def _check_key(raw: str, where: str) -> bytes:
+    key = raw.strip().encode("ascii", "replace")
+    try:
+        if len(base64.urlsafe_b64decode(key)) == 32:
+            return key
+    except ValueError:
+        pass
+    raise ConfigError(
+        f"{where}: not a privacy key (32 bytes, urlsafe base64); make one with "
+        "`codemode privacy keygen`"
+    )
+
+
+def load_key(
+    config: VaultConfig, workspace: Path | None, env: Mapping[str, str] | None = None
+) -> tuple[bytes, str]:
+    """The vault key and where it came from (for ``codemode privacy status``).
+
+    Order: ``CODEMODE_PRIVACY_KEY``, ``vault.key_file``, the default key file (created
+    with mode 0600 on first use). Without a workspace and a key, a key for this process.
+    """
+    env = os.environ if env is None else env
+    raw = env.get(KEY_ENV)
+    if raw:
+        return _check_key(raw, KEY_ENV), f"${KEY_ENV}"
+    path = config.key_file
+    if path is None:
+        if workspace is None:
+            return new_key().encode("ascii"), "process (not persisted)"
+        path = default_key_path(workspace, env)
+    path = path.expanduser()
+    if not path.exists():
+        _create_key_file(path)
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the privacy key: {exc}") from None
+    if path.stat().st_mode & 0o077:
+        raise ConfigError(
+            f"{path}: the privacy key is readable by other users; run `chmod 600 {path}`"
+        )
+    return _check_key(text, str(path)), str(path)
+
+
+def _create_key_file(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Unguessable and exclusive: as root, in a directory a server may write, a symlink
+        # planted at a known name (it was the pid) made codemode overwrite its target.
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(new_key() + "\n")
+        try:
+            os.link(tmp, path)  # never replaces a key another process just created
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot create the privacy key: {exc}") from None

@@ -18,7 +18,7 @@ import subprocess
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codemode_worker import protocol
 
@@ -26,14 +26,27 @@ from ..errors import ExecutorError
 from ..hostapi import error_to_wire
 from ..result import ErrorInfo, ExecutionResult
 from .base import CALLS_STOP_WAIT, CallHandler, RunTimer, check_protocol, held, settle
-from .frames import FrameError
+from .frames import FrameError, FrameLimits
 from .outcomes import crashed, finished, timed_out_result
 from .pipes import Inbox, Outbox, OutboxFull, RawOutput
 from .spawn import Spawned, reap_later
 
 if TYPE_CHECKING:
     from .frame_schema import Frame
-    from .subprocess import SubprocessExecutor
+
+
+class WorkerLimits(Protocol):
+    """What a worker reads of its executor (``SubprocessExecutor``; a protocol, so that
+    module, which starts workers, and this one, which runs them, do not import each other)."""
+
+    frame_limits: FrameLimits
+    max_calls: int
+    max_queued: int
+    max_output: int
+    memory_limit_mb: int | None
+    interrupt_grace: float
+
+    def describe_exit(self, returncode: int | None) -> str: ...
 
 
 class _Crash(Exception):
@@ -63,9 +76,7 @@ class _Run:
 class SubprocessWorker:
     """Host side of one worker process."""
 
-    def __init__(
-        self, executor: SubprocessExecutor, spawned: Spawned, handler: CallHandler
-    ) -> None:
+    def __init__(self, executor: WorkerLimits, spawned: Spawned, handler: CallHandler) -> None:
         self._ex = executor
         self._p = spawned
         self._handler = handler

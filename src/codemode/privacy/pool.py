@@ -48,15 +48,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .encoded import KINDS
+from .scan import POOL_MIN
 from .scanproc import INIT, REPLY, REQUEST
 
 __all__ = ["OVERLAP", "POOL_MIN", "Job", "PoolSpec", "ScanPool", "pool_for", "shutdown"]
 
 log = logging.getLogger(__name__)
 
-POOL_MIN = 131_072
-"""Texts this long are split with the scanner process; shorter ones are not worth a
-round trip."""
 OVERLAP = 256
 """Characters of the other side each side reads (context words look 32 back)."""
 MAX_FAILURES = 3

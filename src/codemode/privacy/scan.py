@@ -20,15 +20,23 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from itertools import islice
 from operator import ge, gt, itemgetter
 from time import perf_counter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from .detectors import Detector
-from .pool import OVERLAP, POOL_MIN, pool_for
 from .splice import SEP
 from .tokens import TOKEN_RE
 
-if TYPE_CHECKING:
-    from .encoded import EncodedDetector
+
+class SpanDecoder(Detector, Protocol):
+    """The encoded spans' detector (``.encoded``; a protocol: that module builds its
+    detector on a ``Scanner``, so the two do not import each other)."""
+
+    def finish(self, text: str, start: int, end: int, kind: str) -> str | None: ...
+
+
+POOL_MIN = 131_072
+"""Texts this long are split with the scanner process (``.pool``); shorter ones are not
+worth a round trip."""
 
 __all__ = ["CACHE_CHARS", "CACHE_MIN", "PRIORITY", "Scanner", "Span"]
 
@@ -82,7 +90,7 @@ class Scanner:
         custom: Iterable[str] = (),
         ner: Iterable[str] = (),
         shared: tuple[Sequence[str], Sequence[str], Sequence[Detector]] | None = None,
-        encoded: EncodedDetector | None = None,
+        encoded: SpanDecoder | None = None,
     ) -> None:
         """``shared``: (entity types, phone regions, the detectors among ``detectors``
         that ``builtin_detectors`` made of them), which a scanner process may run over
@@ -197,11 +205,16 @@ class Scanner:
         """The resolved spans of ``text`` (see ``spans_parts``); for a large text, the
         shared detectors' part from a scanner process."""
         shared = self._shared
+        if shared is None or len(text) < POOL_MIN:
+            yield self._resolve(text, self._found(text))
+            return
+        # Here, not at the top: the scanner process's module reads the encoded spans'
+        # kinds, and encoded.py's detector is built on a Scanner (no import circle).
+        from .pool import OVERLAP, pool_for
+
         sep = SEP if SEP in text else "\n"
         if (
-            shared is None
-            or len(text) < POOL_MIN
-            or not (self.local_context if sep == SEP else self.line_local)
+            not (self.local_context if sep == SEP else self.line_local)
             or (pool := pool_for(shared[0], shared[1])) is None
             or (job := pool.submit(text, sep, decode=self._encoded is not None)) is None
         ):
@@ -333,7 +346,7 @@ class Scanner:
 
 
 def _finished(
-    text: str, spans: list[tuple[int, int, str]], encoded: EncodedDetector
+    text: str, spans: list[tuple[int, int, str]], encoded: SpanDecoder
 ) -> list[tuple[int, int, str]]:
     """The encoded spans a scanner process answered (start, end, kind), as ``encoded``
     reports them: decoded and scanned here, the strongest type found inside."""

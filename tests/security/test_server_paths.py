@@ -132,3 +132,19 @@ def test_words_that_only_look_like_paths_are_not_read_as_paths(tmp_path: Path) -
     )
     got = sorted({p.literal for p in named_paths(cfg)})
     assert got == [str(tmp_path), str(tmp_path / "index.js")]
+
+
+def test_directories_of_an_env_path_are_shown_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read as paths now, ``PATH``'s directories are where programs are looked up: a
+    server must not be able to write the programs it or another server runs."""
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    ws = _setup(tmp_path, Given(), monkeypatch)
+    cfg = StdioServerConfig(
+        command=sys.executable, args=("files",), env={"PATH": f"{tools}:/usr/bin:/bin"}
+    )
+    iso = Isolation(workspace=ws, files=ws / "files", homes_root=str(tmp_path / "homes"))
+    mounts = plan(cfg, iso, dry_run=True).mounts
+    assert [m.writable for m in mounts if m.target == str(tools)] == [False], mounts

@@ -9,6 +9,7 @@ the server's network too, and a server given none keeps it.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from codemode.config import StdioServerConfig
+from codemode.isolation import acl
 from codemode.isolation.paths import named_paths
 from codemode.isolation.servers import Isolation, plan
 from codemode.privacy.sinks import touches_workspace
@@ -148,3 +150,36 @@ def test_directories_of_an_env_path_are_shown_read_only(
     iso = Isolation(workspace=ws, files=ws / "files", homes_root=str(tmp_path / "homes"))
     mounts = plan(cfg, iso, dry_run=True).mounts
     assert [m.writable for m in mounts if m.target == str(tools)] == [False], mounts
+
+
+def test_host_configuration_a_server_is_given_is_shown_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CA bundle or config file under /etc was a "data file": its directory was mounted
+    writable and, under root, given an ACL for the server's uid on the host's /etc."""
+    ws = _setup(tmp_path, Given(), monkeypatch)
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    if not Path(bundle).is_file():
+        pytest.skip(f"{bundle} is missing")
+    before = acl.users("/etc/ssl/certs"), acl.users("/etc/ssl/certs", default=True)
+    script = 'head -c 5 "$SSL_CERT_FILE"; touch /etc/ssl/certs/planted 2>/dev/null; ls "$0"'
+    cfg = StdioServerConfig(
+        command="sh",
+        args=("-c", script, str(ws / "files"), json.dumps({"ca": bundle})),
+        env={"SSL_CERT_FILE": bundle},
+    )
+    (ws / "files" / "seen.txt").write_text("")
+    iso = Isolation(workspace=ws, files=ws / "files", homes_root=str(tmp_path / "homes"))
+    launch = plan(cfg, iso)
+    assert [m for m in launch.mounts if m.target.startswith("/etc") and m.writable] == []
+    try:
+        r = subprocess.run(
+            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        launch.cleanup()
+    assert launch.isolated and r.returncode == 0, r.stderr
+    assert r.stdout.startswith("-----") and "seen.txt" in r.stdout, r.stdout
+    assert not Path("/etc/ssl/certs/planted").exists()
+    assert (acl.users("/etc/ssl/certs"), acl.users("/etc/ssl/certs", default=True)) == before

@@ -211,6 +211,11 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
                 runtime.append(jail.Mount(real, literal))
+        elif _within(real, "/etc") and not inside:
+            # host configuration (a CA bundle, a config file) is read, never written: its
+            # directory made writable got an ACL for the server's uid on the host's /etc
+            if os.path.exists(real):
+                runtime.append(jail.Mount(real, literal))
         elif os.path.isdir(real):
             data.append(jail.Mount(real, literal, writable=True))
         elif os.path.isfile(real) and not inside and _is_program(real):

@@ -39,6 +39,7 @@ from pathlib import Path
 from ..config import StdioServerConfig
 from ..errors import ConfigError, ServerUnavailable
 from . import acl, jail
+from .paths import named_paths, reaches, server_cwd, workspace_roots
 from .uids import SANDBOX_UID, server_uid
 
 log = logging.getLogger(__name__)
@@ -91,19 +92,6 @@ def _within(path: str, root: str) -> bool:
 
 def _in_system(path: str) -> bool:
     return any(_within(path, d) for d in SYSTEM_DIRS)
-
-
-def _candidates(cfg: StdioServerConfig, cwd: str) -> Iterable[tuple[str, str]]:
-    """``(literal absolute path, real path)`` of every argument that names a host path."""
-    values = [*cfg.args, *cfg.env.values()]
-    if cfg.cwd:
-        values.append(cfg.cwd)
-    for raw in values:
-        for value in (raw, raw.split("=", 1)[1] if raw.startswith("-") and "=" in raw else ""):
-            if not value or not (value.startswith(("/", "./", "../", "~/"))):
-                continue
-            literal = os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
-            yield literal, os.path.realpath(literal)
 
 
 def _resolve_command(cfg: StdioServerConfig) -> str | None:
@@ -206,19 +194,29 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         )
     workspace = str(iso.workspace.resolve()) if iso.workspace else None
     files = str(iso.files.resolve()) if iso.files else None
+    roots = workspace_roots(workspace, files) if workspace is not None else set()
     root = os.geteuid() == 0
-    cwd = cfg.cwd or os.getcwd()
+    cwd = server_cwd(cfg)
     data: list[jail.Mount] = []
     runtime: list[jail.Mount] = []
     touches: list[str] = []
-    for literal, real in _candidates(cfg, cwd):
-        inside = workspace is not None and (
-            _within(real, workspace) or (files is not None and _within(files, real))
-        )
+    # The paths privacy's sink policy reads too (one parser): a server that gets tokens
+    # because it writes into the sandbox's view is jailed without network for the same reason.
+    for named in named_paths(cfg):
+        literal, real = named.literal, named.real
+        inside = reaches(real, roots)
         if inside:
             touches.append(literal)
         parent, literal_parent = os.path.dirname(real), os.path.dirname(literal)
-        if os.path.isdir(real):
+        if named.key == "PATH" and not inside:  # where programs are looked up: never written
+            if os.path.isdir(real) and not _in_system(real):
+                runtime.append(jail.Mount(real, literal))
+        elif _within(real, "/etc") and not inside:
+            # host configuration (a CA bundle, a config file) is read, never written: its
+            # directory made writable got an ACL for the server's uid on the host's /etc
+            if os.path.exists(real):
+                runtime.append(jail.Mount(real, literal))
+        elif os.path.isdir(real):
             data.append(jail.Mount(real, literal, writable=True))
         elif os.path.isfile(real) and not inside and _is_program(real):
             runtime += runtime_mounts(literal)
@@ -271,7 +269,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     hidden, hidden_files, reshown = _mask_workspace(
         mounts, workspace, files, iso.private, create=not dry_run, uid=uid
     )
-    chdir = cfg.cwd if cfg.cwd and any(_within(cfg.cwd, m.target) for m in mounts) else home
+    chdir = cwd if cfg.cwd and any(_within(cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
         uid=uid,

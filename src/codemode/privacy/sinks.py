@@ -16,11 +16,11 @@ are sinks: they are the application's own code, on the host.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..isolation.paths import named_paths, reaches, workspace_roots
 from .config import PrivacyConfig
 
 if TYPE_CHECKING:
@@ -28,46 +28,17 @@ if TYPE_CHECKING:
 
 __all__ = ["SinkPolicy", "touches_workspace"]
 
-_WORDS = re.compile(r"[\s=:,;]+")
-"""Where one path of an argument or variable ends: ``--root=a``, ``PATH``'s ``a:b``,
-lists written ``a,b`` or ``a;b``, a JSON object's ``"key": "value"``."""
-_QUOTES = "\"'`()[]{}<>"
-
 
 def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
     """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env).
 
     Inside means where the sandbox's view leads: the workspace and its ``files``, each
     followed through symlinks (a ``files`` that links elsewhere puts that place in the
-    sandbox's view), so a server given either name of it writes into the sandbox."""
-    here = Path.cwd()  # where codemode runs: a relative ``cwd`` starts from it
-    cwd = getattr(server, "cwd", None)
-    base = here / Path(cwd).expanduser() if cwd else here  # the server's relative paths
-    values: list[tuple[str, Path]] = [(str(a), base) for a in getattr(server, "args", ()) or ()]
-    if cwd:
-        values.append((cwd, here))
-    values.extend((str(v), base) for v in (getattr(server, "env", None) or {}).values())
-    roots = {workspace.resolve(), (workspace / "files").resolve()}
-    for raw, start in values:
-        # The whole value (a path may hold a comma or a space), then each of its words.
-        for word in (raw, *_WORDS.split(raw)):
-            part = word.strip(_QUOTES)
-            # A bare word (``files``, ``files/exports``) is a path only if its first step
-            # exists where the server starts (what follows may be made by the server
-            # later): ``stdio`` or ``--port`` are not paths.
-            marked = part.startswith(("/", "~", "."))
-            if not marked and part.startswith("-"):
-                continue
-            try:
-                path = Path(part).expanduser()
-                if not marked and not (start / path.parts[0]).exists():
-                    continue
-                path = (start / path).resolve()  # start is ignored for an absolute path
-            except (OSError, RuntimeError, ValueError, IndexError):
-                continue
-            if any(path == root or root in path.parents or path in root.parents for root in roots):
-                return True
-    return False
+    sandbox's view), so a server given either name of it writes into the sandbox. What
+    counts as a path given is :func:`codemode.isolation.paths.named_paths`, the reading
+    the server's jail uses too (a server that gets tokens is also jailed without network)."""
+    roots = workspace_roots(workspace)
+    return any(reaches(p.real, roots) for p in named_paths(server))
 
 
 class SinkPolicy:

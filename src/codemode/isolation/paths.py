@@ -1,0 +1,115 @@
+"""The host paths a server's configuration names: one reading for every caller.
+
+Two decisions hang on it: whether a server is a privacy sink (:mod:`codemode.privacy.sinks`)
+and whether it is jailed without network (:mod:`.servers`). Each read the configuration
+its own way, and a server given bare ``files`` or ``--roots=/srv,<ws>/files`` got tokens
+(it writes into the sandbox's view) yet ran unjailed with network: the two must never
+disagree on what a server was given, so both read it here and keep only their own verdict.
+
+Read as paths: each argument, each ``env`` value and ``cwd``, whole and then word by word
+(``--root=a``, ``a,b``, ``a;b``, ``PATH``'s ``a:b``, JSON, quotes, ``file://``). A word
+starting with ``/``, ``~``, ``./`` or ``../`` is a path; a bare word (``files``,
+``files/exports``) is one only if its first step exists where the server starts (what
+follows may be made by the server later): ``stdio``, ``--port`` or ``.js`` are not.
+Relative paths start from the server's ``cwd``; a relative ``cwd`` starts from where
+codemode runs. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NamedPath", "named_paths", "reaches", "server_cwd", "workspace_roots"]
+
+_WORDS = re.compile(r"[\s=:,;]+")
+"""Where one path of an argument or variable ends: ``--root=a``, ``PATH``'s ``a:b``,
+lists written ``a,b`` or ``a;b``, a JSON object's ``"key": "value"``."""
+_QUOTES = "\"'`()[]{}<>"
+
+
+@dataclass(frozen=True)
+class NamedPath:
+    """One path a server was given."""
+
+    literal: str
+    """Absolute, as the server names it (symlinks kept): where a jail must show it."""
+    real: str
+    """Symlinks followed: where it leads on the host."""
+    key: str | None = None
+    """The ``env`` variable it came from; None for an argument or ``cwd``."""
+
+
+def server_cwd(server: Any) -> str:
+    """Where ``server`` starts: its ``cwd`` (relative to where codemode runs), else there."""
+    cwd = getattr(server, "cwd", None)
+    here = os.getcwd()
+    return os.path.abspath(os.path.join(here, os.path.expanduser(cwd))) if cwd else here
+
+
+def named_paths(server: Any) -> Iterator[NamedPath]:
+    """Every host path ``server`` (any server configuration; non-stdio ones name none) is
+    given in its arguments, ``env`` values and ``cwd``, each once."""
+    here = os.getcwd()
+    start = server_cwd(server)
+    values: list[tuple[str, str, str | None]] = [
+        (str(a), start, None) for a in getattr(server, "args", ()) or ()
+    ]
+    cwd = getattr(server, "cwd", None)
+    if cwd:
+        values.append((str(cwd), here, None))
+    env = getattr(server, "env", None) or {}
+    values.extend((str(v), start, str(k)) for k, v in env.items())
+    seen: set[tuple[str, str | None]] = set()
+    for raw, base, key in values:
+        # The whole value (a path may hold a comma or a space), then each of its words.
+        for word in (raw, *_WORDS.split(raw)):
+            literal = _as_path(word.strip(_QUOTES), base)
+            if literal is None or (literal, key) in seen:
+                continue
+            seen.add((literal, key))
+            try:
+                real = os.path.realpath(literal)
+            except (OSError, ValueError):
+                continue
+            yield NamedPath(literal, real, key)
+
+
+def _as_path(part: str, base: str) -> str | None:
+    if part.startswith("//"):  # what ``file://`` leaves once split at its colon
+        part = "/" + part.lstrip("/")
+        if part == "/":  # ``http://`` alone names no path
+            return None
+    marked = part.startswith(("/", "~", "./", "../")) or part in (".", "..")
+    try:
+        if not marked:
+            if not part or part.startswith("-"):
+                return None
+            first = Path(part).parts[0]
+            if not os.path.lexists(os.path.join(base, first)):
+                return None
+        return os.path.abspath(os.path.join(base, os.path.expanduser(part)))
+    except (OSError, ValueError, IndexError):  # a NUL byte, an unknown ~user
+        return None
+
+
+def workspace_roots(workspace: Path | str, *files: Path | str | None) -> set[str]:
+    """Where the sandbox's view leads on the host: the workspace and its ``files`` (and any
+    other ``files`` given), each followed through symlinks."""
+    roots = {os.path.realpath(workspace), os.path.realpath(os.path.join(workspace, "files"))}
+    roots.update(os.path.realpath(f) for f in files if f is not None)
+    return roots
+
+
+def reaches(real: str, roots: Iterable[str]) -> bool:
+    """Whether a path (symlinks followed) is one of ``roots``, inside one, or above one:
+    a server given any of these can write into the sandbox's view."""
+    return any(_within(real, r) or _within(r, real) for r in roots)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")

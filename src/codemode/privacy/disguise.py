@@ -36,7 +36,7 @@ from ..invisible import PLANES, invisible_table
 if TYPE_CHECKING:
     from .scan import Scanner
 
-__all__ = ["DisguiseDetector", "fold"]
+__all__ = ["DisguiseDetector", "fold", "folded_windows", "unfold_span"]
 
 WINDOW = 128
 """Characters of context folded and scanned each side of a disguised character."""
@@ -150,18 +150,40 @@ class DisguiseDetector:
         return self.inner.generation()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        if text.isascii():
-            return
-        for lo, hi in _windows(text, _tables()[1].positions(text)):
+        for lo, hi, folded, kept in folded_windows(text):
             window = text[lo:hi]
-            folded, kept = fold(window)
             for start, end, entity in self.inner.spans_raw(folded):
-                if kept is None:
-                    s, e = start, end
-                else:
-                    s, e = kept[start], kept[end - 1] + 1
+                s, e = unfold_span(window, kept, start, end)
                 if window[s:e] != folded[start:end]:
                     yield lo + s, lo + e, entity
+
+
+def folded_windows(text: str) -> Iterator[tuple[int, int, str, list[int] | None]]:
+    """``(lo, hi, folded, kept)`` of each window of ``text`` around its disguising
+    characters: ``text[lo:hi]`` folded, and ``fold``'s map back into it. Nothing for an
+    ASCII text (a flag check). Also what the held-values search looks at
+    (``known.KnownValues``)."""
+    if text.isascii():
+        return
+    for lo, hi in _windows(text, _tables()[1].positions(text)):
+        folded, kept = fold(text[lo:hi])
+        yield lo, hi, folded, kept
+
+
+def unfold_span(text: str, kept: list[int] | None, start: int, end: int) -> tuple[int, int]:
+    """The span of ``text`` that ``start``..``end`` of its fold reads (``kept`` from
+    ``fold``): from its first kept character to its last and the marks over that one
+    (a token followed by a lone combining mark would draw it over the token's ``]``)."""
+    if kept is None:
+        return start, end
+    stop = kept[end - 1] + 1
+    limit = kept[end] if end < len(kept) else len(text)
+    while stop < limit and unicodedata.category(text[stop]) in _MARKS:
+        stop += 1
+    return kept[start], stop
+
+
+_MARKS = frozenset(("Mn", "Me"))
 
 
 def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:

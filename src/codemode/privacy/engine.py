@@ -122,7 +122,9 @@ class Privacy:
         self.scanner = scanner if scanner is not None else build_scanner(config)
         self.sinks = SinkPolicy(config, servers or {}, workspace)
         self.max_chars = int(config.max_scan_mb * 1_000_000)
-        self.known = KnownValues(vault.held(), lambda: vault.held_generation)
+        self.known = KnownValues(
+            vault.held(), lambda: vault.held_generation, disguised=config.decode
+        )
         if config.secrets:
             remember_environment()
 

@@ -25,6 +25,14 @@ searched once):
   one by one. The index grows with the values the vault took since the last scan (its
   dict keeps them in order): no rebuild.
 
+A held value disguised with Unicode (a zero-width space in it, full-width or another
+script's digits, soft hyphens, combining marks...: what ``disguise.DisguiseDetector``
+folds for the detectors) is found too, with ``disguised`` (the engine's ``decode``): the
+windows of text around such characters are folded the same way and searched as texts
+are, and each match is mapped back to the text as it is, so the token stands for that
+exact span (its own token, as for the disguise detector: a sink gets the text back as
+the tool returned it). An ASCII text costs a flag check; a Latin-1 one a few C searches.
+
 Why the minimums: fields of 1-3 characters are codes (``"US"``, ``"CA"``, ``"yes"``,
 ``"N/A"``), and no built-in detector issues a value that short (an IPv4 address has 7+
 characters, a phone 7+ digits); inside free text, 4-5 characters ("Anna", "Main") are too
@@ -47,6 +55,7 @@ from contextlib import AbstractContextManager, nullcontext
 from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import TypeVar
 
+from .disguise import folded_windows, unfold_span
 from .scan import Span
 
 _T = TypeVar("_T")
@@ -102,7 +111,13 @@ def _words(text: str) -> list[bytes]:
 class KnownValues:
     """Finds the values of one vault's ``held`` map (value -> token) in texts."""
 
-    def __init__(self, held: Mapping[str, str], generation: Callable[[], int] = int) -> None:
+    def __init__(
+        self,
+        held: Mapping[str, str],
+        generation: Callable[[], int] = int,
+        *,
+        disguised: bool = True,
+    ) -> None:
         self._held = held
         self._generation = generation
         """Changes when values were taken out of ``held`` (the index starts again)."""
@@ -117,6 +132,8 @@ class KnownValues:
         self._wordless: list[str] = []
         self._entity: dict[str, str] = {}
         """{held value: its entity type} of the values looked for (``searchable``)."""
+        self.disguised = disguised
+        """Also look through Unicode disguises (``_disguised``)."""
 
     def _index(self) -> None:
         """Index the values of ``MIN_INSIDE``+ characters the vault took since the last
@@ -214,20 +231,65 @@ class KnownValues:
         # Distinct texts (one C pass; notes from a few templates are searched once).
         distinct = set(texts)
         are = _common(distinct, entity)
+        whole = {t: entity[t] for t in are}
+        distinct -= are
+        found: dict[str, list[tuple[int, int, str]]] = {}
+        if self._inside:
+            found = self._inside_texts(
+                list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
+            )
+        # (``isascii`` reads a flag: an ASCII batch pays one C pass over its texts)
+        if self.disguised and not all(map(str.isascii, distinct)):
+            whole.update(self._disguised(distinct, found))
         out: dict[int, str] = {}
-        if are:
-            at = list(compress(count(), map(are.__contains__, texts)))
-            out = dict(zip(at, map(entity.__getitem__, map(texts.__getitem__, at)), strict=True))
-            distinct -= are
-        if not self._inside:
-            return out, {}
-        found = self._inside_texts(
-            list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
-        )
+        if whole:
+            at = list(compress(count(), map(whole.__contains__, texts)))
+            out = dict(zip(at, map(whole.__getitem__, map(texts.__getitem__, at)), strict=True))
         if not found:
             return out, {}
         got = list(map(found.get, texts))
         return out, dict(zip(compress(count(), got), filter(None, got), strict=True))
+
+    def _disguised(
+        self, texts: set[str], found: dict[str, list[tuple[int, int, str]]]
+    ) -> dict[str, str]:
+        """{text: entity} of the texts that are a held value disguised with Unicode (a
+        zero-width space in ``555\\u200b1234567``, full-width digits, no-break spaces...),
+        and the disguised held values inside the others added to ``found``, at their
+        place in the text as it is (the token replaces it exactly). The windows around
+        disguising characters are folded as ``disguise.DisguiseDetector`` folds them and
+        searched as texts are; an ASCII text costs a flag check, a Latin-1 one a few C
+        searches for the Latin-1 characters a fold changes."""
+        entity = self._entity
+        whole: dict[str, str] = {}
+        windows: dict[str, list[tuple[str, int, int, list[int] | None]]] = {}
+        for text in texts:
+            for lo, hi, folded, kept in folded_windows(text):
+                if hi - lo == len(text) and folded in entity:  # the whole text
+                    whole[text] = entity[folded]
+                    break
+                if len(folded) > MIN_INSIDE:
+                    windows.setdefault(folded, []).append((text, lo, hi, kept))
+        for text in whole:
+            found.pop(text, None)
+        if not windows or not self._inside:
+            return whole
+        for folded, spans in self._inside_texts(list(windows)).items():
+            for text, lo, hi, kept in windows[folded]:
+                if text in whole:
+                    continue
+                new = []
+                window = text[lo:hi]
+                for a, b, kind in spans:
+                    start, end = unfold_span(window, kept, a, b)
+                    start, end = lo + start, lo + end
+                    if text[start:end] != folded[a:b]:  # (as it is: the plain search's)
+                        new.append((start, end, kind))
+                if new:
+                    have = found.get(text, [])
+                    new = [n for n in new if not any(n[0] < h[1] and h[0] < n[1] for h in have)]
+                    found[text] = sorted([*have, *new])
+        return whole
 
     def _inside_texts(self, texts: list[str]) -> dict[str, list[tuple[int, int, str]]]:
         """{text: spans} for the texts holding a held value inside them."""

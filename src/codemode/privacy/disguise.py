@@ -36,7 +36,7 @@ from ..invisible import PLANES, invisible_table
 if TYPE_CHECKING:
     from .scan import Scanner
 
-__all__ = ["DisguiseDetector", "fold", "folded_windows", "unfold_span"]
+__all__ = ["DisguiseDetector", "fold", "folded_windows", "has_disguise", "unfold_span"]
 
 WINDOW = 128
 """Characters of context folded and scanned each side of a disguised character."""
@@ -168,6 +168,11 @@ def folded_windows(text: str) -> Iterator[tuple[int, int, str, list[int] | None]
     for lo, hi in _windows(text, _tables()[1].positions(text)):
         folded, kept = fold(text[lo:hi])
         yield lo, hi, folded, kept
+
+
+def has_disguise(text: str) -> bool:
+    """Whether ``text`` holds a character ``fold`` changes (one C pass, or a few)."""
+    return not text.isascii() and next(_tables()[1].positions(text), None) is not None
 
 
 def unfold_span(text: str, kept: list[int] | None, start: int, end: int) -> tuple[int, int]:

@@ -52,10 +52,10 @@ import string
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from itertools import accumulate, chain, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, filterfalse, islice, repeat
 from typing import TypeVar
 
-from .disguise import folded_windows, unfold_span
+from .disguise import folded_windows, has_disguise, unfold_span
 from .scan import Span
 
 _T = TypeVar("_T")
@@ -239,8 +239,11 @@ class KnownValues:
                 list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
             )
         # (``isascii`` reads a flag: an ASCII batch pays one C pass over its texts)
-        if self.disguised and not all(map(str.isascii, distinct)):
-            whole.update(self._disguised(distinct, found))
+        if self.disguised:
+            other = list(filterfalse(str.isascii, distinct))
+            # (the texts as one: a batch with nothing to fold costs a few C passes)
+            if other and has_disguise(_SEP.join(other)):
+                whole.update(self._disguised(other, found))
         out: dict[int, str] = {}
         if whole:
             at = list(compress(count(), map(whole.__contains__, texts)))
@@ -251,7 +254,7 @@ class KnownValues:
         return out, dict(zip(compress(count(), got), filter(None, got), strict=True))
 
     def _disguised(
-        self, texts: set[str], found: dict[str, list[tuple[int, int, str]]]
+        self, texts: list[str], found: dict[str, list[tuple[int, int, str]]]
     ) -> dict[str, str]:
         """{text: entity} of the texts that are a held value disguised with Unicode (a
         zero-width space in ``555\\u200b1234567``, full-width digits, no-break spaces...),

@@ -29,6 +29,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import cache
+from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..invisible import PLANES, invisible_table
@@ -128,11 +129,22 @@ def fold(text: str) -> tuple[str, list[int] | None]:
     folded = text.translate(table)
     if len(folded) == len(text):
         return folded, None
-    kept: list[int] = []
-    for i, c in enumerate(text):
-        if table.get(ord(c), c) is not None:
-            kept.append(i)
+    if "\x00" in text:  # (windows never hold one: they stop at the NUL joining texts)
+        return folded, [i for i, c in enumerate(text) if table.get(ord(c), c) is not None]
+    # In C: the dropped characters marked by a NUL, and the runs of indices between them.
+    dropped = [m.start() for m in _NUL.finditer(text.translate(_marks()))]
+    starts = [0, *map((1).__add__, dropped)]
+    kept = list(chain.from_iterable(map(range, starts, [*dropped, len(text)])))
     return folded, kept
+
+
+_NUL = re.compile("\x00")
+
+
+@cache
+def _marks() -> dict[int, str]:
+    """The characters ``fold`` drops, as NUL."""
+    return {cp: "\x00" for cp, to in _tables()[0].items() if to is None}
 
 
 class DisguiseDetector:
@@ -195,12 +207,21 @@ def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:
     """Merged windows of ``WINDOW`` characters each side of every hit, within its line."""
     n = len(text)
     lo = hi = -1
+    # The next line break and NUL after the last hit, each looked for again only once a
+    # hit is past it (a text full of hits is read once, not ``WINDOW`` times per hit).
+    lf = nul = -1
     for at in hits:
         if at >= hi:
             if hi > lo:
                 yield lo, hi
             lo = max(at - WINDOW, _line_start(text, at))
-        hi = min(at + 1 + WINDOW, _line_end(text, at + 1, n))
+        if at >= lf:
+            lf = text.find("\n", at + 1)
+            lf = n if lf < 0 else lf
+        if at >= nul:
+            nul = text.find("\x00", at + 1)
+            nul = n if nul < 0 else nul
+        hi = min(at + 1 + WINDOW, lf, nul)
     if hi > lo:
         yield lo, hi
 
@@ -208,9 +229,3 @@ def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:
 def _line_start(text: str, at: int) -> int:
     floor = max(0, at - WINDOW)
     return max(text.rfind("\n", floor, at), text.rfind("\x00", floor, at)) + 1
-
-
-def _line_end(text: str, at: int, n: int) -> int:
-    ceil = min(n, at + WINDOW)
-    ends = [i for i in (text.find("\n", at, ceil), text.find("\x00", at, ceil)) if i != -1]
-    return min(ends) if ends else ceil

@@ -13,6 +13,7 @@ import pytest
 from codemode import Session, SubprocessExecutor
 from codemode.privacy.config import PrivacyConfig
 from codemode.privacy.engine import Privacy
+from codemode.privacy.known import FIND_MAX
 from codemode.privacy.stream import StreamScanner
 from codemode.privacy.tokens import TOKEN_RE
 from codemode.privacy.vault import Vault
@@ -162,3 +163,24 @@ async def test_code_printing_a_held_value_disguised_shows_the_model_only_tokens(
     assert leaked == [], shown
     assert PHONE not in shown
     assert len(TOKEN_RE.findall(r.stdout)) == len(DISGUISED), r.stdout
+
+
+def test_a_held_name_with_a_no_break_space_among_many_held_values() -> None:
+    """Past ``FIND_MAX`` held values the search goes by words: the folded windows too."""
+    names = {
+        "enabled": True,
+        "recognizers": [
+            {"name": "PERSON", "pattern": r"[A-Z][a-z]+ [A-Z][a-z]+", "context": ["name"]}
+        ],
+    }
+    e = Privacy(PrivacyConfig.model_validate(names), Vault(os.urandom(32)))
+    e.protect([{"phone": f"650555{i:04d}"} for i in range(FIND_MAX + 10)])
+    assert TOKEN_RE.fullmatch(e.protect({"name": "Anna Lee"})[0]["name"])
+    assert e.protect_text("met Anna Lee today") != "met Anna Lee today"
+    for disguised in ["Anna\u00a0Lee", "An\u200bna Lee", "Anna\u2009Lee", "A\u00adnna Lee"]:
+        text = f"met {disguised}, 6505550003 and 650{ZW}5550004 today"
+        out = e.protect_text(text)
+        assert out == (
+            f"met {e.vault.token('PERSON', disguised)}, {e.vault.token('PHONE', '6505550003')}"
+            f" and {e.vault.token('PHONE', f'650{ZW}5550004')} today"
+        ), out

@@ -231,23 +231,24 @@ class KnownValues:
         # Distinct texts (one C pass; notes from a few templates are searched once).
         distinct = set(texts)
         are = _common(distinct, entity)
-        whole = {t: entity[t] for t in are}
         distinct -= are
         found: dict[str, list[tuple[int, int, str]]] = {}
         if self._inside:
             found = self._inside_texts(
                 list(compress(distinct, map(MIN_INSIDE.__lt__, map(len, distinct))))
             )
+        disguised: dict[str, str] = {}
         # (``isascii`` reads a flag: an ASCII batch pays one C pass over its texts)
         if self.disguised:
             other = list(filterfalse(str.isascii, distinct))
             # (the texts as one: a batch with nothing to fold costs a few C passes)
             if other and has_disguise(_SEP.join(other)):
-                whole.update(self._disguised(other, found))
+                disguised = self._disguised(other, found)
         out: dict[int, str] = {}
-        if whole:
-            at = list(compress(count(), map(whole.__contains__, texts)))
-            out = dict(zip(at, map(whole.__getitem__, map(texts.__getitem__, at)), strict=True))
+        for is_whole, of in ((are, entity), (disguised, disguised)):
+            if is_whole:
+                at = list(compress(count(), map(is_whole.__contains__, texts)))
+                out.update(zip(at, map(of.__getitem__, map(texts.__getitem__, at)), strict=True))
         if not found:
             return out, {}
         got = list(map(found.get, texts))

@@ -264,7 +264,8 @@ class CardDetector:
 # backwards for its three-digit area and a clean start.
 _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
-_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS])  # one pass with RE2
+# One pass with RE2, shared with the credentials net's anchors (``literals.one_pass``).
+_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS], shared=True)
 _SSN_BARE = re.compile(
     r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
 )

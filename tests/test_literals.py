@@ -8,7 +8,8 @@ import random
 import pytest
 
 from codemode import redact
-from codemode.literals import MIN_CHARS, Anchors, re2_available
+from codemode.literals import MIN_CHARS, Anchors, one_pass, re2_available
+from codemode.privacy.detectors import _SSN_ANCHORS, SSNDetector
 from codemode.redact import find_secrets, forget_secrets, remember_secret
 
 needs_re2 = pytest.mark.skipif(not re2_available(), reason="google-re2 is not installed")
@@ -99,3 +100,23 @@ def test_many_remembered_secrets_are_found_as_one_by_one_look_ups_find_them() ->
         assert len(want[1]) == 3
     finally:
         forget_secrets()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shared_anchors_answer_in_one_pass_as_each_alone(seed: int) -> None:
+    """Within ``one_pass`` the net's and the SSN detector's anchors share one RE2 pass
+    (nested for another text): each gets the answer its own pass gives."""
+    rng = random.Random(seed)
+    texts = [random_text(rng) + rng.choice(["", " SSN 123456789", " social"]) for _ in range(10)]
+    texts.append("short ssn")
+    ssn = SSNDetector()
+    for text in texts:
+        alone = (redact._ANCHORS.possible(text), _SSN_ANCHORS.possible(text))
+        found = (sorted(find_secrets(text)), list(ssn.find(text)))
+        inner = PAD + "ghp_x Ssn"
+        with one_pass(text):
+            assert _SSN_ANCHORS.possible(text) == alone[1]
+            with one_pass(inner):  # another text's scope, then this one's again
+                assert redact._ANCHORS.possible(inner) == redact._ANCHORS.possible(inner + " ")
+            assert redact._ANCHORS.possible(text) == alone[0]
+            assert (sorted(find_secrets(text)), list(ssn.find(text))) == found

@@ -11,6 +11,11 @@ saw (RE2 folds case at least as widely as the callers' look-ups: ASCII, and Unic
 simple folding such as the Kelvin sign), and the caller still looks those up its own
 way. What is found is the same with or without RE2; only the number of passes changes.
 Without RE2, or for a text too short to be worth a call, ``possible`` returns None.
+
+Anchors made with ``shared=True`` (the credentials net's, the SSN detector's) are looked
+for together: within ``one_pass(text)`` (the privacy scanner's detectors over one text),
+the first of them to ask matches all of their literals in one RE2 pass, and the others
+get their share of that answer instead of a pass of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MIN_CHARS", "Anchors", "re2_available"]
+__all__ = ["MIN_CHARS", "Anchors", "one_pass", "re2_available"]
 
 MIN_CHARS = 256
 """Texts shorter than this are looked up anchor by anchor (an RE2 call costs more). The
@@ -55,9 +60,15 @@ class Anchors:
     enabled = True
     """False in tests that compare against the plain look-ups (``reference_paths``)."""
 
-    def __init__(self, anchors: Sequence[tuple[str, bool]]) -> None:
+    def __init__(self, anchors: Sequence[tuple[str, bool]], *, shared: bool = False) -> None:
         self.anchors = list(dict.fromkeys(anchors))
         self._set: Any = _UNSET
+        self._keys = frozenset(self.anchors)
+        self._shared = shared
+        if shared:
+            with _lock:
+                _SHARED.append(self)
+                _joint[0] = None  # compiled again with these anchors on next use
 
     def _compiled(self) -> Any:
         if self._set is _UNSET:
@@ -90,6 +101,11 @@ class Anchors:
         None when RE2 was not asked (not installed, disabled, or ``text`` is short)."""
         if len(text) < MIN_CHARS or not self.enabled:
             return None
+        if self._shared and getattr(_scope, "text", None) is text:
+            answer = _scope.answer
+            if answer is None:
+                answer = _scope.answer = _joint_anchors().possible(text)
+            return None if answer is None else set(self._keys.intersection(answer))
         sets = self._compiled()
         if sets is None:
             return None
@@ -101,3 +117,37 @@ class Anchors:
             data, which = text.encode("utf-8", "surrogatepass"), sets[1]
         anchors = self.anchors
         return {anchors[i] for i in which.Match(data) or ()}
+
+
+_SHARED: list[Anchors] = []
+_joint: list[Anchors | None] = [None]
+_scope = threading.local()
+
+
+def _joint_anchors() -> Anchors:
+    """One ``Anchors`` of every shared one's literals (rebuilt when one is added)."""
+    got = _joint[0]
+    if got is None:
+        with _lock:
+            members = list(_SHARED)
+        got = _joint[0] = Anchors([a for m in members for a in m.anchors])
+    return got
+
+
+class one_pass:  # (lower case: used like a function, as a context manager)
+    """Within it, the shared anchors (``Anchors(shared=True)``) asked about ``text``
+    are matched in one RE2 pass (per thread; nested for another text, as an encoded
+    span's decoded text is scanned within the scan of its own)."""
+
+    __slots__ = ("_prev", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._prev: tuple[Any, Any] = (None, None)
+
+    def __enter__(self) -> None:
+        self._prev = (getattr(_scope, "text", None), getattr(_scope, "answer", None))
+        _scope.text, _scope.answer = self._text, None
+
+    def __exit__(self, *exc: object) -> None:
+        _scope.text, _scope.answer = self._prev

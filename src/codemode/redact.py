@@ -121,7 +121,7 @@ _GATED = tuple(
 _ASCII = {a: a.encode("ascii") for _, _, anchors, _ in _GATED for a in anchors}
 # The anchors of every shape, looked for in one pass of a large text when google-re2 is
 # installed (``codemode.literals``); those it did not see are known absent at once.
-_ANCHORS = Anchors([(a, folded) for _, _, anchors, folded in _GATED for a in anchors])
+_ANCHORS = Anchors([(a, folded) for _, _, anchors, folded in _GATED for a in anchors], shared=True)
 
 
 def _lowered(text: str) -> str | bytes:

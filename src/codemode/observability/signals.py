@@ -46,10 +46,17 @@ def pii_tokenized_counts(found: Mapping[str, int]) -> None:
     """``pii_tokenized`` of each entity type in ``found``, with one look-up of the metrics
     (a scan reports several types: 2 us each when looked up every time)."""
     m = _metrics()
-    counter, admit = m.pii_tokenized, m.entities.admit
+    children = m.pii_children
     for entity, n in found.items():
         if n:
-            counter.labels(entity if isinstance(entity, str) and admit(entity) else OTHER).inc(n)
+            child = children.get(entity)
+            if child is None:
+                # (an admitted type stays admitted: its child is kept)
+                admitted = isinstance(entity, str) and m.entities.admit(entity)
+                child = m.pii_tokenized.labels(entity if admitted else OTHER)
+                if admitted:
+                    children[entity] = child
+            child.inc(n)
 
 
 def approval(decision: str) -> None:

@@ -264,7 +264,8 @@ class CardDetector:
 # backwards for its three-digit area and a clean start.
 _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
-_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS])  # one pass with RE2
+# One pass with RE2, shared with the credentials net's anchors (``literals.one_pass``).
+_SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS], shared=True)
 _SSN_BARE = re.compile(
     r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
 )
@@ -368,19 +369,22 @@ _IBAN_MASK = bytes(
 )
 
 
+_IBAN_SEED = re.compile(rb"AAdd")
+
+
 def _iban_matches(text: str) -> list[re.Match[str]]:
-    """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd"."""
-    mask = one_byte(text).translate(_IBAN_MASK)
-    find, match = mask.find, _IBAN.match
-    at = find(b"AAdd")
+    """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd".
+
+    Those places in one pass (``finditer``: every one, as "AAdd" cannot overlap itself),
+    not a ``find`` call each (half the time on a table of IBANs)."""
+    match = _IBAN.match
     found = []
-    while at != -1:
-        m = match(text, at)
-        if m is None:
-            at = find(b"AAdd", at + 1)
-        else:
+    end = 0
+    for seed in _IBAN_SEED.finditer(one_byte(text).translate(_IBAN_MASK)):
+        at = seed.start()
+        if at >= end and (m := match(text, at)) is not None:
             found.append(m)
-            at = find(b"AAdd", m.end())
+            end = m.end()
     return found
 
 

@@ -1,0 +1,89 @@
+"""What a real upstream MCP server (stdio) receives in a tool call's ``_meta`` from a run
+traced as ``codemode serve`` traces by default (span identities decided in this process,
+spans built by the export process): the W3C trace context of the run's span, with the
+client's tracestate and any baggage of the run's context; nothing without propagation.
+The MCP SDK's propagator writes it; this pins the exact header, for whoever changes how."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+
+from codemode import Session, SubprocessExecutor, ToolRegistry
+from codemode.config import parse_servers
+from codemode.observability import Metrics
+from codemode.observability.observe import Observe
+from codemode.observability.providers import remote_parent
+from codemode.observability.tracing import Tracing
+from codemode.tools.sources.mcp import MCPSource
+
+pytestmark = pytest.mark.anyio
+
+EDGE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "edge_server.py"
+TRACE_ID, PARENT_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+CODE = "p = tools.probe.current_span()\n[p, tools.edge.trace_context(), tools.edge.trace_context()]"
+
+
+def current_span() -> list[str]:
+    """The trace and span id current where an in-process tool runs."""
+    ctx = trace.get_current_span().get_span_context()
+    return [format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")]
+
+
+async def run(propagate: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
+    """The span current in the run's in-process call, and the trace context each of its
+    two calls to the edge server (stdio) received."""
+    raw = {"command": sys.executable, "args": [str(EDGE_SERVER)]}
+    source = MCPSource("edge", parse_servers({"mcpServers": {"edge": raw}}, env={})["edge"])
+    reg = ToolRegistry([source])
+    reg.register(current_span, server="probe")
+    tracing = Tracing.exporting("none", "codemode-test", None, propagate=propagate)
+    layer = Observe(Metrics(process=False), tracing)
+    reg.use(layer.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(layer.run_hook, "observe")
+    try:
+        async with s:
+            result = await s.run(CODE)
+    finally:
+        tracing.close()
+        await source.aclose()
+    assert result.error is None, result.error
+    span, *received = result.value
+    return span, received
+
+
+async def test_an_upstream_server_receives_the_runs_span_as_its_traceparent() -> None:
+    (trace_id, span_id), received = await run()
+    expected = {"traceparent": f"00-{trace_id}-{span_id}-01", "tracestate": None, "baggage": None}
+    assert received == [expected, expected]
+    assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left current
+
+
+async def test_a_run_in_a_clients_trace_passes_on_its_trace_id_and_tracestate() -> None:
+    meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "vendor=abc"}
+    with remote_parent(meta):
+        (trace_id, span_id), received = await run()
+    assert trace_id == TRACE_ID and span_id != PARENT_ID
+    expected = {"traceparent": f"00-{TRACE_ID}-{span_id}-01", "tracestate": "vendor=abc"}
+    assert received == [{**expected, "baggage": None}] * 2
+
+
+async def test_without_propagation_an_upstream_server_receives_no_trace() -> None:
+    _, received = await run(propagate=False)
+    assert received == [{"traceparent": None, "tracestate": None, "baggage": None}] * 2
+
+
+async def test_baggage_in_the_runs_context_is_passed_on_with_its_trace() -> None:
+    token = otel_context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        (trace_id, span_id), received = await run()
+    finally:
+        otel_context.detach(token)
+    expected = {"traceparent": f"00-{trace_id}-{span_id}-01", "tracestate": None}
+    assert received == [{**expected, "baggage": "tenant=acme"}] * 2

@@ -2,7 +2,8 @@
 traced as ``codemode serve`` traces by default (span identities decided in this process,
 spans built by the export process): the W3C trace context of the run's span, with the
 client's tracestate and any baggage of the run's context; nothing without propagation.
-The MCP SDK's propagator writes it; this pins the exact header, for whoever changes how."""
+The same whether the run's identity formats it (``observability.carrier``) or the MCP
+SDK's propagator does (carrier off; and always when the context holds baggage)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from opentelemetry import context as otel_context
 
 from codemode import Session, SubprocessExecutor, ToolRegistry
 from codemode.config import parse_servers
-from codemode.observability import Metrics
+from codemode.observability import Metrics, carrier
 from codemode.observability.observe import Observe
 from codemode.observability.providers import remote_parent
 from codemode.observability.tracing import Tracing
@@ -33,6 +34,34 @@ def current_span() -> list[str]:
     """The trace and span id current where an in-process tool runs."""
     ctx = trace.get_current_span().get_span_context()
     return [format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")]
+
+
+class Formatter:
+    """Who formats the header (``name``), and how many calls the carrier formatted."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.carried = 0
+
+    def carried_all(self, calls: int) -> bool:
+        return self.carried == (calls if self.name == "carrier" else 0)
+
+
+@pytest.fixture(params=["carrier", "sdk"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Formatter:
+    """The run's identity formats the header, or (carrier off) the MCP SDK does."""
+    Tracing.exporting("none", "codemode-test", None).close()  # installs the carrier
+    carry = carrier.carry
+    assert carry is not None
+    got = Formatter(request.param)
+
+    def counted() -> Any:
+        out = carry()
+        got.carried += out is not None
+        return out
+
+    monkeypatch.setattr(carrier, "carry", counted if got.name == "carrier" else None)
+    return got
 
 
 async def run(propagate: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
@@ -58,28 +87,35 @@ async def run(propagate: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
     return span, received
 
 
-async def test_an_upstream_server_receives_the_runs_span_as_its_traceparent() -> None:
+async def test_an_upstream_server_receives_the_runs_span_as_its_traceparent(
+    path: Formatter,
+) -> None:
     (trace_id, span_id), received = await run()
     expected = {"traceparent": f"00-{trace_id}-{span_id}-01", "tracestate": None, "baggage": None}
     assert received == [expected, expected]
+    assert path.carried_all(2)
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left current
 
 
-async def test_a_run_in_a_clients_trace_passes_on_its_trace_id_and_tracestate() -> None:
+async def test_a_run_in_a_clients_trace_passes_on_its_trace_id_and_tracestate(
+    path: Formatter,
+) -> None:
     meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "vendor=abc"}
     with remote_parent(meta):
         (trace_id, span_id), received = await run()
     assert trace_id == TRACE_ID and span_id != PARENT_ID
     expected = {"traceparent": f"00-{TRACE_ID}-{span_id}-01", "tracestate": "vendor=abc"}
     assert received == [{**expected, "baggage": None}] * 2
+    assert path.carried_all(2)
 
 
-async def test_without_propagation_an_upstream_server_receives_no_trace() -> None:
+async def test_without_propagation_an_upstream_server_receives_no_trace(path: Formatter) -> None:
     _, received = await run(propagate=False)
     assert received == [{"traceparent": None, "tracestate": None, "baggage": None}] * 2
+    assert path.carried == 0
 
 
-async def test_baggage_in_the_runs_context_is_passed_on_with_its_trace() -> None:
+async def test_baggage_in_the_runs_context_is_passed_on_with_its_trace(path: Formatter) -> None:
     token = otel_context.attach(baggage.set_baggage("tenant", "acme"))
     try:
         (trace_id, span_id), received = await run()
@@ -87,3 +123,4 @@ async def test_baggage_in_the_runs_context_is_passed_on_with_its_trace() -> None
         otel_context.detach(token)
     expected = {"traceparent": f"00-{trace_id}-{span_id}-01", "tracestate": None}
     assert received == [{**expected, "baggage": "tenant=acme"}] * 2
+    assert path.carried == 0  # the SDK's propagator passes the baggage on

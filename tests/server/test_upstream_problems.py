@@ -52,7 +52,7 @@ async def test_search_list_and_run_code_name_the_server_that_did_not_answer(base
         assert any(line.startswith("edge.echo") for line in lines)
         assert result.structured_content is not None
         assert result.structured_content["warnings"] == [PROBLEM]
-    assert text_of(servers).splitlines() == ["edge: 11 tools, ok", f"hung: ? tools, {PROBLEM}"]
+    assert text_of(servers).splitlines() == ["edge: 12 tools, ok", f"hung: ? tools, {PROBLEM}"]
     assert text_of(run).splitlines() == ["edge.echo", f"[warning] {PROBLEM}"]
     for result in (search, listing, servers, run):
         assert SECRET not in json.dumps(result.model_dump(mode="json"))

@@ -65,7 +65,7 @@ def test_describe_unknown_tool_fails_with_suggestions(base: Path) -> None:
 def test_servers_reports_status_per_server(base: Path) -> None:
     code, out, _ = _run("servers", "--json", "--base", str(base))
     rows = {r["name"]: r for r in json.loads(out)}
-    assert code == 0 and rows["edge"]["tools"] == 10 and rows["edge"]["status"] == "ok"
+    assert code == 0 and rows["edge"]["tools"] == 11 and rows["edge"]["status"] == "ok"
     assert "command not found" in rows["ghost"]["status"]
 
 

@@ -70,7 +70,7 @@ def test_tools_servers_names_the_server_that_did_not_answer_and_hides_its_secret
 ) -> None:
     done = codemode("tools", "servers", "--base", str(workspace(tmp_path)))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["edge: 11 tools, ok", "hung: ? tools, failed"]
+    assert done.stdout.splitlines() == ["edge: 12 tools, ok", "hung: ? tools, failed"]
     assert done.stderr.splitlines() == [EXPECTED]
     assert SECRET not in done.stderr
 

@@ -14,17 +14,24 @@ is on.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
+from opentelemetry import trace as otel_trace
 from opentelemetry.context import Context
+from opentelemetry.propagate import get_global_textmap
 from opentelemetry.trace import (
     INVALID_SPAN,
     NonRecordingSpan,
+    ProxyTracerProvider,
     SpanContext,
     TraceFlags,
     TraceState,
+    get_tracer_provider,
     set_span_in_context,
 )
+
+from . import carrier
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _SPAN_KEY = next(iter(set_span_in_context(INVALID_SPAN, Context())))
@@ -40,6 +47,7 @@ class Identity(NonRecordingSpan):
         self.span_id = span_id
         self.state = state
         self._context: SpanContext | None = None  # type: ignore[assignment]
+        self._header: tuple[str, str | None] | None = None
 
     @property
     def ids(self) -> tuple[int, int, TraceState | None]:
@@ -54,6 +62,22 @@ class Identity(NonRecordingSpan):
             )
         return ctx
 
+    def meta(self) -> dict[str, str]:
+        """What OpenTelemetry's default propagator injects for this span: its W3C
+        ``traceparent`` and, when its trace state has entries, ``tracestate`` (a new dict
+        each time, from strings formatted once)."""
+        header = self._header
+        if header is None:
+            state = self.state
+            header = self._header = (
+                f"00-{self.trace_id:032x}-{self.span_id:016x}-01",
+                state.to_header() if state else None,
+            )
+        parent, state_header = header
+        if state_header is None:
+            return {"traceparent": parent}
+        return {"traceparent": parent, "tracestate": state_header}
+
     def __repr__(self) -> str:
         return f"NonRecordingSpan({self.get_span_context()!r})"
 
@@ -66,4 +90,39 @@ def current_with(span: Identity, ctx: Any) -> Context:
     return set_span_in_context(span, ctx)
 
 
-__all__ = ["Identity", "current_with"]
+def install_carrier(var: ContextVar[Any]) -> None:
+    """Set ``carrier.carry`` (once), when OpenTelemetry's context lives in ``var`` and the
+    global propagator injects what ``Identity.meta`` says (its default, tracecontext and
+    baggage: checked on a probe). Per call it stands in only while that propagator is still
+    the global one, no global tracer provider is set (else the SDK's own client span would
+    be the parent named) and the current context holds the run's identity and nothing else
+    (no baggage to pass on); otherwise the SDK propagates as before."""
+    if carrier.carry is not None:
+        return
+    textmap, proxy = get_global_textmap(), get_tracer_provider()
+    if not isinstance(proxy, ProxyTracerProvider) or not hasattr(otel_trace, "_TRACER_PROVIDER"):
+        return
+    probe = Identity(1, 2, TraceState([("k", "v")]))
+    for span in (probe, Identity(1, 2, None)):
+        injected: dict[str, str] = {}
+        textmap.inject(injected, Context({_SPAN_KEY: span}))
+        if injected != span.meta():
+            return
+    key, empty, get, set_ = _SPAN_KEY, Context(), var.get, var.set
+
+    def carry() -> tuple[dict[str, str], Any] | None:
+        ctx = get()
+        if len(ctx) != 1:
+            return None
+        span = ctx.get(key)
+        if type(span) is not Identity:
+            return None
+        if get_global_textmap() is not textmap or otel_trace._TRACER_PROVIDER is not None:
+            return None  # (the private global: get_tracer_provider reads the environment)
+        return span.meta(), set_(empty)
+
+    carrier.restore = var.reset
+    carrier.carry = carry
+
+
+__all__ = ["Identity", "current_with", "install_carrier"]

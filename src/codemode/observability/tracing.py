@@ -181,7 +181,7 @@ class Tracing:
         """Set by ``exporting``: the child process that builds and exports the spans."""
         self._bound = 0
         """Set by ``exporting``: the ratio sampler's bound on a root trace id's low 64 bits."""
-        from .identity import Identity, current_with  # imports opentelemetry
+        from .identity import Identity, current_with, install_carrier  # imports opentelemetry
 
         self._identity = Identity
         self._current_with = current_with
@@ -195,6 +195,8 @@ class Tracing:
         # OpenTelemetry's detach guards against.)
         self._detach: Callable[[Any], Any] = otel_context.detach if var is None else var.reset
         self._empty = otel_context.Context()  # no span current (calls, without propagation)
+        if propagate and var is not None:  # upstream calls send the run's identity (carrier)
+            install_carrier(var)
 
     @classmethod
     def exporting(

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from codemode.config import ServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
 from codemode.isolation.servers import Isolation
+from codemode.observability import carrier
 from codemode.tools.sources.mcp.connection import Connection
 from codemode.tools.sources.mcp.convert import call_result, tool_spec
 from codemode.tools.sources.mcp.lenient import schema_warnings
@@ -216,9 +217,18 @@ class MCPSource:
         self, conn: Connection, client: Client, tool: str, arguments: dict[str, Any], limit: float
     ) -> mt.CallToolResult:
         """One ``tools/call``, its failures translated into ``codemode.errors``."""
+        # The run's trace context, formatted by its span identity (observability.carrier);
+        # None: the SDK passes on whatever trace is current, as it always does.
+        carry = carrier.carry
+        trace = None if carry is None else carry()
         try:
             async with asyncio.timeout(limit):
-                return await client.call_tool(tool, arguments)
+                if trace is None:
+                    return await client.call_tool(tool, arguments)
+                try:  # meta: an open TypedDict (PEP 728), which mypy does not read yet
+                    return await client.call_tool(tool, arguments, meta=trace[0])  # type: ignore[arg-type]
+                finally:
+                    carrier.restore(trace[1])  # the run's span current again
         except TimeoutError:
             self._retire(conn, limit)
             raise ToolTimeout(

@@ -4,7 +4,6 @@ per call; a call a leftover thread makes between runs gets none of a finished ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -26,21 +25,6 @@ from .test_tracing import by_name, finished
 pytestmark = pytest.mark.anyio
 
 LAYERS = ["tracing", "metrics+tracing"]  # alone, and as one layer (codemode serve's default)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracing(exporter: InMemorySpanExporter) -> Iterator[Tracing]:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing = Tracing(provider)
-    yield tracing
-    tracing.close()
-    provider.shutdown()
 
 
 class Probe:

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -40,21 +40,6 @@ def lookup(card: str) -> dict[str, Any]:
 def down() -> None:
     """Always fails."""
     raise RuntimeError("backend down")
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracing(exporter: InMemorySpanExporter) -> Iterator[Tracing]:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing = Tracing(provider)
-    yield tracing
-    tracing.close()
-    provider.shutdown()
 
 
 async def traced_session(tracing: Tracing, *probes: Callable[..., Any]) -> Session:

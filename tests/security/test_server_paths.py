@@ -9,7 +9,6 @@ the server's network too, and a server given none keeps it.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,10 @@ import pytest
 from codemode.config import StdioServerConfig
 from codemode.isolation import acl
 from codemode.isolation.paths import named_paths
-from codemode.isolation.servers import Isolation, plan
+from codemode.isolation.servers import Isolation, ServerLaunch, plan
 from codemode.privacy.sinks import touches_workspace
+
+from .test_servers import _run_jailed
 
 pytestmark = pytest.mark.security
 
@@ -170,16 +171,11 @@ def test_host_configuration_a_server_is_given_is_shown_read_only(
     )
     (ws / "files" / "seen.txt").write_text("")
     iso = Isolation(workspace=ws, files=ws / "files", homes_root=str(tmp_path / "homes"))
-    launch = plan(cfg, iso)
-    assert [m for m in launch.mounts if m.target.startswith("/etc") and m.writable] == []
-    try:
-        r = subprocess.run(
-            [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    finally:
-        launch.cleanup()
-    assert launch.isolated and r.returncode == 0, r.stderr
+
+    def no_writable_etc(launch: ServerLaunch) -> None:
+        assert [m for m in launch.mounts if m.target.startswith("/etc") and m.writable] == []
+
+    r = _run_jailed(cfg, iso, no_writable_etc)
     assert r.stdout.startswith("-----") and "seen.txt" in r.stdout, r.stdout
     assert not Path("/etc/ssl/certs/planted").exists()
     assert (acl.users("/etc/ssl/certs"), acl.users("/etc/ssl/certs", default=True)) == before

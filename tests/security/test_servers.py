@@ -27,7 +27,7 @@ from codemode.config import StdioServerConfig, parse_servers
 from codemode.execution.doctor import server_isolation_lines
 from codemode.execution.sandbox import SandboxExecutor
 from codemode.isolation import acl
-from codemode.isolation.servers import HOMES_ROOT, Isolation, plan
+from codemode.isolation.servers import HOMES_ROOT, Isolation, ServerLaunch, plan
 from codemode.isolation.uids import SANDBOX_UID, SERVERS_UID
 from codemode.tools.sources.mcp import MCPSource
 from codemode.workspace import Workspace
@@ -453,14 +453,21 @@ def attempt(path):
 
 
 def _run_jailed(
-    server: dict[str, object], iso: Isolation, planned: Callable[[], None] = lambda: None
+    server: dict[str, object] | StdioServerConfig,
+    iso: Isolation,
+    planned: Callable[[ServerLaunch], None] = lambda launch: None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run one stdio server entry to its end in the jail codemode plans for it; it must
-    start jailed and exit 0. ``planned`` runs between the plan and the start."""
-    cfg = parse_servers({"mcpServers": {"s": server}}, env={})["s"]
+    """Run one stdio server (an ``mcp.json`` entry or its config) to its end in the jail
+    codemode plans for it; it must start jailed and exit 0. ``planned`` is given the plan
+    between the plan and the start."""
+    cfg = (
+        server
+        if isinstance(server, StdioServerConfig)
+        else parse_servers({"mcpServers": {"s": server}}, env={})["s"]
+    )
     assert isinstance(cfg, StdioServerConfig)
     launch = plan(cfg, iso)
-    planned()
+    planned(launch)
     try:
         r = subprocess.run(
             [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
@@ -533,7 +540,7 @@ def test_a_server_given_home_starts_when_codemodes_keys_sit_in_a_directory_it_ca
     script = 'cat "$0/.config/codemode/audit.key" 2>&1; ls "$0"'
     server: dict[str, object] = {"command": "sh", "args": ["-c", script, str(home)]}
     iso = Isolation(workspace=home / "ws", files=files, homes_root=str(tmp_path / "homes"))
-    r = _run_jailed(server, iso, grant if acl_for == "the server, later" else lambda: None)
+    r = _run_jailed(server, iso, lambda _: grant() if acl_for == "the server, later" else None)
     assert "secret-audit-key" not in r.stdout and "ws" in r.stdout.split()
     assert "No such file" in r.stdout, r.stdout
 

@@ -7,7 +7,6 @@ to write, it never noticed, and a long call kept its worker."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -15,18 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .conftest import serve_argv
-
-WAIT = 60.0
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
+from .test_stdio import _alive
+from .test_stdio_wire import INIT, WAIT
 
 
 def _call(n: int, code: str) -> dict[str, Any]:
@@ -45,14 +34,6 @@ def _recv(reader: IO[bytes]) -> dict[str, Any]:
     assert line, "the server closed stdout"
     message: dict[str, Any] = json.loads(line)
     return message
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _start(base: Path, stdout: Any, tmp: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:

@@ -56,7 +56,8 @@ EXAMPLE_MCP_JSON = """\
 //   "timeout": seconds per call, "connect_timeout": seconds to start and list its
 //   tools (default: config.json's connect_timeout), "enabled": false to skip it,
 //   "isolation": "none" to run it without its jail (docs/isolation.md; loud),
-//   "read_only_paths"/"writable_paths": more host paths for its jail,
+//   "read_only_paths"/"writable_paths": more host paths for its jail, "read_only":
+//   true to show it every path it is given read-only; relative paths start here,
 //   "include"/"exclude": tool names or globs ("search_*"),
 //   "trusted": true to let the policy believe its tool annotations (readOnlyHint...).
 // ${VAR} and ${VAR:-default} are read from the environment when the file is loaded.

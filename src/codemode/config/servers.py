@@ -36,7 +36,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from codemode.errors import ConfigError
 from codemode.redact import NOT_SECRET_VARS, remember_secret, secret_name
@@ -113,6 +113,23 @@ class StdioServerConfig(_ServerBase):
     )  # fmt: skip
     read_only_paths: tuple[str, ...] = Field((), description="More host paths it may read.")
     writable_paths: tuple[str, ...] = Field((), description="More host paths it may write.")
+    read_only: bool = Field(
+        False, description="Show every path it is given read-only (its HOME stays writable)."
+    )
+    _config_dir: str | None = PrivateAttr(None)
+
+    @property
+    def config_dir(self) -> str | None:
+        """The folder of the file this entry was read from: where a relative ``cwd`` (and,
+        without one, each relative path it is given) starts. None when built in code: then
+        where codemode runs."""
+        return self._config_dir
+
+    def placed(self, folder: str | os.PathLike[str]) -> StdioServerConfig:
+        """This entry as read from a file in ``folder``."""
+        out = self.model_copy()
+        out._config_dir = os.path.abspath(folder)
+        return out
 
     @field_validator("command")
     @classmethod
@@ -326,10 +343,13 @@ def _server_from_raw(
     model = StdioServerConfig if kind == "stdio" else RemoteServerConfig
     expanded["transport"] = kind
     try:
-        return model.model_validate(expanded)
+        server = model.model_validate(expanded)
     except ValidationError as exc:
         problems = [f"{entry.at(*e['loc'])}: {explain(e, model)}" for e in exc.errors()]
         raise ConfigError("\n".join(problems)) from None
+    if isinstance(server, StdioServerConfig) and entry.doc is not None:
+        return server.placed(entry.doc.path.parent)
+    return server
 
 
 def parse_servers(

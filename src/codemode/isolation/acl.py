@@ -58,10 +58,10 @@ def _read(fd: int, name: str, mode: int) -> Entries:
         return _from_mode(mode)
 
 
-def _with_users(entries: Entries, uids: list[int]) -> Entries:
+def _with_users(entries: Entries, uids: list[int], perm: int = 7) -> Entries:
     out = dict(entries)
     for uid in uids:
-        out[(USER, uid)] = 7
+        out[(USER, uid)] = perm
     group_class = [p for (tag, _), p in out.items() if tag in (USER, GROUP_OBJ, GROUP)]
     out[(MASK, _NONE)] = 0
     for p in group_class:
@@ -69,8 +69,9 @@ def _with_users(entries: Entries, uids: list[int]) -> Entries:
     return out
 
 
-def grant(path: str, uids: list[int]) -> None:
-    """Give ``uids`` rwx on the directory ``path`` and on everything created in it later.
+def grant(path: str, uids: list[int], *, inherit: bool = True) -> None:
+    """Give ``uids`` rwx on the directory ``path`` and, with ``inherit``, on everything
+    created in it later (its default ACL).
 
     Opened with ``O_NOFOLLOW``: a symlink put in its place is refused, never followed.
     Raises ``OSError`` (e.g. ``EOPNOTSUPP`` on a filesystem without ACLs).
@@ -79,7 +80,25 @@ def grant(path: str, uids: list[int]) -> None:
     try:
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
         os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids)))
-        os.setxattr(fd, DEFAULT, _encode(_with_users(_read(fd, DEFAULT, mode), uids)))
+        if inherit:
+            os.setxattr(fd, DEFAULT, _encode(_with_users(_read(fd, DEFAULT, mode), uids)))
+    finally:
+        os.close(fd)
+
+
+def grant_file(path: str, uids: list[int]) -> None:
+    """Give ``uids`` read-write access to the regular file ``path`` (never execute).
+
+    Opened with ``O_NOFOLLOW`` and checked to be a regular file: a symlink or a FIFO put
+    in its place is refused. Raises ``OSError``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        mode = stat.S_IMODE(st.st_mode)
+        os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids, 6)))
     finally:
         os.close(fd)
 
@@ -124,4 +143,4 @@ def may_search(path: str, uid: int, gid: int) -> bool:
     return bool(entries.get((OTHER, _NONE), st.st_mode & 7) & 1)
 
 
-__all__ = ["grant", "may_search", "users"]
+__all__ = ["grant", "grant_file", "may_search", "users"]

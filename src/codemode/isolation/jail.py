@@ -142,6 +142,9 @@ class JailSpec:
     """Files inside the mounts covered by an empty read-only file (``empty_file``)."""
     reshown: Sequence[Mount] = ()
     """Mounts made after ``hidden``: parts of a hidden path shown again."""
+    stand_ins: Sequence[str] = ()
+    """Directories that stand for host ones the command is not shown (where it starts):
+    empty and read-only, but for the mounts below them. None may lie below a mount."""
 
 
 @dataclass
@@ -254,6 +257,8 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     a += system_root_args(etc)
     size = ["--size", str(spec.tmp_size_mb << 20)] if spec.tmp_size_mb else []
     a += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    for path in spec.stand_ins:  # before the mounts below it; read-only once they are made
+        a += ["--perms", "0555", "--tmpfs", path]
     later = {id(m) for m in spec.reshown}
     for m, src in sources:
         if id(m) not in later:
@@ -267,6 +272,8 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
             a += ["--bind" if m.writable else "--ro-bind", src, m.target]
     for d in spec.empty_dirs:
         a += ["--dir", d]
+    for path in spec.stand_ins:
+        a += ["--remount-ro", path]
     a += ["--remount-ro", "/", "--chdir", spec.cwd]
     for key, value in spec.env.items():
         a += ["--setenv", key, value]

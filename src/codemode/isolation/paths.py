@@ -11,8 +11,10 @@ Read as paths: each argument, each ``env`` value and ``cwd``, whole and then wor
 starting with ``/``, ``~``, ``./`` or ``../`` is a path; a bare word (``files``,
 ``files/exports``) is one only if its first step exists where the server starts (what
 follows may be made by the server later): ``stdio``, ``--port`` or ``.js`` are not.
-Relative paths start from the server's ``cwd``; a relative ``cwd`` starts from where
-codemode runs. Standard library only.
+Relative paths start from the server's ``cwd``; a relative ``cwd`` starts from the folder
+of the file the entry was read from (``config_dir``), and so does a server without one
+(where codemode runs, for an entry built in code). A jail starts the server there too, so a
+relative path leads to the same place inside and outside it. Standard library only.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NamedPath", "named_paths", "reaches", "server_cwd", "workspace_roots"]
+__all__ = [
+    "NamedPath",
+    "config_dir",
+    "named_paths",
+    "reaches",
+    "server_cwd",
+    "workspace_roots",
+]
 
 _WORDS = re.compile(r"[\s=:,;]+")
 """Where one path of an argument or variable ends: ``--root=a``, ``PATH``'s ``a:b``,
@@ -44,17 +53,24 @@ class NamedPath:
     """The ``env`` variable it came from; None for an argument or ``cwd``."""
 
 
+def config_dir(server: Any) -> str:
+    """Where a relative ``cwd`` starts: the folder of the entry's file, else where codemode
+    runs."""
+    return getattr(server, "config_dir", None) or os.getcwd()
+
+
 def server_cwd(server: Any) -> str:
-    """Where ``server`` starts: its ``cwd`` (relative to where codemode runs), else there."""
+    """Where ``server`` starts, in its jail or not: its ``cwd`` (relative to
+    :func:`config_dir`), else :func:`config_dir`."""
     cwd = getattr(server, "cwd", None)
-    here = os.getcwd()
+    here = config_dir(server)
     return os.path.abspath(os.path.join(here, os.path.expanduser(cwd))) if cwd else here
 
 
 def named_paths(server: Any) -> Iterator[NamedPath]:
     """Every host path ``server`` (any server configuration; non-stdio ones name none) is
     given in its arguments, ``env`` values and ``cwd``, each once."""
-    here = os.getcwd()
+    here = config_dir(server)
     start = server_cwd(server)
     values: list[tuple[str, str, str | None]] = [
         (str(a), start, None) for a in getattr(server, "args", ()) or ()

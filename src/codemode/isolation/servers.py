@@ -10,7 +10,9 @@ the swap leads nowhere:
 - **a jail** (:mod:`.jail`) that shows the host's ``/usr`` and a few ``/etc`` files
   read-only, the server's own runtime read-only at its own paths (its interpreter or venv,
   its ``node_modules``, its script's directory), and the paths it was configured with at
-  the same absolute paths (directories writable, ``nosuid,nodev``); nothing else. A
+  the same absolute paths (directories writable unless ``read_only``, ``nosuid,nodev``; a
+  data file with nothing else of its folder: :mod:`.datafiles`); nothing else. It starts
+  where it would unjailed (:func:`~.paths.server_cwd`), so relative paths agree. A
   symlink swapped in resolves *inside* that view: ``/root``, other workspaces and the
   workspace's own configuration do not exist there;
 - **no network** for a server given a path inside the workspace, unless ``"network": true``
@@ -38,8 +40,8 @@ from pathlib import Path
 
 from ..config import StdioServerConfig
 from ..errors import ConfigError, ServerUnavailable
-from . import acl, jail
-from .paths import named_paths, reaches, server_cwd, workspace_roots
+from . import acl, datafiles, jail
+from .paths import NamedPath, named_paths, reaches, server_cwd, workspace_roots
 from .uids import SANDBOX_UID, server_uid
 
 log = logging.getLogger(__name__)
@@ -96,7 +98,7 @@ def _in_system(path: str) -> bool:
 
 def _resolve_command(cfg: StdioServerConfig) -> str | None:
     if os.sep in cfg.command:
-        return os.path.abspath(os.path.join(cfg.cwd or os.getcwd(), cfg.command))
+        return os.path.abspath(os.path.join(server_cwd(cfg), cfg.command))
     path = cfg.env.get("PATH") or os.environ.get("PATH") or "/usr/bin:/bin"
     return shutil.which(cfg.command, path=path)
 
@@ -182,6 +184,9 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     ``dry_run`` only describes it (``codemode doctor``): nothing is created or changed.
     """
     name = cfg.name or cfg.command
+    cwd = server_cwd(cfg)
+    if not os.path.isdir(cwd):
+        raise ServerUnavailable(f"its working directory {cwd} does not exist", server=name)
     if cfg.isolation == "none":
         (log.info if dry_run else log.warning)(
             "MCP server %r runs WITHOUT isolation (isolation: none in its config): as uid %d, "
@@ -189,16 +194,14 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
             name,
             os.geteuid(),
         )
-        return ServerLaunch(
-            cfg.command, list(cfg.args), dict(cfg.env) or None, cfg.cwd, False, "none"
-        )
+        return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cwd, False, "none")
     workspace = str(iso.workspace.resolve()) if iso.workspace else None
-    files = str(iso.files.resolve()) if iso.files else None
-    roots = workspace_roots(workspace, files) if workspace is not None else set()
+    ws_files = str(iso.files.resolve()) if iso.files else None
+    roots = workspace_roots(workspace, ws_files) if workspace is not None else set()
     root = os.geteuid() == 0
-    cwd = server_cwd(cfg)
     data: list[jail.Mount] = []
     runtime: list[jail.Mount] = []
+    files: list[NamedPath] = []
     touches: list[str] = []
     # The paths privacy's sink policy reads too (one parser): a server that gets tokens
     # because it writes into the sandbox's view is jailed without network for the same reason.
@@ -207,7 +210,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         inside = reaches(real, roots)
         if inside:
             touches.append(literal)
-        parent, literal_parent = os.path.dirname(real), os.path.dirname(literal)
+        parent = os.path.dirname(real)
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
                 runtime.append(jail.Mount(real, literal))
@@ -217,13 +220,13 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
             if os.path.exists(real):
                 runtime.append(jail.Mount(real, literal))
         elif os.path.isdir(real):
-            data.append(jail.Mount(real, literal, writable=True))
+            data.append(jail.Mount(real, literal, writable=not cfg.read_only))
         elif os.path.isfile(real) and not inside and _is_program(real):
             runtime += runtime_mounts(literal)
         elif os.path.isdir(parent) and parent != "/" and not _in_system(parent):
-            data.append(jail.Mount(parent, literal_parent, writable=True))  # a data file
+            files.append(named)  # a data file: what of it to show is decided below
     if not root and not touches:
-        return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cfg.cwd, False,
+        return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cwd, False,
                             "no jail needed: not root, no workspace path")  # fmt: skip
     why = jail.available()
     if why is not None:
@@ -249,12 +252,21 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
                 server=name,
             ) from None
     runtime += runtime_mounts(command)
-    runtime += [jail.Mount(p) for p in cfg.read_only_paths]
-    data += [jail.Mount(p, writable=True) for p in cfg.writable_paths]
+    runtime += [jail.Mount(_at(cwd, p)) for p in cfg.read_only_paths]
+    data += [jail.Mount(_at(cwd, p), writable=True) for p in cfg.writable_paths]
+    own = datafiles.plan(
+        files,
+        [*runtime, *data],
+        read_only=cfg.read_only,
+        declared_read_only={os.path.realpath(_at(cwd, p)) for p in cfg.read_only_paths},
+    )
+    if own.problem is not None:
+        raise ServerUnavailable(own.problem, server=name)
+    data += own.mounts
     uid = server_uid(iso.tenant) if root else None
     home = _home(iso, name, uid, create=not dry_run)
     if uid is not None and not dry_run:
-        _share(data, uid, iso.sandbox_uid, workspace)
+        _share(data, uid, iso.sandbox_uid, workspace, own)
     network = cfg.network if cfg.network is not None else not touches
     env = {
         "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -266,17 +278,28 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
     mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    # It starts where it would start unjailed, so a relative path leads to the same place:
+    # its configured cwd (relative to its config file's folder), else that folder; shown
+    # as an empty read-only stand-in (but for what it was given below) when not mounted.
+    stand_in = [] if any(_within(cwd, m.target) for m in mounts) else [cwd]
     hidden, hidden_files, reshown = _mask_workspace(
-        mounts, workspace, files, iso.private, create=not dry_run, uid=uid
+        mounts,
+        workspace,
+        ws_files,
+        iso.private,
+        create=not dry_run,
+        uid=uid,
+        shown_empty=(own.hidden, own.hidden_files),
     )
-    chdir = cwd if cfg.cwd and any(_within(cwd, m.target) for m in mounts) else home
     spec = jail.JailSpec(
         mounts=mounts,
         uid=uid,
         gid=uid,
         network=network,
         env=env,
-        cwd=chdir,
+        cwd=cwd,
+        empty_dirs=[] if stand_in else [cwd],
+        stand_ins=stand_in,
         etc=SERVER_ETC,
         tmp_size_mb=256,
         hidden=hidden,
@@ -292,9 +315,10 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
             if hidden or hidden_files
             else ""
         )
+        + f"; starts in {cwd}{' (an empty stand-in)' if stand_in else ''}"
     )
     if dry_run:
-        return ServerLaunch(command, list(cfg.args), None, chdir, True, summary, mounts=mounts)
+        return ServerLaunch(command, list(cfg.args), None, cwd, True, summary, mounts=mounts)
     launch = jail.build(spec, [command, *cfg.args])
     log.info("MCP server %r: %s", name, summary)
     return ServerLaunch(
@@ -327,6 +351,7 @@ def _mask_workspace(
     *,
     create: bool = True,
     uid: int | None = None,
+    shown_empty: tuple[list[str], list[str]] = ([], []),
 ) -> tuple[list[str], list[str], list[jail.Mount]]:
     """Where a server was given a directory holding codemode's own files (the workspace,
     ``~/.config/codemode`` with the audit and privacy keys, ``~/.local/state/codemode``,
@@ -346,7 +371,11 @@ def _mask_workspace(
     uid cannot search (``~/.config`` is often 0700) cannot be covered: bwrap, which makes
     the jail's mounts as that uid, could not reach it, and the server would never start.
     That directory is shown empty instead: out of reach now, it may not stay so (an ACL
-    codemode gives a later server of the same uid that was given it)."""
+    codemode gives a later server of the same uid that was given it).
+
+    ``shown_empty``: directories and files already shown empty (a data file's neighbours,
+    :mod:`.datafiles`): what lies in them needs no cover, and mounts below them are made
+    again after them like those below a hidden workspace."""
     from ..audit.keys import config_home, state_home
 
     private: list[tuple[str, str | None]] = []
@@ -360,13 +389,16 @@ def _mask_workspace(
     private += [(p, None) for p in sorted(named) if p != workspace]
     if workspace is not None:
         private.append((workspace, files if files and _within(files, workspace) else None))
-    hidden: list[str] = []
-    hidden_files: list[str] = []
+    hidden: list[str] = list(shown_empty[0])
+    hidden_files: list[str] = list(shown_empty[1])
     reshown: list[jail.Mount] = []
     for m in mounts:
         real = os.path.realpath(m.src).rstrip("/")
         for root, keep in private:
             if not _within(root, real or "/") or not os.path.lexists(root):
+                continue
+            seen_at = (m.target.rstrip("/") + root[len(real) :]) or "/"
+            if seen_at in shown_empty[1] or any(_within(seen_at, h) for h in shown_empty[0]):
                 continue
             shut = _unsearchable(real, os.path.dirname(root), uid) if uid is not None else None
             if shut is not None:  # what is out of reach now may not stay so: shown empty
@@ -415,23 +447,56 @@ def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:
     return sorted(by_target.values(), key=lambda m: (m.target.count("/"), m.target))
 
 
-def _share(data: list[jail.Mount], uid: int, sandbox_uid: int, workspace: str | None) -> None:
-    """Let the server's uid write the directories it was given (ACL on each directory, and
-    a default ACL for what is created in it later); in the workspace, the sandbox's uid too.
-    World-writable directories (``/tmp``) are left as they are."""
+def _share(
+    data: list[jail.Mount],
+    uid: int,
+    sandbox_uid: int,
+    workspace: str | None,
+    own: datafiles.DataFiles,
+) -> None:
+    """Let the server's uid write the directories it was given writable (ACL on each
+    directory, and a default ACL for what is created in it later; in the workspace, the
+    sandbox's uid too), and the data files it may write (a file ACL). A folder shown only
+    for its data files gets no default ACL outside the workspace: what others put there
+    later stays theirs. World-writable directories (``/tmp``) are left as they are."""
     for m in data:
         real = os.path.realpath(m.src)
         try:
             st = os.stat(real)
         except OSError:
             continue
-        in_ws = workspace is not None and _within(real, workspace)
-        if not in_ws and st.st_mode & stat.S_IWOTH:
-            continue
+        if m.writable and stat.S_ISDIR(st.st_mode) and real not in own.folders:
+            _grant(real, st, uid, sandbox_uid, workspace, inherit=True)
+    for folder in dict.fromkeys(own.folders):
         try:
-            acl.grant(real, [uid, sandbox_uid] if in_ws else [uid])
+            st = os.stat(folder)
+        except OSError:
+            continue
+        _grant(folder, st, uid, sandbox_uid, workspace, inherit=False)
+    for path in own.writable:
+        in_ws = workspace is not None and _within(path, workspace)
+        try:
+            acl.grant_file(path, [uid, sandbox_uid] if in_ws else [uid])
         except OSError as exc:
-            log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
+            log.warning("cannot share %s with uid %s (ACL): %s", path, uid, exc)
+
+
+def _grant(
+    real: str, st: os.stat_result, uid: int, sandbox_uid: int, workspace: str | None, *,
+    inherit: bool,
+) -> None:  # fmt: skip
+    in_ws = workspace is not None and _within(real, workspace)
+    if not in_ws and st.st_mode & stat.S_IWOTH:
+        return
+    try:
+        acl.grant(real, [uid, sandbox_uid] if in_ws else [uid], inherit=inherit or in_ws)
+    except OSError as exc:
+        log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
+
+
+def _at(cwd: str, path: str) -> str:
+    """``path`` from the configuration, absolute: relative ones start where the server does."""
+    return os.path.abspath(os.path.join(cwd, os.path.expanduser(path)))
 
 
 def _is_program(path: str) -> bool:

@@ -14,6 +14,7 @@ import click
 
 from codemode.errors import ConfigError, ExecutorError
 
+from .forwarded import HEADERS, HeaderName, TrustedProxies
 from .health import DEFAULT_STALL_AFTER
 from .process import bind, set_up_log_handlers, settle_collector
 from .sessions import (
@@ -107,6 +108,8 @@ class ServeOptions:
     queue_size: int = DEFAULT_QUEUE_SIZE
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
     client_share: float = DEFAULT_CLIENT_SHARE
+    proxies: TrustedProxies | None = None
+    """HTTP: reverse proxies whose forwarded header names the client (--forwarded-allow-ips)."""
     pool_size: int | None = None
     tenants: Path | None = None
     """A tenants file (codemode.tenants): one workspace per bearer token or JWT tenant."""
@@ -206,6 +209,24 @@ class ServeOptions:
     "go to the others first. 1: no bound.",
 )
 @click.option(
+    "--forwarded-allow-ips",
+    default="",
+    envvar="CODEMODE_FORWARDED_ALLOW_IPS",
+    metavar="IPS",
+    help="HTTP behind a reverse proxy: its addresses or networks, comma-separated "
+    "(10.0.0.5,10.1.0.0/16). From those peers alone, the client is read from "
+    "--forwarded-header, so --client-share counts each client, not the proxy. Default: "
+    "none (the header is ignored from everyone).",
+)
+@click.option(
+    "--forwarded-header",
+    type=click.Choice(HEADERS),
+    default="x-forwarded-for",
+    show_default=True,
+    help="The header your proxy writes (it must overwrite or append to it): "
+    "X-Forwarded-For, or RFC 7239 Forwarded (for=...).",
+)
+@click.option(
     "--pool-size",
     type=click.IntRange(min=0),
     default=None,
@@ -284,6 +305,8 @@ def serve(
     queue_size: int,
     queue_timeout: float,
     client_share: float,
+    forwarded_allow_ips: str,
+    forwarded_header: HeaderName,
     pool_size: int | None,
     shutdown_grace: float,
     timeout: float | None,
@@ -331,6 +354,12 @@ def serve(
         )
     if health_port is not None and (transport != "http" or tenants is not None):
         raise click.UsageError("--health-port needs --transport http (and no --tenants)")
+    try:
+        proxies = TrustedProxies(forwarded_allow_ips, forwarded_header)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--forwarded-allow-ips") from None
+    if proxies and transport != "http":
+        raise click.UsageError("--forwarded-allow-ips needs --transport http")
     opts = ServeOptions(
         base=base.expanduser() if base is not None else None,
         transport=transport,
@@ -350,6 +379,7 @@ def serve(
         queue_size=queue_size,
         queue_timeout=queue_timeout,
         client_share=client_share,
+        proxies=proxies or None,
         pool_size=pool_size,
         tenants=tenants,
         privacy=privacy,
@@ -510,11 +540,12 @@ async def run_server(opts: ServeOptions) -> None:
             stop=stop,
             health=health,
             stall_after=opts.health_stall,
+            proxies=opts.proxies,
         )
         settle_collector()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_upstream, registry)
-            await serve_http(app, sock, log_level=opts.log_level.lower())
+            await serve_http(app, sock, log_level=opts.log_level.lower(), proxies=opts.proxies)
             tg.cancel_scope.cancel()
         return
 

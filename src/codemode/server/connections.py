@@ -36,6 +36,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from codemode.errors import ConfigError
 
+from .forwarded import TrustedProxies
+
 log = logging.getLogger(__name__)
 
 DEFAULT_HEADER_TIMEOUT = 10.0
@@ -77,8 +79,11 @@ def env_number(env: Mapping[str, str], name: str, kind: type[Any], default: Any)
     return value
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with ``limits`` applied (one class per server)."""
+def guarded_protocol(
+    limits: ConnectionLimits, proxies: TrustedProxies | None = None
+) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with ``limits`` applied (one class per server); trusted
+    ``proxies`` carry many clients and are not held to ``max_per_client``."""
     open_by_client: Counter[str] = Counter()
     waiting: dict[Any, None] = {}  # connections without a request in progress, oldest first
     opened = 0
@@ -105,7 +110,9 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
             nonlocal opened
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
-            if open_by_client[peer] >= limits.max_per_client:
+            if open_by_client[peer] >= limits.max_per_client and not (
+                proxies and proxies.trusts(peer)
+            ):
                 refuse(peer)
                 transport.abort()
                 return

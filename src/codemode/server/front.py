@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .answers import answer_plainly
 from .calls import ClientLink
+from .forwarded import TrustedProxies
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY
 
@@ -193,6 +194,7 @@ class Front:
         loopback: bool,
         open_paths: frozenset[str] = frozenset(),
         mcp_path: str = "/mcp",
+        proxies: TrustedProxies | None = None,
     ) -> None:
         self.app = app
         self._facts = facts
@@ -202,6 +204,7 @@ class Front:
         self._loopback = loopback
         self._open = open_paths
         self._mcp = mcp_path
+        self._proxies = proxies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -249,7 +252,10 @@ class Front:
         sid = header(scope["headers"], b"mcp-session-id")
         keys = [f"mcp:{sid}"] if sid else []
         peer = scope.get("client")
-        link = ClientLink(str(peer[0]) if peer else None)
+        client = str(peer[0]) if peer else None
+        if self._proxies:  # behind a reverse proxy named by --forwarded-allow-ips
+            client = self._proxies.client(client, scope["headers"])
+        link = ClientLink(client)
         scope[LINK_SCOPE_KEY] = link
         answered = False
         status = 0

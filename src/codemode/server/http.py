@@ -47,6 +47,7 @@ from starlette.types import ASGIApp
 from codemode.capability import HttpEndpoint
 
 from .calls import CallTracker
+from .forwarded import TrustedProxies
 from .front import Front, Traffic, is_loopback
 from .health import DEFAULT_STALL_AFTER, Facts, HealthPort
 from .lifecycle import ANSWER_FLUSH, GracefulStop, drain
@@ -140,6 +141,7 @@ def build_http_app(
     stop: GracefulStop | None = None,
     health: socket.socket | None = None,
     stall_after: float = DEFAULT_STALL_AFTER,
+    proxies: TrustedProxies | None = None,
 ) -> Starlette:
     """The ASGI app: ``/mcp`` (streamable HTTP), ``/healthz``, ``/readyz``.
 
@@ -148,7 +150,8 @@ def build_http_app(
     closes every codemode session, then calls ``on_shutdown`` (upstream servers...).
     ``health``: a listening socket where a process of its own answers ``/healthz`` and
     ``/readyz`` off the event loop (:mod:`.health`), from the start of the lifespan to
-    its very end (through the graceful stop).
+    its very end (through the graceful stop). ``proxies``: the reverse proxies whose
+    forwarded header names the client (:mod:`.forwarded`).
     """
     from sse_starlette.sse import AppStatus
 
@@ -246,6 +249,7 @@ def build_http_app(
         loopback=is_loopback(host),
         open_paths=frozenset(open_paths),
         mcp_path=MCP_PATH,
+        proxies=proxies,
     )
     return app
 
@@ -283,11 +287,15 @@ async def serve_http(
     log_level: str = "warning",
     stop: GracefulStop | None = None,
     limits: ConnectionLimits | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> None:
     """Run ``app`` with uvicorn on an already-bound socket until SIGINT/SIGTERM.
 
     Connections are bounded by ``limits`` (by default from the environment): a head
-    deadline and caps on open connections (:mod:`.connections`).
+    deadline and caps on open connections (:mod:`.connections`); the per-address cap does
+    not apply to ``proxies`` (many clients share their address). Forwarded headers are
+    read by :class:`.front.Front` alone (:mod:`.forwarded`): uvicorn's own reading, which
+    trusts ``127.0.0.1`` unless told otherwise, is off.
 
     A signal starts the app's graceful stop (``stop``, by default the one
     :func:`build_http_app` put in the app's state; see the module doc); once it is over,
@@ -323,6 +331,7 @@ async def serve_http(
         timeout_graceful_shutdown=5,
         access_log=False,
         backlog=LISTEN_BACKLOG,
-        http=guarded_protocol(limits or ConnectionLimits.from_env()),
+        http=guarded_protocol(limits or ConnectionLimits.from_env(), proxies),
+        proxy_headers=False,
     )
     await Server(config).serve(sockets=[sock])

@@ -65,6 +65,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
             token=None,
             on_shutdown=served.close_upstream,
             stop=stops[-1],
+            proxies=opts.proxies,
         )
     from ..server.process import set_up_log_handlers, settle_collector
 
@@ -89,7 +90,9 @@ async def serve_tenants(opts: ServeOptions) -> None:
         for registry in registries:
             tg.start_soon(_connect_upstream, registry)
         stop = GracefulStops(stops, opts.shutdown_grace, watchdog=True)
-        await serve_http(router, sock, log_level=opts.log_level.lower(), stop=stop)
+        await serve_http(
+            router, sock, log_level=opts.log_level.lower(), stop=stop, proxies=opts.proxies
+        )
         tg.cancel_scope.cancel()
 
 

@@ -246,6 +246,7 @@ class ToolRegistry:
                 raise
             s.error = None
             s.refresh = False
+            specs = self._first_of_each(s, specs)
             mapping = assign_names(spec.name for spec in specs)
             tools = {
                 mapping[spec.name]: ToolEntry(
@@ -260,6 +261,27 @@ class ToolRegistry:
             s.stub = None
             self._index = None
             return tools
+
+    def _first_of_each(
+        self, s: ServerEntry, specs: builtins.list[ToolSpec]
+    ) -> builtins.list[ToolSpec]:
+        """A server that lists one name twice: the first is kept, and the caller told.
+        Each later one silently replaced the first, whose schema the arguments were then
+        checked against; the server alone decides which of them a call runs."""
+        kept: dict[str, ToolSpec] = {}
+        twice: dict[str, int] = {}
+        for spec in specs:
+            if spec.name in kept:
+                twice[spec.name] = twice.get(spec.name, 1) + 1
+            else:
+                kept[spec.name] = spec
+        for name, count in sorted(twice.items()):
+            self.warn(
+                f"server {s.py_name!r} lists {count} tools named {name!r}: codemode shows and "
+                "checks arguments against the first it lists (the server decides which one a "
+                "call runs)"
+            )
+        return list(kept.values()) if twice else specs
 
     async def _all(self) -> list[ServerEntry]:
         """Every server, listed concurrently (each within its own deadline); a server that

@@ -80,7 +80,7 @@ class ConnectionOwner(Protocol):
     @property
     def name(self) -> str: ...
 
-    def tools_changed(self) -> None: ...
+    def tools_changed(self, *, now: bool = False) -> None: ...
 
 
 def _mode(protocol: str) -> str:
@@ -224,8 +224,7 @@ class Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
-            self.output_schemas.clear()
-            self.source.tools_changed()
+            self.source.tools_changed()  # coalesced there (a server may send them in a loop)
 
     async def _start_error(self, exc: BaseException, cfg: ServerConfig) -> BaseException:
         if isinstance(exc, ServerUnavailable | KeyboardInterrupt | SystemExit):

@@ -62,7 +62,8 @@ def install_lenient_validation(
             )
         except ListingError as exc:
             return f"the result of {name} could not be checked against its output schema: {exc}"
-        schemas.update({t.name: t.output_schema for t in tools})
+        for t in tools:  # a name listed twice: the first, as the registry keeps
+            schemas.setdefault(t.name, t.output_schema)
         return None
 
     def checker(name: str, schema: Any) -> Validator | None:

@@ -10,6 +10,8 @@ run, so it is not retried), while ``list_tools`` (read-only) is retried once.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import Any
 
 import anyio
@@ -30,7 +32,18 @@ from codemode.tools.sources.mcp.listing import ListingError, every_tool
 from codemode.tools.sources.mcp.stderr import describe, with_tail
 from codemode.tools.spec import ToolCallResult, ToolSpec
 
-__all__ = ["MCPSource"]
+__all__ = ["RELIST_GAP", "MCPSource"]
+
+log = logging.getLogger(__name__)
+
+RELIST_GAP = 1.0
+"""Seconds at least between the end of one listing and a re-listing that a server's
+``notifications/tools/list_changed`` causes. A server sending them in a loop made every
+call re-list its tools (twice: the registry and the output-schema check); now the
+notices are coalesced: the listing is at most this stale, and it costs at most one
+``tools/list`` per gap however many notices arrive."""
+FLOOD_NOTICES = 100
+"""Notices within one gap past which the server is named in a warning (once a connection)."""
 
 _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -68,8 +81,13 @@ class MCPSource:
         self._starts_finished = 0
         self.connects = 0  # how many connections were made (observable reconnects)
         # Bumped whenever the tool listing may have changed (new connection, or the server
-        # sent notifications/tools/list_changed); the registry re-lists when it moves.
-        self.listing_version = 0
+        # sent notifications/tools/list_changed, coalesced); the registry re-lists when it
+        # moves.
+        self._version = 0
+        self._stale = False  # notified, not yet forgotten: at most RELIST_GAP after a listing
+        self._listed_at = -RELIST_GAP
+        self._notices: list[float] = []  # times of the notices of the current gap
+        self._flood_told: Connection | None = None
 
     @property
     def name(self) -> str:
@@ -86,10 +104,41 @@ class MCPSource:
     def __repr__(self) -> str:
         return f"MCPSource({self._name!r}, transport={self.config.transport!r})"
 
-    def tools_changed(self) -> None:
-        """Forget the cached listing: the next ``list_tools`` asks the server again."""
+    @property
+    def listing_version(self) -> int:
+        """Moves when the listing must be asked for again (the registry compares it)."""
+        if self._stale and time.monotonic() - self._listed_at >= RELIST_GAP:
+            self._forget()
+        return self._version
+
+    def tools_changed(self, *, now: bool = False) -> None:
+        """The server's tools may have changed: the listing is forgotten at once when
+        ``now`` (a new connection), else at the first look :data:`RELIST_GAP` after the
+        last listing (``notifications/tools/list_changed``, however many)."""
+        if now:
+            self._forget()
+            return
+        self._stale = True
+        at = time.monotonic()
+        self._notices = [t for t in self._notices if at - t < RELIST_GAP]
+        self._notices.append(at)
+        if len(self._notices) > FLOOD_NOTICES and self._flood_told is not self._conn:
+            self._flood_told = self._conn
+            log.warning(
+                "MCP server %r sent more than %d notifications/tools/list_changed within "
+                "%g s; codemode re-lists its tools at most once every %g s",
+                self._name, FLOOD_NOTICES, RELIST_GAP, RELIST_GAP,
+            )  # fmt: skip
+        if len(self._notices) > FLOOD_NOTICES:
+            del self._notices[: -FLOOD_NOTICES - 1]  # bounded, however long the flood
+
+    def _forget(self) -> None:
+        self._stale = False
         self._tools = None
-        self.listing_version += 1
+        self._version += 1
+        conn = self._conn
+        if conn is not None:
+            conn.output_schemas.clear()  # the results' check lists again, once
 
     # ------------------------------------------------------------------ connection
 
@@ -133,7 +182,7 @@ class MCPSource:
                 finally:
                     self._starts_finished += 1
                 if self.connects > 1:
-                    self.tools_changed()  # a restarted server may offer other tools
+                    self.tools_changed(now=True)  # a restarted server may offer other tools
             assert conn.client is not None
             return conn, conn.client
 
@@ -183,6 +232,7 @@ class MCPSource:
                     f"tools/list failed: {describe(exc)}", server=self._name
                 ) from exc
             self._tools = [s for s in specs if self.config.allows(s.name)]
+            self._listed_at = time.monotonic()
             return list(self._tools)
         raise AssertionError("unreachable")
 

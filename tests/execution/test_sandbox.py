@@ -330,6 +330,31 @@ async def test_without_cgroups_rlimits_still_stop_a_fork_bomb_and_a_big_allocati
         assert r.error is not None and r.error.type == "MemoryError"
 
 
+@needs_bwrap
+async def test_without_a_memory_cgroup_the_host_holds_the_whole_tree_to_the_limit(
+    workspace: str,
+) -> None:
+    """RLIMIT_AS bounds each process alone: four children of 90 MB each passed a 256 MB
+    limit together. The host adds up the tree's memory and kills the largest process."""
+    limits = Limits(max_pids=32, memory_mb=256)
+    ex = SandboxExecutor(workspace=workspace, pool_size=0, cgroups=False, limits=limits)
+    code = (
+        "import os, time\nkids = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = bytearray(90 * 2**20)\n        b[::4096] = b'x' * len(b[::4096])\n"
+        "        time.sleep(4)\n        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "[os.waitpid(p, 0)[1] for p in kids]"
+    )
+    async with Session(ex) as s:
+        r = await s.run(code, timeout=30)
+        assert r.state_lost or 9 in r.value, r.to_text()
+        assert any("MB together, over its memory limit of 256 MB" in w for w in r.warnings)
+        assert (await s.run("'alive'", timeout=20)).value == "alive"
+
+
 def test_a_codemode_workspace_mounts_only_its_files_directory(workspace: str) -> None:
     class FakeWorkspace:
         path = workspace

@@ -362,3 +362,39 @@ async def test_an_idle_session_sharing_the_workspace_keeps_its_worker(
         r = await bystander.run("kept", timeout=30)
         assert r.value == 42, r.to_text()
         assert not any("stopped between runs" in w for w in r.warnings), r.to_text()
+
+
+async def test_a_deleted_file_put_in_flight_over_a_unix_socket_cannot_hide_from_the_quota(
+    small_ws: tuple[Session, str],
+) -> None:
+    """A descriptor sent over a unix socket (SCM_RIGHTS) and closed belongs to no process:
+    the quota's /proc count of open deleted files never saw its blocks (32 MB past a 16
+    MB quota). Sending descriptors is refused in the sandbox, so the code keeps them open,
+    where they count."""
+    s, _ = small_ws
+    code = (
+        "import os, socket, time\na, b = socket.socketpair()\nkeep, sent, refused = [a, b], 0, 0\n"
+        "for i in range(32):\n"
+        "    fh = open(f'h{i}', 'wb+')\n    os.unlink(f'h{i}')\n"
+        "    fh.write(os.urandom(2**20))\n    fh.flush()\n"
+        "    try:\n        socket.send_fds(a, [b'x'], [fh.fileno()])\n"
+        "    except PermissionError:\n        refused += 1\n        keep.append(fh)\n"
+        "    else:\n        sent += 1\n        fh.close()\n"
+        "time.sleep(3)\n(sent, refused)"
+    )
+    r = await s.run(code, timeout=30)
+    assert r.error is not None and r.error.type == "QuotaExceeded", r.to_text()
+
+
+async def test_unix_sockets_still_carry_data_without_descriptors(
+    small_ws: tuple[Session, str],
+) -> None:
+    s, _ = small_ws
+    code = (
+        "import asyncio, socket\na, b = socket.socketpair()\na.sendall(b'ping')\n"
+        "got = b.recv(4)\nawait asyncio.sleep(0)\n"
+        "import multiprocessing as mp\nwith mp.get_context('fork').Pool(2) as pool:\n"
+        "    squares = pool.map(abs, [-1, -2])\n[got.decode(), squares]"
+    )
+    r = await s.run(code, timeout=30)
+    assert r.is_ok and r.value == ["ping", [1, 2]], r.to_text()

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep, written
+from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep, tree_memory, written
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
@@ -115,8 +116,14 @@ class GuardedWorker:
         *,
         hints: SizeHints | None = None,
         uid: int | None = None,
+        memory_limit: int | None = None,
     ) -> None:
         self.inner = inner
+        self.memory_limit = memory_limit
+        """Bytes the worker's whole process tree may use, watched here where no memory
+        cgroup holds it (``RLIMIT_AS`` bounds each process alone: N forked children could
+        use N times the limit); None: the cgroup does, or no limit."""
+        self._memory_notes: list[str] = []
         self.uid = uid
         """The sandbox's uid: deleted files it owns and still holds count (None: not)."""
         self.workspace = workspace
@@ -155,6 +162,24 @@ class GuardedWorker:
         self.hints.note(self.workspace, usage)
         return usage
 
+    def _check_memory(self) -> None:
+        """Over ``memory_limit`` together, the tree's largest process is killed, as the
+        memory cgroup's OOM killer would (the worker itself, when it is the largest: its
+        state is lost); the run's result says why."""
+        if self.memory_limit is None or not self.inner.alive:
+            return
+        used, biggest = tree_memory(self.inner.pid)
+        if used <= self.memory_limit or biggest is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(biggest, signal.SIGKILL)
+        self._memory_notes.append(
+            f"the session's processes used {used >> 20} MB together, over its memory limit "
+            f"of {self.memory_limit >> 20} MB: its largest process ({biggest}) was killed "
+            "(no memory cgroup here: the host adds up the processes' memory every "
+            f"{self.interval:g} s)"
+        )
+
     def _grew_over(self, usage: Usage, before: Usage) -> str | None:
         """The quota problem, if this usage is over it *and* the run added to it (a run
         that only deletes files from a workspace over its quota is never stopped)."""
@@ -169,6 +194,8 @@ class GuardedWorker:
         while True:
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
+            if self.memory_limit is not None:
+                await asyncio.to_thread(self._check_memory)
             problem = self._grew_over(usage, before)
             if problem is not None:
                 breach.append(problem)
@@ -217,6 +244,8 @@ class GuardedWorker:
                 continue
             wrote = wrote_now is None or wrote_now != wrote_so_far
             ticks, wrote_so_far = now, wrote_now
+            if self.memory_limit is not None:  # it moved: a process left running
+                await asyncio.to_thread(self._check_memory)  # said at the next run
             began = time.monotonic()
             usage = await asyncio.to_thread(self._sweep)
             problem = self._grew_over(usage, after)
@@ -266,7 +295,8 @@ class GuardedWorker:
                 await asyncio.wait([task])  # (see _stop_idle)
         small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
         usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
-        notes: list[str] = []
+        notes: list[str] = self._memory_notes
+        self._memory_notes = []
         if usage.stripped:
             shown = ", ".join(usage.stripped[:5]) + (" ..." if len(usage.stripped) > 5 else "")
             notes.append(f"setuid/setgid bits were removed from: {shown}")

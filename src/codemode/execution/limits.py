@@ -254,7 +254,9 @@ def plan(limits: Limits, support: CgroupSupport | None = None) -> list[LimitStat
                     f"{limits.memory_mb} MB",
                     "RLIMIT_AS",
                     True,
-                    "address space, not RSS: " + (cg.why_not or "no memory controller"),
+                    "address space per process; the session's processes together by the "
+                    "host every 0.25 s (the largest is killed): "
+                    + (cg.why_not or "no memory controller"),
                 )
             )
     if limits.max_pids is not None:

@@ -267,7 +267,7 @@ class SandboxExecutor(SubprocessExecutor):
                 prefix=prefix,
             )
             if prep["seccomp"]:
-                prep["bpf"] = bpf_path()
+                prep["bpf"] = bpf_path(fd_passing=False)
             probe(self, prep)
         return prep
 
@@ -517,8 +517,15 @@ class SandboxExecutor(SubprocessExecutor):
         worker = await super().start(handler)
         if worker.workspace is None:
             return worker  # weaker mode: a plain subprocess, nothing mounted
+        mb = self.limits.memory_mb
+        tree = mb << 20 if mb is not None and not self._cgroups().has("memory") else None
         return GuardedWorker(
-            worker, worker.workspace, self.quota, hints=self._size_hints, uid=self.uid
+            worker,
+            worker.workspace,
+            self.quota,
+            hints=self._size_hints,
+            uid=self.uid,
+            memory_limit=tree,  # where no memory cgroup holds the whole tree
         )
 
 

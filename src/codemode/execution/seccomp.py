@@ -25,6 +25,20 @@ leaves there is a setuid file on the host. Every call that sets a mode (``chmod`
 ``S_ISGID``. The host strips such bits after each run as a second net
 (:mod:`codemode.isolation.sweep`).
 
+Descriptors passed over a unix socket (``SCM_RIGHTS``): the sandbox's own filter
+(``fd_passing=False``) answers ``sendmsg`` and ``sendmmsg`` with ``EPERM``, the only calls
+that carry them (their control data sits behind a pointer the filter cannot read, so both
+go). A descriptor in flight belongs to no process: a deleted workspace file sent to a
+socket and closed kept its blocks on the host's disk, invisible to the quota's count of
+open deleted files (``/proc``), up to ``open_files`` of them at ``file_size_mb`` each, and
+so did the descriptors themselves to ``open_files`` per process. ``send``, ``sendto`` and
+``write`` still work on unix sockets (asyncio's event loop, ``multiprocessing``'s default
+``fork`` context, pipes); what needs the two calls gets a ``PermissionError``:
+``socket.send_fds``, ``multiprocessing``'s ``forkserver`` context (the default from
+Python 3.14: use ``multiprocessing.get_context("fork")``), asyncio socket transports
+from Python 3.12 once their buffer fills. Jails keep them (a server's ``child_process`` IPC, the C
+library's DNS over ``sendmmsg``).
+
 ``network=True`` builds the variant for jails that need the network (a package download):
 every other rule stays, internet sockets are allowed.
 """
@@ -147,12 +161,16 @@ MODE_ARGS: tuple[tuple[str, int], ...] = (
 NOSYS_SYSCALLS: tuple[str, ...] = ("clone3", "openat2")
 
 
-def build_filter(*, network: bool = False) -> Any:
+FD_PASSING_SYSCALLS = ("sendmsg", "sendmmsg")
+"""Denied to the sandbox itself (``fd_passing=False``): see the module docstring."""
+
+
+def build_filter(*, network: bool = False, fd_passing: bool = True) -> Any:
     """The ``pyseccomp.SyscallFilter`` described in the module docstring."""
     sc = _seccomp()
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
-    for name in DENIED_SYSCALLS:
+    for name in (*DENIED_SYSCALLS, *(() if fd_passing else FD_PASSING_SYSCALLS)):
         try:
             f.add_rule(eperm, name)
         except (OSError, ValueError, RuntimeError):
@@ -182,9 +200,9 @@ def _split_flags(mask: int) -> list[int]:
 
 
 @functools.cache
-def bpf_program(*, network: bool = False) -> bytes:
+def bpf_program(*, network: bool = False, fd_passing: bool = True) -> bytes:
     """The compiled BPF program, built once per process (and variant)."""
-    f = build_filter(network=network)
+    f = build_filter(network=network, fd_passing=fd_passing)
     fd = os.memfd_create("codemode-seccomp", os.MFD_CLOEXEC)
     try:
         with os.fdopen(os.dup(fd), "wb") as sink:
@@ -198,19 +216,20 @@ def bpf_program(*, network: bool = False) -> bytes:
         os.close(fd)
 
 
-def write_bpf(directory: str, *, network: bool = False) -> str:
+def write_bpf(directory: str, *, network: bool = False, fd_passing: bool = True) -> str:
     """Write the program into ``directory`` (atomically) and return the file's path.
 
     The launcher opens it as ``bwrap --seccomp FD`` for each worker, so no descriptor
     has to outlive a spawn.
     """
-    program = bpf_program(network=network)
+    program = bpf_program(network=network, fd_passing=fd_passing)
     fd, tmp = tempfile.mkstemp(prefix=".seccomp-", dir=directory)
     try:
         os.write(fd, program)
     finally:
         os.close(fd)
-    path = os.path.join(directory, "seccomp-net.bpf" if network else "seccomp.bpf")
+    name = "seccomp-net" if network else "seccomp"
+    path = os.path.join(directory, f"{name}{'' if fd_passing else '-nofd'}.bpf")
     os.replace(tmp, path)
     os.chmod(path, 0o444)
     return path
@@ -218,6 +237,7 @@ def write_bpf(directory: str, *, network: bool = False) -> str:
 
 __all__ = [
     "DENIED_SYSCALLS",
+    "FD_PASSING_SYSCALLS",
     "MODE_ARGS",
     "NOSYS_SYSCALLS",
     "available",

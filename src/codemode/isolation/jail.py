@@ -88,8 +88,9 @@ def empty_file() -> str:
 
 
 @functools.cache
-def bpf_path(network: bool = False) -> str:
-    return seccomp_mod.write_bpf(rundir(), network=network)
+def bpf_path(network: bool = False, *, fd_passing: bool = True) -> str:
+    """The BPF file of a variant; ``fd_passing=False``: the sandbox's own (no ``sendmsg``)."""
+    return seccomp_mod.write_bpf(rundir(), network=network, fd_passing=fd_passing)
 
 
 def open_bpf(path: str) -> int:

@@ -194,6 +194,40 @@ def written(pid: int) -> int | None:
     return total if read else None
 
 
+def tree_memory(pid: int) -> tuple[int, int | None]:
+    """Memory ``pid`` and its descendants use together, and which of them uses the most.
+
+    Proportional set size (``/proc/<pid>/smaps_rollup``): a page shared by forked
+    processes counts once in all, where adding up resident sizes counted it in each
+    child. Where ``smaps_rollup`` cannot be read, resident minus file-backed pages
+    (``statm``). For hosts without a memory cgroup, whose ``RLIMIT_AS`` bounds each process
+    alone: the host holds the whole tree to the session's limit (:mod:`..execution.guard`).
+    """
+    total, biggest, most = 0, None, -1
+    page = os.sysconf("SC_PAGE_SIZE")
+    for proc in descendants(pid):
+        used = -1
+        try:
+            with open(f"/proc/{proc}/smaps_rollup", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Pss:"):
+                        used = int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
+        if used < 0:
+            try:
+                with open(f"/proc/{proc}/statm", "rb") as fh:
+                    fields = fh.read().split()
+                used = max(0, int(fields[1]) - int(fields[2])) * page
+            except (OSError, ValueError, IndexError):
+                continue
+        total += used
+        if used > most:
+            biggest, most = proc, used
+    return total, biggest
+
+
 def descendants(pid: int, limit: int = 100_000) -> list[int]:
     """``pid`` and every process below it (a process re-parented to the sandbox's pid-1
     stays below it), from each thread's ``children`` list."""
@@ -222,5 +256,6 @@ __all__ = [
     "descendants",
     "held_bytes",
     "sweep",
+    "tree_memory",
     "written",
 ]

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from codemode.config import StdioServerConfig
+from codemode.errors import ServerUnavailable
 from codemode.isolation import acl
+from codemode.isolation.datafiles import MAX_NEIGHBOURS
 from codemode.isolation.servers import Isolation, plan
 from codemode.isolation.uids import SERVERS_UID
 from codemode.tools.sources.mcp import MCPSource
@@ -234,3 +236,36 @@ def test_a_writable_data_file_in_a_folder_given_read_only_leaves_the_rest_read_o
         assert bad not in out, out
     assert (home / "notes.json").read_text() == "new\n"
     assert (home / "secret.txt").read_text() == "secret"
+
+
+@pytest.mark.parametrize("start", ["/", "/tmp", "/usr"])
+def test_a_server_starting_in_a_system_folder_keeps_the_jails_own(start: str) -> None:
+    """No stand-in covers the root, /tmp or /usr: the server starts there as it is."""
+    cfg = StdioServerConfig(
+        command="sh", args=("-c", 'pwd; ls /usr/bin/sh; touch "$TMPDIR/ok" && echo tmp'), cwd=start
+    )
+    iso = Isolation(homes_root="/tmp/codemode-test-homes")
+    out = _run_jailed(cfg, iso).stdout.split()
+    assert out == [start, "/usr/bin/sh", "tmp"], out
+
+
+def test_a_data_file_among_too_many_neighbours_is_shown_alone(tmp_path: Path) -> None:
+    """Past MAX_NEIGHBOURS (a host's /tmp) the file alone, writable in place; a file the
+    server must create there cannot be shown alone: it does not start, and says why."""
+    crowd = tmp_path / "crowd"
+    crowd.mkdir()
+    for i in range(MAX_NEIGHBOURS + 1):
+        (crowd / f"other{i}").write_text("x")
+    (crowd / "notes.json").write_text("old")
+    for d in (tmp_path, crowd):
+        d.chmod(0o755)
+    script = 'echo new > "$0"; ls "$(dirname "$0")"'
+    server = {"command": "sh", "args": ["-c", script, str(crowd / "notes.json")]}
+    ws, iso = _base(tmp_path, {"s": server})
+    cfg = ws.servers["s"]
+    assert isinstance(cfg, StdioServerConfig)
+    assert _run_jailed(cfg, iso).stdout.split() == ["notes.json"]
+    assert (crowd / "notes.json").read_text() == "new\n"
+    missing = cfg.model_copy(update={"args": ("-c", script, str(crowd / "new.json"))})
+    with pytest.raises(ServerUnavailable, match="writable_paths"):
+        plan(missing, iso, dry_run=True)

@@ -20,12 +20,14 @@ driving it could then read or rewrite ``~/.ssh`` beside the file. What it is sho
   shown whole; inside one given read-only (``read_only_paths``), a writable file's folder
   is writable as above, its other entries staying read-only rather than hidden.
 
-Past :data:`MAX_NEIGHBOURS` entries the server does not start: give its folder in
-``writable_paths`` or move the file into a folder of its own.
+Past :data:`MAX_NEIGHBOURS` entries (``/tmp``) the file is shown alone, writable in place
+(a warning says so), and a file not there yet cannot be: the server does not start, and
+says to give its folder in ``writable_paths`` or move the file into a folder of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -33,6 +35,8 @@ from dataclasses import dataclass, field
 
 from . import jail
 from .paths import NamedPath
+
+log = logging.getLogger(__name__)
 
 MAX_NEIGHBOURS = 1000
 """Entries beside a writable data file that are each covered by a mount of their own."""
@@ -69,6 +73,7 @@ def plan(
     dirs = [(d, w) for d, w in dirs if os.path.isdir(d)]
     # host folder -> (jail folder, names kept, its other entries given read-only)
     own: dict[str, tuple[str, set[str], bool]] = {}
+    files_in: dict[str, list[NamedPath]] = {}
     for f in files:
         exists = os.path.isfile(f.real)
         covers = [w for d, w in dirs if _within(os.path.dirname(f.real), d)]
@@ -84,6 +89,7 @@ def plan(
             target, names, _ = own.setdefault(
                 folder, (os.path.dirname(f.literal), set(), bool(covers))
             )
+            files_in.setdefault(folder, []).append(f)
             names.update({os.path.basename(f.real), os.path.basename(f.literal)})
             if exists:
                 out.writable.append(f.real)
@@ -97,13 +103,26 @@ def plan(
             return out
         others = [e for e in entries if not any(e.name.startswith(n) for n in names)]
         if len(others) > MAX_NEIGHBOURS:
-            out.problem = (
-                f"{folder} holds {len(others)} entries besides the file(s) it is given "
-                f"({', '.join(sorted(names))}); a writable data file's folder is shown with "
-                f"each of them hidden, up to {MAX_NEIGHBOURS}: give the folder whole in "
-                '"writable_paths", or move the file into a folder of its own'
-            )
-            return out
+            out.mounts.pop()  # too many to hide one by one: the files alone, if there
+            out.folders.pop()
+            alone = [f for f in files_in.get(folder, []) if os.path.isfile(f.real)]
+            if len(alone) < len(files_in.get(folder, [])):
+                out.problem = (
+                    f"{folder} holds {len(others)} entries besides the file(s) it is "
+                    f"given ({', '.join(sorted(names))}), more than the {MAX_NEIGHBOURS} "
+                    "that can be hidden one by one, and a file it must create there cannot "
+                    'be shown alone: give the folder whole in "writable_paths", or move '
+                    "the file into a folder of its own"
+                )
+                return out
+            out.mounts += [jail.Mount(f.real, f.literal, writable=True) for f in alone]
+            log.warning(
+                "%s holds %d entries besides %s: only the file itself is shown to the "
+                "server, writable in place (replacing it by a rename, or a journal beside "
+                'it, needs the folder in "writable_paths")',
+                folder, len(others), ", ".join(sorted(names)),
+            )  # fmt: skip
+            continue
         for e in others:
             path = os.path.join(target, e.name)
             try:

@@ -281,7 +281,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     # It starts where it would start unjailed, so a relative path leads to the same place:
     # its configured cwd (relative to its config file's folder), else that folder; shown
     # as an empty read-only stand-in (but for what it was given below) when not mounted.
-    stand_in = [] if any(_within(cwd, m.target) for m in mounts) else [cwd]
+    stand_in = [] if _shown(cwd, mounts) else [cwd]
     hidden, hidden_files, reshown = _mask_workspace(
         mounts,
         workspace,
@@ -492,6 +492,16 @@ def _grant(
         acl.grant(real, [uid, sandbox_uid] if in_ws else [uid], inherit=inherit or in_ws)
     except OSError as exc:
         log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
+
+
+def _shown(path: str, mounts: list[jail.Mount]) -> bool:
+    """Whether the jail has ``path`` without a stand-in: inside a mount, or part of the
+    system root the jail is built on (a stand-in there would cover ``/usr`` or ``/tmp``)."""
+    if path in ("/", "/tmp", "/etc", "/proc", "/dev") or _in_system(path):
+        return True
+    return any(_within(path, d) for d in ("/proc", "/dev")) or any(
+        _within(path, m.target) for m in mounts
+    )
 
 
 def _at(cwd: str, path: str) -> str:

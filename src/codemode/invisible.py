@@ -47,10 +47,18 @@ def invisible_table() -> dict[int, None]:
     return table
 
 
+_IDNA_DOTS = {0x3002: "."}
+"""After NFKC (which turns ``．`` into ``.`` and ``｡``, ``︒`` into ``。``), the ideographic
+full stop IDNA (UTS 46) and Python's ``idna`` codec read as a domain's dot:
+``x@rival。example`` is delivered to ``rival.example``."""
+
+
 def loose(text: str) -> str:
     """``text`` as a lenient receiver may read it: NFKC (full-width and other compatibility
-    forms), invisible characters dropped, case folded, surrounding spaces and trailing dots
-    (a fully qualified domain name) dropped."""
+    forms), invisible characters dropped, ideographic full stops read as dots (IDNA), case
+    folded, surrounding spaces and trailing dots (a fully qualified domain name) dropped."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text).translate(invisible_table())
+        text = (
+            unicodedata.normalize("NFKC", text).translate(invisible_table()).translate(_IDNA_DOTS)
+        )
     return text.casefold().strip().rstrip(".").strip()

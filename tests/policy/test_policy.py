@@ -147,6 +147,26 @@ async def test_an_argument_rule_holds_for_a_value_disguised_with_unicode(
     assert notes_ws.calls() == ["write_note", "read_note"]
 
 
+async def test_a_domain_rule_holds_for_an_address_written_with_ideographic_full_stops(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """IDNA, and Python's own ``idna`` codec, read ``。｡．`` as a domain's dots: a mail
+    tool delivers ``x@rival。example`` to rival.example, so a rule on that domain holds
+    (also for ``︒``, which NFKC makes ``。``)."""
+    addresses = ["x@rival\u3002example", "x@rival\uff61example", "x@rival\ufe12example"]
+    assert {a.split("@")[1].encode("idna") for a in addresses[:2]} == {b"rival.example"}
+    rule = {
+        "tools": "notes.write_note",
+        "action": "deny",
+        "args": {"name": {"matches": "*@rival.example"}},
+    }
+    notes_ws.configure({"policy": {"rules": [rule]}})
+    async with open_notes(notes_ws) as s:
+        tried = [await attempt(s, "write_note", f"name={a!r}, text='x'") for a in addresses]
+    assert [t[0] for t in tried] == ["denied"] * len(addresses), tried
+    assert notes_ws.calls() == []
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

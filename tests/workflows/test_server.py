@@ -79,3 +79,21 @@ async def test_without_elicitation_the_run_waits_and_resumes_with_the_answer(
         bomb = await client.call_tool("run_workflow", {"workflow": laughs})
         assert bomb.is_error and "aliases" in str(bomb.content)
     assert space.entities() == ["Bob"]
+
+
+async def test_a_workflow_sent_by_a_client_cannot_build_a_huge_value_from_shared_parts(
+    space: Space,
+) -> None:
+    """A 16-character expression printing to 9,000,000 items (copies of one list) fails
+    its step, instead of holding the server's event loop for seconds to weigh it and
+    journaling a 27 MB output."""
+    flow = {
+        "name": "shared-parts",
+        "steps": [{"set": {"x": "${[[1] * 3000] * 3000}"}}, {"set": {"y": "${len(x)}"}}],
+    }
+    server = create_server(Settings(executor="subprocess"), base=space.base)
+    async with server, Client(server.mcp) as client:
+        result = await client.call_tool("run_workflow", {"workflow": flow})
+    data = result.structured_content
+    assert result.is_error and data is not None and data["status"] == "failed", data
+    assert "more than 1000000 items" in str(data["error"])

@@ -131,6 +131,16 @@ def test_every_dot_like_character_reads_as_the_dot_of_an_address(engine: Privacy
     assert missed == []
 
 
+def test_a_sentence_ending_in_an_ideographic_full_stop_opens_no_window() -> None:
+    """A dot-like character counts only between ASCII letters or digits: Japanese and
+    Chinese text, full of ``。``, is not folded and scanned again for it."""
+    from codemode.privacy.disguise import has_disguise
+
+    assert not has_disguise("東京都に住んでいます。毎朝コードを書きます。明日は会議です。")
+    assert not has_disguise("我用的是Python。版本很新。谢谢！")
+    assert has_disguise("连络alice@example。com")
+
+
 def test_a_large_text_full_of_such_characters_costs_bounded_time(engine: Privacy) -> None:
     line = "Prix\u00a0: 1\u00a0000\u00a0€, \u65e5\u672c\uff08\u5168\uff09 a\u200cb \u2013 " * 8
     text = (line + "\n") * (1_000_000 // len(line))

@@ -8,8 +8,10 @@ argument rules) or looks for personal data in it (privacy) must read through the
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
+from urllib.parse import unquote
 
 __all__ = ["invisible", "invisible_table", "loose"]
 
@@ -56,9 +58,64 @@ full stop IDNA (UTS 46) and Python's ``idna`` codec read as a domain's dot:
 def loose(text: str) -> str:
     """``text`` as a lenient receiver may read it: NFKC (full-width and other compatibility
     forms), invisible characters dropped, ideographic full stops read as dots (IDNA), case
-    folded, surrounding spaces and trailing dots (a fully qualified domain name) dropped."""
+    folded, surrounding spaces and trailing dots (a fully qualified domain name) dropped;
+    in a URL, its host as a URL parser reads it (:func:`_url`)."""
+    text = _loose(text, dots=False)
+    return _url(text) if "://" in text else text.rstrip(".").strip()
+
+
+def _loose(text: str, *, dots: bool = True) -> str:
     if not text.isascii():
         text = (
             unicodedata.normalize("NFKC", text).translate(invisible_table()).translate(_IDNA_DOTS)
         )
-    return text.casefold().strip().rstrip(".").strip()
+    text = text.casefold().strip()
+    return text.rstrip(".").strip() if dots else text
+
+
+_URL = re.compile(r"([a-z][a-z0-9+.-]*://)(.*)", re.DOTALL)
+_SPECIAL = frozenset(("http://", "https://", "ws://", "wss://", "ftp://", "file://"))
+_TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
+
+
+def _url(text: str) -> str:
+    """A URL as WHATWG URL parsers (browsers, Node's ``fetch``) read it: tabs and newlines
+    dropped; in http(s), ws(s), ftp and file URLs a backslash is a slash
+    (``https://rival.example\\@ok.example/`` is rival.example); the authority's
+    percent-escapes decoded (``rival%2Eexample``) and read again as above, the host's
+    trailing dots dropped (``rival.example.`` names the same site); the path's dot
+    segments resolved (``/public/%2e%2e/admin`` is ``/admin``)."""
+    m = _URL.match(text.translate(_TAB_OR_NEWLINE))
+    if m is None:
+        return text
+    scheme, rest = m.groups()
+    if scheme in _SPECIAL:
+        rest = rest.replace("\\", "/")
+    end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+    authority, rest = rest[:end], rest[end:]
+    if "%" in authority:
+        authority = _loose(unquote(authority))
+    userinfo, at, hostport = authority.rpartition("@")
+    if not hostport.startswith("["):  # an IPv6 literal has no name to end in a dot
+        host, colon, port = hostport.partition(":")
+        hostport = host.rstrip(".") + colon + port
+    cut = next((i for i, c in enumerate(rest) if c in "?#"), len(rest))
+    return scheme + userinfo + at + hostport + _without_dot_segments(rest[:cut]) + rest[cut:]
+
+
+def _without_dot_segments(path: str) -> str:
+    """``path`` with its ``.`` and ``..`` segments (also written ``%2e``) resolved."""
+    if "." not in path and "%2e" not in path:
+        return path
+    parts = path.split("/")[1:]
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        dots = part.replace("%2e", ".")
+        if dots in (".", ".."):
+            if dots == ".." and out:
+                out.pop()
+            if i == len(parts) - 1:
+                out.append("")
+            continue
+        out.append(part)
+    return "/" + "/".join(out)

@@ -167,6 +167,49 @@ async def test_a_domain_rule_holds_for_an_address_written_with_ideographic_full_
     assert notes_ws.calls() == []
 
 
+URLS_OF_RIVAL = [
+    "https://rival%2Eexample/x",  # Node's URL decodes the host: rival.example
+    "https://rival.example./x",  # a trailing dot names the same host
+    "https://rival.example\\@ok.example/x",  # a backslash ends the host (WHATWG)
+    "https://riv\tal.example/x",  # tabs and newlines are dropped
+]
+
+
+async def test_a_url_rule_holds_for_urls_a_url_parser_reads_as_that_url(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Tools that fetch URLs parse them as browsers and Node do (WHATWG): percent-escapes
+    in the host, its trailing dot, backslashes, tabs and dot segments in the path do not
+    get a URL past a rule on what it reads as."""
+    rules = [
+        {
+            "tools": "notes.write_note",
+            "action": "deny",
+            "args": {"name": {"matches": "https://rival.example/*"}},
+        },
+        {
+            "tools": "notes.read_note",
+            "action": "deny",
+            "args": {"name": {"not_matches": "https://ok.example/public/*"}},
+        },
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    async with open_notes(notes_ws) as s:
+        written = [await attempt(s, "write_note", f"name={u!r}, text='x'") for u in URLS_OF_RIVAL]
+        escapes = [
+            await attempt(s, "read_note", f"name={u!r}")
+            for u in (
+                "https://ok.example/public/../admin",
+                "https://ok.example/public/%2E%2E/admin",
+                "https://ok.example/public\\..\\admin",
+            )
+        ]
+        public = await attempt(s, "read_note", "name='https://ok.example/public/a?next=../b'")
+    assert [w[0] for w in written] == ["denied"] * len(URLS_OF_RIVAL), written
+    assert [e[0] for e in escapes] == ["denied"] * 3, escapes
+    assert public == "ran"
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

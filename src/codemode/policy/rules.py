@@ -19,7 +19,8 @@ Argument conditions are matched against the arguments as the tool will receive t
 (``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
 passed, on the host only; the decision and its reason name the rule, never the value.
 A value is also read as a lenient receiver reads it (NFKC, invisible characters dropped,
-a trailing dot dropped: ``codemode.invisible.loose``), and the stricter decision counts.
+ideographic full stops as dots, a trailing dot dropped, a URL as a WHATWG parser reads it:
+``codemode.invisible.loose``), and the stricter decision counts.
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ def _url(text: str) -> str:
     """A URL as WHATWG URL parsers (browsers, Node's ``fetch``) read it: tabs and newlines
     dropped; in http(s), ws(s), ftp and file URLs a backslash is a slash
     (``https://rival.example\\@ok.example/`` is rival.example); the authority's
-    percent-escapes decoded (``rival%2Eexample``) and read again as above, the host's
+    percent-escapes decoded (``rival%2Eexample``) and read again as above, its user info
+    dropped (``https://ok.example@rival.example/`` is rival.example), the host's
     trailing dots dropped (``rival.example.`` names the same site); the path's dot
     segments resolved (``/public/%2e%2e/admin`` is ``/admin``)."""
     m = _URL.match(text.translate(_TAB_OR_NEWLINE))
@@ -95,12 +96,13 @@ def _url(text: str) -> str:
     authority, rest = rest[:end], rest[end:]
     if "%" in authority:
         authority = _loose(unquote(authority))
-    userinfo, at, hostport = authority.rpartition("@")
+    hostport = authority.rpartition("@")[2]
     if not hostport.startswith("["):  # an IPv6 literal has no name to end in a dot
         host, colon, port = hostport.partition(":")
         hostport = host.rstrip(".") + colon + port
     cut = next((i for i, c in enumerate(rest) if c in "?#"), len(rest))
-    return scheme + userinfo + at + hostport + _without_dot_segments(rest[:cut]) + rest[cut:]
+    # Without its user info: ``https://ok.example@rival.example/`` goes to rival.example.
+    return scheme + hostport + _without_dot_segments(rest[:cut]) + rest[cut:]
 
 
 def _without_dot_segments(path: str) -> str:

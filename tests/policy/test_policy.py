@@ -172,6 +172,7 @@ URLS_OF_RIVAL = [
     "https://rival.example./x",  # a trailing dot names the same host
     "https://rival.example\\@ok.example/x",  # a backslash ends the host (WHATWG)
     "https://riv\tal.example/x",  # tabs and newlines are dropped
+    "https://ok.example@rival.example/x",  # user info, then the host
 ]
 
 

@@ -8,6 +8,7 @@ argument rules) or looks for personal data in it (privacy) must read through the
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
 from functools import cache
@@ -97,12 +98,55 @@ def _url(text: str) -> str:
     if "%" in authority:
         authority = _loose(unquote(authority))
     hostport = authority.rpartition("@")[2]
-    if not hostport.startswith("["):  # an IPv6 literal has no name to end in a dot
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        hostport = _ipv6(hostport[1:end]) + hostport[end + 1 :] if end > 0 else hostport
+    else:
         host, colon, port = hostport.partition(":")
-        hostport = host.rstrip(".") + colon + port
+        host = host.rstrip(".")
+        hostport = (_ipv4(host) or host) + colon + port
     cut = next((i for i, c in enumerate(rest) if c in "?#"), len(rest))
     # Without its user info: ``https://ok.example@rival.example/`` goes to rival.example.
     return scheme + hostport + _without_dot_segments(rest[:cut]) + rest[cut:]
+
+
+def _ipv4(host: str) -> str | None:
+    """``host`` as the IPv4 address a WHATWG parser reads in it (``2852039166``,
+    ``0xa9.0xfe.0xa9.0xfe``, ``0251.0376.0251.0376`` and ``169.254.43518`` are all
+    169.254.169.254), or None when it is a name."""
+    parts = host.split(".")
+    if not parts[-1] or not parts[-1][0].isdigit() or len(parts) > 4:
+        return None
+    numbers = []
+    for part in parts:
+        if part[:2] == "0x":
+            base, digits = 16, part[2:]
+        elif part[:1] == "0" and len(part) > 1:
+            base, digits = 8, part[1:]
+        else:
+            base, digits = 10, part
+        if digits and not (digits.isascii() and digits.isalnum()):
+            return None
+        try:
+            numbers.append(int(digits or "0", base))
+        except ValueError:
+            return None
+    last = numbers.pop()
+    if any(not 0 <= n <= 255 for n in numbers) or not 0 <= last < 256 ** (4 - len(numbers)):
+        return None
+    value = sum(n << (8 * (3 - i)) for i, n in enumerate(numbers)) + last
+    return str(ipaddress.IPv4Address(value))
+
+
+def _ipv6(literal: str) -> str:
+    """``[literal]`` compressed (``[::1]``), or the IPv4 address one maps to
+    (``[::ffff:a9fe:a9fe]`` reaches 169.254.169.254)."""
+    try:
+        address = ipaddress.IPv6Address(literal)
+    except ValueError:
+        return f"[{literal}]"
+    mapped = address.ipv4_mapped
+    return str(mapped) if mapped is not None else f"[{address}]"
 
 
 def _without_dot_segments(path: str) -> str:

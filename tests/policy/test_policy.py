@@ -211,6 +211,37 @@ async def test_a_url_rule_holds_for_urls_a_url_parser_reads_as_that_url(
     assert public == "ran"
 
 
+METADATA_ADDRESSES = [
+    "http://2852039166/latest",  # one number
+    "http://0xa9.0xfe.0xa9.0xfe/latest",  # hex parts
+    "http://0251.0376.0251.0376/latest",  # octal parts
+    "http://169.254.43518/latest",  # the last part fills the rest
+    "http://[::ffff:a9fe:a9fe]/latest",  # IPv4-mapped IPv6
+    "http://169.254.169.254./latest",
+]
+
+
+async def test_a_rule_on_an_ip_address_holds_for_every_spelling_a_url_parser_accepts(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """``http://2852039166/`` is http://169.254.169.254/ to browsers and Node (WHATWG
+    reads decimal, hex and octal IPv4 parts): a rule keeping tools off the cloud
+    metadata address holds for each of these spellings."""
+    rule = {
+        "tools": "notes.write_note",
+        "action": "deny",
+        "args": {"name": {"matches": "http://169.254.169.254/*"}},
+    }
+    notes_ws.configure({"policy": {"rules": [rule]}})
+    async with open_notes(notes_ws) as s:
+        tried = [
+            await attempt(s, "write_note", f"name={u!r}, text='x'") for u in METADATA_ADDRESSES
+        ]
+        other = await attempt(s, "write_note", "name='http://169.254.169.253/latest', text='x'")
+    assert [t[0] for t in tried] == ["denied"] * len(METADATA_ADDRESSES), tried
+    assert other == "ran"
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

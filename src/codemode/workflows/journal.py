@@ -53,6 +53,18 @@ def stamp(event: Mapping[str, Any]) -> Event:
     return {**event, "t": round(time.time(), 3)}
 
 
+def encode(event: Mapping[str, Any], **options: Any) -> bytes:
+    """``event`` stamped, as UTF-8 JSON. A string with a lone surrogate (a tool's JSON
+    result can hold ``"\\udc80"``) has no UTF-8 form: such an event is written with
+    JSON's ``\\u`` escapes, which read back as the same string. Before, the encoding
+    error escaped the engine and left the run "running" for ever."""
+    stamped = stamp(event)
+    try:
+        return json.dumps(stamped, ensure_ascii=False, default=str, **options).encode()
+    except UnicodeEncodeError:
+        return json.dumps(stamped, ensure_ascii=True, default=str, **options).encode()
+
+
 class FileJournals:
     """One append-only JSON-lines file per run, in ``folder``."""
 
@@ -70,8 +82,8 @@ class FileJournals:
             self.folder.mkdir(parents=True, exist_ok=True)
             _drop_torn_tail(self._path(run_id))
             fh = self._files[run_id] = open(self._path(run_id), "ab", buffering=0)  # noqa: SIM115
-        line = json.dumps(stamp(event), ensure_ascii=False, separators=(",", ":"), default=str)
-        fh.write(line.encode() + b"\n")  # one write(2): whole lines or a torn last one
+        line = encode(event, separators=(",", ":"))
+        fh.write(line + b"\n")  # one write(2): whole lines or a torn last one
         if self.fsync:
             os.fsync(fh.fileno())
 
@@ -140,7 +152,7 @@ class StorageJournals:
         seq = self._seq.get(run_id)
         if seq is None:
             seq = len((await self.storage.list(self.KIND, f"{run_id}.")).records)
-        raw = json.dumps(stamp(event), ensure_ascii=False, default=str).encode()
+        raw = encode(event)
         await self.storage.put(self.KIND, f"{run_id}.{seq:08d}", raw, {"run": run_id})
         self._seq[run_id] = seq + 1
 
@@ -160,4 +172,4 @@ class StorageJournals:
         return firsts
 
 
-__all__ = ["Event", "FileJournals", "Journals", "StorageJournals", "stamp"]
+__all__ = ["Event", "FileJournals", "Journals", "StorageJournals", "encode", "stamp"]

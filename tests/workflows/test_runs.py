@@ -110,6 +110,26 @@ async def test_an_expression_that_overflows_fails_the_run_saying_so(tmp_path: Pa
     assert listed["status"] == "failed"
 
 
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"code": "1 / 0"}, "failed"),
+        ({"set": {"x": "${1 / 0}"}}, "failed"),
+        ({"ask": "Go on?"}, "waiting"),
+    ],
+)
+async def test_a_step_that_fails_or_waits_inside_a_loop_ends_the_run_with_that_status(
+    tmp_path: Path, body: dict[str, Any], status: str
+) -> None:
+    """An iteration's error left the loop as an exception group, which escaped the run:
+    its status was never written and it was listed as interrupted."""
+    wf = {"steps": [{"foreach": "${[1, 2]}", "as": "i", "concurrency": 2, "do": [body]}]}
+    result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    assert result.status == status, result
+    [listed] = await list_runs(base=tmp_path)
+    assert listed["status"] == status
+
+
 async def test_workflow_list_shows_control_characters_of_a_sent_workflow_as_escapes(
     tmp_path: Path,
 ) -> None:

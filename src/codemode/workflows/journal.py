@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from ..errors import NotFound, ValidationError
 from ..storage.base import Storage, check_name
+from .errors import WorkflowError
 
 Event = dict[str, Any]
 
@@ -68,10 +69,15 @@ def encode(event: Mapping[str, Any], **options: Any) -> bytes:
 class FileJournals:
     """One append-only JSON-lines file per run, in ``folder``."""
 
-    def __init__(self, folder: Path, *, fsync: bool = False) -> None:
+    def __init__(self, folder: Path, *, fsync: bool = False, max_bytes: int | None = None) -> None:
+        """``max_bytes``: most one run's file may hold (its final status line excepted):
+        the files sit outside the memory quota, and a loop journaling a large output per
+        iteration would otherwise fill the disk."""
         self.folder = folder
         self.fsync = fsync
+        self.max_bytes = max_bytes
         self._files: dict[str, Any] = {}
+        self._sizes: dict[str, int] = {}
 
     def _path(self, run_id: str) -> Path:
         return self.folder / f"{check_name(run_id, 'run id')}.jsonl"
@@ -82,8 +88,17 @@ class FileJournals:
             self.folder.mkdir(parents=True, exist_ok=True)
             _drop_torn_tail(self._path(run_id))
             fh = self._files[run_id] = open(self._path(run_id), "ab", buffering=0)  # noqa: SIM115
-        line = encode(event, separators=(",", ":"))
-        fh.write(line + b"\n")  # one write(2): whole lines or a torn last one
+            self._sizes[run_id] = os.fstat(fh.fileno()).st_size
+        line = encode(event, separators=(",", ":")) + b"\n"
+        size = self._sizes[run_id] + len(line)
+        if self.max_bytes is not None and size > self.max_bytes and event.get("ev") != "status":
+            raise WorkflowError(
+                f"run {run_id}'s journal would hold more than {self.max_bytes / (1 << 20):g} MB "
+                f"(this event: {len(line):,} bytes): keep large outputs in artifacts, or raise "
+                "workflows.max_journal_mb in the workspace's config"
+            )
+        fh.write(line)  # one write(2): whole lines or a torn last one
+        self._sizes[run_id] = size
         if self.fsync:
             os.fsync(fh.fileno())
 
@@ -113,6 +128,7 @@ class FileJournals:
         return [p.stem for p in files]
 
     def close(self, run_id: str) -> None:
+        self._sizes.pop(run_id, None)
         fh = self._files.pop(run_id, None)
         if fh is not None:
             fh.close()

@@ -242,6 +242,35 @@ async def test_a_rule_on_an_ip_address_holds_for_every_spelling_a_url_parser_acc
     assert other == "ran"
 
 
+async def test_an_address_rule_holds_for_the_addresses_a_mail_library_reads(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """``Bob <x@rival.example>`` goes to x@rival.example, and so does the second address
+    of ``ok@example.com, x@rival.example``: a deny rule sees each address, and an
+    allow-list is not met by a list that only starts inside it."""
+    rules = [
+        {
+            "tools": "notes.write_note",
+            "action": "deny",
+            "args": {"name": {"matches": "*@rival.example"}},
+        },
+        {
+            "tools": "notes.read_note",
+            "action": "deny",
+            "args": {"name": {"not_matches": "*@example.com"}},
+        },
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    sent = ["Bob <x@rival.example>", '"x@example.com" <x@rival.example>', "x@rival.example (Bob)"]
+    async with open_notes(notes_ws) as s:
+        written = [await attempt(s, "write_note", f"name={a!r}, text='x'") for a in sent]
+        listed = await attempt(s, "read_note", "name='x@rival.example, ok@example.com'")
+        inside = await attempt(s, "read_note", "name='ok@example.com'")
+        plain = await attempt(s, "write_note", "name='Ann <ann@example.com>', text='x'")
+    assert [w[0] for w in written] == ["denied"] * len(sent), written
+    assert listed[0] == "denied" and inside == "ran" and plain == "ran"
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import getaddresses
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -309,6 +310,10 @@ def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
         if isinstance(v, str):
             out = loose(v)
             changed = changed or out != v.casefold()
+            found = _addresses(out) if "@" in out else []
+            if found:
+                changed = True
+                return [out, *found]
             return out
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items()}
@@ -325,6 +330,15 @@ def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
         else:
             out[name] = walk(value)
     return out if changed else None
+
+
+def _addresses(text: str) -> list[str]:
+    """The addresses a mail library reads in ``text`` when they are not ``text`` itself:
+    ``Bob <x@rival.example>`` and ``ok@example.com, x@rival.example`` go to
+    x@rival.example, which a glob on the whole value does not see."""
+    found = {loose(a) for _, a in getaddresses([text]) if "@" in a}
+    found.discard(text)
+    return sorted(found)
 
 
 class Policy:

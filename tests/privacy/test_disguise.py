@@ -66,6 +66,8 @@ DISGUISED = {
         "EMAIL",
         _wide("alice@example") + "\u3002" + _wide("com"),
     ),
+    "small full stop": ("EMAIL", "alice@example\ufe52com"),
+    "one dot leader": ("EMAIL", "alice\u2024martin@example\u2024com"),
     "middle dot": ("EMAIL", "alice@example\u00b7com"),
     "katakana middle dot": ("EMAIL", "alice@example\u30fbcom"),
     "Arabic full stop": ("EMAIL", "alice@example\u06d4com"),

@@ -233,3 +233,23 @@ async def test_a_stray_file_whose_name_only_looks_rotated_is_left_alone(written:
     (written.log.parent / "audit.\u00b2\u00b3.jsonl").write_text("not a log\n")
     proc = written.cli("verify")
     assert proc.returncode == 0, proc.stderr
+
+
+async def test_a_run_whose_code_holds_a_lone_surrogate_is_recorded_and_verifies(
+    audited: Any, open_notes: Any
+) -> None:
+    """A client's JSON can carry ``"\\ud800"``, which no UTF-8 text can: the worker refuses
+    such code, and the audit records the attempt (escaped) instead of failing the run
+    with an encoding error and writing nothing."""
+    audited.ws.configure({"audit": audited.config()})
+    async with open_notes(audited.ws) as s:
+        refused = await s.run("x = '\ud800'\n1")
+        after = await s.run("tools.notes.write_note(name='n' + chr(0xDCFF), text='x')")
+    assert refused.error is not None and "surrogate" in refused.error.message
+    assert after.error is not None
+    records = audited.records()
+    assert [(r["kind"], r["outcome"]) for r in records] == [("run", "error"), ("run", "error")]
+    assert "\\ud800" in audited.log.read_text()  # escaped: the line stays UTF-8
+    for args in (("verify",), ("tail",), ("tail", "--json"), ("search", "--kind", "run")):
+        proc = audited.cli(*args)
+        assert proc.returncode == 0, (args, proc.stdout + proc.stderr)

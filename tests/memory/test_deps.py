@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,21 @@ async def test_sync_rebuilds_from_the_manifest_and_configured_specs(tmp_path: Pa
     assert result["installed"] == ["tomli==2.0.1", "six"]
     assert sorted(d["name"] for d in await deps.list()) == ["six", "tomli"]
     assert not (deps.site / "stray.py").exists()
+
+
+@pytest.mark.parametrize(
+    "entry", ["--index-url=http://evil/simple", "six @ file:///tmp/six.whl", "-e .", 7]
+)
+async def test_sync_refuses_a_manifest_entry_that_is_not_a_plain_requirement(
+    tmp_path: Path, entry: object
+) -> None:
+    deps = Deps(tmp_path / "deps")
+    (deps.root / ".requirements.json").write_text(json.dumps({"requirements": ["six", entry]}))
+    with pytest.raises(DepsError, match=r"requirements\.json"):
+        await deps.sync()
+    with pytest.raises(DepsError, match=r"requirements\.json"):
+        await deps.list()
+    assert sorted(p.name for p in deps.site.iterdir()) == [".lock", ".requirements.json"]
 
 
 async def test_configured_deps_are_installed_when_missing(tmp_path: Path) -> None:

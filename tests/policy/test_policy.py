@@ -147,6 +147,130 @@ async def test_an_argument_rule_holds_for_a_value_disguised_with_unicode(
     assert notes_ws.calls() == ["write_note", "read_note"]
 
 
+async def test_a_domain_rule_holds_for_an_address_written_with_ideographic_full_stops(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """IDNA, and Python's own ``idna`` codec, read ``。｡．`` as a domain's dots: a mail
+    tool delivers ``x@rival。example`` to rival.example, so a rule on that domain holds
+    (also for ``︒``, which NFKC makes ``。``)."""
+    addresses = ["x@rival\u3002example", "x@rival\uff61example", "x@rival\ufe12example"]
+    assert {a.split("@")[1].encode("idna") for a in addresses[:2]} == {b"rival.example"}
+    rule = {
+        "tools": "notes.write_note",
+        "action": "deny",
+        "args": {"name": {"matches": "*@rival.example"}},
+    }
+    notes_ws.configure({"policy": {"rules": [rule]}})
+    async with open_notes(notes_ws) as s:
+        tried = [await attempt(s, "write_note", f"name={a!r}, text='x'") for a in addresses]
+    assert [t[0] for t in tried] == ["denied"] * len(addresses), tried
+    assert notes_ws.calls() == []
+
+
+URLS_OF_RIVAL = [
+    "https://rival%2Eexample/x",  # Node's URL decodes the host: rival.example
+    "https://rival.example./x",  # a trailing dot names the same host
+    "https://rival.example\\@ok.example/x",  # a backslash ends the host (WHATWG)
+    "https://riv\tal.example/x",  # tabs and newlines are dropped
+    "https://ok.example@rival.example/x",  # user info, then the host
+]
+
+
+async def test_a_url_rule_holds_for_urls_a_url_parser_reads_as_that_url(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Tools that fetch URLs parse them as browsers and Node do (WHATWG): percent-escapes
+    in the host, its trailing dot, backslashes, tabs and dot segments in the path do not
+    get a URL past a rule on what it reads as."""
+    rules = [
+        {
+            "tools": "notes.write_note",
+            "action": "deny",
+            "args": {"name": {"matches": "https://rival.example/*"}},
+        },
+        {
+            "tools": "notes.read_note",
+            "action": "deny",
+            "args": {"name": {"not_matches": "https://ok.example/public/*"}},
+        },
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    async with open_notes(notes_ws) as s:
+        written = [await attempt(s, "write_note", f"name={u!r}, text='x'") for u in URLS_OF_RIVAL]
+        escapes = [
+            await attempt(s, "read_note", f"name={u!r}")
+            for u in (
+                "https://ok.example/public/../admin",
+                "https://ok.example/public/%2E%2E/admin",
+                "https://ok.example/public\\..\\admin",
+            )
+        ]
+        public = await attempt(s, "read_note", "name='https://ok.example/public/a?next=../b'")
+    assert [w[0] for w in written] == ["denied"] * len(URLS_OF_RIVAL), written
+    assert [e[0] for e in escapes] == ["denied"] * 3, escapes
+    assert public == "ran"
+
+
+METADATA_ADDRESSES = [
+    "http://2852039166/latest",  # one number
+    "http://0xa9.0xfe.0xa9.0xfe/latest",  # hex parts
+    "http://0251.0376.0251.0376/latest",  # octal parts
+    "http://169.254.43518/latest",  # the last part fills the rest
+    "http://[::ffff:a9fe:a9fe]/latest",  # IPv4-mapped IPv6
+    "http://169.254.169.254./latest",
+]
+
+
+async def test_a_rule_on_an_ip_address_holds_for_every_spelling_a_url_parser_accepts(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """``http://2852039166/`` is http://169.254.169.254/ to browsers and Node (WHATWG
+    reads decimal, hex and octal IPv4 parts): a rule keeping tools off the cloud
+    metadata address holds for each of these spellings."""
+    rule = {
+        "tools": "notes.write_note",
+        "action": "deny",
+        "args": {"name": {"matches": "http://169.254.169.254/*"}},
+    }
+    notes_ws.configure({"policy": {"rules": [rule]}})
+    async with open_notes(notes_ws) as s:
+        tried = [
+            await attempt(s, "write_note", f"name={u!r}, text='x'") for u in METADATA_ADDRESSES
+        ]
+        other = await attempt(s, "write_note", "name='http://169.254.169.253/latest', text='x'")
+    assert [t[0] for t in tried] == ["denied"] * len(METADATA_ADDRESSES), tried
+    assert other == "ran"
+
+
+async def test_an_address_rule_holds_for_the_addresses_a_mail_library_reads(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """``Bob <x@rival.example>`` goes to x@rival.example, and so does the second address
+    of ``ok@example.com, x@rival.example``: a deny rule sees each address, and an
+    allow-list is not met by a list that only starts inside it."""
+    rules = [
+        {
+            "tools": "notes.write_note",
+            "action": "deny",
+            "args": {"name": {"matches": "*@rival.example"}},
+        },
+        {
+            "tools": "notes.read_note",
+            "action": "deny",
+            "args": {"name": {"not_matches": "*@example.com"}},
+        },
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    sent = ["Bob <x@rival.example>", '"x@example.com" <x@rival.example>', "x@rival.example (Bob)"]
+    async with open_notes(notes_ws) as s:
+        written = [await attempt(s, "write_note", f"name={a!r}, text='x'") for a in sent]
+        listed = await attempt(s, "read_note", "name='x@rival.example, ok@example.com'")
+        inside = await attempt(s, "read_note", "name='ok@example.com'")
+        plain = await attempt(s, "write_note", "name='Ann <ann@example.com>', text='x'")
+    assert [w[0] for w in written] == ["denied"] * len(sent), written
+    assert listed[0] == "denied" and inside == "ran" and plain == "ran"
+
+
 def test_argument_conditions_look_at_every_value_of_a_list_or_object() -> None:
     cfg = PolicyConfig.model_validate(
         {

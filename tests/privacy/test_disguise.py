@@ -59,6 +59,18 @@ DISGUISED = {
     "en dashes in an SSN": ("US_SSN", SSN.replace("-", "\u2013")),
     "full-width SSN digits, hyphen-minus": ("US_SSN", _digits(SSN, 0xFF10)),
     "word joiners in an IBAN": ("IBAN", "GB82\u2060WEST\u20601234\u20605698\u20607654\u206032"),
+    # IDNA (and Python's idna codec) reads these as a domain's dots: the address delivers.
+    "ideographic full stops": ("EMAIL", "alice\u3002martin@example\u3002com"),
+    "half-width ideographic full stop": ("EMAIL", "alice@example\uff61co\uff61jp"),
+    "full-width letters, ideographic stop": (
+        "EMAIL",
+        _wide("alice@example") + "\u3002" + _wide("com"),
+    ),
+    "small full stop": ("EMAIL", "alice@example\ufe52com"),
+    "one dot leader": ("EMAIL", "alice\u2024martin@example\u2024com"),
+    "middle dot": ("EMAIL", "alice@example\u00b7com"),
+    "katakana middle dot": ("EMAIL", "alice@example\u30fbcom"),
+    "Arabic full stop": ("EMAIL", "alice@example\u06d4com"),
 }
 
 
@@ -87,6 +99,11 @@ NOT_PERSONAL = [
     "family: 👨\u200d👩\u200d👧, flag: 🏳\ufe0f\u200d🌈",
     "pages 12\u201318, call \u2014 later",
     "order \uff10\uff10\uff11\uff12\uff13\uff14\uff15\uff16 shipped",
+    # Sentences ending in an ideographic full stop, also right after ASCII words or numbers.
+    "東京都に住んでいます。毎朝Pythonでコードを書きます。明日は10時に会議があります。",
+    "我用的是Python3。Windows也可以。版本2.0。Next步骤请看文档。谢谢！",
+    "ジョン・スミスさんはAT・Tではなく、NTTに勤めています。",
+    "El col·legi de Barcelona obre a les 9·30 · paral·lel",
 ]
 
 
@@ -103,6 +120,27 @@ def test_a_disguised_value_split_across_streamed_chunks_leaks_nothing(engine: Pr
     out = "".join(s.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + s.close()
     assert out == engine.protect_text(text)
     assert len(TOKEN_RE.findall(out)) == 2 and "alice" not in out, out
+
+
+def test_every_dot_like_character_reads_as_the_dot_of_an_address(engine: Privacy) -> None:
+    from codemode.privacy.disguise import DOT_LIKES
+
+    missed = [
+        hex(ord(dot))
+        for dot in DOT_LIKES
+        if "example" in engine.protect_text(f"write to bob{dot}lee@example{dot}org today")
+    ]
+    assert missed == []
+
+
+def test_a_sentence_ending_in_an_ideographic_full_stop_opens_no_window() -> None:
+    """A dot-like character counts only between ASCII letters or digits: Japanese and
+    Chinese text, full of ``。``, is not folded and scanned again for it."""
+    from codemode.privacy.disguise import has_disguise
+
+    assert not has_disguise("東京都に住んでいます。毎朝コードを書きます。明日は会議です。")
+    assert not has_disguise("我用的是Python。版本很新。谢谢！")
+    assert has_disguise("连络alice@example。com")
 
 
 def test_a_large_text_full_of_such_characters_costs_bounded_time(engine: Privacy) -> None:

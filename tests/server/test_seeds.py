@@ -190,3 +190,28 @@ async def test_a_custom_tool_called_directly_asks_the_client_s_person_when_the_p
     assert text_of(yes) == "HI" and not yes.is_error
     assert no.is_error and "not approved" in text_of(no)
     assert len(asked) == 2 and 'custom.shout(text="hi"' in asked[0]
+
+
+def garbled(text: str = "") -> str:
+    """Returns text with a lone surrogate, as a tool's JSON ("\\udc80") may."""
+    return "ok\udc80" + text
+
+
+async def test_a_tool_result_with_a_lone_surrogate_is_counted_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """Measuring such a result (budgets, audit) raised UnicodeEncodeError after the tool
+    had run: the client got 'Error executing tool', the code an encoding error."""
+    base, _ = make_workspace(tmp_path)
+    budget = {"run": {"tool_bytes": 1000}}
+    async with (
+        create_server(
+            Settings(executor="subprocess"), base=base, custom_tools=[garbled], budget=budget
+        ) as srv,
+        Client(srv.mcp) as client,
+    ):
+        direct = await client.call_tool("garbled", {})
+        ran = await client.call_tool("run_code", {"code": "tools.custom.garbled()"})
+    assert not direct.is_error and text_of(direct).startswith("ok"), text_of(direct)
+    assert ran.is_error and "lone surrogate" in text_of(ran), text_of(ran)
+    assert "UnicodeEncodeError" not in text_of(ran)

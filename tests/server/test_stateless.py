@@ -61,6 +61,24 @@ def test_an_independent_stateless_client_keeps_state_under_its_codemode_session(
     assert result["structuredContent"]["session"] == "persistent"
 
 
+def test_two_long_codemode_sessions_that_share_a_prefix_are_two_sessions(
+    http_server: HttpServer,
+) -> None:
+    """The whole value names the session: cut to its first 200 characters, a long id made
+    of a known prefix and a random tail could be taken by anyone who knew the prefix."""
+    prefix = "team-analytics/" + "p" * 200
+    victim = {"Codemode-Session": prefix + "/7f3c9a1e-victim"}
+    other = {"Codemode-Session": prefix + "/guess"}
+    with RawClient(http_server.url, token=TOKEN, era="stateless", headers=victim) as client:
+        client.call("run_code", {"code": "secret = 'victim-data'"})
+    with RawClient(http_server.url, token=TOKEN, era="stateless", headers=other) as client:
+        stolen = client.call("run_code", {"code": "secret"})
+    with RawClient(http_server.url, token=TOKEN, era="stateless", headers=victim) as client:
+        kept = client.call("run_code", {"code": "secret"})
+    assert stolen["isError"] is True and "NameError" in text(stolen), text(stolen)
+    assert kept["structuredContent"]["value"] == "victim-data"
+
+
 def test_an_independent_stateless_client_without_a_session_runs_ephemerally(
     http_server: HttpServer,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,44 @@ def test_expressions_cannot_grow_values_far_beyond_their_parts(expression: str) 
         evaluate(expression, scope)
     assert evaluate("big", scope) == scope["big"]  # a plain read of a big value is fine
     assert evaluate("[big]", scope) == [scope["big"]]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "[[1] * 3000] * 3000",  # 9,000,000 items from shared references
+        "[[[1] * 999] * 1000] * 2",
+        "str([[0] * 1000] * 1000)",
+        "join(',', [[0] * 1000] * 1000)",
+        "join([[0] * 1000] * 1000, [1, 2])",
+    ],
+)
+def test_copies_of_a_list_weigh_what_they_print_to_and_cost_what_they_share(
+    expression: str,
+) -> None:
+    """``[[1] * 4000] * 4000`` holds two lists but prints to 16,000,000 items: it is
+    refused when built, and weighing it walks its distinct parts, not every item (the
+    walk held the event loop for seconds, per expression)."""
+    t0 = time.process_time()
+    for _ in range(5):
+        with pytest.raises(WorkflowError, match="more than"):
+            evaluate(expression, {})
+        with pytest.raises(WorkflowError, match="more than"):
+            evaluate(f"[{expression}, 1]", {})
+    # Generous (the machine may be loaded): item by item it took seconds each time.
+    assert time.process_time() - t0 < 5
+
+
+def test_a_step_cannot_repeat_a_big_value_without_bound() -> None:
+    """Each expression is bounded alone; a step's thousand references to one big value
+    (a tool's arguments, a journal line, a text) are bounded together."""
+    scope = {"big": "x" * 3_000_000, "names": ["a", "b"]}
+    assert render({"a": "${big}", "n": "${len(big)}"}, scope) == {"a": scope["big"], "n": 3_000_000}
+    with pytest.raises(WorkflowError, match="in all"):
+        render({f"k{i}": "${big}" for i in range(5)}, scope)
+    with pytest.raises(WorkflowError, match="in all"):
+        render("${big}" * 5, scope)
+    assert render(["${names}"] * 1000, scope) == [["a", "b"]] * 1000
 
 
 @pytest.mark.parametrize(

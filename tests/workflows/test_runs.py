@@ -110,6 +110,49 @@ async def test_an_expression_that_overflows_fails_the_run_saying_so(tmp_path: Pa
     assert listed["status"] == "failed"
 
 
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"code": "1 / 0"}, "failed"),
+        ({"set": {"x": "${1 / 0}"}}, "failed"),
+        ({"ask": "Go on?"}, "waiting"),
+    ],
+)
+async def test_a_step_that_fails_or_waits_inside_a_loop_ends_the_run_with_that_status(
+    tmp_path: Path, body: dict[str, Any], status: str
+) -> None:
+    """An iteration's error left the loop as an exception group, which escaped the run:
+    its status was never written and it was listed as interrupted."""
+    wf = {"steps": [{"foreach": "${[1, 2]}", "as": "i", "concurrency": 2, "do": [body]}]}
+    result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    assert result.status == status, result
+    [listed] = await list_runs(base=tmp_path)
+    assert listed["status"] == status
+
+
+async def test_a_run_cannot_grow_its_journal_past_the_configured_size(tmp_path: Path) -> None:
+    """Journals are files outside the memory quota: a loop journaling a large output per
+    iteration fails its run once the journal would pass ``workflows.max_journal_mb``,
+    instead of filling the disk; the run's status is still recorded."""
+    (tmp_path / "config.json").write_text('{"workflows": {"max_journal_mb": 0.5}}')
+    wf = {
+        "steps": [
+            {
+                "foreach": "${range(100)}",
+                "as": "i",
+                "do": [{"set": {"big": "${'x' * 100000}"}}],
+                "output": "all",
+            }
+        ]
+    }
+    result = await arun_workflow(wf, base=tmp_path, executor=SubprocessExecutor())
+    assert result.status == "failed" and "max_journal_mb" in (result.error or ""), result
+    [journal] = (tmp_path / "workflows" / "runs").glob("*.jsonl")
+    assert journal.stat().st_size < 2 << 20
+    [listed] = await list_runs(base=tmp_path)
+    assert listed["status"] == "failed"
+
+
 async def test_workflow_list_shows_control_characters_of_a_sent_workflow_as_escapes(
     tmp_path: Path,
 ) -> None:

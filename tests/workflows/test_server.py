@@ -79,3 +79,40 @@ async def test_without_elicitation_the_run_waits_and_resumes_with_the_answer(
         bomb = await client.call_tool("run_workflow", {"workflow": laughs})
         assert bomb.is_error and "aliases" in str(bomb.content)
     assert space.entities() == ["Bob"]
+
+
+async def test_a_workflow_sent_by_a_client_cannot_build_a_huge_value_from_shared_parts(
+    space: Space,
+) -> None:
+    """A 16-character expression printing to 9,000,000 items (copies of one list) fails
+    its step, instead of holding the server's event loop for seconds to weigh it and
+    journaling a 27 MB output."""
+    flow = {
+        "name": "shared-parts",
+        "steps": [{"set": {"x": "${[[1] * 3000] * 3000}"}}, {"set": {"y": "${len(x)}"}}],
+    }
+    server = create_server(Settings(executor="subprocess"), base=space.base)
+    async with server, Client(server.mcp) as client:
+        result = await client.call_tool("run_workflow", {"workflow": flow})
+    data = result.structured_content
+    assert result.is_error and data is not None and data["status"] == "failed", data
+    assert "more than 1000000 items" in str(data["error"])
+
+
+async def test_a_value_with_a_lone_surrogate_is_journaled_and_read_back(space: Space) -> None:
+    """Tools' JSON can hold ``"\\udc80"``, which no UTF-8 text can: the journal writes it
+    escaped instead of failing the run with an encoding error (which left it "running")."""
+    flow = {
+        "name": "surrogate",
+        "steps": [{"set": {"x": "${'a' + '\\udc80'}"}}, {"set": {"n": "${len(x)}"}}],
+        "result": "${x}",
+    }
+    server = create_server(Settings(executor="subprocess"), base=space.base)
+    async with server, Client(server.mcp) as client:
+        first = await client.call_tool("run_workflow", {"workflow": flow})
+        data = first.structured_content
+        assert not first.is_error and data is not None, first.content
+        assert (data["status"], data["result"]) == ("succeeded", "a\udc80")
+        again = await client.call_tool("run_workflow", {"resume": data["run_id"]})
+    assert again.structured_content is not None
+    assert again.structured_content["result"] == "a\udc80"  # read back from the journal

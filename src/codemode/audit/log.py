@@ -56,6 +56,9 @@ _MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}$')
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
 ).encode
+_CANONICAL_ASCII = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=repr
+).encode
 _second: tuple[int, str] = (-1, "")
 
 
@@ -72,8 +75,17 @@ def now() -> str:
 
 
 def canonical(value: Any) -> bytes:
-    """Sorted keys, no spaces, UTF-8: equal values give equal bytes (for HMACs)."""
-    return _CANONICAL(value).encode()
+    """Sorted keys, no spaces, UTF-8: equal values give equal bytes (for HMACs).
+
+    A string with a lone surrogate (a client's JSON can send ``"\\ud800"``, and the code
+    it sends reaches the audit before the worker refuses it) has no UTF-8 form: such a
+    value is written with JSON's ``\\u`` escapes instead, so its line is written and
+    verifies, where the encoding error lost the record and failed the run."""
+    text = _CANONICAL(value)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _CANONICAL_ASCII(value).encode()
 
 
 def sign(keys: Keys, body: bytes) -> str:
@@ -282,7 +294,7 @@ class AuditLog:
             seq += 1
             record["seq"] = seq
             record["prev"] = mac
-            body = _CANONICAL(record).encode()
+            body = canonical(record)
             mac = hmac.digest(key, body, hashlib.sha256).hex()
             lines.append(body[:-1] + b',"mac":"' + mac.encode() + b'"}\n')
         data = lines[0] if len(lines) == 1 else b"".join(lines)

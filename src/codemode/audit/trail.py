@@ -219,7 +219,7 @@ def run_hook(trail: Trail) -> RunHook:
         finally:
             # As the model may see it: a hash of the raw code would let a reader of the log
             # confirm a guessed real value the code wrote, which the record shows as a token.
-            data = _scrubbed(code, event.context).encode()
+            data = _scrubbed(code, event.context).encode("utf-8", "surrogatepass")
             record: dict[str, Any] = {
                 "kind": "run",
                 "code_sha256": hashlib.sha256(data).hexdigest(),
@@ -229,7 +229,10 @@ def run_hook(trail: Trail) -> RunHook:
             }
             if config.record_code:
                 cut = data[: config.max_code_bytes]
-                record["code"] = cut.decode(errors="ignore")
+                try:  # as sent, lone surrogates too (the log escapes them)
+                    record["code"] = cut.decode("utf-8", "surrogatepass")
+                except UnicodeDecodeError:  # cut inside a character
+                    record["code"] = cut.decode(errors="ignore")
                 if len(cut) < len(data):
                     record["code_truncated"] = True
             if result is not None and result.error is not None:

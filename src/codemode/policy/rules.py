@@ -19,7 +19,8 @@ Argument conditions are matched against the arguments as the tool will receive t
 (``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
 passed, on the host only; the decision and its reason name the rule, never the value.
 A value is also read as a lenient receiver reads it (NFKC, invisible characters dropped,
-a trailing dot dropped: ``codemode.invisible.loose``), and the stricter decision counts.
+ideographic full stops as dots, a trailing dot dropped, a URL as a WHATWG parser reads it:
+``codemode.invisible.loose``), and the stricter decision counts.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import getaddresses
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -308,6 +310,10 @@ def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
         if isinstance(v, str):
             out = loose(v)
             changed = changed or out != v.casefold()
+            found = _addresses(out) if "@" in out else []
+            if found:
+                changed = True
+                return [out, *found]
             return out
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items()}
@@ -324,6 +330,15 @@ def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
         else:
             out[name] = walk(value)
     return out if changed else None
+
+
+def _addresses(text: str) -> list[str]:
+    """The addresses a mail library reads in ``text`` when they are not ``text`` itself:
+    ``Bob <x@rival.example>`` and ``ok@example.com, x@rival.example`` go to
+    x@rival.example, which a glob on the whole value does not see."""
+    found = {loose(a) for _, a in getaddresses([text]) if "@" in a}
+    found.discard(text)
+    return sorted(found)
 
 
 class Policy:

@@ -10,16 +10,22 @@ while the model reads the value as plainly as the ASCII one.
 characters such as zero-width spaces, joiners, bidi controls, soft hyphens and variation
 selectors are dropped, and so are combining marks over Latin letters; decimal digits of
 any script become ASCII digits; spaces become ``" "`` and dashes ``"-"``; a character
-whose NFKC form is one ASCII letter, digit or ``@.+-`` becomes that character), runs the
+whose NFKC form is one ASCII letter, digit or ``@.+-`` becomes that character; a
+dot-like character between two ASCII letters or digits becomes ``"."``), runs the
 other detectors over the folded text around each such character, and reports what they
 find there at its place in the original text.
 The token then stands for the text exactly as the tool returned it, so a sink gets the
 original back.
 
 Cheap when there is nothing to fold: ASCII text costs a flag check; other text one
-regex search. Each folded character opens a window of ``WINDOW`` characters each side
-(never past a line break or the NUL that joins texts), so a text full of them is scanned
-about twice, no more.
+regex search. Dot-like characters (``DOT_LIKES``: ``alice@example。com``) count only
+inside a name's shape, with an ASCII letter or digit on each side once folded: IDNA reads
+the ideographic full stops ``。｡`` as a domain's dots (so does Python's ``idna`` codec,
+so a mail tool delivers such an address), and a model reads the others as dots, but a
+Japanese or Chinese sentence ends with ``。`` after a character of its own script, which is
+left alone (and costs no window). Each folded character opens a window of ``WINDOW``
+characters each side (never past a line break or the NUL that joins texts), so a text full
+of them is scanned about twice, no more.
 """
 
 from __future__ import annotations
@@ -43,6 +49,15 @@ WINDOW = 128
 """Characters of context folded and scanned each side of a disguised character."""
 
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
+DOT_LIKES = (
+    "\u3002\uff61\ufe12"  # ideographic full stops (IDNA label separators) and the vertical one
+    "\u00b7\u0387\u2027\u2219\u22c5\u2e31\u2e33\u30fb\uff65"  # middle dots, raised dots
+    "\u0589\u06d4\u0701\u0702\u1362"  # Armenian, Arabic, Syriac, Ethiopic full stops
+)
+"""Characters read as a dot that NFKC does not turn into one (``﹒`` and ``․`` it does)."""
+_DOTS = frozenset(DOT_LIKES)
+_NAME_CHAR = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DOT_IN_NAME = re.compile(f"(?<=[A-Za-z0-9])[{DOT_LIKES}](?=[A-Za-z0-9])")
 _DIACRITICS = (
     (0x0300, 0x036F),
     (0x1AB0, 0x1AFF),
@@ -77,8 +92,11 @@ def _tables() -> tuple[dict[int, str | None], _Hits]:
                 n = unicodedata.normalize("NFKC", c)
                 if n in _ASCII:
                     table[cp] = n
-    latin1 = "".join(chr(k) for k in table if k < 0x100)
-    return table, _Hits(latin1, _charset(k for k in table if k < 0x10000))
+    latin1 = "".join(chr(k) for k in table if k < 0x100) + "".join(
+        c for c in DOT_LIKES if c < "\u0100"
+    )
+    bmp = chain((k for k in table if k < 0x10000), map(ord, DOT_LIKES))
+    return table, _Hits(latin1, _charset(bmp))
 
 
 class _Hits(NamedTuple):
@@ -97,7 +115,11 @@ class _Hits(NamedTuple):
         else:
             if not any(c in text for c in self.latin1):
                 return
-        bmp = (m.start() for m in self.bmp.finditer(text))
+        bmp = (
+            m.start()
+            for m in self.bmp.finditer(text)
+            if m.group() not in _DOTS or _between_name_chars(text, m.start())
+        )
         if _ASTRAL.search(text) is None:
             yield from bmp
             return
@@ -107,6 +129,12 @@ class _Hits(NamedTuple):
 
 
 _ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
+
+
+def _between_name_chars(text: str, at: int) -> bool:
+    """Whether the dot-like character at ``at`` has an ASCII letter or digit on each side
+    (a neighbour that itself folds, ``ｅｘａｍｐｌｅ。``, is a hit whose window holds it)."""
+    return 0 < at < len(text) - 1 and text[at - 1] in _NAME_CHAR and text[at + 1] in _NAME_CHAR
 
 
 def _charset(codes: Iterable[int]) -> re.Pattern[str]:
@@ -127,6 +155,8 @@ def fold(text: str) -> tuple[str, list[int] | None]:
     character was dropped: the indices are then the same)."""
     table, _ = _tables()
     folded = text.translate(table)
+    if not folded.isascii():
+        folded = _DOT_IN_NAME.sub(".", folded)
     if len(folded) == len(text):
         return folded, None
     if "\x00" in text:  # (windows never hold one: they stop at the NUL joining texts)

@@ -23,6 +23,7 @@ state that way, so it is offered the stateless protocol too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,8 @@ from .toolset import Call, Reply, ServerContext, Toolset, is_modern, load_text
 SERVER_NAME = "codemode"
 LOCAL_KEY = "local"
 SESSION_HEADER = "codemode-session"
+MAX_SESSION_NAME = 200
+"""Longer ``Codemode-Session`` values are kept as their SHA-256 (the key stays small)."""
 MCP_SESSION_HEADER = "mcp-session-id"
 
 EPHEMERAL_NOTICE = (
@@ -81,7 +84,11 @@ def session_key(ctx: Context) -> str | None:
         return f"mcp:{sid}"
     own = headers.get(SESSION_HEADER)
     if own:
-        return f"client:{own[:200]}"
+        if len(own) <= MAX_SESSION_NAME:
+            return f"client:{own}"
+        # The whole value names the session: cut to its head, two long ids that share a
+        # known prefix (a project's name, then a random part) named one session.
+        return f"client-sha256:{hashlib.sha256(own.encode()).hexdigest()}"
     return None
 
 

@@ -97,7 +97,14 @@ def size_of(result: ToolCallResult) -> int:
     JSON when there is no other), for budgets and the audit log."""
     size = 0
     for c in result.content:
-        size += len(c.text.encode()) if isinstance(c, TextContent) else len(c.data)
+        size += len(_utf8(c.text)) if isinstance(c, TextContent) else len(c.data)
     if not result.content and result.structured is not None:
-        size = len(json.dumps(result.structured, default=str, ensure_ascii=False).encode())
+        size = len(_utf8(json.dumps(result.structured, default=str, ensure_ascii=False)))
     return size
+
+
+def _utf8(text: str) -> bytes:
+    """A tool's JSON may hold a lone surrogate (``"\\udc80"``), which strict UTF-8
+    refuses: counted as its three bytes, where the error lost the result of a call that
+    had run and left it out of the budget and the audit."""
+    return text.encode("utf-8", "surrogatepass")

@@ -28,6 +28,12 @@ class WorkflowsConfig(BaseModel):
     fsync: bool = Field(
         False, description="fsync the journal after each event (survives a machine crash)."
     )
+    max_journal_mb: float = Field(
+        256,
+        gt=0,
+        description="Most MB one run's journal file may hold (its steps' outputs); a run "
+        "that would write more fails, saying so. Journals are not in the memory quota.",
+    )
 
 
 def _command(name: str) -> click.Command:

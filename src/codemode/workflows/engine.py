@@ -341,9 +341,15 @@ class Engine:
                 child = {**scope, step.as_: item, "index": i}
                 results[i] = await self.steps(body, f"{path}[{i}]", child)
 
-        async with anyio.create_task_group() as tg:
-            for _ in range(min(step.concurrency, len(items))):
-                tg.start_soon(worker)
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(min(step.concurrency, len(items))):
+                    tg.start_soon(worker)
+        except BaseExceptionGroup as group:
+            # What an iteration raised (a failed step, a question waiting, a stop), as the
+            # run expects it: the group escaped every handler, so a run that failed inside
+            # a loop was left "interrupted", its status never written.
+            raise _first(group) from group
         return results
 
     # -- decisions --------------------------------------------------------------------
@@ -440,6 +446,12 @@ def _jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception of ``group`` that is not itself a group."""
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 __all__ = ["Checkpointer", "Engine", "Replay", "StepContext", "StepEvent", "Waiting"]

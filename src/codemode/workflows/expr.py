@@ -18,12 +18,15 @@ of our own over a whitelist of node kinds, on JSON values only:
   sorted lower upper strip split join keys values items range``.
 
 Limits: 2,000 characters and 50 levels of nesting per expression; strings and lists made
-by ``*`` or ``+``, and the text ``str``/``join`` make, at most 1,000,000 items/characters;
+by ``*`` or ``+``, and the text ``str``/``join`` make, at most 1,000,000 items/characters
+(what they print to: ``[[1] * 4000] * 4000`` is 16,000,000, weighed in the time of its
+two distinct lists);
 integers at most 65,536 bits; ``%`` on numbers only; ``sum`` of numbers only; a computed
 value (not a plain read such as ``x.a[0]``) at most 10,000,000 items and characters, so
 that ``[x, x, x]`` of a big ``x`` cannot grow into gigabytes; and at most 20,000,000
 items read, built, compared or sorted in all (``MAX_WORK``), so that an expression
 cannot hold the engine's event loop (the server's, on ``codemode serve``) for seconds.
+What one ``render`` (a step's arguments, its text) makes is at most 10,000,000 in all.
 Anything else is a ``WorkflowError`` naming the expression.
 """
 
@@ -66,41 +69,86 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 
-def _weigh(value: Any, budget: int = MAX_SIZE) -> int:
-    """``budget`` minus the characters and items ``value`` would print to; below 0 soon
-    after the budget is spent (cost bounded by the budget, shared references counted
-    each time: ``[s] * 1000`` weighs ``1000 * len(s)``)."""
-    stack = [value]
-    while stack and budget >= 0:
-        v = stack.pop()
-        budget -= 1
-        if isinstance(v, str):
-            budget -= len(v)
-        elif isinstance(v, list | tuple):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, int) and not isinstance(v, bool):
-            budget -= v.bit_length() // 3
-    return budget
+class _Weights:
+    """What values print to (characters and items, shared references counted each time:
+    ``[s] * 1000`` weighs ``1000 * len(s)``), memoized per object for one expression or
+    one rendered step. A value made of shared references, ``[[1] * 4000] * 4000``, is
+    weighed in the time of its distinct parts (two lists), not of the 16,000,000 items it
+    prints to: walking those item by item held the event loop for seconds."""
+
+    __slots__ = ("_memo", "_walked")
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Any, int]] = {}  # id -> (the value, kept alive; weight)
+        self._walked = 0
+
+    def of(self, value: Any) -> int:
+        one = _scalar(value)
+        if one is not None:
+            return one
+        memo = self._memo
+        got = memo.get(id(value))
+        if got is not None:
+            return got[1]
+        stack: list[tuple[Any, bool]] = [(value, False)]
+        while stack:
+            v, ready = stack.pop()
+            if id(v) in memo:
+                continue
+            parts = _parts(v)
+            if ready:
+                memo[id(v)] = (v, 1 + sum(self._known(p) for p in parts))
+                continue
+            self._walked += len(parts)
+            if self._walked > MAX_RESULT:  # this many distinct parts print to more
+                _too_big()
+            stack.append((v, True))
+            stack.extend((p, False) for p in parts if _scalar(p) is None and id(p) not in memo)
+        return memo[id(value)][1]
+
+    def _known(self, part: Any) -> int:
+        one = _scalar(part)
+        if one is not None:
+            return one
+        got = self._memo.get(id(part))
+        if got is None:  # only a value that contains itself (never JSON) gets here
+            raise WorkflowError("a value contains itself")
+        return got[1]
+
+    def check(self, value: Any, limit: int = MAX_SIZE) -> Any:
+        if self.of(value) > limit:
+            _too_big()
+        return value
 
 
-def _bounded(value: Any) -> Any:
-    if _weigh(value) < 0:
-        _too_big()
-    return value
+def _scalar(value: Any) -> int | None:
+    """The weight of a value that holds no other, or None for a list, tuple or dict."""
+    if isinstance(value, str):
+        return 1 + len(value)
+    if isinstance(value, list | tuple | dict):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 1 + value.bit_length() // 3
+    return 1
 
 
-def _join(sep: Any, items: Any) -> str:
+def _parts(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    return list(value)
+
+
+def _join(sep: Any, items: Any, weights: _Weights | None = None) -> str:
+    weights = weights or _Weights()
     items = list(items)
-    if _weigh([str(sep)] * max(len(items) - 1, 0) + items) < 0:
+    text = str(weights.check(sep))
+    if (len(items) - 1) * (1 + len(text)) + weights.of(items) > MAX_SIZE:
         _too_big()
-    return str(sep).join(str(i) for i in items)
+    return text.join(str(i) for i in items)
 
 
-def _str(value: Any = "") -> str:
-    return str(_bounded(value))
+def _str(value: Any = "", weights: _Weights | None = None) -> str:
+    return str((weights or _Weights()).check(value))
 
 
 def _sum(items: Any, start: Any = 0) -> Any:
@@ -134,6 +182,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "range": lambda *a: list(range(*a)) if len(range(*a)) <= MAX_SIZE else _too_big(),
 }
 
+_WEIGHED = frozenset({"str", "join"})
+"""Functions that check the size of what they would print (given the expression's
+weights, so repeated checks of shared parts cost nothing)."""
 _SCANS = frozenset(
     {"str", "min", "max", "sum", "sorted", "lower", "upper", "strip", "split", "join"}
     | {"keys", "values", "items"}
@@ -191,12 +242,18 @@ def _check(node: ast.AST, depth: int, text: str) -> None:
 
 def evaluate(text: str, scope: Mapping[str, Any]) -> Any:
     """The value of expression ``text`` with ``scope``'s names."""
+    return _evaluate(text, scope, _Weights())[0]
+
+
+def _evaluate(text: str, scope: Mapping[str, Any], weights: _Weights) -> tuple[Any, bool]:
+    """The value, and whether it is one of ``scope``'s as it is (a plain read)."""
     try:
         tree = parse(text)
-        value = _eval(tree, scope, _Work(text))
-        if not _reads_only(tree) and _weigh(value, MAX_RESULT) < 0:
-            _too_big()  # e.g. [x, x, x, ...] of a big x: a value far bigger than its parts
-        return value
+        value = _eval(tree, scope, _Work(text, weights))
+        read = _reads_only(tree)
+        if not read:  # e.g. [x, x, x, ...] of a big x: a value far bigger than its parts
+            weights.check(value, MAX_RESULT)
+        return value, read
     except WorkflowError:
         raise
     # Every error a whitelisted operation or function can raise on JSON values: an
@@ -246,7 +303,7 @@ def _eval(node: ast.AST, scope: Mapping[str, Any], work: _Work) -> Any:
         }
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, scope, work), _eval(node.right, scope, work)
-        _check_size(node.op, left, right)
+        _check_size(node.op, left, right, work.weights)
         work.spend(left, right)
         return work.spend(_BINOPS[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp):
@@ -285,7 +342,11 @@ def _eval(node: ast.AST, scope: Mapping[str, Any], work: _Work) -> Any:
             work.spend(*args)
         if node.func.id == "range":  # charged before it is built
             work.spend(range(*args) if all(isinstance(a, int) for a in args) else 0)
-        result = FUNCTIONS[node.func.id](*args)
+        function = FUNCTIONS[node.func.id]
+        if node.func.id in _WEIGHED:
+            result = function(*args, weights=work.weights)
+        else:
+            result = function(*args)
         if isinstance(result, list | str) and len(result) > MAX_SIZE:
             _too_big()
         return work.spend(result)
@@ -299,11 +360,12 @@ class _Work:
     range(1000000)`` fit in 2,000 characters and held the server's event loop for
     seconds, every time a step (or each iteration of a ``foreach``) evaluated them."""
 
-    __slots__ = ("left", "text")
+    __slots__ = ("left", "text", "weights")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, weights: _Weights) -> None:
         self.left = MAX_WORK
         self.text = text
+        self.weights = weights
 
     def spend(self, *values: Any) -> Any:
         """Charge the sizes of ``values``; returns the last one."""
@@ -342,7 +404,7 @@ def _item(base: Any, key: Any) -> Any:
     raise WorkflowError(f"cannot read {key!r} of a {type(base).__name__}")
 
 
-def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+def _check_size(op: ast.operator, left: Any, right: Any, weights: _Weights) -> None:
     if isinstance(op, ast.Mod) and not (
         isinstance(left, int | float) and isinstance(right, int | float)
     ):
@@ -352,8 +414,12 @@ def _check_size(op: ast.operator, left: Any, right: Any) -> None:
         _too_big()
     if isinstance(op, ast.Mult):
         seq, n = (left, right) if isinstance(left, list | str) else (right, left)
-        if isinstance(seq, list | str) and isinstance(n, int) and len(seq) * n > MAX_SIZE:
-            _too_big()
+        if isinstance(seq, list | str) and isinstance(n, int) and n > 0:
+            # What the copies print to, not just how many items: [[1] * 4000] * 4000
+            # has 4,000 items of 4,001 each.
+            each = len(seq) if isinstance(seq, str) or n == 1 else weights.of(seq) - 1
+            if max(len(seq), each) * n > MAX_SIZE:
+                _too_big()
     sequences = isinstance(left, list | str) and isinstance(right, list | str)
     if isinstance(op, ast.Add) and sequences and len(left) + len(right) > MAX_SIZE:
         _too_big()
@@ -362,21 +428,53 @@ def _check_size(op: ast.operator, left: Any, right: Any) -> None:
 def render(value: Any, scope: Mapping[str, Any]) -> Any:
     """``value`` with every ``${expr}`` evaluated: a string that is exactly one ``${...}``
     becomes the expression's value (any type); other strings get the text of each value;
-    lists and dicts are rendered item by item. ``$${`` is a literal ``${``."""
-    if isinstance(value, str):
-        if "${" not in value:
+    lists and dicts are rendered item by item. ``$${`` is a literal ``${``.
+
+    What one call renders is bounded as a whole (``MAX_RESULT``): each expression is
+    bounded alone, but a step with thousands of them (``{a: "${x}", b: "${x}", ...}``,
+    or ``"${x}${x}..."`` in one string) would otherwise hand its tool, its journal and
+    ``json.dumps`` gigabytes. A plain read of a value counts once, as it is stored once."""
+    return _Render(scope).value(value)
+
+
+class _Render:
+    __slots__ = ("left", "scope", "seen", "weights")
+
+    def __init__(self, scope: Mapping[str, Any]) -> None:
+        self.scope = scope
+        self.weights = _Weights()
+        self.left = MAX_RESULT
+        self.seen: set[int] = set()
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if "${" not in value:
+                return value
+            whole = _TEMPLATE.fullmatch(value)
+            if whole is not None:
+                return self._evaluate(whole.group(1))
+            escaped = value.replace("$${", "\x00")
+            out = _TEMPLATE.sub(lambda m: _text(self._evaluate(m.group(1))), escaped)
+            return out.replace("\x00", "${")
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        return value
+
+    def _evaluate(self, text: str) -> Any:
+        value, read = _evaluate(text, self.scope, self.weights)
+        if read and id(value) not in self.seen:
+            self.seen.add(id(value))  # the first plain read of a stored value is free
             return value
-        whole = _TEMPLATE.fullmatch(value)
-        if whole is not None:
-            return evaluate(whole.group(1), scope)
-        escaped = value.replace("$${", "\x00")
-        out = _TEMPLATE.sub(lambda m: _text(evaluate(m.group(1), scope)), escaped)
-        return out.replace("\x00", "${")
-    if isinstance(value, list):
-        return [render(v, scope) for v in value]
-    if isinstance(value, dict):
-        return {k: render(v, scope) for k, v in value.items()}
-    return value
+        self.left -= self.weights.of(value)
+        if self.left < 0:
+            raise WorkflowError(
+                f"the expressions of one step would make more than {MAX_RESULT:,} items "
+                f"and characters in all (at {text[:200]!r}): split the step, or do it in a "
+                "code step"
+            )
+        return value
 
 
 def _text(value: Any) -> str:

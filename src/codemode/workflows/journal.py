@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from ..errors import NotFound, ValidationError
 from ..storage.base import Storage, check_name
+from .errors import WorkflowError
 
 Event = dict[str, Any]
 
@@ -53,13 +54,30 @@ def stamp(event: Mapping[str, Any]) -> Event:
     return {**event, "t": round(time.time(), 3)}
 
 
+def encode(event: Mapping[str, Any], **options: Any) -> bytes:
+    """``event`` stamped, as UTF-8 JSON. A string with a lone surrogate (a tool's JSON
+    result can hold ``"\\udc80"``) has no UTF-8 form: such an event is written with
+    JSON's ``\\u`` escapes, which read back as the same string. Before, the encoding
+    error escaped the engine and left the run "running" for ever."""
+    stamped = stamp(event)
+    try:
+        return json.dumps(stamped, ensure_ascii=False, default=str, **options).encode()
+    except UnicodeEncodeError:
+        return json.dumps(stamped, ensure_ascii=True, default=str, **options).encode()
+
+
 class FileJournals:
     """One append-only JSON-lines file per run, in ``folder``."""
 
-    def __init__(self, folder: Path, *, fsync: bool = False) -> None:
+    def __init__(self, folder: Path, *, fsync: bool = False, max_bytes: int | None = None) -> None:
+        """``max_bytes``: most one run's file may hold (its final status line excepted):
+        the files sit outside the memory quota, and a loop journaling a large output per
+        iteration would otherwise fill the disk."""
         self.folder = folder
         self.fsync = fsync
+        self.max_bytes = max_bytes
         self._files: dict[str, Any] = {}
+        self._sizes: dict[str, int] = {}
 
     def _path(self, run_id: str) -> Path:
         return self.folder / f"{check_name(run_id, 'run id')}.jsonl"
@@ -70,8 +88,17 @@ class FileJournals:
             self.folder.mkdir(parents=True, exist_ok=True)
             _drop_torn_tail(self._path(run_id))
             fh = self._files[run_id] = open(self._path(run_id), "ab", buffering=0)  # noqa: SIM115
-        line = json.dumps(stamp(event), ensure_ascii=False, separators=(",", ":"), default=str)
-        fh.write(line.encode() + b"\n")  # one write(2): whole lines or a torn last one
+            self._sizes[run_id] = os.fstat(fh.fileno()).st_size
+        line = encode(event, separators=(",", ":")) + b"\n"
+        size = self._sizes[run_id] + len(line)
+        if self.max_bytes is not None and size > self.max_bytes and event.get("ev") != "status":
+            raise WorkflowError(
+                f"run {run_id}'s journal would hold more than {self.max_bytes / (1 << 20):g} MB "
+                f"(this event: {len(line):,} bytes): keep large outputs in artifacts, or raise "
+                "workflows.max_journal_mb in the workspace's config"
+            )
+        fh.write(line)  # one write(2): whole lines or a torn last one
+        self._sizes[run_id] = size
         if self.fsync:
             os.fsync(fh.fileno())
 
@@ -101,6 +128,7 @@ class FileJournals:
         return [p.stem for p in files]
 
     def close(self, run_id: str) -> None:
+        self._sizes.pop(run_id, None)
         fh = self._files.pop(run_id, None)
         if fh is not None:
             fh.close()
@@ -140,7 +168,7 @@ class StorageJournals:
         seq = self._seq.get(run_id)
         if seq is None:
             seq = len((await self.storage.list(self.KIND, f"{run_id}.")).records)
-        raw = json.dumps(stamp(event), ensure_ascii=False, default=str).encode()
+        raw = encode(event)
         await self.storage.put(self.KIND, f"{run_id}.{seq:08d}", raw, {"run": run_id})
         self._seq[run_id] = seq + 1
 
@@ -160,4 +188,4 @@ class StorageJournals:
         return firsts
 
 
-__all__ = ["Event", "FileJournals", "Journals", "StorageJournals", "stamp"]
+__all__ = ["Event", "FileJournals", "Journals", "StorageJournals", "encode", "stamp"]

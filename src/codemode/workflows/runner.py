@@ -132,7 +132,11 @@ def journals_for(workspace: Workspace, storage: Any = None) -> Journals:
 
     config = workspace.section(WORKFLOWS)
     if workspace.settings.storage == "file" or storage is None:
-        return FileJournals(workspace.path / "workflows" / "runs", fsync=config.fsync)
+        return FileJournals(
+            workspace.path / "workflows" / "runs",
+            fsync=config.fsync,
+            max_bytes=int(config.max_journal_mb * (1 << 20)),
+        )
     return StorageJournals(storage)
 
 

@@ -86,7 +86,15 @@ class Deps:
             return []
         except ValueError as exc:
             raise DepsError(f"{self.root / MANIFEST} is not valid JSON: {exc}") from None
-        return [str(s) for s in data.get("requirements", [])]
+        specs = data.get("requirements", []) if isinstance(data, dict) else None
+        if not isinstance(specs, list):
+            raise DepsError(f"{self.root / MANIFEST}: 'requirements' is not a list")
+        # Checked as an added spec is: what reaches pip never holds an option or a URL,
+        # whoever wrote the file (an older codemode, a person, a restored backup).
+        try:
+            return [canonical_spec(s) for s in specs]
+        except DepsError as exc:
+            raise DepsError(f"{self.root / MANIFEST}: {exc}; remove that entry") from None
 
     def _write_manifest(self, specs: list[str]) -> None:
         path = self.root / MANIFEST

@@ -251,3 +251,63 @@ def test_a_prompt_with_more_arguments_than_fit_says_how_many_there_are() -> None
     many = {f"a{i}": "v" * 50 for i in range(200)}
     shown = ApprovalRequest("s", "t", {**many, "zz_last": "1"}, "").describe()
     assert len(shown) <= 600 and "201 arguments" in shown and "more" in shown, shown
+
+
+ASK_OUTSIDE = {
+    "policy": {
+        "rules": [
+            {
+                "tools": "notes.write_note",
+                "action": "ask",
+                "args": {"name": {"not_matches": "*@example.com"}},
+            }
+        ]
+    }
+}
+
+
+def write(name: Any) -> str:
+    return (
+        "try:\n"
+        f"    out = tools.notes.write_note(name={name!r}, text='x')\n"
+        "except ToolDenied as e:\n"
+        "    out = 'denied'\n"
+        "out"
+    )
+
+
+async def test_a_remembered_yes_to_a_rule_on_arguments_covers_only_the_values_that_asked(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """A yes with ``remember`` to one outside recipient is no yes to another: the question
+    was about that value."""
+    notes_ws.configure(ASK_OUTSIDE)
+    person = Recorder(Approval(True, remember=True), False, False)
+    async with open_notes(notes_ws, approve=person) as s:
+        first = await s.run(write("a@rival.example"))
+        again = await s.run(write("a@rival.example"))
+        other = await s.run(write("b@rival.example"))
+        more = await s.run(write(["a@rival.example", "b@rival.example"]))
+        inside = await s.run(write("c@example.com"))
+    assert [r.value for r in (first, again, other, more)] == ["ok"] * 2 + ["denied"] * 2
+    assert inside.error is None and inside.value == "ok"
+    asked = [dict(r.arguments)["name"] for r in person.asked]
+    assert asked == ["a@rival.example", "b@rival.example", ["a@rival.example", "b@rival.example"]]
+    assert notes_ws.calls() == ["write_note"] * 3
+
+
+async def test_a_remembered_yes_about_the_tool_does_not_answer_a_rule_on_its_arguments(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Tool-wide questions stay tool-wide; a rule on values still asks about its values."""
+    rules = [
+        {"tools": "notes.write_note", "action": "ask", "args": {"name": {"matches": "*@*"}}},
+        {"tools": "notes.write_note", "action": "ask"},
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    person = Recorder(Approval(True, remember=True), False)
+    async with open_notes(notes_ws, approve=person) as s:
+        tool = [(await s.run(write(n))).value for n in ("plain", "other", "third")]
+        valued = await s.run(write("x@rival.example"))
+    assert tool == ["ok"] * 3 and valued.value == "denied"
+    assert [dict(r.arguments)["name"] for r in person.asked] == ["plain", "x@rival.example"]

@@ -15,7 +15,10 @@ class ApprovalConfig(BaseModel):
     )
     remember: bool = Field(
         default=True,
-        description="Let a person's answer hold for the tool for the rest of the session.",
+        description=(
+            "Let a person's answer hold for the rest of the session: for the tool, or for "
+            "the same argument values when a rule on arguments asked."
+        ),
     )
 
 

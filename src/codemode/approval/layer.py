@@ -4,8 +4,9 @@ Who is asked is the approver of the session that made the call (``current_approv
 SDK callback, the terminal of ``codemode run``, or the MCP client of ``codemode serve``
 through elicitation. While the person thinks, the run's timeout is held
 (``waiting_for_person``); the wait has its own limit, ``approval.timeout``. Answers a person
-asked to remember hold for that tool for the rest of the session (kept per tenant and
-session id, so one registry can serve many sessions and tenants). Questions of one session
+asked to remember hold for the rest of the session for the question asked: the tool and the
+rule, and for a rule on argument values the values that met it (kept per tenant and session
+id, so one registry can serve many sessions and tenants). Questions of one session
 are asked one at a time, so a terminal never shows two prompts at once, and a remembered
 answer settles the questions queued behind it.
 """
@@ -84,9 +85,9 @@ class Approvals:
         """The answer for ``call`` and how it was had (asked, remembered, timeout...)."""
         ctx = call.context
         lock, remembered = self._of((ctx.tenant, ctx.session_id))
-        tool = f"{call.server}\x00{call.tool}"
+        key = _question(call)
         async with lock:
-            known = remembered.get(tool) if ctx.session_id else None
+            known = remembered.get(key) if ctx.session_id else None
             if known is not None:
                 return known, "remembered"
             # As the code called it: a renamed tool (``search_``, ``send_mail_2``) would
@@ -101,7 +102,7 @@ class Approvals:
             )
             answer, how = await self._ask(current_approver.get(), request)
             if answer.remember and self.config.remember and ctx.session_id:
-                remembered[tool] = answer
+                remembered[key] = answer
             return answer, how
 
     async def _ask(
@@ -141,6 +142,17 @@ class Approvals:
             reason = f"the approver returned {type(got).__name__}, not an Approval or a bool"
             return Approval(False, reason=reason), "error"
         return got, "approved" if got.approved else "denied"
+
+
+def _question(call: ToolCall) -> str:
+    """What a remembered answer covers: the question asked, not the tool. The tool and the
+    rule that asked (its reason names it), and for a rule on argument values the values
+    that met it (the policy's ``approval_scope``, a keyed digest): a yes to one outside
+    recipient is not a yes to the next. A question about the tool itself has an empty
+    scope, so its answer holds for every call of the tool."""
+    reason = str(call.notes.get("policy_reason", ""))
+    scope = str(call.notes.get("approval_scope", ""))
+    return "\x00".join((call.server, call.tool, reason, scope))
 
 
 async def _call(approver: Approver, request: ApprovalRequest) -> Any:

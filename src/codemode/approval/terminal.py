@@ -20,7 +20,7 @@ NO_TERMINAL = (
     "terminal to approve calls, or change the workspace's policy"
 )
 DECLINED = "a person declined it at the terminal"
-PROMPT = "Allow it? [y]es / [n]o / [a]lways for this tool in this session: "
+PROMPT = "Allow it? [y]es / [n]o / [a]lways for this question in this session: "
 
 ANSWERS = {
     "y": Approval(True),

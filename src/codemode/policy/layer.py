@@ -29,6 +29,7 @@ def policy_layer(policy: Policy) -> Middleware:
             )
         if decision.action == "ask":
             call.notes["policy_reason"] = decision.reason
+            call.notes["approval_scope"] = decision.scope  # a digest, never the values
             call.notes["approval"] = APPROVAL_PENDING
         return await call_next(call)
 

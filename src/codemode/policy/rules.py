@@ -25,9 +25,12 @@ ideographic full stops as dots, a trailing dot dropped, a URL as a WHATWG parser
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import getaddresses
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -266,6 +269,11 @@ class PolicyConfig(BaseModel):
 class Decision:
     action: Action
     reason: str
+    scope: str = ""
+    """What a person's remembered answer to this decision covers, beyond the tool and the
+    rule: ``""`` when the rule is about the tool alone, else a digest of the values of the
+    arguments the deciding rule looked at (an approval for one outside recipient must not
+    cover the next one). A digest: the real values stay out of the approval layer's memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +302,22 @@ class ToolDecision:
     def _first(self, args: Mapping[str, Any], *, loosened: bool) -> Decision:
         for rule, decision in self.by_args:
             if rule.args_hold(args, loosened=loosened):
-                return decision
+                return replace(decision, scope=_scope(rule, args, loosened=loosened))
         return self.otherwise
+
+
+def _scope(rule: Rule, args: Mapping[str, Any], *, loosened: bool) -> str:
+    """A digest of the values ``rule``'s conditions were met by (each whole argument, so
+    an approval of ``["a@x"]`` is not one of ``["a@x", "b@y"]``)."""
+    names = [loose(name) if loosened else name for name, _ in rule.args]
+    seen = [[name, args.get(name)] for name in names]
+    text = json.dumps(seen, sort_keys=True, default=repr, ensure_ascii=True)
+    return hmac.new(_SCOPE_KEY, text.encode(), hashlib.sha256).hexdigest()
+
+
+_SCOPE_KEY = secrets.token_bytes(32)
+"""Per process: a scope that reached a note or a log cannot be checked against a guess
+(an address has too few possible values for a plain hash to hide it)."""
 
 
 def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:

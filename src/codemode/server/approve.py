@@ -50,7 +50,10 @@ class ApprovalForm(BaseModel):
     remember: bool = Field(
         False,
         title="Remember",
-        description="Give the same answer for this tool for the rest of this session.",
+        description=(
+            "Give the same answer to this question for the rest of this session (for the "
+            "same argument values, when the policy asked because of them)."
+        ),
     )
 
 

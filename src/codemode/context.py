@@ -28,6 +28,10 @@ class CallContext:
     run_id: str | None = None
     client: str | None = None
     """Who drives the session: an MCP client's session key, an agent's name..."""
+    after_run: str | None = None
+    """For a call the session's code makes between runs (from a thread a run left
+    running): the run that ended last. It has no ``run_id`` (it is in no run's trace), but
+    spends that run's budgets: a thread left behind must not be a way around them."""
 
     def for_session(self) -> CallContext:
         """This context with a session id (a fresh one unless it has one)."""

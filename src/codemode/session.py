@@ -10,6 +10,7 @@ during the run carry it too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
@@ -309,7 +310,10 @@ class Session:
             try:
                 result = await self._worker.run(event.code, event.timeout)
             finally:
-                self._run_context = self.context
+                # What the code left running may still call: as the run that just ended.
+                self._run_context = dataclasses.replace(
+                    self.context, after_run=event.context.run_id
+                )
                 self._run_approver = self.approve
                 self.output_listener = None
             if self._run_warnings:

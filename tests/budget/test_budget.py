@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import anyio
 import pytest
 
 from codemode.approval import ApprovalRequest
@@ -169,3 +170,39 @@ async def test_output_over_the_run_budget_is_cut_with_an_error(
     assert result.error is not None and result.error.type == "BudgetExceeded"
     assert "the output was cut: this run's budget of 100 bytes of output" in result.error.message
     assert result.stdout == "x" * 100 and result.stdout_truncated and not result.has_value
+
+
+async def test_a_thread_left_running_after_its_run_spends_that_runs_budget_not_none(
+    notes_ws: Any, open_notes: Any, tmp_path: Any
+) -> None:
+    """Calls made between runs, by a thread the code left running, count in the run that
+    ended last: without that, a per-run limit (``"tools": {"mail.send_*": 1}``) held only
+    for code that did not start a thread."""
+    notes_ws.configure({"budget": {"run": {"tool_calls": 2}}})
+    done = tmp_path / "thread-done"
+    code = (
+        "import threading, time\n"
+        "outcomes = []\n"
+        "def later():\n"
+        "    time.sleep(0.5)\n"  # the run has ended by then
+        "    for i in range(3):\n"
+        "        try:\n"
+        "            tools.notes.write_note(name=f'later{i}', text='x')\n"
+        "            outcomes.append('ok')\n"
+        "        except BudgetExceeded as e:\n"
+        "            outcomes.append(e.budget)\n"
+        f"    open({str(done)!r}, 'w').close()\n"
+        "threading.Thread(target=later, daemon=True).start()\n"
+        "tools.notes.read_note(name='hello')"
+    )
+    async with open_notes(notes_ws) as s:
+        first = await s.run(code)
+        with anyio.fail_after(20):
+            while not done.exists():
+                await anyio.sleep(0.05)
+        later = await s.run("outcomes")
+        fresh = await s.run(calls(3))
+    assert first.error is None, first.to_text()
+    assert later.value == ["ok"] + ["budget.run.tool_calls"] * 2  # 1 + 1 of the run's 2
+    assert fresh.value[0] == 2  # the next run has its own budget
+    assert notes_ws.calls().count("write_note") == 1

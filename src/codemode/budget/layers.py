@@ -64,8 +64,7 @@ def run_hook(ledger: Ledger) -> RunHook:
         try:
             result = await call_next(event)
         finally:
-            if ctx.run_id:
-                ledger.runs.pop(ctx.run_id, None)
+            ledger.end_run(ctx)
         waited = run.waited if run is not None else 0.0
         running = max(result.duration_ms / 1000 - waited, 0.0)
         if cut is not None and result.timed_out:

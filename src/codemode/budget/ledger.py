@@ -1,8 +1,10 @@
 """What each run and each session has used, and the checks against the limits.
 
-Usage is kept per run (by ``run_id``, dropped when the run ends) and per session (by tenant
-and session id, the least recently used forgotten beyond ``MAX_SESSIONS``), so one registry
-serving many sessions and tenants keeps their accounts apart.
+Usage is kept per run (by ``run_id``) and per session (by tenant and session id, the least
+recently used forgotten beyond ``MAX_SESSIONS``), so one registry serving many sessions and
+tenants keeps their accounts apart. A run's usage outlives the run while its session runs
+nothing else: calls the session's code makes between runs (``CallContext.after_run``, a
+thread left running) spend the budgets of the run that ended last, not none.
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ class Ledger:
     def __init__(self, config: BudgetConfig) -> None:
         self.config = config
         self.runs: OrderedDict[str, Usage] = OrderedDict()
+        self.ended: OrderedDict[str, Usage] = OrderedDict()
+        """Runs that ended, for the calls their code makes afterwards (see the module doc)."""
+        self._last: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._sessions: OrderedDict[tuple[str, str], Usage] = OrderedDict()
 
     def session(self, ctx: CallContext) -> Usage | None:
@@ -105,12 +110,38 @@ class Ledger:
 
     def run(self, ctx: CallContext) -> Usage | None:
         if not ctx.run_id:
-            return None
+            return self._after(ctx.after_run) if ctx.after_run else None
         usage = self.runs.get(ctx.run_id)
         if usage is None:  # a call outside a run hook's bracket (a session without hooks)
             usage = self.runs[ctx.run_id] = Usage()
             while len(self.runs) > MAX_SESSIONS:
                 self.runs.popitem(last=False)
+        return usage
+
+    def end_run(self, ctx: CallContext) -> None:
+        """The run of ``ctx`` ended: its usage is kept for calls made after it, until its
+        session's next run ends (at most ``MAX_SESSIONS`` ended runs are kept)."""
+        if not ctx.run_id:
+            return
+        usage = self.runs.pop(ctx.run_id, None)
+        if ctx.session_id:
+            previous = self._last.pop((ctx.tenant, ctx.session_id), None)
+            if previous is not None:
+                self.ended.pop(previous, None)
+            self._last[(ctx.tenant, ctx.session_id)] = ctx.run_id
+            while len(self._last) > MAX_SESSIONS:
+                self.ended.pop(self._last.popitem(last=False)[1], None)
+        if usage is not None:
+            self.ended[ctx.run_id] = usage
+            while len(self.ended) > MAX_SESSIONS:
+                self.ended.popitem(last=False)
+
+    def _after(self, run_id: str) -> Usage:
+        usage = self.ended.get(run_id)
+        if usage is None:  # forgotten (beyond the cap) or never bracketed: counted afresh
+            usage = self.ended[run_id] = Usage()
+            while len(self.ended) > MAX_SESSIONS:
+                self.ended.popitem(last=False)
         return usage
 
     def scopes(self, ctx: CallContext) -> list[tuple[str, Usage, Limits]]:

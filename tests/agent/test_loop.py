@@ -233,3 +233,36 @@ def test_a_reply_asking_for_many_runs_gets_none_once_the_task_is_out_of_time(
     assert 0 < r.output.count("ran") < 200
     assert took < 8, f"the runs went on for {took:.1f} s past a 1 s task"
     assert len(llm.requests) == 1
+
+
+def test_the_calls_a_task_lists_are_bounded_in_number_and_in_the_size_of_their_names(
+    llm: FakeLLMServer, fs_base: Path
+) -> None:
+    """The code chooses how many calls it makes and the names they carry: a 4 MB server
+    name is not kept whole, and calls past ``MAX_RECORDED`` are counted, not listed."""
+    from codemode.agent.loop import MAX_NAME, MAX_RECORDED
+
+    llm.add(
+        Code(
+            "from codemode_worker import bridge\n"
+            "big = 'x' * (4 << 20)\n"
+            f"for i in range({MAX_RECORDED + 7}):\n"
+            "    try:\n"
+            "        bridge.call('tools.call', {'server': big if i < 3 else 'nope', 'tool': 't'})\n"
+            "    except Exception:\n"
+            "        pass\n"
+            "print('done')"
+        ),
+        Answer("done"),
+        Code("print(1)"),
+        Answer("again"),
+    )
+    with make_agent(llm, fs_base) as agent:
+        r = agent.execute_task("make many calls")
+        again = agent.execute_task("nothing")
+    assert r.success, r.error
+    assert len(r.tool_calls) == MAX_RECORDED
+    assert all(len(c["server"]) <= MAX_NAME + 3 for c in r.tool_calls)
+    assert r.tool_calls[0]["server"] == "x" * MAX_NAME + "..."
+    assert any("7 more tool calls were made" in n for n in r.notes), r.notes
+    assert again.success and again.tool_calls == [] and again.notes == []

@@ -109,12 +109,39 @@ def system_prompt(mode: Mode) -> str:
 # --------------------------------------------------------------------------- tool calls
 
 
+MAX_RECORDED = 5_000
+"""Tool calls one task lists (``TaskResult.tool_calls``); past it they are counted only."""
+MAX_NAME = 200
+"""Characters of a server or tool name a listed call keeps (the code chose the names)."""
+
+
 @dataclass
 class CallRecorder:
-    """Records the MCP tool calls a session's code makes (server, tool, ok, time)."""
+    """Records the MCP tool calls a session's code makes (server, tool, ok, time), until
+    the task takes them (``take``): the code decides how many calls it makes and what
+    names they carry, so what waits here is bounded in count and size."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     step: int = 0
+    dropped: int = 0
+
+    def add(self, call: dict[str, Any]) -> None:
+        if len(self.calls) < MAX_RECORDED:
+            self.calls.append(call)
+        else:
+            self.dropped += 1
+
+    def take(self) -> tuple[list[dict[str, Any]], int]:
+        """The calls recorded since the last ``take`` and how many were not listed."""
+        calls, dropped = self.calls, self.dropped
+        self.calls, self.dropped = [], 0
+        return calls, dropped
+
+
+def _name(value: Any) -> str:
+    """A name as the code sent it, cut: not a reference to a string of any size."""
+    text = value if isinstance(value, str) else ""
+    return text[:MAX_NAME] + "..." if len(text) > MAX_NAME else text
 
 
 def record_tool_calls(session: Any) -> CallRecorder | None:
@@ -138,10 +165,10 @@ def record_tool_calls(session: Any) -> CallRecorder | None:
             ok = True
             return value
         finally:
-            rec.calls.append(
+            rec.add(
                 {
-                    "server": str(params.get("server", "")),
-                    "tool": str(params.get("tool", "")),
+                    "server": _name(params.get("server")),
+                    "tool": _name(params.get("tool")),
                     "ok": ok,
                     "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
                     "step": rec.step,
@@ -177,6 +204,8 @@ class TaskRun:
         self.steps: list[Step] = []
         self.usage = Usage()
         self.tool_calls: list[dict[str, Any]] = []
+        self.unlisted_calls = 0
+        """Tool calls past ``MAX_RECORDED``: counted, not listed."""
         self.outputs: list[str] = []
         self.started = time.time()
         self.answer: str | None = None
@@ -267,8 +296,8 @@ class TaskRun:
                 self.messages.append(Message("user", EMPTY_NUDGE))
             return
         self.messages.append(Message("assistant", reply.text, tool_calls=tuple(calls)))
-        mark = len(recorder.calls) if recorder is not None else 0
         if recorder is not None:
+            recorder.take()  # calls made between tasks (a thread left running) are not this step's
             recorder.step = index
         # The task's time bounds every run of the reply, however many it asks for: a reply
         # of a hundred quick runs past ``max_seconds`` would otherwise each get 0.1 s.
@@ -294,7 +323,12 @@ class TaskRun:
                     break
             self.messages.append(Message("user", "\n\n".join(parts)))
         if recorder is not None:
-            self.tool_calls.extend(recorder.calls[mark:])
+            self._note_calls(*recorder.take())
+
+    def _note_calls(self, calls: list[dict[str, Any]], dropped: int) -> None:
+        room = max(MAX_RECORDED - len(self.tool_calls), 0)
+        self.tool_calls.extend(calls[:room])
+        self.unlisted_calls += dropped + max(len(calls) - room, 0)
 
     async def _run_call(
         self, call: ToolCallRequest, session: Any, step: Step, on_event: EventHandler | None
@@ -339,6 +373,12 @@ class TaskRun:
             duration_ms=(time.time() - self.started) * 1000,
             provider=self.provider,
             model=self.model,
+            notes=[
+                f"{self.unlisted_calls} more tool calls were made than tool_calls lists "
+                f"(it keeps the first {MAX_RECORDED})"
+            ]
+            if self.unlisted_calls
+            else [],
         )
 
     def to_state(self) -> dict[str, Any]:
@@ -353,6 +393,7 @@ class TaskRun:
             "steps": [s.to_dict() for s in self.steps],
             "usage": self.usage.to_dict(),
             "tool_calls": self.tool_calls,
+            "unlisted_calls": self.unlisted_calls,
             "outputs": self.outputs,
             "started": self.started,
         }
@@ -385,7 +426,8 @@ class TaskRun:
             run.steps = [Step.from_dict(s) for s in state["steps"]]
             usage = state.get("usage") or {}
             run.usage = Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
-            run.tool_calls = list(state.get("tool_calls", []))
+            run.tool_calls = list(state.get("tool_calls", []))[:MAX_RECORDED]
+            run.unlisted_calls = max(int(state.get("unlisted_calls", 0)), 0)
             run.outputs = [str(o) for o in state.get("outputs", [])]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)

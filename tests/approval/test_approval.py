@@ -311,3 +311,18 @@ async def test_a_remembered_yes_about_the_tool_does_not_answer_a_rule_on_its_arg
         valued = await s.run(write("x@rival.example"))
     assert tool == ["ok"] * 3 and valued.value == "denied"
     assert [dict(r.arguments)["name"] for r in person.asked] == ["plain", "x@rival.example"]
+
+
+async def test_a_remembered_no_to_a_rule_on_arguments_holds_for_every_value_it_asks_about(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """A refusal can only refuse more: code that tries one outside address after another
+    does not make the person answer again for each."""
+    notes_ws.configure(ASK_OUTSIDE)
+    person = Recorder(Approval(False, remember=True, reason="no outside names"), True)
+    async with open_notes(notes_ws, approve=person) as s:
+        tried = [(await s.run(write(f"{c}@rival.example"))).value for c in "abc"]
+        inside = await s.run(write("d@example.com"))
+    assert tried == ["denied"] * 3 and inside.value == "ok"
+    assert len(person.asked) == 1
+    assert notes_ws.calls() == ["write_note"]

@@ -5,8 +5,9 @@ SDK callback, the terminal of ``codemode run``, or the MCP client of ``codemode 
 through elicitation. While the person thinks, the run's timeout is held
 (``waiting_for_person``); the wait has its own limit, ``approval.timeout``. Answers a person
 asked to remember hold for the rest of the session for the question asked: the tool and the
-rule, and for a rule on argument values the values that met it (kept per tenant and session
-id, so one registry can serve many sessions and tenants). Questions of one session
+rule, and for a yes to a rule on argument values, the values that met it; a remembered no
+holds for the whole rule (kept per tenant and session id, so one registry can serve many
+sessions and tenants). Questions of one session
 are asked one at a time, so a terminal never shows two prompts at once, and a remembered
 answer settles the questions queued behind it.
 """
@@ -85,9 +86,9 @@ class Approvals:
         """The answer for ``call`` and how it was had (asked, remembered, timeout...)."""
         ctx = call.context
         lock, remembered = self._of((ctx.tenant, ctx.session_id))
-        key = _question(call)
+        key, rule = _question(call), _question(call, values=False)
         async with lock:
-            known = remembered.get(key) if ctx.session_id else None
+            known = (remembered.get(key) or remembered.get(rule)) if ctx.session_id else None
             if known is not None:
                 return known, "remembered"
             # As the code called it: a renamed tool (``search_``, ``send_mail_2``) would
@@ -102,7 +103,10 @@ class Approvals:
             )
             answer, how = await self._ask(current_approver.get(), request)
             if answer.remember and self.config.remember and ctx.session_id:
-                remembered[key] = answer
+                # A yes covers the values asked about; a no, refusing only more, every
+                # call the rule asks about (code cannot make a person answer it again and
+                # again with a new value each time).
+                remembered[key if answer.approved else rule] = answer
             return answer, how
 
     async def _ask(
@@ -144,14 +148,15 @@ class Approvals:
         return got, "approved" if got.approved else "denied"
 
 
-def _question(call: ToolCall) -> str:
+def _question(call: ToolCall, *, values: bool = True) -> str:
     """What a remembered answer covers: the question asked, not the tool. The tool and the
     rule that asked (its reason names it), and for a rule on argument values the values
     that met it (the policy's ``approval_scope``, a keyed digest): a yes to one outside
     recipient is not a yes to the next. A question about the tool itself has an empty
-    scope, so its answer holds for every call of the tool."""
+    scope, so its answer holds for every call of the tool. ``values=False``: the rule's
+    question whatever the values (where a remembered no is kept)."""
     reason = str(call.notes.get("policy_reason", ""))
-    scope = str(call.notes.get("approval_scope", ""))
+    scope = str(call.notes.get("approval_scope", "")) if values else ""
     return "\x00".join((call.server, call.tool, reason, scope))
 
 

@@ -77,10 +77,10 @@ def _cut(text: str, limit: int) -> str:
 @dataclass(frozen=True, slots=True)
 class Approval:
     """A person's answer. ``remember``: the same answer to the same question for the rest
-        of the session: every call of the tool when the policy asked about the tool, the same
-        argument values when it asked because of them (a rule with ``args``; a no, there, holds
-    for the whole rule). ``reason`` says
-        why it was refused (shown to the agent's code)."""
+    of the session: every call of the tool when the policy asked about the tool, the same
+    argument values when it asked because of them (a rule with ``args``; a no, there,
+    holds for the whole rule). ``reason`` says why it was refused (shown to the agent's
+    code)."""
 
     approved: bool
     remember: bool = False

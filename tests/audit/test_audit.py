@@ -241,3 +241,30 @@ def test_keygen_writes_through_no_link_planted_beside_the_key(tmp_path: Path) ->
     (tmp_path / f".audit.key.{os.getpid()}.tmp").symlink_to(victim)
     key = keygen(tmp_path / "audit.key")
     assert victim.read_text() == "precious" and len(key.read_text().strip()) == 64
+
+
+async def test_a_call_made_between_runs_names_the_run_that_left_its_thread_running(
+    audited: Any, open_notes: Any, tmp_path: Path
+) -> None:
+    import anyio
+
+    audited.ws.configure({"audit": audited.config()})
+    done = tmp_path / "thread-done"
+    code = (
+        "import threading, time\n"
+        "def later():\n"
+        "    time.sleep(0.5)\n"
+        "    tools.notes.read_note(name='hello')\n"
+        f"    open({str(done)!r}, 'w').close()\n"
+        "threading.Thread(target=later, daemon=True).start()"
+    )
+    async with open_notes(audited.ws) as s:
+        first = await s.run(code)
+        with anyio.fail_after(20):
+            while not done.exists():
+                await anyio.sleep(0.05)
+    assert first.error is None, first.to_text()
+    [run] = [r for r in audited.records() if r["kind"] == "run"]
+    [call] = [r for r in audited.records() if r["kind"] == "tool"]
+    assert "run" not in call and call["after_run"] == run["run"]
+    assert call["session"] == run["session"]

@@ -106,6 +106,8 @@ class Trail:
             record["session"] = ctx.session_id
         if ctx.run_id:
             record["run"] = ctx.run_id
+        elif ctx.after_run:
+            record["after_run"] = ctx.after_run  # made between runs, by what that one left
         if ctx.client:
             record["client"] = ctx.client
         try:

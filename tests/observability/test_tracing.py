@@ -407,3 +407,29 @@ async def test_runs_past_the_emitters_backlog_are_counted_as_dropped_spans(
         assert (await s.run("tools.bank.lookup(card='x')\n1")).value == 1
     assert finished(tracing, exporter) == ()
     assert tracing.dropped == 1 and dropped() - before == 2  # the run and its call
+
+
+@pytest.mark.parametrize("combined", [False, True])
+async def test_a_run_span_names_an_exception_class_the_code_defined_as_other(
+    tracing: Tracing, exporter: InMemorySpanExporter, combined: bool
+) -> None:
+    """The code names its own classes: ``type(value, (Exception,), {})`` would carry any
+    text it holds into the span, which never holds the code's text (its HMAC only)."""
+    from codemode.observability.metrics import Metrics
+    from codemode.observability.observe import Observe
+
+    reg = ToolRegistry()
+    layer: Any = Observe(Metrics(process=False), tracing) if combined else tracing
+    reg.use(layer.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(layer.run_hook, "observe")
+    try:
+        own = await s.run(f"raise type('card_{SECRET.replace('-', '_')}', (Exception,), {{}})()")
+        known = await s.run("1 / 0")
+    finally:
+        await s.close()
+    assert own.error is not None and SECRET.replace("-", "_") in own.error.type
+    runs = [x for x in finished(tracing, exporter) if x.name == "codemode.run"]
+    runs.sort(key=lambda x: x.start_time or 0)
+    assert [dict(r.attributes or {})["error.type"] for r in runs] == ["_other", "ZeroDivisionError"]
+    assert known.error is not None

@@ -84,7 +84,7 @@ class Observe:
         outcome = run_outcome(result)
         if run is not None:
             if result.error is not None:
-                run.error = result.error.type
+                run.error = error_type(result.error.type)  # as Tracing.run_hook: no code text
             run.end = run.offset + end
             run.summary = run_summary(
                 event.code, event.timeout, event.context, result, outcome, out

@@ -45,6 +45,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
+from .labels import error_type
 from .metrics import args_json, is_memory_method, result_bytes, size_of
 from .spans import (
     Op,
@@ -287,7 +288,9 @@ class Tracing:
             raise
         else:
             if result.error is not None:
-                run.error = result.error.type
+                # The agent's code names its own exception classes (up to 512 characters
+                # of anything): a span never carries the code's text, so those are _other.
+                run.error = error_type(result.error.type)
             return result
         finally:
             run.end = _now()

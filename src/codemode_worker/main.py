@@ -163,10 +163,13 @@ def main(config: dict[str, Any]) -> None:
     proto_in, proto_out = _setup_fds(config)
     faulthandler.enable(file=sys.__stderr__ or sys.stderr)
     _apply_limits(config)
-    for path in reversed(config.get("paths", [])):
+    # After the standard library, as site-packages would be: a module of the deps
+    # directory (which any session of the workspace may fill) named like a standard one
+    # (asyncio, inspect, csv) must not replace it in every worker, the worker's own lazy
+    # imports included.
+    for path in [*config.get("paths", []), *config.get("tail_paths", [])]:
         if path not in sys.path:
-            sys.path.insert(0, path)
-    sys.path.extend(p for p in config.get("tail_paths", []) if p not in sys.path)
+            sys.path.append(path)
     if config.get("cwd"):
         os.chdir(config["cwd"])
 

@@ -345,3 +345,32 @@ async def test_losing_redis_gives_the_code_a_clear_storage_error() -> None:
     finally:
         server.stop()
         await memory.aclose()
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+async def test_a_module_of_the_deps_directory_never_replaces_a_standard_one(
+    tmp_path: Path, sandboxed: bool
+) -> None:
+    """Every session of a workspace imports from its deps directory, which any of them may
+    fill (``deps.add``): a package named like a standard module (``asyncio``, which the
+    worker imports when code awaits; ``csv``) must not run in place of it in the others.
+    Packages of their own names still import."""
+    from codemode.execution.sandbox import SandboxExecutor
+
+    deps = tmp_path / "deps"
+    (deps / "asyncio").mkdir(parents=True)
+    (deps / "asyncio" / "__init__.py").write_text("raise SystemExit('the deps asyncio ran')\n")
+    (deps / "csv.py").write_text("FROM_DEPS = True\n")
+    (deps / "own_pkg_of_deps.py").write_text("X = 42\n")
+    executor: Any = (
+        SandboxExecutor(deps_dir=deps, pool_size=0)
+        if sandboxed
+        else SubprocessExecutor(deps_dir=deps)
+    )
+    async with Session(executor) as s:
+        imported = await ok(
+            s, "import csv, own_pkg_of_deps\n[hasattr(csv, 'FROM_DEPS'), own_pkg_of_deps.X]"
+        )
+        awaited = await ok(s, "import asyncio\nawait asyncio.sleep(0)\n'awaited'")
+    assert imported == [False, 42]
+    assert awaited == "awaited"

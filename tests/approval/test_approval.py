@@ -326,3 +326,30 @@ async def test_a_remembered_no_to_a_rule_on_arguments_holds_for_every_value_it_a
     assert tried == ["denied"] * 3 and inside.value == "ok"
     assert len(person.asked) == 1
     assert notes_ws.calls() == ["write_note"]
+
+
+async def test_a_remembered_yes_does_not_cover_another_argument_a_later_rule_asks_about(
+    notes_ws: Any, open_notes: Any
+) -> None:
+    """Asked because of ``name``, the person saw and approved ``text`` too: a new ``text``
+    that a second rule asks about is a new question, though the first rule decides."""
+    rules = [
+        {"tools": "notes.write_note", "action": "ask", "args": {"name": {"matches": "*@*"}}},
+        {"tools": "notes.write_note", "action": "ask", "args": {"text": {"matches": "*plan*"}}},
+    ]
+    notes_ws.configure({"policy": {"rules": rules}})
+    person = Recorder(Approval(True, remember=True), False)
+
+    def write_text(text: str) -> str:
+        return (
+            "try:\n"
+            f"    out = tools.notes.write_note(name='a@rival.example', text={text!r})\n"
+            "except ToolDenied:\n"
+            "    out = 'denied'\n"
+            "out"
+        )
+
+    async with open_notes(notes_ws, approve=person) as s:
+        got = [(await s.run(write_text(t))).value for t in ("hi", "the plan", "hi")]
+    assert got == ["ok", "denied", "ok"]
+    assert [dict(r.arguments)["text"] for r in person.asked] == ["hi", "the plan"]

@@ -283,6 +283,8 @@ class ToolDecision:
 
     by_args: tuple[tuple[Rule, Decision], ...]
     otherwise: Decision
+    watched: tuple[str, ...] = ()
+    """The arguments any of ``by_args`` looks at: what a person approved, when one asked."""
 
     def for_args(self, args: Mapping[str, Any]) -> Decision:
         """The decision for ``args``, and for ``args`` as a lenient receiver reads them
@@ -302,14 +304,16 @@ class ToolDecision:
     def _first(self, args: Mapping[str, Any], *, loosened: bool) -> Decision:
         for rule, decision in self.by_args:
             if rule.args_hold(args, loosened=loosened):
-                return replace(decision, scope=_scope(rule, args, loosened=loosened))
+                return replace(decision, scope=_scope(self.watched, args, loosened=loosened))
         return self.otherwise
 
 
-def _scope(rule: Rule, args: Mapping[str, Any], *, loosened: bool) -> str:
-    """A digest of the values ``rule``'s conditions were met by (each whole argument, so
-    an approval of ``["a@x"]`` is not one of ``["a@x", "b@y"]``)."""
-    names = [loose(name) if loosened else name for name, _ in rule.args]
+def _scope(watched: tuple[str, ...], args: Mapping[str, Any], *, loosened: bool) -> str:
+    """A digest of the values of every argument the tool's rules look at, not only the
+    deciding rule's: a yes to ``to="a@x", cc="b@y"``, asked because of ``to``, must not
+    cover ``cc="c@z"``, which a later rule would have asked about. Each argument whole, so
+    an approval of ``["a@x"]`` is not one of ``["a@x", "b@y"]``."""
+    names = [loose(name) if loosened else name for name in watched]
     seen = [[name, args.get(name)] for name in names]
     text = json.dumps(seen, sort_keys=True, default=repr, ensure_ascii=True)
     return hmac.new(_SCOPE_KEY, text.encode(), hashlib.sha256).hexdigest()
@@ -399,7 +403,8 @@ class Policy:
     def _decide(self, spec: ToolSpec) -> ToolDecision:
         by_args: list[tuple[Rule, Decision]] = []
         found = self._decide_tool(spec, by_args)
-        return ToolDecision(tuple(by_args), found)
+        watched = sorted({name for rule, _ in by_args for name, _ in rule.args})
+        return ToolDecision(tuple(by_args), found, tuple(watched))
 
     def _decide_tool(self, spec: ToolSpec, by_args: list[tuple[Rule, Decision]]) -> Decision:
         cfg = self.config

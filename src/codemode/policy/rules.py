@@ -304,6 +304,8 @@ class ToolDecision:
     def _first(self, args: Mapping[str, Any], *, loosened: bool) -> Decision:
         for rule, decision in self.by_args:
             if rule.args_hold(args, loosened=loosened):
+                if decision.action != "ask":
+                    return decision  # no one is asked: nothing to remember
                 return replace(decision, scope=_scope(self.watched, args, loosened=loosened))
         return self.otherwise
 

@@ -205,8 +205,8 @@ def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
 
 @pytest.mark.parametrize(
     "table",
-    [detectors._CARD_MASK, detectors._IBAN_MASK, phone._START_MASK, encoded._RUN_TABLE],
-    ids=["card", "iban", "phone", "runs"],
+    [detectors._CARD_MASK, detectors._IBAN_MASK, encoded._RUN_TABLE],
+    ids=["card", "iban", "runs"],
 )
 def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> None:
     """Latin-1 text is masked from its own bytes: each table maps every byte above 0x7F
@@ -220,6 +220,33 @@ def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> N
     for text in texts:
         want = text.encode("ascii", "replace").translate(table)
         assert one_byte(text).translate(table) == want, text
+
+
+def test_the_phone_starts_read_latin1_bytes_as_the_characters_they_are() -> None:
+    """The phone mask reads a Latin-1 text's own bytes: what the pattern's look-behind and
+    character class say of each character (a letter glues, the no-break space may be
+    part of a number, others end one), and nothing of a Latin-1 character is a digit."""
+    for c in range(0x80, 0x100):
+        ch = chr(c)
+        assert not re.match(r"\d", ch)
+        got = phone._START_MASK[c : c + 1]
+        if ch == "\u00a0":
+            assert got == b"r"
+        elif re.match(r"\w", ch):
+            assert got == b"w", hex(c)
+        elif ch.isspace():
+            assert got == b"n", hex(c)
+        else:
+            assert got == b"q", hex(c)
+    # And the starts found from those bytes are those the pattern finds, around names,
+    # symbols and digits of Latin-1 text.
+    rng = random.Random(21)
+    latin = [*"0123456789 +-()./", "\u00a0", "é", "ß", "²", "£", "\x85", "\u00bd", "Chloé "]
+    texts = ["".join(rng.choice(latin) for _ in range(rng.randrange(1, 40))) for _ in range(20_000)]
+    got = [[m.span() for m in _masked_matches(t) if not _long_run(m.group(1))] for t in texts]
+    want = [[m.span() for m in _PHONE.finditer(t) if not _long_run(m.group(1))] for t in texts]
+    assert sum(map(bool, want)) > 1000
+    assert got == want
 
 
 def test_hex_runs_refused_from_their_first_byte_are_those_no_decode_would_read() -> None:

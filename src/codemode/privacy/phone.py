@@ -97,10 +97,13 @@ def _neg_context(before: str) -> bool:
 # of the pattern at each of its digits (a CRM export: ~175,000 a MB, one in thirty the
 # start of a match). One byte per character: ASCII digits -> "d"; "." "/" "-" -> "b" and
 # letters, "_", "@", ":", "#" -> "w" (they glue a number to what precedes it, as the
-# pattern's look-behind says); "(", "?" and every non-ASCII character, which may be
-# another script's digit, a no-break space or a letter -> "r" (rare: looked at around
-# each); "+" -> "p"; space, ")" and the other white space -> "n"; the rest (NUL, quotes,
-# commas, ...: neither part of a number nor white space) -> "q". A match's first
+# pattern's look-behind says); "(", "?" (in ``one_byte``'s ASCII form, any character
+# beyond Latin-1: it may be another script's digit or a letter) and the no-break space
+# -> "r" (rare: looked at around each); "+" -> "p"; space, ")" and the other white space
+# -> "n"; the rest (NUL, quotes, commas, ...: neither part of a number nor white space)
+# -> "q". A Latin-1 text's own bytes are read as its characters: a letter ("é", "ß")
+# glues as an ASCII one does ("w"; Latin-1 holds no digit ``\d`` matches beyond ASCII),
+# so names in Western scripts cost no look around them. A match's first
 # character and the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it
 # starts
 # - at a digit after an "n" or a "q", with five of "dnbr" next (a literal "nd" or "qd"
@@ -117,10 +120,10 @@ def _neg_context(before: str) -> bool:
 # the same.
 _START_MASK = bytes(
     0x64 if 0x30 <= c <= 0x39
-    else 0x72 if c > 0x7F or c in b"(?"
+    else 0x72 if c in b"(?\xa0"
     else 0x70 if c == 0x2B
     else 0x62 if c in b"./-"
-    else 0x77 if chr(c).isalpha() or c in b"_@:#"
+    else 0x77 if chr(c).isalnum() or c in b"_@:#"
     else 0x6E if c in b" )" or chr(c).isspace()
     else 0x71
     for c in range(256)

@@ -36,6 +36,7 @@ from codemode.literals import Anchors
 
 from .onebyte import one_byte
 from .phone import PHONE_CONTEXT, PhoneDetector
+from .words import word_before
 
 __all__ = [
     "BUILTIN_ENTITIES",
@@ -189,6 +190,12 @@ def _glued(c: str) -> bool:
     return c.isalnum() or c in "_.+/-"
 
 
+CARD_WORDS = frozenset({"card", "cc", "visa", "amex", "mastercard", "creditcard"})
+"""Words a card number may follow with nothing between (``card4111...``)."""
+# A card glued to one of them: the pattern without its look at what precedes the number.
+_CARD_AT = re.compile(r"\d{4}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
+
+
 class CardDetector:
     """Payment card numbers: issuer prefix and length, Luhn, and consistent grouping."""
 
@@ -224,7 +231,11 @@ class CardDetector:
             if digits == end - start:
                 run = text[start:end]
                 if run.isascii() and run.isdigit():
-                    if digits > 16 or (start and _glued(text[start - 1])):
+                    if digits > 16 or (
+                        start
+                        and _glued(text[start - 1])
+                        and not word_before(text, start, CARD_WORDS)
+                    ):
                         continue
                     # What the pattern finds in a bare run, without it: the whole run,
                     # unless a word character or "./" and a digit follow it (its lookahead).
@@ -240,7 +251,13 @@ class CardDetector:
                     continue
                 # "?" or another script's digit: let the pattern see
             # The lookahead sees two characters past the run, as on the whole text.
-            yield from self._find(text, start, min(len(text), end + 2))
+            stop = min(len(text), end + 2)
+            if start and text[start - 1].isalpha() and word_before(text, start, CARD_WORDS):
+                m = _CARD_AT.match(text, start, stop)
+                if m is not None and _card_ok(m.group()):
+                    yield start, m.end(), "CREDIT_CARD"
+                    start = m.end()
+            yield from self._find(text, start, stop)
 
     def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
         # ``_CARD.finditer(text, start, end)`` as searches: a finditer object costs more
@@ -248,17 +265,21 @@ class CardDetector:
         search = _CARD.search
         while (m := search(text, start, end)) is not None:
             start = m.end()
-            raw = m.group()
-            sep = " " if " " in raw else "-" if "-" in raw else ""
-            if sep and ("-" if sep == " " else " ") in raw:
-                continue  # mixed separators
-            digits = raw.replace(sep, "") if sep else raw
-            if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
-                continue  # long runs of bare digits are ids far more often than cards
-            if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
-                continue
-            if _card_brand_ok(digits) and _luhn_ok(digits):
+            if _card_ok(m.group()):
                 yield m.start(), m.end(), "CREDIT_CARD"
+
+
+def _card_ok(raw: str) -> bool:
+    """A match of ``_CARD``: one kind of separator, grouped as cards are, issuer, Luhn."""
+    sep = " " if " " in raw else "-" if "-" in raw else ""
+    if sep and ("-" if sep == " " else " ") in raw:
+        return False  # mixed separators
+    digits = raw.replace(sep, "") if sep else raw
+    if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
+        return False  # long runs of bare digits are ids far more often than cards
+    if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
+        return False
+    return _card_brand_ok(digits) and _luhn_ok(digits)
 
 
 # --------------------------------------------------------------------------- US SSN
@@ -269,8 +290,11 @@ _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
 # One pass with RE2, shared with the credentials net's anchors (``literals.one_pass``).
 _SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS], shared=True)
+# After the word, nine bare digits, or the issued shape glued to it ("SSN123-45-6789",
+# which the tail's look at what precedes it refuses: a letter glues a number to a word).
 _SSN_BARE = re.compile(
-    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
+    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}"
+    r"(?:(\d{9})(?!\w)|(\d{3}-\d{2}-\d{4})(?![\w]|[./-]\d))"
 )
 
 
@@ -279,7 +303,8 @@ def _ssn_valid(area: str, group: str, serial: str) -> bool:
 
 
 class SSNDetector:
-    """US Social Security numbers as issued; nine bare digits only after "SSN"."""
+    """US Social Security numbers as issued; nine bare digits, or the issued shape glued
+    to a letter, only right after "SSN" (or "social security")."""
 
     entities = ("US_SSN",)
     line_local = True
@@ -302,8 +327,13 @@ class SSNDetector:
             return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)
-            if _ssn_valid(d[:3], d[3:5], d[5:]):
-                yield m.start(1), m.end(1), "US_SSN"
+            if d is not None:
+                if _ssn_valid(d[:3], d[3:5], d[5:]):
+                    yield m.start(1), m.end(1), "US_SSN"
+            else:  # only where the tail's look refused it (once for each value)
+                d, at = m.group(2), m.start(2)
+                if at and _glued(text[at - 1]) and _ssn_valid(d[:3], d[4:6], d[7:]):
+                    yield at, m.end(2), "US_SSN"
 
 
 # --------------------------------------------------------------------------- IBAN

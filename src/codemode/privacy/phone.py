@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from .onebyte import one_byte
+from .words import word_before
 
 __all__ = ["PHONE_CONTEXT", "PhoneDetector"]
 
@@ -30,6 +31,13 @@ _PHONE = re.compile(
     (?![\w@/:-]|\.\d)""",
     re.X,
 )
+# A number glued to a phone word ("tel+14155550123", "phone(415) 555-0123"): the
+# pattern from its "+" or "(", without the look at what precedes it.
+_PHONE_GLUED = re.compile(_PHONE.pattern.replace(r"(?<![\w@/.:+#-][+(\d])", "", 1), re.X)
+GLUED_WORDS = frozenset(
+    {"tel", "phone", "telephone", "mobile", "cell", "fax", "telefon", "handy", "mobil", "tlf"}
+)
+"""Words a phone number written with "+" or "(" may follow with nothing between."""
 # What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
 # whole one of the shapes below. Three checks instead of one alternation searched at
 # every position: the dates' regex runs only when two separators enclose 1-2 digits.
@@ -218,6 +226,22 @@ class PhoneDetector:
             # 7 to 15 digits: a run of more digits alone (a card, an id) is refused here
             if n >= 7 and not (n > 15 and num.isdigit()) and is_phone(text, m.start(), num):
                 yield m.start(), m.end(), "PHONE"
+        if "+" in text or "(" in text:
+            yield from self.glued(text)
+
+    def glued(self, text: str) -> Iterator[Span]:
+        """Numbers that start with "+" or "(" right after a phone word (``GLUED_WORDS``),
+        which the pattern's look-behind refuses: a letter glues a number to any other
+        word (an id, a code). Looked for from each "+" and "(" (a memchr each)."""
+        for sign in "+(":
+            at = text.find(sign, 1)
+            while at != -1:
+                c = text[at - 1]
+                if c.isascii() and c.isalpha() and word_before(text, at, GLUED_WORDS):
+                    m = _PHONE_GLUED.match(text, at)
+                    if m is not None and self.is_phone(text, at, m.group(1)):
+                        yield at, m.end(), "PHONE"
+                at = text.find(sign, at + 1)
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
         if num[:2] in ("+ ", "+.", "+-"):

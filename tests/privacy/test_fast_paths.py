@@ -204,6 +204,24 @@ def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
     assert got == want
 
 
+def test_iban_candidates_are_those_the_pattern_finds() -> None:
+    """Compact candidates matched by a plain repeat, grouped ones by the pattern: the
+    same spans, with spaces, lower case, other scripts' digits and long runs around."""
+    rng = random.Random(22)
+    pieces = [
+        "DE89", "3704", "0044", "0532", "0130", "00", "GB82WEST12345698765432", "A", "Z", "a",
+        "x", "0", "9", " ", "  ", "\x00", "-", "\u0663", "é", "DE89370400440532013000",
+        "1234567890123456789012345678901234",
+    ]  # fmt: skip
+    texts = [
+        "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14))) for _ in range(20_000)
+    ]
+    got = [[m.span() for m in detectors._iban_matches(t)] for t in texts]
+    want = [[m.span() for m in detectors._IBAN.finditer(t)] for t in texts]
+    assert sum(map(bool, want)) > 1500
+    assert got == want
+
+
 @pytest.mark.parametrize(
     "table",
     [detectors._CARD_MASK, detectors._IBAN_MASK, encoded._RUN_TABLE],

@@ -183,6 +183,16 @@ _CARD_MASK = bytes(
 )
 # The seeds as one pattern with a literal prefix (found by a fast scan for "dddd").
 _CARD_SEED = re.compile(rb"dddd(?:sdddd(?:sd|dds)|d{8})")
+# Most text is ASCII or Latin-1, which holds no digit beyond ASCII: there "d" is an ASCII
+# digit only ("?", which may stand for another script's character, -> "D": the mask
+# above is used instead). A card then starts where a run of digits does (the pattern's
+# look-behind: a digit glues it), so a seed does too, and a run of more than 16 digits
+# with no separator after its twelfth (an IBAN's, an id) holds no seed of a card.
+_CARD_ASCII = bytes(
+    0x64 if 0x30 <= c <= 0x39 else 0x73 if c in b" -" else 0x44 if c == 0x3F else 0x2E
+    for c in range(256)
+)
+_CARD_SEED_ASCII = re.compile(rb"dddd(?<!ddddd)(?:sdddd(?:sd|dds)|d{8}(?!d{5}))")
 
 
 def _glued(c: str) -> bool:
@@ -212,13 +222,16 @@ class CardDetector:
         after its letters). A bare run of 12 to 16 ASCII digits is checked without it."""
         if len(text) < 12:
             return
-        mask = one_byte(text).translate(_CARD_MASK)
+        raw = one_byte(text)
+        mask, seeds = raw.translate(_CARD_ASCII), _CARD_SEED_ASCII
+        if b"D" in mask:
+            mask, seeds = raw.translate(_CARD_MASK), _CARD_SEED
         n = len(mask)
         rfind, find, count = mask.rfind, mask.find, mask.count
         pos = 0
         # Every seed in one pass (a search call per seed costs more); those inside a
         # region already looked at are passed over.
-        for hit in [m.start() for m in _CARD_SEED.finditer(mask)]:
+        for hit in [m.start() for m in seeds.finditer(mask)]:
             if hit < pos:
                 continue
             start = rfind(b".", 0, hit) + 1

@@ -25,6 +25,7 @@ from codemode.privacy.encoded import (
     _newline,
     _run_end,
 )
+from codemode.privacy.words import CARD_WORDS
 
 __all__ = ["PHONE_PIECES", "decode_run", "random_rows", "reference_paths", "text_of_bytes"]
 
@@ -211,7 +212,7 @@ def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[
     the cards glued to a card word (``card4111...``), before any card they overlap."""
     glued = []
     for w in _ASCII_WORD_THEN_DIGIT.finditer(text):
-        if w.group().lower() in detectors.CARD_WORDS:
+        if w.group().lower() in CARD_WORDS:
             m = detectors._CARD_AT.match(text, w.end())
             if m is not None and detectors._card_ok(m.group()):
                 glued.append((m.start(), m.end(), "CREDIT_CARD"))

@@ -36,7 +36,7 @@ from codemode.literals import Anchors
 
 from .onebyte import one_byte
 from .phone import PHONE_CONTEXT, PhoneDetector
-from .words import word_before
+from .words import CARD_WORDS, word_before
 
 __all__ = [
     "BUILTIN_ENTITIES",
@@ -200,8 +200,6 @@ def _glued(c: str) -> bool:
     return c.isalnum() or c in "_.+/-"
 
 
-CARD_WORDS = frozenset({"card", "cc", "visa", "amex", "mastercard", "creditcard"})
-"""Words a card number may follow with nothing between (``card4111...``)."""
 # A card glued to one of them: the pattern without its look at what precedes the number.
 _CARD_AT = re.compile(r"\d{4}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from .onebyte import one_byte
-from .words import word_before
+from .words import PHONE_WORDS, word_before
 
 __all__ = ["PHONE_CONTEXT", "PhoneDetector"]
 
@@ -34,10 +34,6 @@ _PHONE = re.compile(
 # A number glued to a phone word ("tel+14155550123", "phone(415) 555-0123"): the
 # pattern from its "+" or "(", without the look at what precedes it.
 _PHONE_GLUED = re.compile(_PHONE.pattern.replace(r"(?<![\w@/.:+#-][+(\d])", "", 1), re.X)
-GLUED_WORDS = frozenset(
-    {"tel", "phone", "telephone", "mobile", "cell", "fax", "telefon", "handy", "mobil", "tlf"}
-)
-"""Words a phone number written with "+" or "(" may follow with nothing between."""
 # What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
 # whole one of the shapes below. Three checks instead of one alternation searched at
 # every position: the dates' regex runs only when two separators enclose 1-2 digits.
@@ -230,14 +226,14 @@ class PhoneDetector:
             yield from self.glued(text)
 
     def glued(self, text: str) -> Iterator[Span]:
-        """Numbers that start with "+" or "(" right after a phone word (``GLUED_WORDS``),
+        """Numbers that start with "+" or "(" right after a phone word (``PHONE_WORDS``),
         which the pattern's look-behind refuses: a letter glues a number to any other
         word (an id, a code). Looked for from each "+" and "(" (a memchr each)."""
         for sign in "+(":
             at = text.find(sign, 1)
             while at != -1:
                 c = text[at - 1]
-                if c.isascii() and c.isalpha() and word_before(text, at, GLUED_WORDS):
+                if c.isascii() and c.isalpha() and word_before(text, at, PHONE_WORDS):
                     m = _PHONE_GLUED.match(text, at)
                     if m is not None and self.is_phone(text, at, m.group(1)):
                         yield at, m.end(), "PHONE"

@@ -7,7 +7,15 @@ read the word's end as the value's start. Shared by the card and phone detectors
 
 from __future__ import annotations
 
-__all__ = ["word_before"]
+__all__ = ["CARD_WORDS", "PHONE_WORDS", "word_before"]
+
+CARD_WORDS = frozenset({"card", "cc", "visa", "amex", "mastercard", "creditcard"})
+"""Words a card number may follow with nothing between (``card4111...``)."""
+PHONE_WORDS = frozenset(
+    {"tel", "phone", "telephone", "mobile", "cell", "fax", "telefon", "handy", "mobil", "tlf"}
+)
+"""Words a phone number written with "+" or "(" may follow with nothing between; an SSN's
+are the SSN detector's own ("SSN", "social security")."""
 
 
 def word_before(text: str, at: int, words: frozenset[str]) -> bool:

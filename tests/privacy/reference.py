@@ -25,6 +25,7 @@ from codemode.privacy.encoded import (
     _newline,
     _run_end,
 )
+from codemode.privacy.words import CARD_WORDS
 
 __all__ = ["PHONE_PIECES", "decode_run", "random_rows", "reference_paths", "text_of_bytes"]
 
@@ -143,6 +144,7 @@ def _phone_find(self: phone.PhoneDetector, text: str) -> Iterator[tuple[int, int
         num = m.group(1)
         if len(num) >= 7 and self.is_phone(text, m.start(), num):
             yield m.start(), m.end(), "PHONE"
+    yield from self.glued(text)  # (no fast path of its own)
 
 
 _DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
@@ -206,8 +208,24 @@ def reference_paths() -> Iterator[None]:
 
 
 def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[int, int, str]]:
-    """``CardDetector.find`` before its byte mask: the pattern over the whole text."""
-    yield from self._find(text, 0, len(text))
+    """``CardDetector.find`` before its byte mask: the pattern over the whole text; and
+    the cards glued to a card word (``card4111...``), before any card they overlap."""
+    glued = []
+    for w in _ASCII_WORD_THEN_DIGIT.finditer(text):
+        if w.group().lower() in CARD_WORDS:
+            m = detectors._CARD_AT.match(text, w.end())
+            if m is not None and detectors._card_ok(m.group()):
+                glued.append((m.start(), m.end(), "CREDIT_CARD"))
+    plain = [
+        f
+        for f in self._find(text, 0, len(text))
+        if not any(f[0] < e and s < f[1] for s, e, _ in glued)
+    ]
+    yield from sorted(glued + plain)
+
+
+# A whole word of ASCII letters (after no letter or digit of any script) right before a digit.
+_ASCII_WORD_THEN_DIGIT = re.compile(r"(?<![^\W_])[A-Za-z]+(?=\d)")
 
 
 def _card_find(

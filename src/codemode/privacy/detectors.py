@@ -36,6 +36,7 @@ from codemode.literals import Anchors
 
 from .onebyte import one_byte
 from .phone import PHONE_CONTEXT, PhoneDetector
+from .words import CARD_WORDS, word_before
 
 __all__ = [
     "BUILTIN_ENTITIES",
@@ -182,11 +183,25 @@ _CARD_MASK = bytes(
 )
 # The seeds as one pattern with a literal prefix (found by a fast scan for "dddd").
 _CARD_SEED = re.compile(rb"dddd(?:sdddd(?:sd|dds)|d{8})")
+# Most text is ASCII or Latin-1, which holds no digit beyond ASCII: there "d" is an ASCII
+# digit only ("?", which may stand for another script's character, -> "D": the mask
+# above is used instead). A card then starts where a run of digits does (the pattern's
+# look-behind: a digit glues it), so a seed does too, and a run of more than 16 digits
+# with no separator after its twelfth (an IBAN's, an id) holds no seed of a card.
+_CARD_ASCII = bytes(
+    0x64 if 0x30 <= c <= 0x39 else 0x73 if c in b" -" else 0x44 if c == 0x3F else 0x2E
+    for c in range(256)
+)
+_CARD_SEED_ASCII = re.compile(rb"dddd(?<!ddddd)(?:sdddd(?:sd|dds)|d{8}(?!d{5}))")
 
 
 def _glued(c: str) -> bool:
     """Whether a number right after ``c`` is part of a word, path or number (``[\\w.+/-]``)."""
     return c.isalnum() or c in "_.+/-"
+
+
+# A card glued to one of them: the pattern without its look at what precedes the number.
+_CARD_AT = re.compile(r"\d{4}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
 
 
 class CardDetector:
@@ -205,12 +220,18 @@ class CardDetector:
         after its letters). A bare run of 12 to 16 ASCII digits is checked without it."""
         if len(text) < 12:
             return
-        mask = one_byte(text).translate(_CARD_MASK)
+        raw = one_byte(text)
+        mask, seeds = raw.translate(_CARD_ASCII), _CARD_SEED_ASCII
+        if b"D" in mask:
+            mask, seeds = raw.translate(_CARD_MASK), _CARD_SEED
         n = len(mask)
-        search, rfind, find, count = _CARD_SEED.search, mask.rfind, mask.find, mask.count
+        rfind, find, count = mask.rfind, mask.find, mask.count
         pos = 0
-        while (seed := search(mask, pos)) is not None:
-            hit = seed.start()
+        # Every seed in one pass (a search call per seed costs more); those inside a
+        # region already looked at are passed over.
+        for hit in [m.start() for m in seeds.finditer(mask)]:
+            if hit < pos:
+                continue
             start = rfind(b".", 0, hit) + 1
             end = pos = find(b".", hit)
             if end == -1:
@@ -221,7 +242,11 @@ class CardDetector:
             if digits == end - start:
                 run = text[start:end]
                 if run.isascii() and run.isdigit():
-                    if digits > 16 or (start and _glued(text[start - 1])):
+                    if digits > 16 or (
+                        start
+                        and _glued(text[start - 1])
+                        and not word_before(text, start, CARD_WORDS)
+                    ):
                         continue
                     # What the pattern finds in a bare run, without it: the whole run,
                     # unless a word character or "./" and a digit follow it (its lookahead).
@@ -237,7 +262,13 @@ class CardDetector:
                     continue
                 # "?" or another script's digit: let the pattern see
             # The lookahead sees two characters past the run, as on the whole text.
-            yield from self._find(text, start, min(len(text), end + 2))
+            stop = min(len(text), end + 2)
+            if start and text[start - 1].isalpha() and word_before(text, start, CARD_WORDS):
+                m = _CARD_AT.match(text, start, stop)
+                if m is not None and _card_ok(m.group()):
+                    yield start, m.end(), "CREDIT_CARD"
+                    start = m.end()
+            yield from self._find(text, start, stop)
 
     def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
         # ``_CARD.finditer(text, start, end)`` as searches: a finditer object costs more
@@ -245,17 +276,21 @@ class CardDetector:
         search = _CARD.search
         while (m := search(text, start, end)) is not None:
             start = m.end()
-            raw = m.group()
-            sep = " " if " " in raw else "-" if "-" in raw else ""
-            if sep and ("-" if sep == " " else " ") in raw:
-                continue  # mixed separators
-            digits = raw.replace(sep, "") if sep else raw
-            if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
-                continue  # long runs of bare digits are ids far more often than cards
-            if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
-                continue
-            if _card_brand_ok(digits) and _luhn_ok(digits):
+            if _card_ok(m.group()):
                 yield m.start(), m.end(), "CREDIT_CARD"
+
+
+def _card_ok(raw: str) -> bool:
+    """A match of ``_CARD``: one kind of separator, grouped as cards are, issuer, Luhn."""
+    sep = " " if " " in raw else "-" if "-" in raw else ""
+    if sep and ("-" if sep == " " else " ") in raw:
+        return False  # mixed separators
+    digits = raw.replace(sep, "") if sep else raw
+    if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
+        return False  # long runs of bare digits are ids far more often than cards
+    if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
+        return False
+    return _card_brand_ok(digits) and _luhn_ok(digits)
 
 
 # --------------------------------------------------------------------------- US SSN
@@ -266,8 +301,11 @@ _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
 # One pass with RE2, shared with the credentials net's anchors (``literals.one_pass``).
 _SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS], shared=True)
+# After the word, nine bare digits, or the issued shape glued to it ("SSN123-45-6789",
+# which the tail's look at what precedes it refuses: a letter glues a number to a word).
 _SSN_BARE = re.compile(
-    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
+    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}"
+    r"(?:(\d{9})(?!\w)|(\d{3}-\d{2}-\d{4})(?![\w]|[./-]\d))"
 )
 
 
@@ -276,7 +314,8 @@ def _ssn_valid(area: str, group: str, serial: str) -> bool:
 
 
 class SSNDetector:
-    """US Social Security numbers as issued; nine bare digits only after "SSN"."""
+    """US Social Security numbers as issued; nine bare digits, or the issued shape glued
+    to a letter, only right after "SSN" (or "social security")."""
 
     entities = ("US_SSN",)
     line_local = True
@@ -299,8 +338,13 @@ class SSNDetector:
             return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)
-            if _ssn_valid(d[:3], d[3:5], d[5:]):
-                yield m.start(1), m.end(1), "US_SSN"
+            if d is not None:
+                if _ssn_valid(d[:3], d[3:5], d[5:]):
+                    yield m.start(1), m.end(1), "US_SSN"
+            else:  # only where the tail's look refused it (once for each value)
+                d, at = m.group(2), m.start(2)
+                if at and _glued(text[at - 1]) and _ssn_valid(d[:3], d[4:6], d[7:]):
+                    yield at, m.end(2), "US_SSN"
 
 
 # --------------------------------------------------------------------------- IBAN
@@ -372,17 +416,26 @@ _IBAN_MASK = bytes(
 _IBAN_SEED = re.compile(rb"AAdd")
 
 
+# A compact IBAN (no space in it, nor a space and a character of one after it), matched
+# by a plain repeat (the pattern's "(?: ?[A-Z0-9])" costs a group step per character):
+# where it matches, ``_IBAN`` matches the same run (its greedy repeat takes the run and
+# can go no further), and where it does not, ``_IBAN`` is tried.
+_IBAN_COMPACT = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]\d\d[A-Z0-9]{10,32}(?![\w]| [A-Z0-9])")
+
+
 def _iban_matches(text: str) -> list[re.Match[str]]:
     """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd".
 
     Those places in one pass (``finditer``: every one, as "AAdd" cannot overlap itself),
     not a ``find`` call each (half the time on a table of IBANs)."""
-    match = _IBAN.match
+    match, compact = _IBAN.match, _IBAN_COMPACT.match
     found = []
     end = 0
     for seed in _IBAN_SEED.finditer(one_byte(text).translate(_IBAN_MASK)):
         at = seed.start()
-        if at >= end and (m := match(text, at)) is not None:
+        if at >= end and (
+            (m := compact(text, at)) is not None or (m := match(text, at)) is not None
+        ):
             found.append(m)
             end = m.end()
     return found

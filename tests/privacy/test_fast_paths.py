@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.privacy import detectors, encoded, phone
+from codemode.privacy import detectors, encoded, iban, phone
 from codemode.privacy.config import PrivacyConfig, Recognizer
 from codemode.privacy.detectors import CardDetector
 from codemode.privacy.engine import Privacy, build_scanner
@@ -204,8 +204,8 @@ def test_the_iban_and_card_checks_agree_with_their_plain_code() -> None:
         for _ in range(40_000)
     ]
     with reference_paths():
-        want = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
-    got = list(map(detectors._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+        want = list(map(iban._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
+    got = list(map(iban._mod97_ok, ibans)), list(map(detectors._card_brand_ok, cards))
     assert sum(want[0]) > 50 and 1000 < sum(want[1]) < 39_000
     assert got == want
 
@@ -222,15 +222,15 @@ def test_iban_candidates_are_those_the_pattern_finds() -> None:
     texts = [
         "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14))) for _ in range(20_000)
     ]
-    got = [[m.span() for m in detectors._iban_matches(t)] for t in texts]
-    want = [[m.span() for m in detectors._IBAN.finditer(t)] for t in texts]
+    got = [[m.span() for m in iban._iban_matches(t)] for t in texts]
+    want = [[m.span() for m in iban._IBAN.finditer(t)] for t in texts]
     assert sum(map(bool, want)) > 1500
     assert got == want
 
 
 @pytest.mark.parametrize(
     "table",
-    [detectors._CARD_MASK, detectors._IBAN_MASK, encoded._RUN_TABLE],
+    [detectors._CARD_MASK, iban._IBAN_MASK, encoded._RUN_TABLE],
     ids=["card", "iban", "runs"],
 )
 def test_masks_of_latin1_text_are_those_of_its_ascii_encoding(table: bytes) -> None:

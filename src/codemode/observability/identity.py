@@ -34,7 +34,7 @@ from opentelemetry.trace import (
 from . import carrier
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_SPAN_KEY = next(iter(set_span_in_context(INVALID_SPAN, Context())))
+SPAN_KEY = next(iter(set_span_in_context(INVALID_SPAN, Context())))
 """The key the API keeps the current span under (found through the public API)."""
 
 
@@ -86,7 +86,7 @@ def current_with(span: Identity, ctx: Any) -> Context:
     """``set_span_in_context(span, ctx)``; for an empty ``ctx`` (a run no client trace
     reached, the common case) without copying it."""
     if not ctx:
-        return Context({_SPAN_KEY: span})
+        return Context({SPAN_KEY: span})
     return set_span_in_context(span, ctx)
 
 
@@ -105,10 +105,10 @@ def install_carrier(var: ContextVar[Any]) -> None:
     probe = Identity(1, 2, TraceState([("k", "v")]))
     for span in (probe, Identity(1, 2, None)):
         injected: dict[str, str] = {}
-        textmap.inject(injected, Context({_SPAN_KEY: span}))
+        textmap.inject(injected, Context({SPAN_KEY: span}))
         if injected != span.meta():
             return
-    key, empty, get, set_ = _SPAN_KEY, Context(), var.get, var.set
+    key, empty, get, set_ = SPAN_KEY, Context(), var.get, var.set
 
     def carry() -> tuple[dict[str, str], Any] | None:
         ctx = get()
@@ -125,4 +125,4 @@ def install_carrier(var: ContextVar[Any]) -> None:
     carrier.carry = carry
 
 
-__all__ = ["Identity", "current_with", "install_carrier"]
+__all__ = ["SPAN_KEY", "Identity", "current_with", "install_carrier"]

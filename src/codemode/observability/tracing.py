@@ -158,7 +158,7 @@ class Tracing:
         self.tracer: Tracer = (
             provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
         )
-        self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
+        self._runs: dict[str | None, Any] = {}  # run id -> _Run, or _UNSAMPLED (never None)
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
         trace on to upstream servers in the request's ``_meta``. Without, no trace is
@@ -181,10 +181,12 @@ class Tracing:
         """Set by ``exporting``: the child process that builds and exports the spans."""
         self._bound = 0
         """Set by ``exporting``: the ratio sampler's bound on a root trace id's low 64 bits."""
-        from .identity import Identity, current_with, install_carrier  # imports opentelemetry
+        from .identity import SPAN_KEY, Identity, current_with, install_carrier  # imports otel
 
         self._identity = Identity
         self._current_with = current_with
+        self._span_key = SPAN_KEY  # current_with for an empty context, inline in _begin
+        self._new_context = otel_context.Context
         # Context changes straight on OpenTelemetry's ContextVar when it keeps the context
         # there (its default): its attach and detach are two Python calls more each, and
         # a run with five calls makes six of each.
@@ -259,7 +261,11 @@ class Tracing:
         # The identity as integers: its SpanContext is built only if something reads it
         # (an upstream request's traceparent, in-process code asking for the span).
         span = self._identity(trace_id, span_id, state)
-        return _Run(span, context=self._current_with(span, ctx), start=start, parent=parent)
+        # identity.current_with, inline for an empty context (no copy of it).
+        context = (
+            self._current_with(span, ctx) if ctx else self._new_context({self._span_key: span})
+        )
+        return _Run(span, context=context, start=start, parent=parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -495,7 +501,7 @@ class Tracing:
         else:  # the attributes' values: the export process makes the dict (its CPU)
             attrs = run.summary if run.summary is not None else self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
-        return (*run.fields(), *body, texts(run.ops))
+        return (*run.fields(), *body, texts(run.ops, run.offset))
 
     @staticmethod
     def _run_attrs(run: _Run) -> dict[str, Any]:
@@ -516,7 +522,7 @@ class Tracing:
         span.set_attributes(attrs)
         if error is not None:
             failed(span, error)
-        children(self.tracer, span, texts(run.ops))
+        children(self.tracer, span, texts(run.ops, run.offset))
         span.end(end_time=run.end)
 
 

@@ -72,6 +72,7 @@ from codemode import Session, SubprocessExecutor, ToolRegistry
 from codemode.chain import RUN_STAGES, Chain, RunEvent
 from codemode.config import parse_servers
 from codemode.context import CallContext, current_context
+from codemode.hostapi import for_methods
 from codemode.observability import Metrics
 from codemode.observability.metrics import is_memory_method
 from codemode.observability.observe import Observe
@@ -183,6 +184,10 @@ class Switch:
     def run_hook(self, event: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         return self._handler("run_hook", call_next)(event)
 
+    # Declared for memory methods, as the layers it switches between are: as in codemode
+    # serve, a tool call does not pass through it (it did, costing the "on" configurations
+    # a list, a hasattr and a method check per call that serve never pays).
+    @for_methods(is_memory_method)
     def host_layer(self, method: str, params: Any, call_next: Any) -> Any:
         layers = [x.host_layer for x in self.configs[self.active] if hasattr(x, "host_layer")]
         if not layers or not is_memory_method(method):

@@ -18,6 +18,8 @@ from codemode.errors import ToolError
 from codemode.observability import Metrics, ObservabilityConfig
 from codemode.observability.capability import _layers
 from codemode.observability.observe import Observe
+from codemode.observability.sizes import canonical, size_of
+from codemode.observability.spans import digest
 from codemode.observability.tracing import Tracing
 
 from . import test_tracing
@@ -164,3 +166,38 @@ async def test_a_call_that_outlives_its_traced_run_is_counted_once() -> None:
     got = samples(metrics.exposition().decode())
     calls = {k: v for k, v in got.items() if k[0] == "codemode_tool_calls_total"}
     assert sum(calls.values()) == 1, calls
+
+
+async def test_a_traced_runs_calls_read_alike_whether_metrics_or_spans_read_them_first() -> None:
+    """A traced run's calls note the call itself (``spans.CallNote``); a scrape right after
+    the run reads them before the emitter has: sizes, digests and ids come out the same."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observe = Observe(Metrics(process=False), Tracing(provider))
+    reg = ToolRegistry()
+    reg.register(test_tracing.lookup, server="bank")
+    reg.use(observe.tool_layer, "observe")
+    s = Session(SubprocessExecutor(), tools=reg)
+    s.use(observe.run_hook, "observe")
+    try:
+        async with s:
+            assert (await s.run(CODE[0])).value == "ok"
+            scraped = samples(observe.metrics.exposition().decode())  # folds the notes now
+        assert observe.tracing.flush()
+    finally:
+        observe.tracing.close()
+        provider.shutdown()
+    args = [canonical({"card": "x"}), canonical({"card": "é" * 3})]
+    pair = frozenset({("server", "bank"), ("tool", "lookup")})
+    assert scraped[("codemode_tool_call_sent_bytes_total", pair)] == sum(map(size_of, args))
+    spans = exporter.get_finished_spans()
+    (run,) = [x for x in spans if x.name == "codemode.run"]
+    assert run.attributes is not None
+    calls = [dict(x.attributes or {}) for x in spans if x.name == "execute_tool bank.lookup"]
+    got = sorted((str(a["codemode.tool.arguments.hmac"]), a["codemode.tool.arguments.bytes"])
+                 for a in calls)  # fmt: skip
+    assert got == sorted((digest(text), size_of(text)) for text in args)
+    assert {a["codemode.run.id"] for a in calls} == {run.attributes["codemode.run.id"]}
+    received = [a["codemode.tool.result.bytes"] for a in calls]
+    assert all(isinstance(n, int) and n > 0 for n in received), received

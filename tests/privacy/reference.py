@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from codemode.literals import Anchors
-from codemode.privacy import detectors, encoded, phone, pool, splice
+from codemode.privacy import detectors, encoded, iban, phone, pool, splice
 from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
@@ -25,6 +25,7 @@ from codemode.privacy.encoded import (
     _newline,
     _run_end,
 )
+from codemode.privacy.words import CARD_WORDS
 
 __all__ = ["PHONE_PIECES", "decode_run", "random_rows", "reference_paths", "text_of_bytes"]
 
@@ -109,8 +110,8 @@ text_of_bytes = _plain_text
 
 
 def _iban_matches(text: str) -> list[re.Match[str]]:
-    """``codemode.privacy.detectors._iban_matches`` before its literal seed."""
-    return list(detectors._IBAN.finditer(text))
+    """``codemode.privacy.iban._iban_matches`` before its literal seed."""
+    return list(iban._IBAN.finditer(text))
 
 
 def _phone_matches(text: str) -> Iterator[re.Match[str]]:
@@ -119,14 +120,14 @@ def _phone_matches(text: str) -> Iterator[re.Match[str]]:
 
 
 def _mod97_ok(compact: str) -> bool:
-    """``codemode.privacy.detectors._mod97_ok`` before its path for numeric BBANs."""
-    moved = (compact[4:] + compact[:4]).translate(detectors._IBAN_DIGITS)
+    """``codemode.privacy.iban._mod97_ok`` before its path for numeric BBANs."""
+    moved = (compact[4:] + compact[:4]).translate(iban._IBAN_DIGITS)
     return moved.isdigit() and moved.isascii() and int(moved) % 97 == 1
 
 
-def _iban_find(self: detectors.IBANDetector, text: str) -> Iterator[tuple[int, int, str]]:
+def _iban_find(self: iban.IBANDetector, text: str) -> Iterator[tuple[int, int, str]]:
     """``IBANDetector.find`` before compact candidates skipped the cuts."""
-    for m in detectors._iban_matches(text):
+    for m in iban._iban_matches(text):
         raw = m.group()
         cuts = [len(raw)]
         if " " in raw:
@@ -143,6 +144,7 @@ def _phone_find(self: phone.PhoneDetector, text: str) -> Iterator[tuple[int, int
         num = m.group(1)
         if len(num) >= 7 and self.is_phone(text, m.start(), num):
             yield m.start(), m.end(), "PHONE"
+    yield from self.glued(text)  # (no fast path of its own)
 
 
 _DIGIT_START = re.compile(rb"nd(?=[dnbr]{5})")
@@ -160,21 +162,21 @@ def _luhn_ok(digits: str) -> bool:
 @contextmanager
 def reference_paths() -> Iterator[None]:
     """Within the block, the detectors run their plain code instead of the fast paths."""
-    saved = (encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context)
+    saved = (encoded._runs, iban._iban_matches, splice.locate, phone._neg_context)
     saved_phone_matches, saved_luhn = phone._phone_matches, detectors._luhn_ok
     phone._phone_matches, detectors._luhn_ok = _phone_matches, _luhn_ok
     saved_text = encoded._text
     encoded._text = _plain_text
     saved_is_phone = phone.PhoneDetector.is_phone
     saved_more = (
-        detectors._mod97_ok,
+        iban._mod97_ok,
         detectors._card_brand_ok,
-        detectors.IBANDetector.find,
+        iban.IBANDetector.find,
         phone.PhoneDetector.find,
         phone._DIGIT_START,
     )
-    detectors._mod97_ok, detectors._card_brand_ok = _mod97_ok, detectors._brand_ok
-    detectors.IBANDetector.find = _iban_find  # type: ignore[method-assign]
+    iban._mod97_ok, detectors._card_brand_ok = _mod97_ok, detectors._brand_ok
+    iban.IBANDetector.find = _iban_find  # type: ignore[method-assign]
     phone.PhoneDetector.find = _phone_find  # type: ignore[method-assign]
     phone._DIGIT_START = _DIGIT_START
     saved_card = detectors.CardDetector._find
@@ -182,7 +184,7 @@ def reference_paths() -> Iterator[None]:
     detectors.CardDetector._find = _card_find  # type: ignore[method-assign]
     detectors.CardDetector.find = _card_whole_find  # type: ignore[method-assign]
     encoded._runs = _runs
-    detectors._iban_matches = _iban_matches
+    iban._iban_matches = _iban_matches
     splice.locate = _locate
     phone._neg_context = _neg_context
     phone.PhoneDetector.is_phone = _is_phone  # type: ignore[method-assign]
@@ -193,12 +195,12 @@ def reference_paths() -> Iterator[None]:
     finally:
         pool.ENABLED = True
         Anchors.enabled = True
-        encoded._runs, detectors._iban_matches, splice.locate, phone._neg_context = saved
+        encoded._runs, iban._iban_matches, splice.locate, phone._neg_context = saved
         phone._phone_matches, detectors._luhn_ok = saved_phone_matches, saved_luhn
         encoded._text = saved_text
         phone.PhoneDetector.is_phone = saved_is_phone  # type: ignore[method-assign]
-        detectors._mod97_ok, detectors._card_brand_ok = saved_more[:2]
-        detectors.IBANDetector.find = saved_more[2]  # type: ignore[method-assign]
+        iban._mod97_ok, detectors._card_brand_ok = saved_more[:2]
+        iban.IBANDetector.find = saved_more[2]  # type: ignore[method-assign]
         phone.PhoneDetector.find = saved_more[3]  # type: ignore[method-assign]
         phone._DIGIT_START = saved_more[4]
         detectors.CardDetector._find = saved_card  # type: ignore[method-assign]
@@ -206,8 +208,24 @@ def reference_paths() -> Iterator[None]:
 
 
 def _card_whole_find(self: detectors.CardDetector, text: str) -> Iterator[tuple[int, int, str]]:
-    """``CardDetector.find`` before its byte mask: the pattern over the whole text."""
-    yield from self._find(text, 0, len(text))
+    """``CardDetector.find`` before its byte mask: the pattern over the whole text; and
+    the cards glued to a card word (``card4111...``), before any card they overlap."""
+    glued = []
+    for w in _ASCII_WORD_THEN_DIGIT.finditer(text):
+        if w.group().lower() in CARD_WORDS:
+            m = detectors._CARD_AT.match(text, w.end())
+            if m is not None and detectors._card_ok(m.group()):
+                glued.append((m.start(), m.end(), "CREDIT_CARD"))
+    plain = [
+        f
+        for f in self._find(text, 0, len(text))
+        if not any(f[0] < e and s < f[1] for s, e, _ in glued)
+    ]
+    yield from sorted(glued + plain)
+
+
+# A whole word of ASCII letters (after no letter or digit of any script) right before a digit.
+_ASCII_WORD_THEN_DIGIT = re.compile(r"(?<![^\W_])[A-Za-z]+(?=\d)")
 
 
 def _card_find(

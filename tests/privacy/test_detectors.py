@@ -141,3 +141,40 @@ def test_a_card_is_found_wherever_its_run_of_digits_sits(text: str) -> None:
 )
 def test_digits_that_only_look_like_a_card_are_not_one(text: str) -> None:
     assert "CREDIT_CARD" not in [e for e, _ in found(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "entity", "value"),
+    [
+        ("card4111111111111111", "CREDIT_CARD", "4111111111111111"),
+        ("paid with Visa4111 1111 1111 1111 today", "CREDIT_CARD", "4111 1111 1111 1111"),
+        ("payment_cc5555-5555-5555-4444", "CREDIT_CARD", "5555-5555-5555-4444"),
+        ("SSN123-45-6789", "US_SSN", "123-45-6789"),
+        ("ssn#123-45-6789 on file", "US_SSN", "123-45-6789"),
+        ("tel+14155550123", "PHONE", "+14155550123"),
+        ("Phone(415) 555-0132 ext", "PHONE", "(415) 555-0132"),
+        ("mobile+44 20 7946 0958", "PHONE", "+44 20 7946 0958"),
+    ],
+)
+def test_a_value_glued_to_the_word_that_names_it_is_found(
+    text: str, entity: str, value: str
+) -> None:
+    assert found(text) == [(entity, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SKU4111111111111111",  # glued to any other word: an id
+        "discard4111111111111111",  # a card word inside a longer word
+        "ID4111111111111111 and DE4111111111111111",
+        "cardX4111111111111111",
+        "ABC123-45-6789",  # a part number
+        "hotel+14155550123",  # a phone word inside a longer word
+        "x+14155550123 and C++14155550123",
+        "card4111111111111112",  # glued to the word, but no card (Luhn)
+        "tel+1",
+    ],
+)
+def test_a_number_glued_to_another_word_stays_part_of_it(text: str) -> None:
+    assert found(text) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
+from opentelemetry import propagate as otel_propagate
 from opentelemetry import trace as otel_trace
 from opentelemetry.context import Context
 from opentelemetry.propagate import get_global_textmap
@@ -34,7 +35,7 @@ from opentelemetry.trace import (
 from . import carrier
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_SPAN_KEY = next(iter(set_span_in_context(INVALID_SPAN, Context())))
+SPAN_KEY = next(iter(set_span_in_context(INVALID_SPAN, Context())))
 """The key the API keeps the current span under (found through the public API)."""
 
 
@@ -47,7 +48,7 @@ class Identity(NonRecordingSpan):
         self.span_id = span_id
         self.state = state
         self._context: SpanContext | None = None  # type: ignore[assignment]
-        self._header: tuple[str, str | None] | None = None
+        self._meta: dict[str, str] | None = None
 
     @property
     def ids(self) -> tuple[int, int, TraceState | None]:
@@ -64,19 +65,14 @@ class Identity(NonRecordingSpan):
 
     def meta(self) -> dict[str, str]:
         """What OpenTelemetry's default propagator injects for this span: its W3C
-        ``traceparent`` and, when its trace state has entries, ``tracestate`` (a new dict
-        each time, from strings formatted once)."""
-        header = self._header
-        if header is None:
-            state = self.state
-            header = self._header = (
-                f"00-{self.trace_id:032x}-{self.span_id:016x}-01",
-                state.to_header() if state else None,
-            )
-        parent, state_header = header
-        if state_header is None:
-            return {"traceparent": parent}
-        return {"traceparent": parent, "tracestate": state_header}
+        ``traceparent`` and, when its trace state has entries, ``tracestate`` (a copy each
+        time, of a dict formatted once: each call of a run sends it)."""
+        meta = self._meta
+        if meta is None:
+            meta = self._meta = {"traceparent": f"00-{self.trace_id:032x}-{self.span_id:016x}-01"}
+            if self.state:
+                meta["tracestate"] = self.state.to_header()
+        return meta.copy()
 
     def __repr__(self) -> str:
         return f"NonRecordingSpan({self.get_span_context()!r})"
@@ -86,7 +82,7 @@ def current_with(span: Identity, ctx: Any) -> Context:
     """``set_span_in_context(span, ctx)``; for an empty ``ctx`` (a run no client trace
     reached, the common case) without copying it."""
     if not ctx:
-        return Context({_SPAN_KEY: span})
+        return Context({SPAN_KEY: span})
     return set_span_in_context(span, ctx)
 
 
@@ -102,13 +98,15 @@ def install_carrier(var: ContextVar[Any]) -> None:
     textmap, proxy = get_global_textmap(), get_tracer_provider()
     if not isinstance(proxy, ProxyTracerProvider) or not hasattr(otel_trace, "_TRACER_PROVIDER"):
         return
+    if getattr(otel_propagate, "_HTTP_TEXT_FORMAT", None) is not textmap:
+        return  # read per call instead of get_global_textmap(): one Python call less
     probe = Identity(1, 2, TraceState([("k", "v")]))
     for span in (probe, Identity(1, 2, None)):
         injected: dict[str, str] = {}
-        textmap.inject(injected, Context({_SPAN_KEY: span}))
+        textmap.inject(injected, Context({SPAN_KEY: span}))
         if injected != span.meta():
             return
-    key, empty, get, set_ = _SPAN_KEY, Context(), var.get, var.set
+    key, empty, get, set_ = SPAN_KEY, Context(), var.get, var.set
 
     def carry() -> tuple[dict[str, str], Any] | None:
         ctx = get()
@@ -117,12 +115,15 @@ def install_carrier(var: ContextVar[Any]) -> None:
         span = ctx.get(key)
         if type(span) is not Identity:
             return None
-        if get_global_textmap() is not textmap or otel_trace._TRACER_PROVIDER is not None:
-            return None  # (the private global: get_tracer_provider reads the environment)
+        if (
+            otel_propagate._HTTP_TEXT_FORMAT is not textmap
+            or otel_trace._TRACER_PROVIDER is not None
+        ):
+            return None  # (the private globals: get_tracer_provider reads the environment)
         return span.meta(), set_(empty)
 
     carrier.restore = var.reset
     carrier.carry = carry
 
 
-__all__ = ["Identity", "current_with", "install_carrier"]
+__all__ = ["SPAN_KEY", "Identity", "current_with", "install_carrier"]

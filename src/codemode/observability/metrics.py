@@ -380,7 +380,10 @@ def result_bytes(call: ToolCall, result: Any) -> int:
 
 def output_size(result: ExecutionResult) -> int:
     """Bytes of what a run hands back to the model."""
-    n = size_of(result.stdout) + size_of(result.stderr)
+    out, err = result.stdout, result.stderr  # size_of's str case, inline (most are ASCII)
+    n = (len(out) if out.isascii() else size_of(out)) + (
+        len(err) if err.isascii() else size_of(err)
+    )
     if result.error is not None:
         n += size_of(result.error.traceback or str(result.error))
     elif result.has_value:

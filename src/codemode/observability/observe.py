@@ -82,18 +82,28 @@ class Observe:
         end = _clock_ns()
         out = output_size(result)
         outcome = run_outcome(result)
-        if run is not None:
-            if result.error is not None:
-                run.error = error_type(result.error.type)  # as Tracing.run_hook: no code text
+        error = result.error
+        if run is None:
+            self._run_over(None, run_id, token)
+            ops = None
+        else:
+            if error is not None:
+                run.error = error_type(error.type)  # as Tracing.run_hook: no code text
             run.end = run.offset + end
             run.summary = run_summary(
                 event.code, event.timeout, event.context, result, outcome, out
             )
-        self._run_over(run, run_id, token)
-        ops = None if run is None else run.ops  # its calls, counted with it
-        metrics._end_run(outcome, (end - start) * 1e-9, run_id, result, out, ops)
-        if result.error is not None:
-            metrics._bound(metrics.run_errors, error_type(result.error.type)).inc()
+            self._run_over(run, run_id, token)
+            ops = run.ops  # its calls, counted with it
+        # Metrics._end_run, inline: noted for the next fold, no lock.
+        calls = metrics.tally.calls
+        calls.append((outcome, (end - start) * 1e-9, out, result.cpu_seconds,
+                      result.peak_memory_bytes, run_id, ops))  # fmt: skip
+        if len(calls) >= FOLD_AT:
+            with metrics._lock:
+                metrics.tally.fold()
+        if error is not None:
+            metrics._bound(metrics.run_errors, error_type(error.type)).inc()
         return result
 
     def _run_over(self, run: _Run | None, run_id: str | None, token: Any) -> None:
@@ -122,16 +132,17 @@ class CallWatch(Watch[ToolCall, Any]):
     is counted as the metrics layer counts; a call outside any run goes through the two
     layers as they are (its own span, rare)."""
 
-    __slots__ = ("metrics", "tracing")
+    __slots__ = ("get_current", "metrics", "runs_get", "tracing")
 
     def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
         self.metrics = metrics
         self.tracing = tracing
+        # Looked up once (tracing's run table and context getter never change).
+        self.runs_get = tracing._runs.get
+        self.get_current = tracing._get_current
 
     def start(self, call: ToolCall) -> Any:
-        tracing = self.tracing
-        run_id = call.context.run_id
-        run = tracing._runs.get(run_id) if run_id else None
+        run = self.runs_get(call.context.run_id)  # None is never a key: no run, no entry
         if run is None:
             return AROUND
         # The arguments as they arrive (inner layers replace them, never change them):
@@ -142,28 +153,28 @@ class CallWatch(Watch[ToolCall, Any]):
         # Tracing._call_context, inline: with propagation, the run's span is current in
         # its calls already (the executor serves them in the run's context).
         token = None
-        current = tracing._get_current()
-        if tracing.propagate:
+        current = self.get_current()
+        if self.tracing.propagate:
             if current is not run.context:
-                token = tracing._attach(run.context)
+                token = self.tracing._attach(run.context)
         elif current:  # a client's trace, not to be passed on
-            token = tracing._attach(tracing._empty)
+            token = self.tracing._attach(self.tracing._empty)
         # One clock for both: the span's times are the run's wall-clock start plus
-        # monotonic offsets (_Run.offset).
+        # monotonic offsets (_Run.offset), added after the run (spans.CallNote).
         return (run, call.args, token, _clock_ns())
 
     def returned(self, state: Any, call: ToolCall, result: Any) -> None:
         end = _clock_ns()
         run, args, token, start = state
+        if token is not None:
+            self.tracing._detach(token)
         received = call.notes.get("bytes")  # the registry's measure, as result_bytes
         if received is None:
             received = result_bytes(call, result)
-        if token is not None:
-            self.tracing._detach(token)
-        if run is not None and not run.end:  # the call's Op as its fields (spans.op_fields)
-            offset = run.offset
-            run.ops.append((call.server, call.tool, None, call.context.run_id, offset + start,
-                            args, 0, received, offset + end, None))  # fmt: skip
+        if run is not None and not run.end:
+            # The call as a short note (spans.CallNote): its fields are read off the
+            # call after the run, by the emitter or the tally's fold, not here.
+            run.ops.append((call, args, start, end, received))
             return
         # Unsampled, or returned after its run ended: counted alone.
         metrics = self.metrics

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from .tracing import INSTALL_HINT, _flush_all
+from .emitter import flush_all
+from .tracing import INSTALL_HINT
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -84,7 +85,7 @@ def exporting_provider(
             provider.add_span_processor(BatchSpanProcessor(otlp))
 
         def shutdown() -> None:
-            _flush_all()
+            flush_all()
             provider.shutdown()
 
         atexit.register(shutdown)

@@ -110,11 +110,27 @@ def op_fields(op: Op) -> OpFields:
             op.params_bytes, op.result_bytes, op.end, op.error)  # fmt: skip
 
 
-def texts(ops: list[OpFields]) -> list[OpFields]:
-    """``ops`` with each tool call's arguments as canonical JSON, in place (what the export
-    process is handed, plain strings hashed there; the tally's fold then measures them
-    without encoding them again, ``Tally._ops``)."""
+CallNote = tuple[Any, ...]
+"""What a returned call of a traced run notes while the run is live (``observe.CallWatch``):
+``(call, args, start, end, result bytes)``, times on ``perf_counter_ns``'s clock. ``texts``
+makes it the call's ``OpFields`` after the run (the span's times: plus ``_Run.offset``);
+the tally's fold reads it as it is (``Tally._ops``). Five values taken on the event loop,
+the rest read off the call later: its server, tool and context stay as they were."""
+
+
+def texts(ops: list[Any], offset: int = 0) -> list[OpFields]:
+    """``ops`` as ``OpFields`` (``CallNote``s made so, their times plus ``offset``) with
+    each tool call's arguments as canonical JSON, in place (what the export process is
+    handed, plain strings hashed there; the tally's fold then measures them without
+    encoding them again, ``Tally._ops``)."""
     for i, fields in enumerate(ops):
+        if len(fields) == 5:  # a CallNote
+            call, args, start, end, received = fields
+            if type(args) is not str:
+                args = canonical(args)
+            ops[i] = (call.server, call.tool, None, call.context.run_id, offset + start,
+                      args, 0, received, offset + end, None)  # fmt: skip
+            continue
         args = fields[5]
         if type(args) is not str:
             ops[i] = (*fields[:5], canonical(args), *fields[6:])
@@ -262,6 +278,7 @@ def summary_attrs(summary: RunSummary) -> dict[str, Any]:
 
 
 __all__ = [
+    "CallNote",
     "Op",
     "OpFields",
     "Record",

@@ -75,7 +75,8 @@ FOLD_AT = 1024
 two (its calls come with its end), so its calls' arguments are usually encoded as JSON by
 the tracing emitter (every 0.2 s, ``spans.texts``) before a fold measures them."""
 
-OpFields = tuple[Any, ...]  # spans.OpFields (spans imports metrics, which imports this)
+OpFields = tuple[Any, ...]
+"""``spans.OpFields`` or ``spans.CallNote`` (spans imports metrics, which imports this)."""
 
 CallNote = tuple[Any, ...]
 """What ``Tally.calls`` holds, told apart by the first item:
@@ -185,13 +186,20 @@ class Tally:
         returned: such a run's calls note nothing else. Returns the bytes they returned."""
         series_of, total = self.series_of, 0
         for i, fields in enumerate(ops):
-            server, tool, method, _, start, args, _, received, end, error = fields
-            if method is not None or error is not None:  # memory ops; failures: counted
-                continue
-            if type(args) is not str:  # not yet encoded by the tracing emitter (spans.texts)
-                args = canonical(args)
-                ops[i] = (*fields[:5], args, *fields[6:])  # nor will it be, then
-            series = series_of(server, tool)
+            if len(fields) == 5:  # spans.CallNote: a call that returned
+                call, args, start, end, received = fields
+                series = series_of(call.server, call.tool)
+                if type(args) is not str:  # not yet encoded by the tracing emitter
+                    args = canonical(args)
+                    ops[i] = (call, args, start, end, received)  # nor will it be, then
+            else:
+                server, tool, method, _, start, args, _, received, end, error = fields
+                if method is not None or error is not None:  # memory ops; failures: counted
+                    continue
+                if type(args) is not str:  # not yet encoded by the tracing emitter
+                    args = canonical(args)
+                    ops[i] = (*fields[:5], args, *fields[6:])  # nor will it be, then
+                series = series_of(server, tool)
             seconds = (end - start) * 1e-9
             hist = series.seconds
             hist.counts[bisect_left(hist.bounds, seconds)] += 1

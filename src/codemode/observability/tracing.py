@@ -26,7 +26,6 @@ install when it is missing.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import queue
 import random
@@ -45,6 +44,7 @@ from ..hostapi import for_methods
 from ..result import ExecutionResult
 from ..tools.registry import NextCall, ToolCall
 from . import signals
+from .emitter import EMITTER_REST, EXPORT_REST, emit_loop, flush_all, live
 from .labels import error_type
 from .metrics import args_json, is_memory_method, result_bytes, size_of
 from .spans import (
@@ -159,7 +159,7 @@ class Tracing:
         self.tracer: Tracer = (
             provider.get_tracer(SCOPE) if provider is not None else trace.get_tracer(SCOPE)
         )
-        self._runs: dict[str, Any] = {}  # run id -> _Run, or _UNSAMPLED
+        self._runs: dict[str | None, Any] = {}  # run id -> _Run, or _UNSAMPLED (never None)
         self.propagate = propagate
         """Whether a tool call runs with its run's span current, so the MCP SDK passes the
         trace on to upstream servers in the request's ``_meta``. Without, no trace is
@@ -182,10 +182,12 @@ class Tracing:
         """Set by ``exporting``: the child process that builds and exports the spans."""
         self._bound = 0
         """Set by ``exporting``: the ratio sampler's bound on a root trace id's low 64 bits."""
-        from .identity import Identity, current_with, install_carrier  # imports opentelemetry
+        from .identity import SPAN_KEY, Identity, current_with, install_carrier  # imports otel
 
         self._identity = Identity
         self._current_with = current_with
+        self._span_key = SPAN_KEY  # current_with for an empty context, inline in _begin
+        self._new_context = otel_context.Context
         # Context changes straight on OpenTelemetry's ContextVar when it keeps the context
         # there (its default): its attach and detach are two Python calls more each, and
         # a run with five calls makes six of each.
@@ -260,7 +262,11 @@ class Tracing:
         # The identity as integers: its SpanContext is built only if something reads it
         # (an upstream request's traceparent, in-process code asking for the span).
         span = self._identity(trace_id, span_id, state)
-        return _Run(span, context=self._current_with(span, ctx), start=start, parent=parent)
+        # identity.current_with, inline for an empty context (no copy of it).
+        context = (
+            self._current_with(span, ctx) if ctx else self._new_context({self._span_key: span})
+        )
+        return _Run(span, context=context, start=start, parent=parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -427,7 +433,7 @@ class Tracing:
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=_emit_loop,
+                    target=emit_loop,
                     args=(
                         weakref.ref(self),
                         self._pending,
@@ -438,7 +444,7 @@ class Tracing:
                     daemon=True,
                 )
                 self._thread.start()
-                _live.add(self)
+                live.add(self)
                 weakref.finalize(self, self._pending.put, None)  # collected: thread ends
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -470,7 +476,7 @@ class Tracing:
                 thread.join(5)
         if self.process is not None:
             self.process.close()
-        _live.discard(self)
+        live.discard(self)
 
     def _ship(self, runs: list[_Run]) -> None:
         """Hand finished runs to the export process (on the emitter thread)."""
@@ -498,7 +504,7 @@ class Tracing:
         else:  # the attributes' values: the export process makes the dict (its CPU)
             attrs = run.summary if run.summary is not None else self._run_attrs(run)
             body = ("run", (run.code, attrs, run.error))
-        return (*run.fields(), *body, texts(run.ops))
+        return (*run.fields(), *body, texts(run.ops, run.offset))
 
     @staticmethod
     def _run_attrs(run: _Run) -> dict[str, Any]:
@@ -519,84 +525,8 @@ class Tracing:
         span.set_attributes(attrs)
         if error is not None:
             failed(span, error)
-        children(self.tracer, span, texts(run.ops))
+        children(self.tracer, span, texts(run.ops, run.offset))
         span.end(end_time=run.end)
-
-
-EMITTER_REST = 0.01
-"""Seconds the emitter rests after catching up: runs finished meanwhile are queued
-without waking it, so a busy loop hands it the GIL once per batch, not once per run."""
-EXPORT_REST = 0.2
-"""The same when the spans go to an export process: handing a run over costs a few µs,
-but each batch costs ~100 µs (waking up, a pipe write that wakes the other process),
-so it waits for larger batches (``flush`` and ``close`` end the rest early)."""
-
-
-def _emit_loop(
-    owner: weakref.ref[Tracing],
-    pending: queue.SimpleQueue[_Run | threading.Event | None],
-    rest: float,
-    wake: threading.Event,
-) -> None:
-    while True:
-        item: _Run | threading.Event | bool | None
-        try:
-            item = pending.get_nowait()
-        except queue.Empty:
-            wake.wait(rest)
-            wake.clear()
-            item = pending.get()
-        runs: list[_Run] = []
-        while isinstance(item, _Run):  # what queued meanwhile, up to the next signal
-            runs.append(item)
-            try:
-                item = pending.get_nowait()
-            except queue.Empty:
-                item = False  # nothing after them
-        if runs and not _emit_runs(owner, runs):
-            return
-        if item is None:
-            return
-        if isinstance(item, threading.Event):
-            item.set()
-
-
-def _emit_runs(owner: weakref.ref[Tracing], runs: list[_Run]) -> bool:
-    """Build (or hand over) the spans of ``runs``; False once the tracing is gone."""
-    tracing = owner()
-    if tracing is None:
-        return False
-    if tracing.process is not None:  # one batch: a few µs a run, then a pipe write
-        start = time.thread_time()
-        tracing._ship(runs)
-        tracing.emitter_cpu += time.thread_time() - start
-        return True
-    for run in runs:
-        start = time.thread_time()
-        try:
-            tracing._emit(run)
-        except Exception:  # a broken exporter must not stop the traces after it
-            log.exception("could not emit the spans of a run")
-        tracing.emitter_cpu += time.thread_time() - start
-        # Hand the GIL to the event loop's thread if it waits: once per run, not per
-        # span (each hand-off is two context switches, and a run's spans take ~0.1 ms).
-        time.sleep(0)
-    return True
-
-
-_live: weakref.WeakSet[Tracing] = weakref.WeakSet()
-
-
-def _flush_all() -> None:
-    """Emit the runs still pending, before a provider shuts its exporters down (and
-    export processes theirs)."""
-    for tracing in list(_live):
-        tracing.flush(2.0)
-        if tracing.process is not None:
-            tracing.process.close(2.0)
-
-
-atexit.register(_flush_all)  # for providers the SDK user shuts down themselves
 
 
 __all__ = [
@@ -604,4 +534,5 @@ __all__ = [
     "MAX_PENDING",
     "Tracing",
     "digest",
+    "flush_all",
 ]

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 from codemode.literals import Anchors
 
+from .iban import IBANDetector
 from .onebyte import one_byte
 from .phone import PHONE_CONTEXT, PhoneDetector
+from .words import CARD_WORDS, word_before
 
 __all__ = [
     "BUILTIN_ENTITIES",
@@ -182,11 +184,25 @@ _CARD_MASK = bytes(
 )
 # The seeds as one pattern with a literal prefix (found by a fast scan for "dddd").
 _CARD_SEED = re.compile(rb"dddd(?:sdddd(?:sd|dds)|d{8})")
+# Most text is ASCII or Latin-1, which holds no digit beyond ASCII: there "d" is an ASCII
+# digit only ("?", which may stand for another script's character, -> "D": the mask
+# above is used instead). A card then starts where a run of digits does (the pattern's
+# look-behind: a digit glues it), so a seed does too, and a run of more than 16 digits
+# with no separator after its twelfth (an IBAN's, an id) holds no seed of a card.
+_CARD_ASCII = bytes(
+    0x64 if 0x30 <= c <= 0x39 else 0x73 if c in b" -" else 0x44 if c == 0x3F else 0x2E
+    for c in range(256)
+)
+_CARD_SEED_ASCII = re.compile(rb"dddd(?<!ddddd)(?:sdddd(?:sd|dds)|d{8}(?!d{5}))")
 
 
 def _glued(c: str) -> bool:
     """Whether a number right after ``c`` is part of a word, path or number (``[\\w.+/-]``)."""
     return c.isalnum() or c in "_.+/-"
+
+
+# A card glued to one of them: the pattern without its look at what precedes the number.
+_CARD_AT = re.compile(r"\d{4}(?:[ -]?\d){8,15}(?![\w]|[./-]\d)")
 
 
 class CardDetector:
@@ -205,12 +221,18 @@ class CardDetector:
         after its letters). A bare run of 12 to 16 ASCII digits is checked without it."""
         if len(text) < 12:
             return
-        mask = one_byte(text).translate(_CARD_MASK)
+        raw = one_byte(text)
+        mask, seeds = raw.translate(_CARD_ASCII), _CARD_SEED_ASCII
+        if b"D" in mask:
+            mask, seeds = raw.translate(_CARD_MASK), _CARD_SEED
         n = len(mask)
-        search, rfind, find, count = _CARD_SEED.search, mask.rfind, mask.find, mask.count
+        rfind, find, count = mask.rfind, mask.find, mask.count
         pos = 0
-        while (seed := search(mask, pos)) is not None:
-            hit = seed.start()
+        # Every seed in one pass (a search call per seed costs more); those inside a
+        # region already looked at are passed over.
+        for hit in [m.start() for m in seeds.finditer(mask)]:
+            if hit < pos:
+                continue
             start = rfind(b".", 0, hit) + 1
             end = pos = find(b".", hit)
             if end == -1:
@@ -221,7 +243,11 @@ class CardDetector:
             if digits == end - start:
                 run = text[start:end]
                 if run.isascii() and run.isdigit():
-                    if digits > 16 or (start and _glued(text[start - 1])):
+                    if digits > 16 or (
+                        start
+                        and _glued(text[start - 1])
+                        and not word_before(text, start, CARD_WORDS)
+                    ):
                         continue
                     # What the pattern finds in a bare run, without it: the whole run,
                     # unless a word character or "./" and a digit follow it (its lookahead).
@@ -237,7 +263,13 @@ class CardDetector:
                     continue
                 # "?" or another script's digit: let the pattern see
             # The lookahead sees two characters past the run, as on the whole text.
-            yield from self._find(text, start, min(len(text), end + 2))
+            stop = min(len(text), end + 2)
+            if start and text[start - 1].isalpha() and word_before(text, start, CARD_WORDS):
+                m = _CARD_AT.match(text, start, stop)
+                if m is not None and _card_ok(m.group()):
+                    yield start, m.end(), "CREDIT_CARD"
+                    start = m.end()
+            yield from self._find(text, start, stop)
 
     def _find(self, text: str, start: int, end: int) -> Iterator[Span]:
         # ``_CARD.finditer(text, start, end)`` as searches: a finditer object costs more
@@ -245,17 +277,21 @@ class CardDetector:
         search = _CARD.search
         while (m := search(text, start, end)) is not None:
             start = m.end()
-            raw = m.group()
-            sep = " " if " " in raw else "-" if "-" in raw else ""
-            if sep and ("-" if sep == " " else " ") in raw:
-                continue  # mixed separators
-            digits = raw.replace(sep, "") if sep else raw
-            if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
-                continue  # long runs of bare digits are ids far more often than cards
-            if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
-                continue
-            if _card_brand_ok(digits) and _luhn_ok(digits):
+            if _card_ok(m.group()):
                 yield m.start(), m.end(), "CREDIT_CARD"
+
+
+def _card_ok(raw: str) -> bool:
+    """A match of ``_CARD``: one kind of separator, grouped as cards are, issuer, Luhn."""
+    sep = " " if " " in raw else "-" if "-" in raw else ""
+    if sep and ("-" if sep == " " else " ") in raw:
+        return False  # mixed separators
+    digits = raw.replace(sep, "") if sep else raw
+    if not 12 <= len(digits) <= 19 or (not sep and len(digits) > 16):
+        return False  # long runs of bare digits are ids far more often than cards
+    if sep and tuple(len(g) for g in raw.split(sep)) not in _CARD_GROUPS:
+        return False
+    return _card_brand_ok(digits) and _luhn_ok(digits)
 
 
 # --------------------------------------------------------------------------- US SSN
@@ -266,8 +302,11 @@ _SSN_TAIL = re.compile(r"-\d\d-\d{4}(?![\w]|[./-]\d)")
 _SSN_WORDS = ("SSN", "ssn", "Ssn", "SS#", "ss#", "ocial")
 # One pass with RE2, shared with the credentials net's anchors (``literals.one_pass``).
 _SSN_ANCHORS = Anchors([(w, False) for w in _SSN_WORDS], shared=True)
+# After the word, nine bare digits, or the issued shape glued to it ("SSN123-45-6789",
+# which the tail's look at what precedes it refuses: a letter glues a number to a word).
 _SSN_BARE = re.compile(
-    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}(\d{9})(?!\w)"
+    r"(?i)(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)\W{0,4}"
+    r"(?:(\d{9})(?!\w)|(\d{3}-\d{2}-\d{4})(?![\w]|[./-]\d))"
 )
 
 
@@ -276,7 +315,8 @@ def _ssn_valid(area: str, group: str, serial: str) -> bool:
 
 
 class SSNDetector:
-    """US Social Security numbers as issued; nine bare digits only after "SSN"."""
+    """US Social Security numbers as issued; nine bare digits, or the issued shape glued
+    to a letter, only right after "SSN" (or "social security")."""
 
     entities = ("US_SSN",)
     line_local = True
@@ -299,124 +339,13 @@ class SSNDetector:
             return
         for m in _SSN_BARE.finditer(text):
             d = m.group(1)
-            if _ssn_valid(d[:3], d[3:5], d[5:]):
-                yield m.start(1), m.end(1), "US_SSN"
-
-
-# --------------------------------------------------------------------------- IBAN
-
-_IBAN = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]\d\d(?: ?[A-Z0-9]){10,32}(?![\w])")
-
-
-_IBAN_FORMATS: dict[str, Callable[[str], bool]] = {}
-"""Each country's check, shared by every detector (a fresh scanner costs no look-ups)."""
-
-
-class IBANDetector:
-    """IBANs, compact or in groups of four: the country's format and the mod-97 check.
-
-    The rules are ``python-stdnum``'s (its registry of national BBAN formats); the
-    per-country format is looked up once per country and process, not per candidate.
-    """
-
-    entities = ("IBAN",)
-    line_local = True
-    local_context = True
-
-    def __init__(self) -> None:
-        from stdnum import iban
-
-        self._iban = iban
-        self._formats = _IBAN_FORMATS
-
-    def _valid(self, compact: str) -> bool:
-        if len(compact) < 15 or not _mod97_ok(compact):
-            return False
-        check = self._formats.get(compact[:2])
-        if check is None:
-            check = self._formats[compact[:2]] = _bban_check(self._iban, compact[:2])
-        return check(compact)
-
-    def find(self, text: str) -> Iterator[Span]:
-        valid, formats = self._valid, self._formats
-        for m in _iban_matches(text):
-            raw = m.group()
-            if " " not in raw:  # compact: one candidate, no cuts; ``_valid`` inline
-                if len(raw) >= 15 and _mod97_ok(raw):
-                    check = formats.get(raw[:2])
-                    if check is None:
-                        check = formats[raw[:2]] = _bban_check(self._iban, raw[:2])
-                    if check(raw):
-                        yield m.start(), m.end(), "IBAN"
-                continue
-            # A grouped IBAN may have swallowed a following word ("... 32 ABCD"): try
-            # shorter cuts at group boundaries until one is valid.
-            cuts = [len(raw)]
-            cuts += [i for i in range(len(raw) - 1, 14, -1) if raw[i] == " "]
-            for cut in cuts:
-                if valid(raw[:cut].replace(" ", "")):
-                    yield m.start(), m.start() + cut, "IBAN"
-                    break
-
-
-# Every IBAN starts with two capitals and two digits: those four are found in a byte mask
-# (capitals -> "A"; digits, and every non-ASCII character, which may be another
-# script's digit, -> "d") by a fast literal search, and the pattern is tried there only,
-# not at every capital of the text.
-_IBAN_MASK = bytes(
-    0x41 if 0x41 <= c <= 0x5A else 0x64 if 0x30 <= c <= 0x39 or c == 0x3F or c > 0x7F else 0x2E
-    for c in range(256)
-)
-
-
-_IBAN_SEED = re.compile(rb"AAdd")
-
-
-def _iban_matches(text: str) -> list[re.Match[str]]:
-    """``list(_IBAN.finditer(text))``: a match can only start where the mask reads "AAdd".
-
-    Those places in one pass (``finditer``: every one, as "AAdd" cannot overlap itself),
-    not a ``find`` call each (half the time on a table of IBANs)."""
-    match = _IBAN.match
-    found = []
-    end = 0
-    for seed in _IBAN_SEED.finditer(one_byte(text).translate(_IBAN_MASK)):
-        at = seed.start()
-        if at >= end and (m := match(text, at)) is not None:
-            found.append(m)
-            end = m.end()
-    return found
-
-
-_IBAN_DIGITS = {ord(c): str(i) for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 10)}
-_LETTER_DIGITS = {chr(c): d for c, d in _IBAN_DIGITS.items()}
-
-
-def _mod97_ok(compact: str) -> bool:
-    rest = compact[2:]
-    if rest.isdigit() and rest.isascii():
-        # Letters only in the country code (most countries' IBANs): two look-ups instead
-        # of a translate, which maps each character through a dict (0.6 us an IBAN).
-        a, b = _LETTER_DIGITS.get(compact[0]), _LETTER_DIGITS.get(compact[1])
-        if a is not None and b is not None:
-            return int(rest[2:] + a + b + rest[:2]) % 97 == 1
-    moved = (compact[4:] + compact[:4]).translate(_IBAN_DIGITS)  # A=10 ... Z=35
-    return moved.isdigit() and moved.isascii() and int(moved) % 97 == 1
-
-
-def _bban_check(iban: Any, country: str) -> Callable[[str], bool]:
-    """stdnum's check of one country's IBANs, with the format looked up only once."""
-    try:
-        info = iban._ibandb.info(country)[0][1]
-        bban = iban._struct_to_re(info["bban"]) if info else None
-        module = iban._get_cc_module(country)
-    except (AttributeError, KeyError, IndexError, TypeError):  # stdnum changed: slow path
-        return lambda compact: bool(iban.is_valid(compact))
-    if bban is None:
-        return lambda compact: False
-    if module is not None:
-        return lambda compact: bool(bban.match(compact[4:])) and bool(iban.is_valid(compact))
-    return lambda compact: bool(bban.match(compact[4:]))
+            if d is not None:
+                if _ssn_valid(d[:3], d[3:5], d[5:]):
+                    yield m.start(1), m.end(1), "US_SSN"
+            else:  # only where the tail's look refused it (once for each value)
+                d, at = m.group(2), m.start(2)
+                if at and _glued(text[at - 1]) and _ssn_valid(d[:3], d[4:6], d[7:]):
+                    yield at, m.end(2), "US_SSN"
 
 
 # --------------------------------------------------------------------------- IP

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from .onebyte import one_byte
+from .words import PHONE_WORDS, word_before
 
 __all__ = ["PHONE_CONTEXT", "PhoneDetector"]
 
@@ -30,6 +31,9 @@ _PHONE = re.compile(
     (?![\w@/:-]|\.\d)""",
     re.X,
 )
+# A number glued to a phone word ("tel+14155550123", "phone(415) 555-0123"): the
+# pattern from its "+" or "(", without the look at what precedes it.
+_PHONE_GLUED = re.compile(_PHONE.pattern.replace(r"(?<![\w@/.:+#-][+(\d])", "", 1), re.X)
 # What a phone-shaped candidate is not: a date anywhere in it, "--" or "//", or as a
 # whole one of the shapes below. Three checks instead of one alternation searched at
 # every position: the dates' regex runs only when two separators enclose 1-2 digits.
@@ -97,47 +101,60 @@ def _neg_context(before: str) -> bool:
 # of the pattern at each of its digits (a CRM export: ~175,000 a MB, one in thirty the
 # start of a match). One byte per character: ASCII digits -> "d"; "." "/" "-" -> "b" and
 # letters, "_", "@", ":", "#" -> "w" (they glue a number to what precedes it, as the
-# pattern's look-behind says); "(", "?" and every non-ASCII character, which may be
-# another script's digit, a no-break space or a letter -> "r" (rare: looked at around
-# each); "+" -> "p"; the rest (spaces, ")", quotes, commas, NUL) -> "n". A match's first
+# pattern's look-behind says); "(", "?" (in ``one_byte``'s ASCII form, any character
+# beyond Latin-1: it may be another script's digit or a letter) and the no-break space
+# -> "r" (rare: looked at around each); "+" -> "p"; space, ")" and the other white space
+# -> "n"; the rest (NUL, quotes, commas, ...: neither part of a number nor white space)
+# -> "q". A Latin-1 text's own bytes are read as its characters: a letter ("é", "ß")
+# glues as an ASCII one does ("w"; Latin-1 holds no digit ``\d`` matches beyond ASCII),
+# so names in Western scripts cost no look around them. A match's first
 # character and the five after it are all of ``[+(\d]`` or ``[\d ()./\-\u00a0]``, so it
 # starts
-# - at a digit after an "n", with five of "dnbr" next (a literal "nd" first: a fast scan),
+# - at a digit after an "n" or a "q", with five of "dnbr" next (a literal "nd" or "qd"
+#   first: a fast scan),
 # - or at an "r", or right after one, with five of "dnbr" after the "r" (a superset),
 # - or at a "p" with five of "dnbr" next (never right after one: "+" glues a number).
 # The pattern is tried at those places only, in order, each past the last match's end:
 # what ``_PHONE.finditer`` finds, as a try anywhere else fails at its first character or
-# its look-behind.
+# its look-behind. Not tried either (``_LONG``): a run of 16 or more ASCII digits that a
+# "q", a "+" or the end of the text follows. Its match would be the run alone (none of
+# those continues the number, nor starts an extension, which begins with white space,
+# "x", "e" or "#"), which ``PhoneDetector.find`` refuses (a card, an id); no other start
+# lies inside it (each digit is glued to the one before), so the matches after it are
+# the same.
 _START_MASK = bytes(
     0x64 if 0x30 <= c <= 0x39
-    else 0x72 if c > 0x7F or c in b"(?"
+    else 0x72 if c in b"(?\xa0"
     else 0x70 if c == 0x2B
     else 0x62 if c in b"./-"
-    else 0x77 if chr(c).isalpha() or c in b"_@:#"
-    else 0x6E
+    else 0x77 if chr(c).isalnum() or c in b"_@:#"
+    else 0x6E if c in b" )" or chr(c).isspace()
+    else 0x71
     for c in range(256)
 )  # fmt: skip
 # (Not where the pattern's date look-ahead fails on ASCII: "2025-01-31" is no start.)
-_DIGIT_START = re.compile(rb"nd(?!dddbdd?bd)(?=[dnbr]{5})")
+_LONG = rb"(?!d{15,}(?:[qp]|\Z))"
+_DIGIT_START = re.compile(rb"nd(?!dddbdd?bd)" + _LONG + rb"(?=[dnbr]{5})")
+_QUOTED_START = re.compile(rb"qd(?!dddbdd?bd)" + _LONG + rb"(?=[dnbr]{5})")
 _RARE_START = re.compile(rb"r(?=[dnbr]{5})")
 _PLUS_START = re.compile(rb"p(?=[dnbr]{5})")
 
 
 def _phone_starts(text: str) -> list[int]:
-    """Where a match of ``_PHONE`` may start in ``text`` (a superset), in order."""
+    """Where a match of ``_PHONE`` that ``PhoneDetector.find`` may keep starts in
+    ``text`` (a superset), in order."""
     # A leading "n" stands for the start of the text (nothing glued before it): offsets in
     # the mask are then one past those in the text.
     mask = b"n" + one_byte(text).translate(_START_MASK)
     starts = [m.start() for m in _DIGIT_START.finditer(mask)]
-    rare, plus = b"r" in mask, b"p" in mask
-    if rare:
+    starts += [m.start() for m in _QUOTED_START.finditer(mask)]
+    if b"r" in mask:
         for m in _RARE_START.finditer(mask):
             r = m.start()
             starts += (r - 1, r)
-    if plus:
+    if b"p" in mask:
         starts += [m.start() - 1 for m in _PLUS_START.finditer(mask)]
-    if rare or plus:
-        starts.sort()
+    starts.sort()
     return starts
 
 
@@ -147,13 +164,15 @@ search with the pattern alone than to translate."""
 
 
 def _phone_matches(text: str) -> Iterable[re.Match[str]]:
-    """``_PHONE.finditer(text)``."""
+    """``_PHONE.finditer(text)`` (from 256 characters on, but for matches that
+    ``PhoneDetector.find`` would refuse: ``_masked_matches``)."""
     return _masked_matches(text) if len(text) >= MASK_MIN else _PHONE.finditer(text)
 
 
 def _masked_matches(text: str) -> list[re.Match[str]]:
     """``list(_PHONE.finditer(text))``, the pattern tried only where ``_phone_starts``
-    says (a list: no generator step per match)."""
+    says (a list: no generator step per match), but for the matches of long runs of
+    digits that ``PhoneDetector.find`` would refuse."""
     match = _PHONE.match
     last = 0
     found = []
@@ -203,6 +222,22 @@ class PhoneDetector:
             # 7 to 15 digits: a run of more digits alone (a card, an id) is refused here
             if n >= 7 and not (n > 15 and num.isdigit()) and is_phone(text, m.start(), num):
                 yield m.start(), m.end(), "PHONE"
+        if "+" in text or "(" in text:
+            yield from self.glued(text)
+
+    def glued(self, text: str) -> Iterator[Span]:
+        """Numbers that start with "+" or "(" right after a phone word (``PHONE_WORDS``),
+        which the pattern's look-behind refuses: a letter glues a number to any other
+        word (an id, a code). Looked for from each "+" and "(" (a memchr each)."""
+        for sign in "+(":
+            at = text.find(sign, 1)
+            while at != -1:
+                c = text[at - 1]
+                if c.isascii() and c.isalpha() and word_before(text, at, PHONE_WORDS):
+                    m = _PHONE_GLUED.match(text, at)
+                    if m is not None and self.is_phone(text, at, m.group(1)):
+                        yield at, m.end(), "PHONE"
+                at = text.find(sign, at + 1)
 
     def is_phone(self, text: str, start: int, num: str) -> bool:
         if num[:2] in ("+ ", "+.", "+-"):

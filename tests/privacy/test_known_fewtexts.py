@@ -3,10 +3,12 @@ and empty streams) answers at once, never waiting for the index of a large resul
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 
 from codemode.privacy.known import FEW, KnownValues, _unsearchable, searchable
+from codemode.privacy.layers import _after_send
 
 HELD = {"Anna Lee Smith": "[PERSON_abcdefghij]", "6505550123": "[PHONE_bcdefghijk]"}
 
@@ -49,3 +51,17 @@ def test_a_few_texts_holding_a_held_value_are_still_searched() -> None:
     whole, inside = known.find(texts)
     assert whole == {3: "PHONE"}
     assert inside == {2: [(5, 19, "PERSON")], 4: [(2, 16, "PERSON")], 5: [(2, 12, "PHONE")]}
+
+
+def test_the_index_of_a_results_new_values_starts_on_the_loops_next_turn() -> None:
+    ran: list[str] = []
+    _after_send(lambda: ran.append("outside a loop"))
+    assert ran == ["outside a loop"]
+
+    async def call() -> None:
+        _after_send(lambda: ran.append("after the send"))
+        ran.append("the result encoded for the worker")
+        await asyncio.sleep(0)
+
+    asyncio.run(call())
+    assert ran[1:] == ["the result encoded for the worker", "after the send"]

@@ -50,17 +50,20 @@ from __future__ import annotations
 import bisect
 import string
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from itertools import accumulate, chain, compress, count, filterfalse, islice, repeat
-from typing import TypeVar
+from operator import getitem
+from typing import TypeVar, cast
 
 from .disguise import folded_windows, has_disguise, unfold_span
 from .scan import Span
+from .tokens import ID_LENGTH
 
 _T = TypeVar("_T")
 
 __all__ = [
+    "FEW",
     "FIND_MAX",
     "INDEX_SOON_MIN",
     "MIN_DIGITS",
@@ -85,6 +88,9 @@ FIND_MAX = 48
 """Held values searched one by one (``value in text``); past this, by their words."""
 INDEX_SOON_MIN = 2_000
 """New held values from which ``index_soon`` starts a thread (fewer cost less than it)."""
+FEW = 64
+"""Texts up to which ``find`` first checks whether any could hold a held value at all
+(a run's output: its keys and empty streams), not to wait for the index meanwhile."""
 SEARCH_MAX = 64
 """Values the word windows leave that are searched for in all the texts at once; past
 this, text by text."""
@@ -104,8 +110,37 @@ def searchable(value: str) -> bool:
     return len(value) >= least and not (value.isalpha() and value.islower()) and _SEP not in value
 
 
+def _unsearchable(values: list[str]) -> set[str]:
+    """The values of ``values`` that are not ``searchable``, in C passes (no Python call
+    per value; the 20,000 values of a large result are checked as one): most are long and
+    not one lower-case word, so each test reads a few of them only."""
+    short = list(compress(values, map(MIN_DIGITS.__gt__, map(len, values))))
+    bad = set(filter(str.isdigit, short))
+    bad.update(compress(short, map(MIN_WHOLE.__gt__, map(len, short))))
+    bad.update(filter(str.islower, filter(str.isalpha, values)))
+    if _SEP in "".join(values):
+        bad.update(v for v in values if _SEP in v)
+    return bad
+
+
+def _none_can_hold(texts: list[str]) -> bool:
+    """Whether no text can be or hold a held value: each is ASCII with no NUL, and too
+    short or one lower-case word (a held value standing alone inside one would be all of
+    it, and such a value is never searched for)."""
+    joined = _SEP.join(texts)
+    return (
+        joined.isascii()
+        and joined.count(_SEP) == len(texts) - 1
+        and (len(_unsearchable(texts)) == len(set(texts)))
+    )
+
+
 def _words(text: str) -> list[bytes]:
     return text.encode("utf-8", "surrogatepass").translate(_TO_SPACE).split()
+
+
+_ENTITY = slice(1, -(ID_LENGTH + 2))
+"""A vault token's entity type: ``[EMAIL_k7d2m9x4qp]`` -> ``EMAIL``."""
 
 
 class KnownValues:
@@ -149,13 +184,16 @@ class KnownValues:
         if size == self._size:
             return
         # Copied first, in one C call: another thread may add to the vault meanwhile.
-        new = [v for v in list(islice(held, self._size, size)) if searchable(v)]
+        new = list(islice(held, self._size, size))
         self._size = size
+        if bad := _unsearchable(new):  # (C passes: no call per value)
+            new = list(filterfalse(bad.__contains__, new))
         # ``get``: a purge in another thread may have taken some out since (the next look
         # sees its generation and starts again).
         tokens = list(map(held.get, new))
         new = list(compress(new, tokens))
-        self._entity.update(zip(new, map(_entity, filter(None, tokens)), strict=True))
+        kinds = cast("Iterator[str]", map(getitem, filter(None, tokens), repeat(_ENTITY)))
+        self._entity.update(zip(new, kinds, strict=True))
         new = list(compress(new, map(MIN_INSIDE.__le__, map(len, new))))
         if not new:
             return
@@ -220,6 +258,8 @@ class KnownValues:
         entity), ...] in order, not overlapping} of the texts holding some inside)."""
         if not self._held:
             return {}, {}
+        if len(texts) <= FEW and _none_can_hold(texts):
+            return {}, {}  # (a run's output of a few keys: no wait for the index)
         with self._lock:  # one scan at a time reads (and grows) the index
             return self._find(texts)
 
@@ -446,11 +486,6 @@ def resolve_held(
         out.append((a, b, e))
         i = j
     return out
-
-
-def _entity(token: str) -> str:
-    """The entity type a token of the vault names (``[PHONE_ab2...]`` -> ``PHONE``)."""
-    return token[1 : token.rindex("_")]
 
 
 _JOINERS = frozenset(".-_+@'%/")

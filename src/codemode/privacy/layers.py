@@ -20,6 +20,7 @@ client session (``session``).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import threading
@@ -216,6 +217,20 @@ async def _flush(engine: Privacy) -> None:
     await anyio.to_thread.run_sync(engine.vault.flush)
 
 
+def _after_send(fn: Callable[[], None]) -> None:
+    """``fn`` on the event loop's next turn: after what the caller still does with a tool's
+    result before it waits (encoding it for the worker), so a thread ``fn`` starts (the
+    held-values index) runs while the host waits for the sandbox, not beside that encoding
+    for the GIL. Nothing waits for it: a scan that needs the index builds what is missing.
+    Right away when the loop is not asyncio's."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        fn()
+        return
+    loop.call_soon(fn)
+
+
 # --------------------------------------------------------------------------- tool calls
 
 
@@ -260,9 +275,10 @@ def tool_layer(config: PrivacyConfig) -> Middleware:
             warn_caller(w)
         # Persisted in the background, while the sandbox takes the result; the run's
         # hook waits for it before the run's result goes back (``_flush``). The new
-        # values are indexed meanwhile too, for the scans that look for held values.
+        # values are indexed meanwhile too, for the scans that look for held values,
+        # once the result is on its way (``_after_send``).
         engine.vault.flush_soon()
-        engine.index_soon()
+        _after_send(engine.index_soon)
         return out
 
     return privacy

@@ -28,8 +28,8 @@ HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "hostil
 
 
 def chatty() -> ToolRegistry:
-    """The hostile server over the 2025-11-25 handshake: the stateless protocol delivers a
-    server's notices only on a ``subscriptions/listen`` stream, which codemode does not open."""
+    """The hostile server over the 2025-11-25 handshake: it sends classic notices (the
+    stateless protocol delivers them on ``subscriptions/listen``, which it does not serve)."""
     raw = {
         "command": sys.executable,
         "args": [str(HOSTILE)],

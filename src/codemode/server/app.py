@@ -26,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -37,7 +39,7 @@ from typing_extensions import TypedDict
 
 from codemode import assembly
 from codemode.capability import Capability
-from codemode.errors import CodemodeError, ToolNotFound
+from codemode.errors import CodemodeError, ToolArgumentError, ToolNotFound
 from codemode.output import full_text, run_fields, save_full_output, view_run
 from codemode.result import ExecutionResult
 from codemode.tools.registry import ToolRegistry
@@ -180,7 +182,12 @@ def core_toolset() -> Toolset:
         code: Annotated[str, Field(description="Python source to run in your session.")],
         timeout: Annotated[
             float | None,
-            Field(description="Seconds before the run is interrupted (default: server's).", gt=0),
+            Field(
+                description="Seconds before the run is interrupted (default: server's; "
+                "at most the server's maximum).",
+                gt=0,
+                allow_inf_nan=False,
+            ),
         ] = None,
     ) -> Reply | InputRequiredResult:
         mcp = call.mcp
@@ -240,7 +247,31 @@ def core_toolset() -> Toolset:
     return ts
 
 
+def capped_timeout(asked: float | None, most: float) -> tuple[float | None, str | None]:
+    """A client's ``timeout`` within the server's maximum ``most``, and the warning that
+    says it was lowered: a client must not hold a worker for ever (``1e308``).
+
+    Raises ``ToolArgumentError`` for a timeout that is not a positive finite number (the
+    input schema refuses those too; this guards callers that skip it).
+    """
+    if asked is None:
+        return None, None
+    if not (isinstance(asked, int | float) and math.isfinite(asked) and asked > 0):
+        raise ToolArgumentError(
+            f"timeout must be a positive finite number of seconds, not {asked!r}",
+            server=SERVER_NAME,
+            tool="run_code",
+        )
+    if asked <= most:
+        return float(asked), None
+    return most, (
+        f"timeout lowered from {asked:g} s to the server's maximum of {most:g} s "
+        "(budget.run.wall_time, else 3600 s or the server's default timeout)"
+    )
+
+
 async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
+    timeout, lowered = capped_timeout(timeout, call.server.max_run_timeout)
     async with call.lease() as lease:
         with remote_parent(request_meta(call.mcp)):
             result = await lease.session.run(
@@ -248,6 +279,8 @@ async def _run_code(call: Call, code: str, timeout: float | None) -> Reply:
                 timeout=timeout,
                 on_output=mcp_listener(call, call.server.output_limit),
             )
+    if lowered is not None:
+        result = replace(result, warnings=(lowered, *result.warnings))
     notice = EPHEMERAL_NOTICE if lease.ephemeral else lease.notice
     return await render_run(
         result,

@@ -150,11 +150,12 @@ def server_context(
     ``shared`` (``codemode.cluster.shared.SharedSessions``): keyed sessions live in
     detached Ray actors that every replica finds (stateless replicas)."""
     from ..assembly import configure_session
+    from ..budget.capability import BUDGET
     from ..context import CallContext, ephemeral_client
     from ..output import DEFAULT_LIMIT
     from ..session import Session
     from .sessions import SessionManager
-    from .toolset import ServerContext
+    from .toolset import ServerContext, max_run_timeout
 
     registry, settings = workspace.registry(), workspace.settings
     base_context = CallContext(tenant=settings.tenant, workspace=str(workspace.path))
@@ -195,6 +196,7 @@ def server_context(
         memory=memory,
         settings=settings,
         run_timeout=run_timeout,
+        max_run_timeout=max_run_timeout(workspace.section(BUDGET).run.wall_time, run_timeout),
         output_limit=int(getattr(settings, "output_limit", DEFAULT_LIMIT)),
     )
     if shared is not None:

@@ -108,6 +108,18 @@ class Reply:
     hint: str = ""
 
 
+DEFAULT_MAX_RUN_TIMEOUT = 3600.0
+"""A client's ``run_code`` timeout is lowered to this when ``budget.run.wall_time`` is unset."""
+
+
+def max_run_timeout(wall_time: float | None, run_timeout: float) -> float:
+    """The server's cap on a client's ``run_code`` timeout: ``budget.run.wall_time`` when
+    set, else an hour, never below the operator's own default ``run_timeout``."""
+    if wall_time is not None:
+        return wall_time
+    return max(DEFAULT_MAX_RUN_TIMEOUT, run_timeout)
+
+
 @dataclass
 class ServerContext:
     """What the server shares between tools: built once per ``codemode serve``.
@@ -125,6 +137,8 @@ class ServerContext:
     memory: Memory | None = None
     settings: Settings | None = None
     run_timeout: float = 60.0
+    max_run_timeout: float = DEFAULT_MAX_RUN_TIMEOUT
+    """The longest ``timeout`` a client may ask ``run_code`` for (longer ones are lowered)."""
     output_limit: int = DEFAULT_LIMIT
     calls: CallTracker = field(default_factory=CallTracker)
     """Every call in progress: cancelled when its client goes away, or at shutdown."""

@@ -5,13 +5,21 @@ Rules, in order: an error result raises ``ToolError``; structured output is the 
 each content item converts on its own (JSON text is parsed, other text stays ``str``,
 binary becomes ``Blob``) and several items make a list. Structured output that breaks the
 tool's output schema is still returned: a warning is recorded, the agent is not broken.
+
+A lone surrogate (``"\\ud800"`` in a server's JSON, a Python tool's ``surrogateescape``d
+file name) has no UTF-8 form, so it could not reach the code: :func:`without_lone_surrogates`
+shows each as U+FFFD before anything else sees the result (budgets, audit, privacy).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_json
 
 from codemode.errors import ToolError
 from codemode.tools.spec import BlobContent, Content, JSONSchema, TextContent, ToolCallResult
@@ -19,6 +27,7 @@ from codemode_worker.bounds import keep_ends, keep_head
 from codemode_worker.protocol import Blob
 
 _JSON_START = frozenset('{["-0123456789tfn')
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a pair is one code point in a str
 
 
 def wrapped_result_key(output_schema: JSONSchema | None) -> str | None:
@@ -90,6 +99,78 @@ def to_value(
     if len(content) == 1:
         return content_value(content[0])
     return [content_value(c) for c in content]
+
+
+def lone_surrogates_warning(count: int) -> str:
+    """What the code is told when ``count`` lone surrogates of a result were replaced."""
+    return (
+        f"its result held {count} lone surrogate(s) (\\ud800-\\udfff, which no UTF-8 text "
+        "can carry); each is shown as U+FFFD"
+    )
+
+
+def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """``value`` (JSON-like: str, dict, list) with each lone surrogate of its strings and keys
+    as U+FFFD, and how many were replaced (the same object when none was)."""
+    if not _has_lone(value):
+        return value, 0
+    count = 0
+
+    def walk(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, str):
+            if item.isascii():
+                return item
+            fixed, n = _LONE_SURROGATE.subn("\ufffd", item)
+            count += n
+            return fixed
+        if isinstance(item, dict):
+            return {walk(k): walk(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value), count
+
+
+def without_lone_surrogates(result: ToolCallResult) -> tuple[ToolCallResult, int]:
+    """``result`` with each lone surrogate as U+FFFD (its text, structured keys and values),
+    and how many were replaced: the data reaches the code, the warning says what changed."""
+    count = 0
+    content: list[Content] = []
+    for c in result.content:
+        if isinstance(c, TextContent):
+            text, n = replace_lone_surrogates(c.text)
+            content.append(TextContent(text) if n else c)
+        else:
+            uri, n = replace_lone_surrogates(c.uri)
+            content.append(replace(c, uri=uri) if n else c)
+        count += n
+    structured, n = replace_lone_surrogates(result.structured)
+    count += n
+    if not count:
+        return result, 0
+    return replace(result, content=content, structured=structured), count
+
+
+def _has_lone(value: Any) -> bool:
+    """Whether a JSON-like value holds a lone surrogate: one pass in compiled code (strict
+    UTF-8 refuses them), a walk only when it does."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    try:
+        to_json(value, fallback=str)
+    except PydanticSerializationError as exc:  # circular, or a lone surrogate
+        return "surrogate" in str(exc)
+    return False
 
 
 def size_of(result: ToolCallResult) -> int:

@@ -5,6 +5,8 @@ Life of a connection:
 - **owned by a background task** that enters the ``Client`` context and waits for a stop
   signal, because the SDK's transports live in task groups that must be exited by the task
   that entered them; calls themselves run in the callers' tasks;
+- **listens** (2026-07-28 protocol) on a ``subscriptions/listen`` stream for the server's
+  tool changes, in a task of the owner's, closed with the connection;
 - **dies** when the server exits (stdio: end of its stderr pipe; any transport: a call
   failing with "connection closed"); the source then replaces it on the next call;
 - **bound to one event loop**: the source makes a fresh one for another loop (the old
@@ -33,8 +35,10 @@ from mcp.client import Transport
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import LATEST_MODERN_VERSION
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from codemode.config import RemoteServerConfig, ServerConfig, StdioServerConfig
 from codemode.errors import ServerUnavailable
@@ -48,6 +52,8 @@ log = logging.getLogger("codemode.tools.sources.mcp")  # the name it had before 
 
 _STDERR_DRAIN_WAIT = 1.0
 _STOP_WAIT = 10.0
+_LISTEN_TRIES = 5
+_LISTEN_RETRY = 1.0  # seconds before the next try, times the failures so far
 
 
 @asynccontextmanager
@@ -81,6 +87,16 @@ class ConnectionOwner(Protocol):
     def name(self) -> str: ...
 
     def tools_changed(self, *, now: bool = False) -> None: ...
+
+
+def _listens(client: Client) -> bool:
+    """Whether the server's tool changes would come on a listen stream: 2026-07-28, unless
+    it said it has none (a client given the version skips discovery: nothing is said; a
+    server without the method answers "method not found", and is not asked again)."""
+    tools = client.server_capabilities.tools
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS and (
+        tools is None or bool(tools.list_changed)
+    )
 
 
 def _mode(protocol: str) -> str:
@@ -202,7 +218,11 @@ class Connection:
                     self.client = client
                     if not self._ready.done():
                         self._ready.set_result(None)
-                    await self._stop.wait()
+                    async with anyio.create_task_group() as tg:
+                        if _listens(client):
+                            tg.start_soon(self._listen, client)
+                        await self._stop.wait()
+                        tg.cancel_scope.cancel()
             if not self._ready.done():  # stopped in the handshake
                 self._ready.cancel()
         except asyncio.CancelledError:
@@ -225,6 +245,42 @@ class Connection:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
             self.source.tools_changed()  # coalesced there (a server may send them in a loop)
+
+    async def _listen(self, client: Client) -> None:
+        """On 2026-07-28 a server's tool changes arrive only on a ``subscriptions/listen``
+        stream: one per connection, each event fed where the classic notice goes. A stream
+        that drops is opened again (its missed events: the listing is forgotten once)."""
+        failures = 0
+        while failures < _LISTEN_TRIES:
+            try:
+                async with client.listen(tools_list_changed=True) as stream:
+                    if not stream.honored.tools_list_changed:
+                        return
+                    if failures:
+                        self.source.tools_changed()
+                    failures = 0
+                    async for event in stream:
+                        if isinstance(event, ToolsListChanged):
+                            self.source.tools_changed()
+                return  # the server closed the stream: it is stopping
+            except ListenNotSupportedError:
+                return
+            except MCPError as exc:
+                if exc.code == mt.METHOD_NOT_FOUND:
+                    return
+                why: BaseException = exc
+            except (SubscriptionLost, TimeoutError) as exc:
+                why = exc
+            except Exception as exc:  # noqa: BLE001 - boundary of a background task
+                why = exc
+            failures += 1
+            log.debug("MCP server %s: listen stream ended: %s", self.source.name, describe(why))
+            await anyio.sleep(_LISTEN_RETRY * failures)
+        log.warning(
+            "MCP server %s: its subscriptions/listen stream kept failing; its tool changes "
+            "are seen only when a call names a tool it no longer lists",
+            self.source.name,
+        )
 
     async def _start_error(self, exc: BaseException, cfg: ServerConfig) -> BaseException:
         if isinstance(exc, ServerUnavailable | KeyboardInterrupt | SystemExit):

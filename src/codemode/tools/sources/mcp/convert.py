@@ -13,6 +13,8 @@ from typing import Any
 import mcp_types as mt
 import pydantic
 
+from codemode.tools.convert import lone_surrogates_warning
+from codemode.tools.sources.mcp.stdio import LONE_SURROGATES_META
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 
@@ -66,6 +68,9 @@ def _content(block: Any) -> Content:
 
 
 def call_result(result: mt.CallToolResult, warnings: list[str]) -> ToolCallResult:
+    replaced = (result.meta or {}).get(LONE_SURROGATES_META)
+    if isinstance(replaced, int) and replaced > 0:  # repaired by the stdio reader
+        warnings = [*warnings, lone_surrogates_warning(replaced)]
     return ToolCallResult(
         content=[_content(b) for b in result.content],
         structured=result.structured_content,

@@ -109,7 +109,9 @@ async def invoke(call: ToolCall, s: ServerEntry | None, warn: Callable[[str], No
         ) from exc
     except Exception as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}", server=py_server, tool=py_tool) from exc
-    result, replaced = convert.without_lone_surrogates(result)
+    replaced = 0
+    if not getattr(s.source, "utf8_results", False):
+        result, replaced = convert.without_lone_surrogates(result)
     if replaced:  # before the size and every outer layer (privacy, audit): they see this
         warn(f"{py_server}.{py_tool}: {convert.lone_surrogates_warning(replaced)}")
     call.notes["bytes"] = convert.size_of(result)

@@ -15,10 +15,30 @@ import queue
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .tracing import Tracing, _Run
+
+class _Closes(Protocol):
+    def close(self, timeout: float = ...) -> None: ...
+
+
+class Tracing(Protocol):
+    """What the emitter needs of ``tracing.Tracing`` (a protocol: ``tracing`` imports this
+    module, so this one cannot import it back)."""
+
+    emitter_cpu: float
+
+    @property
+    def process(self) -> _Closes | None: ...
+
+    def _ship(self, runs: list[Any]) -> None: ...
+
+    def _emit(self, run: Any) -> None: ...
+
+    def flush(self, timeout: float = ...) -> bool: ...
+
+
+_Run = Any  # ``tracing._Run``: a finished run waiting for its spans
 
 log = logging.getLogger("codemode.tracing")
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -99,8 +100,10 @@ def test_serve_uses_one_layer_when_metrics_and_tracing_are_both_on() -> None:
     assert [type(x).__name__ for x in _layers(only)] == ["Tracing"]
 
 
-async def test_a_runs_call_spans_lie_within_its_span_on_the_wall_clock() -> None:
-    """Observe times calls with one monotonic clock from the run's wall-clock start."""
+@asynccontextmanager
+async def _bank_session() -> AsyncIterator[tuple[Session, Observe, InMemorySpanExporter]]:
+    """A session whose ``bank`` tools pass through one ``Observe`` layer exporting in
+    memory; every span is flushed when the block ends."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -112,13 +115,19 @@ async def test_a_runs_call_spans_lie_within_its_span_on_the_wall_clock() -> None
     s.use(observe.run_hook, "observe")
     try:
         async with s:
-            before = time.time_ns()
-            assert (await s.run(CODE[0])).value == "ok"
-            after = time.time_ns()
+            yield s, observe, exporter
         assert observe.tracing.flush()
     finally:
         observe.tracing.close()
         provider.shutdown()
+
+
+async def test_a_runs_call_spans_lie_within_its_span_on_the_wall_clock() -> None:
+    """Observe times calls with one monotonic clock from the run's wall-clock start."""
+    async with _bank_session() as (s, _, exporter):
+        before = time.time_ns()
+        assert (await s.run(CODE[0])).value == "ok"
+        after = time.time_ns()
     spans = exporter.get_finished_spans()
     (run,) = [x for x in spans if x.name == "codemode.run"]
     calls = [x for x in spans if x.name == "execute_tool bank.lookup"]
@@ -171,23 +180,9 @@ async def test_a_call_that_outlives_its_traced_run_is_counted_once() -> None:
 async def test_a_traced_runs_calls_read_alike_whether_metrics_or_spans_read_them_first() -> None:
     """A traced run's calls note the call itself (``spans.CallNote``); a scrape right after
     the run reads them before the emitter has: sizes, digests and ids come out the same."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    observe = Observe(Metrics(process=False), Tracing(provider))
-    reg = ToolRegistry()
-    reg.register(test_tracing.lookup, server="bank")
-    reg.use(observe.tool_layer, "observe")
-    s = Session(SubprocessExecutor(), tools=reg)
-    s.use(observe.run_hook, "observe")
-    try:
-        async with s:
-            assert (await s.run(CODE[0])).value == "ok"
-            scraped = samples(observe.metrics.exposition().decode())  # folds the notes now
-        assert observe.tracing.flush()
-    finally:
-        observe.tracing.close()
-        provider.shutdown()
+    async with _bank_session() as (s, observe, exporter):
+        assert (await s.run(CODE[0])).value == "ok"
+        scraped = samples(observe.metrics.exposition().decode())  # folds the notes now
     args = [canonical({"card": "x"}), canonical({"card": "é" * 3})]
     pair = frozenset({("server", "bank"), ("tool", "lookup")})
     assert scraped[("codemode_tool_call_sent_bytes_total", pair)] == sum(map(size_of, args))

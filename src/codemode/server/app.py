@@ -183,8 +183,9 @@ def core_toolset() -> Toolset:
         timeout: Annotated[
             float | None,
             Field(
-                description="Seconds before the run is interrupted (default: server's; "
-                "at most the server's maximum).",
+                # Capped by the server (``capped_timeout``, which says so in the result's
+                # warnings): not repeated here, where every word is in the model's context.
+                description="Seconds before the run is interrupted (default: server's).",
                 gt=0,
                 allow_inf_nan=False,
             ),

@@ -31,7 +31,9 @@ class CallContext:
     after_run: str | None = None
     """For a call the session's code makes between runs (from a thread a run left
     running): the run that ended last. It has no ``run_id`` (it is in no run's trace), but
-    spends that run's budgets: a thread left behind must not be a way around them."""
+    spends that run's budgets: a thread left behind must not be a way around them. Before
+    the session's first run (what a restored checkpoint starts): ``session_start(...)``,
+    the stand-in run of the session's start, with budgets of its own."""
 
     def for_session(self) -> CallContext:
         """This context with a session id (a fresh one unless it has one)."""
@@ -40,6 +42,12 @@ class CallContext:
     def for_run(self, run_id: str | None = None) -> CallContext:
         """This context for one run (a fresh run id unless given)."""
         return replace(self, run_id=run_id or new_id())
+
+
+def session_start(session_id: str) -> str:
+    """The ``after_run`` of calls made before a session's first run: a stand-in run, so
+    per-run budgets bound them too (and the audit says when they were made)."""
+    return f"{session_id}:start"
 
 
 EPHEMERAL_CLIENT = "ephemeral-"

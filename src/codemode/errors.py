@@ -181,11 +181,17 @@ class DepsError(CodemodeError):
 class LLMError(CodemodeError):
     """The agent's model failed after retries: unreachable, timed out, or refused the call.
 
-    ``provider`` names it; ``status`` is the HTTP status when there was one.
+    ``provider`` names it; ``status`` is the HTTP status when there was one. The message
+    quotes the provider's own text (an error body, a malformed answer), which a proxy or a
+    misconfigured gateway may fill with credentials (its bearer token, another key, a
+    private-key block): it passes the general credentials filter here, once for every path
+    by which such an error reaches the transcript, the logs or the sandbox.
     """
 
     def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
-        super().__init__(message)
+        from codemode.redact import redact_text  # (lazy: errors is imported by everything)
+
+        super().__init__(redact_text(message))
         self.provider = provider
         self.status = status
 

@@ -7,6 +7,7 @@ deliver ``(method, params)`` and send back the answer or the error.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -110,5 +111,16 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
             if isinstance(val, str | int | float | bool | list | type(None)):
                 wire[key] = val
         return wire
-    log.exception("host handler failed", exc_info=exc)
-    return {"type": "HostError", "message": f"{type(exc).__name__}: {exc}"}
+    # Not codemode's own error: its text may name host paths or hold secrets (a driver's
+    # connection string, a plugin's bug quoting its config). The code gets the type and a
+    # reference; the host's log has the whole text under the same reference.
+    ref = secrets.token_hex(4)
+    log.error("host handler failed (reference %s)", ref, exc_info=exc)
+    return {
+        "type": "HostError",
+        "message": (
+            f"the host failed handling this call ({type(exc).__name__}); "
+            f"its log has the details under reference {ref}"
+        ),
+        "reference": ref,
+    }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .approval.types import Approver, current_approver
 from .chain import DEFAULT_STAGE, RUN_STAGES, Chain, RunEvent, RunHook
-from .context import CallContext, current_context
+from .context import CallContext, current_context, session_start
 from .errors import CheckpointError, ConfigError, SessionClosed
 from .execution.base import Executor, Worker, run_timeout_hold
 from .hostapi import HostAPI, call_warnings
@@ -93,7 +93,12 @@ class Session:
         self.default_timeout = default_timeout
         self.context = (context or CallContext()).for_session()
         """Whose session this is; each run gets a copy with its own ``run_id``."""
-        self._run_context = self.context
+        # Calls before the first run (threads or objects a restored checkpoint starts)
+        # count in a stand-in run of the session's start, not in none.
+        assert self.context.session_id is not None
+        self._run_context = dataclasses.replace(
+            self.context, after_run=session_start(self.context.session_id)
+        )
         self.approve = approve
         """Who says yes or no to calls the policy marks ``ask`` (``codemode.approval``):
         ``approve(ApprovalRequest) -> Approval | bool``; None refuses them. An approver set

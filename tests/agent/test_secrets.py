@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from codemode.agent import create_agent
-from codemode.agent.testing import Answer, Code, FakeLLMServer
+from codemode.agent.testing import Answer, Code, FakeLLMServer, Status
 
-from .conftest import KEY
+from .conftest import KEY, make_agent
 
 
 def test_code_run_by_the_agent_sees_no_api_key_in_its_environment(
@@ -60,3 +60,31 @@ def test_a_dotenv_planted_by_sandboxed_code_does_not_redirect_the_key(
             second = agent.execute_task("hello")
         assert second.success and second.result == "second agent"
         assert attacker.requests == []
+
+
+LEAKY_ERROR = (
+    "upstream gateway refused: Authorization: Bearer gw0123456789abcdefghijKLMNOPQR, "
+    "retried with sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 and "
+    "AKIAABCDEFGHIJKLMNOP; signing key -----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAq1w2e3r4t5y6u7i8o9p0\n-----END RSA PRIVATE KEY-----"
+)
+LEAKED = (
+    "gw0123456789abcdefghijKLMNOPQR",
+    "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "AKIAABCDEFGHIJKLMNOP",
+    "MIIEowIBAAKCAQEAq1w2e3r4t5y6u7i8o9p0",
+)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_credentials_in_a_providers_error_body_reach_neither_result_nor_logs(
+    llm: FakeLLMServer, base: Path, provider: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm.add(Status(400, LEAKY_ERROR))
+    with caplog.at_level("DEBUG"), make_agent(llm, base, provider) as agent:
+        r = agent.execute_task("hi")
+    assert r.stop_reason == "llm_error" and "upstream gateway refused" in (r.error or "")
+    assert "[redacted]" in (r.error or "")
+    seen = json.dumps(r.to_dict()) + caplog.text
+    for secret in LEAKED:
+        assert secret not in seen

@@ -4,6 +4,7 @@ the wait holds the run's timeout; answers can be remembered for the session."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from typing import Any
 
@@ -353,3 +354,49 @@ async def test_a_remembered_yes_does_not_cover_another_argument_a_later_rule_ask
         got = [(await s.run(write_text(t))).value for t in ("hi", "the plan", "hi")]
     assert got == ["ok", "denied", "ok"]
     assert [dict(r.arguments)["text"] for r in person.asked] == ["hi", "the plan"]
+
+
+ASK_MANY = """
+out = []
+for n in range(5):
+    try:
+        out.append(tools.notes.delete_note(name=f"hello-{n}"))
+    except ToolDenied as e:
+        out.append(str(e))
+out
+"""
+
+
+@pytest.mark.parametrize(
+    ("approval", "left"),
+    [
+        ({"timeout": 0.4, "max_wait_per_run": 1.0}, r"0\.[12]\d*"),
+        ({"timeout": 0.4}, r"0\.[34]\d*"),  # the default: three times the timeout
+    ],
+)
+async def test_a_run_asking_again_and_again_is_refused_after_its_total_wait(
+    notes_ws: Any, open_notes: Any, approval: dict[str, float], left: str
+) -> None:
+    notes_ws.configure({**ASK_DESTRUCTIVE, "approval": approval})
+    asked: list[str] = []
+
+    async def never(request: ApprovalRequest) -> bool:
+        asked.append(request.arguments["name"])
+        await asyncio.Event().wait()
+        return True
+
+    async with open_notes(notes_ws, approve=never) as s:
+        result = await s.run(ASK_MANY, timeout=30)
+        again = await s.run(ASK_MANY.replace("range(5)", "range(1)"), timeout=30)
+    assert result.error is None, result.error
+    first, second, last, *refused = result.value
+    assert "no answer within 0.4 s (the workspace's approval.timeout)" in first + second
+    # the third waits only what is left of the run's allowance
+    assert re.search(
+        rf"no answer within {left} s \(the workspace's approval.max_wait_per_run\)", last
+    )
+    assert len(refused) == 2 and asked[:3] == ["hello-0", "hello-1", "hello-2"]
+    for text in refused:  # refused at once, without asking anyone
+        assert "approval.max_wait_per_run" in text and "asks no more questions" in text
+    assert len(asked) == 4 and "approval.timeout" in again.value[0]  # a new run: new allowance
+    assert notes_ws.calls() == []

@@ -268,3 +268,42 @@ async def test_a_call_made_between_runs_names_the_run_that_left_its_thread_runni
     [call] = [r for r in audited.records() if r["kind"] == "tool"]
     assert "run" not in call and call["after_run"] == run["run"]
     assert call["session"] == run["session"]
+
+
+async def test_a_call_made_before_the_first_run_names_the_sessions_start(
+    audited: Any, open_notes: Any, tmp_path: Path
+) -> None:
+    """What a restored checkpoint starts calls before any run: the audit says so."""
+    import anyio
+
+    from codemode.checkpoint import Checkpoints
+    from codemode.storage import FileStorage
+
+    audited.ws.configure({"audit": audited.config()})
+    done = tmp_path / "thread-done"
+    code = (
+        "class Starter:\n"
+        "    def __setstate__(self, state):\n"
+        "        import threading\n"
+        "        self.__dict__.update(state)\n"
+        "        threading.Thread(target=self.later, daemon=True).start()\n"
+        "    def later(self):\n"
+        "        import time\n"
+        "        time.sleep(0.5)\n"
+        "        tools.notes.read_note(name='hello')\n"
+        f"        open({str(done)!r}, 'w').close()\n"
+        "starter = Starter()\n"
+        "starter.x = 1\n"
+    )
+    store = Checkpoints(FileStorage(tmp_path / "store"), "agent-early")
+    async with open_notes(audited.ws, checkpoints=store) as s:
+        assert (await s.run(code)).error is None
+    async with open_notes(audited.ws, checkpoints=store) as s:
+        await s.start()
+        with anyio.fail_after(20):
+            while not done.exists():
+                await anyio.sleep(0.05)
+        session = s.context.session_id
+    [call] = [r for r in audited.records() if r["kind"] == "tool"]
+    assert "run" not in call and call["session"] == session
+    assert call["after_run"] == f"{session}:start"

@@ -206,3 +206,52 @@ async def test_a_thread_left_running_after_its_run_spends_that_runs_budget_not_n
     assert later.value == ["ok"] + ["budget.run.tool_calls"] * 2  # 1 + 1 of the run's 2
     assert fresh.value[0] == 2  # the next run has its own budget
     assert notes_ws.calls().count("write_note") == 1
+
+
+async def test_calls_before_the_first_run_spend_a_budget_of_the_sessions_start(
+    notes_ws: Any, open_notes: Any, tmp_path: Any
+) -> None:
+    """An object a restored checkpoint brings back can start calling before the session's
+    first run: those calls count in a stand-in run of the session's start, not in none."""
+    from codemode.checkpoint import Checkpoints
+    from codemode.storage import FileStorage
+
+    notes_ws.configure({"budget": {"run": {"tool_calls": 2}}})
+    done = tmp_path / "thread-done"
+    code = (  # (the restored namespace is not complete yet when __setstate__ runs)
+        "class Starter:\n"
+        "    def __setstate__(self, state):\n"
+        "        import threading\n"
+        "        self.__dict__.update(state, outcomes=[])\n"
+        "        threading.Thread(target=self.later, daemon=True).start()\n"
+        "    def later(self):\n"
+        "        import time\n"
+        "        time.sleep(0.5)\n"
+        "        for i in range(3):\n"
+        "            try:\n"
+        "                tools.notes.write_note(name=f'early{i}', text='x')\n"
+        "                self.outcomes.append('ok')\n"
+        "            except BudgetExceeded as e:\n"
+        "                self.outcomes.append(e.budget)\n"
+        "            except Exception as e:\n"
+        "                self.outcomes.append(repr(e))\n"
+        f"        open({str(done)!r}, 'w').close()\n"
+        "starter = Starter()\n"
+        "starter.x = 1\n"
+    )
+    store = Checkpoints(FileStorage(tmp_path / "store"), "agent-early")
+    async with open_notes(notes_ws, checkpoints=store) as s:
+        saved = await s.run(code)
+    assert saved.error is None, saved.to_text()
+    async with open_notes(notes_ws, checkpoints=store) as s:
+        await s.start()  # the checkpoint is restored: its object starts calling
+        with anyio.fail_after(20):
+            while not done.exists():
+                await anyio.sleep(0.05)
+        early = await s.run("starter.outcomes")
+        fresh = await s.run(calls(3))
+        session_id = s.context.session_id
+    assert early.value == ["ok", "ok", "budget.run.tool_calls"]
+    assert fresh.value[0] == 2  # the first run has its own budget
+    assert notes_ws.calls().count("write_note") == 2
+    assert session_id

@@ -13,6 +13,14 @@ class ApprovalConfig(BaseModel):
     timeout: float = Field(
         default=300.0, gt=0, description="Seconds to wait for a person; no answer refuses the call."
     )
+    max_wait_per_run: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Seconds one run may spend in all waiting for answers (its timeout is held "
+            "meanwhile); later questions of the run are refused. Default: three times timeout."
+        ),
+    )
     remember: bool = Field(
         default=True,
         description=(
@@ -20,6 +28,12 @@ class ApprovalConfig(BaseModel):
             "the same argument values when a rule on arguments asked."
         ),
     )
+
+    @property
+    def run_wait_limit(self) -> float:
+        """Without it, code asking again and again (new values each time) while nobody
+        answers would keep its run alive indefinitely: each wait holds the run's timeout."""
+        return self.max_wait_per_run if self.max_wait_per_run is not None else 3 * self.timeout
 
 
 __all__ = ["ApprovalConfig"]

@@ -3,7 +3,8 @@
 Who is asked is the approver of the session that made the call (``current_approver``): an
 SDK callback, the terminal of ``codemode run``, or the MCP client of ``codemode serve``
 through elicitation. While the person thinks, the run's timeout is held
-(``waiting_for_person``); the wait has its own limit, ``approval.timeout``. Answers a person
+(``waiting_for_person``); each wait has its own limit, ``approval.timeout``, and all the
+waits of one run together ``approval.max_wait_per_run``. Answers a person
 asked to remember hold for the rest of the session for the question asked: the tool and the
 rule, and for a yes to a rule on argument values, the values that met it; a remembered no
 holds for the whole rule (kept per tenant and session id, so one registry can serve many
@@ -71,6 +72,8 @@ class Approvals:
         self._sessions: OrderedDict[SessionKey, tuple[asyncio.Lock, dict[str, Approval]]] = (
             OrderedDict()
         )
+        # seconds each run waited for answers, by (tenant, session, run)
+        self._waited: OrderedDict[tuple[str, str | None, str], float] = OrderedDict()
 
     def _of(self, key: SessionKey) -> tuple[asyncio.Lock, dict[str, Approval]]:
         got = self._sessions.get(key)
@@ -101,7 +104,9 @@ class Approvals:
                 str(call.notes.get("policy_reason", "")),
                 ctx,
             )
-            answer, how = await self._ask(current_approver.get(), request)
+            run = ctx.run_id or ctx.after_run
+            waited_key = (ctx.tenant, ctx.session_id, run) if run else None
+            answer, how = await self._ask_within(current_approver.get(), request, waited_key)
             if answer.remember and self.config.remember and ctx.session_id:
                 # A yes covers the values asked about; a no, refusing only more, every
                 # call the rule asks about (code cannot make a person answer it again and
@@ -109,12 +114,41 @@ class Approvals:
                 remembered[key if answer.approved else rule] = answer
             return answer, how
 
+    async def _ask_within(
+        self,
+        approver: Approver | None,
+        request: ApprovalRequest,
+        run: tuple[str, str | None, str] | None,
+    ) -> tuple[Approval, str]:
+        """Ask within what is left of the run's total wait (``max_wait_per_run``)."""
+        if run is None or approver is None:
+            return await self._ask(approver, request, self.config.timeout, "approval.timeout")
+        limit = self.config.run_wait_limit
+        waited = self._waited.get(run, 0.0)
+        if waited >= limit:
+            reason = (
+                f"this run has waited {waited:.1f} s for answers in all, the limit of the "
+                f"workspace's approval.max_wait_per_run ({limit:g} s): it asks no more questions"
+            )
+            return Approval(False, reason=reason), "timeout"
+        left = limit - waited
+        timeout, setting = self.config.timeout, "approval.timeout"
+        if left < timeout:
+            timeout, setting = left, "approval.max_wait_per_run"
+        started = time.monotonic()
+        try:
+            return await self._ask(approver, request, timeout, setting)
+        finally:
+            self._waited[run] = self._waited.get(run, 0.0) + time.monotonic() - started
+            self._waited.move_to_end(run)
+            while len(self._waited) > MAX_SESSIONS:
+                self._waited.popitem(last=False)
+
     async def _ask(
-        self, approver: Approver | None, request: ApprovalRequest
+        self, approver: Approver | None, request: ApprovalRequest, timeout: float, setting: str
     ) -> tuple[Approval, str]:
         if approver is None:
             return Approval(False, reason=NO_APPROVER), "no approver"
-        timeout = self.config.timeout
         key = id(request)
         _pending[key] = {
             "server": request.server,
@@ -123,19 +157,19 @@ class Approvals:
             "since": time.time(),
         }
         try:
-            return await self._asked(approver, request, timeout)
+            return await self._asked(approver, request, timeout, setting)
         finally:
             _pending.pop(key, None)
 
     async def _asked(
-        self, approver: Approver, request: ApprovalRequest, timeout: float
+        self, approver: Approver, request: ApprovalRequest, timeout: float, setting: str
     ) -> tuple[Approval, str]:
         with waiting_for_person():
             try:
                 with anyio.fail_after(timeout):
                     got = await _call(approver, request)
             except TimeoutError:
-                reason = f"no answer within {timeout:g} s (the workspace's approval.timeout)"
+                reason = f"no answer within {round(timeout, 2):g} s (the workspace's {setting})"
                 return Approval(False, reason=reason), "timeout"
             except Exception as exc:
                 log.exception("the approver failed")

@@ -4,7 +4,9 @@ Usage is kept per run (by ``run_id``) and per session (by tenant and session id,
 recently used forgotten beyond ``MAX_SESSIONS``), so one registry serving many sessions and
 tenants keeps their accounts apart. A run's usage outlives the run while its session runs
 nothing else: calls the session's code makes between runs (``CallContext.after_run``, a
-thread left running) spend the budgets of the run that ended last, not none.
+thread left running) spend the budgets of the run that ended last, not none; calls made
+before the first run, those of a stand-in run of the session's start
+(``context.session_start``).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Ledger:
 
     def run(self, ctx: CallContext) -> Usage | None:
         if not ctx.run_id:
-            return self._after(ctx.after_run) if ctx.after_run else None
+            return self._after(ctx, ctx.after_run) if ctx.after_run else None
         usage = self.runs.get(ctx.run_id)
         if usage is None:  # a call outside a run hook's bracket (a session without hooks)
             usage = self.runs[ctx.run_id] = Usage()
@@ -136,12 +138,18 @@ class Ledger:
             while len(self.ended) > MAX_SESSIONS:
                 self.ended.popitem(last=False)
 
-    def _after(self, run_id: str) -> Usage:
+    def _after(self, ctx: CallContext, run_id: str) -> Usage:
         usage = self.ended.get(run_id)
         if usage is None:  # forgotten (beyond the cap) or never bracketed: counted afresh
             usage = self.ended[run_id] = Usage()
             while len(self.ended) > MAX_SESSIONS:
                 self.ended.popitem(last=False)
+            last = (ctx.tenant, ctx.session_id) if ctx.session_id else None
+            if last is not None and last not in self._last:
+                # the session's start (no run ended yet): dropped when its first run ends
+                self._last[last] = run_id
+                while len(self._last) > MAX_SESSIONS:
+                    self.ended.pop(self._last.popitem(last=False)[1], None)
         return usage
 
     def scopes(self, ctx: CallContext) -> list[tuple[str, Usage, Limits]]:

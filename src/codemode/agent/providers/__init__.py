@@ -75,7 +75,8 @@ def _redact(text: str, secret: str) -> str:
 
 
 def translate_error(exc: Exception, sdk: Any, provider: str, secret: str) -> LLMError:
-    """The SDK's exception (after its own retries) as codemode's error, without the key."""
+    """The SDK's exception (after its own retries) as codemode's error, without the key
+    (``LLMError`` itself removes any other credential the provider's text holds)."""
     status = getattr(exc, "status_code", None)
     detail = _redact(_message(exc), secret).rstrip(". ")
     if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):

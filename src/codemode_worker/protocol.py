@@ -194,12 +194,14 @@ def split_body(body: bytes | bytearray) -> tuple[bytes | bytearray | memoryview,
     return view[:cut], view[cut + 1 :]
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""One lone surrogate (a pair is one code point in a ``str``); the host's tool-result
+conversion (``codemode.tools.convert``) uses it too."""
 
 
 def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate as U+FFFD (text the host shows, never data)."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _utf8(text: str, lossy: bool) -> bytes:

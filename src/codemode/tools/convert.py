@@ -14,7 +14,6 @@ shows each as U+FFFD before anything else sees the result (budgets, audit, priva
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -24,10 +23,9 @@ from pydantic_core import PydanticSerializationError, to_json
 from codemode.errors import ToolError
 from codemode.tools.spec import BlobContent, Content, JSONSchema, TextContent, ToolCallResult
 from codemode_worker.bounds import keep_ends, keep_head
-from codemode_worker.protocol import Blob
+from codemode_worker.protocol import LONE_SURROGATE, Blob
 
 _JSON_START = frozenset('{["-0123456789tfn')
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a pair is one code point in a str
 
 
 def wrapped_result_key(output_schema: JSONSchema | None) -> str | None:
@@ -121,7 +119,7 @@ def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
         if isinstance(item, str):
             if item.isascii():
                 return item
-            fixed, n = _LONE_SURROGATE.subn("\ufffd", item)
+            fixed, n = LONE_SURROGATE.subn("\ufffd", item)
             count += n
             return fixed
         if isinstance(item, dict):

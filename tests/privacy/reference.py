@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from codemode.literals import Anchors
-from codemode.privacy import detectors, encoded, iban, phone, pool, splice
+from codemode.privacy import detectors, encoded, iban, known, phone, pool, splice
 from codemode.privacy.encoded import (
     _RUN_TABLE,
     MIN_RUN,
@@ -30,6 +30,17 @@ from codemode.privacy.words import CARD_WORDS
 __all__ = ["PHONE_PIECES", "decode_run", "random_rows", "reference_paths", "text_of_bytes"]
 
 _RUN = b"a" * MIN_RUN
+
+
+def searchable(value: str) -> bool:
+    """``codemode.privacy.known``'s rule for a held value looked for again, one value at a
+    time (before ``_unsearchable`` checked a batch in C passes)."""
+    least = known.MIN_DIGITS if value.isdigit() else known.MIN_WHOLE
+    return (
+        len(value) >= least
+        and not (value.isalpha() and value.islower())
+        and known._SEP not in value
+    )
 
 
 def _runs(text: str) -> Iterator[tuple[int, int, str]]:

@@ -7,8 +7,10 @@ import asyncio
 import random
 import threading
 
-from codemode.privacy.known import FEW, KnownValues, _unsearchable, searchable
+from codemode.privacy.known import FEW, KnownValues, _unsearchable
 from codemode.privacy.layers import _after_send
+
+from .reference import searchable
 
 HELD = {"Anna Lee Smith": "[PERSON_abcdefghij]", "6505550123": "[PHONE_bcdefghijk]"}
 

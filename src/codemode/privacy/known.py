@@ -73,7 +73,6 @@ __all__ = [
     "KnownValues",
     "replace_spans",
     "resolve_held",
-    "searchable",
     "with_held",
 ]
 
@@ -104,14 +103,10 @@ _PUNCT = bytes(b for b in range(256) if b not in _ALNUM)
 _TO_SPACE = bytes.maketrans(_PUNCT, b" " * len(_PUNCT))
 
 
-def searchable(value: str) -> bool:
-    """Whether a held value is looked for again at all (see the module doc)."""
-    least = MIN_DIGITS if value.isdigit() else MIN_WHOLE
-    return len(value) >= least and not (value.isalpha() and value.islower()) and _SEP not in value
-
-
 def _unsearchable(values: list[str]) -> set[str]:
-    """The values of ``values`` that are not ``searchable``, in C passes (no Python call
+    """The values of ``values`` that are not looked for again (see the module doc: digits
+    only and shorter than ``MIN_DIGITS``, shorter than ``MIN_WHOLE``, one lower-case word,
+    or holding a NUL), in C passes (no Python call
     per value; the 20,000 values of a large result are checked as one): most are long and
     not one lower-case word, so each test reads a few of them only."""
     short = list(compress(values, map(MIN_DIGITS.__gt__, map(len, values))))
@@ -166,7 +161,7 @@ class KnownValues:
         """{m: {m consecutive words of a value: the values}}, m = 1, 2 or 3 (``_window``)."""
         self._wordless: list[str] = []
         self._entity: dict[str, str] = {}
-        """{held value: its entity type} of the values looked for (``searchable``)."""
+        """{held value: its entity type} of the values looked for (not ``_unsearchable``)."""
         self.disguised = disguised
         """Also look through Unicode disguises (``_disguised``)."""
 

@@ -167,15 +167,33 @@ def _home(iso: Isolation, name: str, uid: int | None, *, create: bool = True) ->
             raise ServerUnavailable(f"{home} is not a directory", server=name)
         os.chown(home, uid, uid)
         os.chmod(home, 0o700)
-    gitconfig = os.path.join(home, ".gitconfig")
-    if not os.path.exists(gitconfig):
-        # the jail shows only the paths the server was given: trusting every repository
-        # it can see is trusting those (git refuses repositories of another uid otherwise)
-        with open(gitconfig, "w") as fh:
-            fh.write("[safe]\n\tdirectory = *\n")
-        if uid is not None and os.geteuid() == 0:
-            os.chown(gitconfig, uid, uid)
+    # the jail shows only the paths the server was given: trusting every repository it
+    # can see is trusting those (git refuses repositories of another uid otherwise)
+    _seed(home, ".gitconfig", b"[safe]\n\tdirectory = *\n", uid)
     return home
+
+
+def _seed(home: str, name: str, content: bytes, uid: int | None) -> None:
+    """Create ``home/name`` unless something is there already, never through a link.
+
+    The home is the server's own: whatever the server (or a command the agent's code had
+    it run) left there, a link to a file that does not exist yet included, stays as it
+    is. Following such a link, root would create any file on the host and hand it to the
+    server's uid (``/etc/ld.so.preload``: root for the server, and for the sandbox's code
+    that can make it run a command)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        # O_EXCL: an entry of any kind, a dangling link too, is left alone (the path
+        # above it is root's: the homes root, and the home checked to be a directory)
+        fd = os.open(os.path.join(home, name), flags, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, content)
+        if uid is not None and os.geteuid() == 0:
+            os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
 
 
 def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> ServerLaunch:

@@ -78,12 +78,17 @@ def grant(path: str, uids: list[int], *, inherit: bool = True) -> None:
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        mode = stat.S_IMODE(os.fstat(fd).st_mode)
-        os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids)))
-        if inherit:
-            os.setxattr(fd, DEFAULT, _encode(_with_users(_read(fd, DEFAULT, mode), uids)))
+        grant_fd(fd, uids, inherit=inherit)
     finally:
         os.close(fd)
+
+
+def grant_fd(fd: int, uids: list[int], *, inherit: bool = True) -> None:
+    """``grant`` on a directory already open (reached without following links)."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids)))
+    if inherit:
+        os.setxattr(fd, DEFAULT, _encode(_with_users(_read(fd, DEFAULT, mode), uids)))
 
 
 def grant_file(path: str, uids: list[int]) -> None:
@@ -94,13 +99,18 @@ def grant_file(path: str, uids: list[int]) -> None:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        mode = stat.S_IMODE(st.st_mode)
-        os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids, 6)))
+        grant_file_fd(fd, uids, path)
     finally:
         os.close(fd)
+
+
+def grant_file_fd(fd: int, uids: list[int], path: str = "") -> None:
+    """``grant_file`` on a file already open (reached without following links)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    mode = stat.S_IMODE(st.st_mode)
+    os.setxattr(fd, ACCESS, _encode(_with_users(_read(fd, ACCESS, mode), uids, 6)))
 
 
 def users(path: str, *, default: bool = False) -> list[int]:

@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "NamedPath",
     "config_dir",
+    "entry_into",
     "named_paths",
     "reaches",
     "server_cwd",
@@ -125,6 +126,28 @@ def reaches(real: str, roots: Iterable[str]) -> bool:
     """Whether a path (symlinks followed) is one of ``roots``, inside one, or above one:
     a server given any of these can write into the sandbox's view."""
     return any(_within(real, r) or _within(r, real) for r in roots)
+
+
+def entry_into(literal: str, roots: Iterable[str]) -> str | None:
+    """Where ``literal`` (an absolute path as a server names it) enters one of ``roots``:
+    its shortest prefix that leads, symlinks followed, to a root or below one; None when
+    no prefix does.
+
+    What lies below that prefix is not the host's to follow: under the sandbox's
+    ``files/`` its code makes and swaps links at will, so ``files/repo`` may lead to
+    ``/root`` by the time a server starts. A jail shows the root itself there, and the
+    rest of the path is then resolved inside the jail, where such a link leads nowhere."""
+    roots = [r.rstrip("/") or "/" for r in roots]
+    parts = literal.split("/")
+    for i in range(2, len(parts) + 1):
+        prefix = "/".join(parts[:i]) or "/"
+        try:
+            real = os.path.realpath(prefix)
+        except (OSError, ValueError):
+            return None
+        if any(_within(real, r) for r in roots):
+            return prefix
+    return None
 
 
 def _within(path: str, root: str) -> bool:

@@ -34,15 +34,16 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import StdioServerConfig
 from ..errors import ConfigError, ServerUnavailable
 from . import acl, datafiles, jail
-from .paths import NamedPath, named_paths, reaches, server_cwd, workspace_roots
+from .paths import NamedPath, entry_into, named_paths, reaches, server_cwd, workspace_roots
 from .uids import SANDBOX_UID, server_uid
+from .views import Inside, grant_inside, sandbox_views, through_views
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +217,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     workspace = str(iso.workspace.resolve()) if iso.workspace else None
     ws_files = str(iso.files.resolve()) if iso.files else None
     roots = workspace_roots(workspace, ws_files) if workspace is not None else set()
+    views = sandbox_views(workspace, ws_files)
     root = os.geteuid() == 0
     data: list[jail.Mount] = []
     runtime: list[jail.Mount] = []
@@ -225,9 +227,13 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     # because it writes into the sandbox's view is jailed without network for the same reason.
     for named in named_paths(cfg):
         literal, real = named.literal, named.real
-        inside = reaches(real, roots)
+        through = entry_into(literal, views) is not None
+        inside = through or reaches(real, roots)
         if inside:
             touches.append(literal)
+        if through:  # shown through the sandbox's view itself (views.through_views)
+            data.append(jail.Mount(literal, writable=not cfg.read_only))
+            continue
         parent = os.path.dirname(real)
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
@@ -272,6 +278,11 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     runtime += runtime_mounts(command)
     runtime += [jail.Mount(_at(cwd, p)) for p in cfg.read_only_paths]
     data += [jail.Mount(_at(cwd, p), writable=True) for p in cfg.writable_paths]
+    try:
+        runtime, _ = through_views(runtime, views)
+        data, inside_views = through_views(data, views)
+    except ValueError as exc:
+        raise ServerUnavailable(str(exc), server=name) from None
     own = datafiles.plan(
         files,
         [*runtime, *data],
@@ -284,7 +295,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     uid = server_uid(iso.tenant) if root else None
     home = _home(iso, name, uid, create=not dry_run)
     if uid is not None and not dry_run:
-        _share(data, uid, iso.sandbox_uid, workspace, own)
+        _share(data, uid, iso.sandbox_uid, workspace, own, inside_views)
     network = cfg.network if cfg.network is not None else not touches
     env = {
         "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -471,6 +482,7 @@ def _share(
     sandbox_uid: int,
     workspace: str | None,
     own: datafiles.DataFiles,
+    inside: Sequence[Inside] = (),
 ) -> None:
     """Let the server's uid write the directories it was given writable (ACL on each
     directory, and a default ACL for what is created in it later; in the workspace, the
@@ -491,6 +503,11 @@ def _share(
         except OSError:
             continue
         _grant(folder, st, uid, sandbox_uid, workspace, inherit=False)
+    for below in inside:  # paths below the sandbox's view: reached without its links
+        try:
+            grant_inside(below, [uid, sandbox_uid])
+        except OSError as exc:
+            log.warning("cannot share %s with uid %s (ACL): %s", below.rest, uid, exc)
     for path in own.writable:
         in_ws = workspace is not None and _within(path, workspace)
         try:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..isolation.paths import named_paths, reaches, workspace_roots
+from ..isolation.paths import entry_into, named_paths, reaches, workspace_roots
 from .config import PrivacyConfig
 
 if TYPE_CHECKING:
@@ -36,9 +36,14 @@ def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
     followed through symlinks (a ``files`` that links elsewhere puts that place in the
     sandbox's view), so a server given either name of it writes into the sandbox. What
     counts as a path given is :func:`codemode.isolation.paths.named_paths`, the reading
-    the server's jail uses too (a server that gets tokens is also jailed without network)."""
+    the server's jail uses too (a server that gets tokens is also jailed without network).
+    A path named inside is inside whatever its links lead to now (``entry_into``): the
+    sandbox's code can point one elsewhere until the server starts, and back."""
     roots = workspace_roots(workspace)
-    return any(reaches(p.real, roots) for p in named_paths(server))
+    return any(
+        reaches(p.real, roots) or entry_into(p.literal, roots) is not None
+        for p in named_paths(server)
+    )
 
 
 class SinkPolicy:

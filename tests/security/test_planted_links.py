@@ -166,3 +166,24 @@ def test_a_server_pointed_below_files_touches_the_workspace_wherever_a_link_lead
         {"mcpServers": {"s": {"command": "x", "args": [str(base / "files" / "repo")]}}}, env={}
     )["s"]
     assert touches_workspace(cfg, base)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="servers get a uid of their own under root")
+def test_a_path_through_a_link_a_server_left_in_a_folder_it_writes_is_refused(
+    tmp_path: Path,
+) -> None:
+    """One server writes ``/srv/data``; another is given ``/srv/data/sub``. The first made
+    ``sub`` a link to a root-only directory: the second does not start, rather than get that
+    directory mounted and an ACL for the servers' uid on it."""
+    target = tmp_path / "root-only"
+    target.mkdir(mode=0o700)
+    data = tmp_path / "data"
+    data.mkdir()
+    sub = data / "sub"
+    os.symlink(target, sub)
+    os.lchown(sub, SERVERS_UID, SERVERS_UID)
+    cfg = parse_servers({"mcpServers": {"s": {"command": "true", "args": [str(sub)]}}}, env={})["s"]
+    assert isinstance(cfg, StdioServerConfig)
+    with pytest.raises(ServerUnavailable, match="a link of uid"):
+        plan(cfg, Isolation(workspace=tmp_path / "ws", homes_root=str(tmp_path / "h")))
+    assert acl.users(str(target)) == []

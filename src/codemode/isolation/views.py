@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from . import acl, jail
 from .paths import entry_into
 
-__all__ = ["Inside", "grant_inside", "sandbox_views", "through_views"]
+__all__ = ["Inside", "foreign_link", "grant_inside", "sandbox_views", "through_views"]
 
 _STEP = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -55,6 +55,13 @@ def through_views(
     for m in mounts:
         door = entry_into(m.target, views) if views else None
         if door is None:
+            link = foreign_link(m.target)
+            if link is not None:
+                raise ValueError(
+                    f"{m.target} passes through {link}, a link of uid "
+                    f"{os.lstat(link).st_uid}, which that user can point anywhere on the "
+                    "host: give the server the path the link leads to"
+                )
             out.append(m)
             continue
         real = os.path.realpath(door)
@@ -69,6 +76,40 @@ def through_views(
         if m.writable and rest != ".":
             inside.append(Inside(real, rest))
     return out, inside
+
+
+def foreign_link(path: str, *, hops: int = 40) -> str | None:
+    """The first symlink on the way to ``path`` that neither root nor codemode's own user
+    owns (a server's uid left it in a folder it writes, for one of its own or another
+    server's paths), or None. A path that does not exist yet ends the walk."""
+    trusted = {0, os.geteuid()}
+    todo = [p for p in path.split("/") if p]
+    done = "/"
+    while todo:
+        part = todo.pop(0)
+        if part in (".", ""):
+            continue
+        if part == "..":
+            done = os.path.dirname(done)
+            continue
+        here = os.path.join(done, part)
+        try:
+            st = os.lstat(here)
+        except OSError:
+            return None
+        if not stat.S_ISLNK(st.st_mode):
+            done = here
+            continue
+        if st.st_uid not in trusted:
+            return here
+        hops -= 1
+        if hops < 0:
+            return None  # a loop: the mount fails on its own
+        target = os.readlink(here)
+        todo = [p for p in target.split("/") if p] + todo
+        if target.startswith("/"):
+            done = "/"
+    return None
 
 
 def grant_inside(inside: Inside, uids: list[int]) -> None:

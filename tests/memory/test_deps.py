@@ -125,3 +125,25 @@ async def test_configured_deps_are_installed_when_missing(tmp_path: Path) -> Non
     assert await deps.install_configured() == ["six"]
     assert await deps.install_configured() == []
     assert import_from(deps.site, "six").returncode == 0
+
+
+async def test_an_install_past_the_deps_quota_is_stopped_and_installs_nothing(
+    tmp_path: Path,
+) -> None:
+    """One tenant's agent adding package after package filled the disk every workspace is
+    on. pip is stopped once what it wrote passes what the quota leaves."""
+    deps = Deps(tmp_path / "deps", max_bytes=400_000)  # tomli: ~75 KB, packaging: ~490 KB
+    await deps.add("tomli==2.0.1")
+    with pytest.raises(DepsError, match="deps quota"):
+        await deps.add("packaging==24.2")
+    assert [d["name"] for d in await deps.list()] == ["tomli"]
+    assert not list(deps.site.glob("packaging*"))
+    assert not [p for p in deps.root.iterdir() if p.name.startswith((".pip-", ".add-"))]
+
+
+async def test_the_deps_quota_comes_from_the_workspace_config(tmp_path: Path) -> None:
+    from codemode.memory import Memory
+
+    (tmp_path / "config.json").write_text(json.dumps({"memory": {"deps_quota_mb": 3}}))
+    memory = Memory.from_workspace(tmp_path)
+    assert memory.deps is not None and memory.deps.max_bytes == 3 << 20

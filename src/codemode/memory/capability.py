@@ -35,6 +35,12 @@ class MemoryConfig(BaseModel):
     quota_mb: int = Field(
         512, ge=0, description="Bytes of artifacts, state and skills together; 0: no limit."
     )
+    deps_quota_mb: int = Field(
+        2048,
+        ge=0,
+        description="Disk the deps directory may use, pip's downloads counted as they come; "
+        "0: no limit.",
+    )
     quota_records: int = Field(
         20_000, ge=0, description="Artifacts, skill versions and state records; 0: no limit."
     )

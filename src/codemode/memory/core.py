@@ -103,6 +103,7 @@ class Memory:
                 allow_runtime_deps=allow_runtime_deps,
                 index_url=config.deps_index_url,
                 configured=config.deps if deps is None else deps,
+                max_bytes=(config.deps_quota_mb << 20) or None,
             ),
             allow_runtime_deps=allow_runtime_deps,
             workspace=str(base),

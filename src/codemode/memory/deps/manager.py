@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from ...errors import DepsError
 from ...storage.locks import file_lock
-from .pip import JailedPip, PipPolicy, canonical_spec
+from .pip import JailedPip, PipPolicy, canonical_spec, tree_size
 
 MANIFEST = ".requirements.json"
 PIP_TIMEOUT = 600.0
@@ -55,8 +55,12 @@ class Deps:
         python: str | None = None,
         timeout: float = PIP_TIMEOUT,
         index_url: str | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        """``max_bytes``: disk the deps directory may use, pip's work in progress included
+        (None: no limit)."""
         self.root = Path(root).expanduser().absolute()
+        self.max_bytes = max_bytes
         self.site = self.root
         self.allow_runtime_deps = allow_runtime_deps
         self.configured = [canonical_spec(s) for s in configured]
@@ -111,9 +115,14 @@ class Deps:
             yield
 
     # -- pip -------------------------------------------------------------------------
-    async def _pip_install(self, target: Path, specs: Sequence[str]) -> None:
+    async def _pip_install(self, target: Path, specs: Sequence[str], *, fresh: bool) -> None:
+        """``fresh``: the result replaces every package (``sync``), rather than joining them."""
         if specs:
-            await self.pip.install(specs, target, self.timeout)
+            room = None
+            if self.max_bytes is not None:
+                held = 0 if fresh else await asyncio.to_thread(tree_size, self.site)
+                room = max(0, self.max_bytes - held)
+            await self.pip.install(specs, target, self.timeout, room)
 
     def _installed(self) -> dict[str, metadata.Distribution]:
         return {
@@ -162,7 +171,7 @@ class Deps:
             fresh = self.root / f".add-{uuid.uuid4().hex}"
             fresh.mkdir()
             try:
-                await self._pip_install(fresh, [str(req)])
+                await self._pip_install(fresh, [str(req)], fresh=False)
                 await asyncio.to_thread(self._merge_in, fresh)
             finally:
                 await asyncio.to_thread(shutil.rmtree, fresh, True)
@@ -219,7 +228,7 @@ class Deps:
             fresh = self.root / f".sync-{uuid.uuid4().hex}"
             fresh.mkdir()
             try:
-                await self._pip_install(fresh, specs)
+                await self._pip_install(fresh, specs, fresh=True)
                 await asyncio.to_thread(self._swap_in, fresh)
             finally:
                 await asyncio.to_thread(shutil.rmtree, fresh, True)

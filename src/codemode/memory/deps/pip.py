@@ -33,7 +33,7 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,9 @@ _NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*\Z")
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "~=")
 DEFAULT_INDEX = "https://pypi.org/simple"
 PIP_MOUNT = "/opt/codemode-pip"
+MB = 1 << 20
+WATCH_EVERY = 0.1
+"""Seconds between two looks at how much pip wrote (``max_bytes``)."""
 _BOOT = (
     f"import sys;sys.path.insert(0,{PIP_MOUNT!r});"
     "from pip._internal.cli.main import main;sys.exit(main())"
@@ -224,8 +227,13 @@ class JailedPip:
             tmp_size_mb=256,
         )
 
-    async def install(self, specs: Sequence[str], target: Path, timeout: float) -> None:
-        """Install ``specs`` (already canonical) into the empty directory ``target``."""
+    async def install(
+        self, specs: Sequence[str], target: Path, timeout: float, max_bytes: int | None = None
+    ) -> None:
+        """Install ``specs`` (already canonical) into the empty directory ``target``.
+
+        ``max_bytes``: disk pip may fill meanwhile (downloads, unpacked files), checked as
+        it writes: past it pip is stopped and nothing is installed."""
         specs = [canonical_spec(s) for s in specs]
         scratch = target.parent / f".pip-{uuid.uuid4().hex}"
         dl, out, tmp = scratch / "dl", scratch / "out", scratch / "tmp"
@@ -236,13 +244,13 @@ class JailedPip:
         exe, _ = _interpreter(self.python)
         try:
             async with asyncio.timeout(timeout):
-                await self._run(
+                await self._bounded(scratch, max_bytes, self._run(
                     self._spec([jail.Mount(str(dl), "/dl", writable=True)], network=True),
                     [exe, "-I", "-S", "-c", _BOOT, "download", "--isolated",
                      "--only-binary=:all:", "--no-cache-dir", "--disable-pip-version-check",
                      "--no-input", "--progress-bar", "off", *self.policy.args(),
                      "--dest", "/dl", "--", *specs],
-                )  # fmt: skip
+                ))  # fmt: skip
                 wheels = sorted(p.name for p in dl.iterdir())
                 bad = [w for w in wheels if not re.fullmatch(r"[\w.+-]+\.whl", w)]
                 if bad or not wheels:
@@ -254,19 +262,45 @@ class JailedPip:
                 ]
                 spec = self._spec(mounts, network=False)
                 spec.env = {**spec.env, "TMPDIR": "/scratch"}
-                await self._run(
+                await self._bounded(scratch, max_bytes, self._run(
                     spec,
                     [exe, "-I", "-S", "-c", _BOOT, "install", "--isolated", "--no-index",
                      "--no-deps", "--only-binary=:all:", "--no-cache-dir",
                      "--disable-pip-version-check", "--no-input", "--no-warn-script-location",
                      "--target", "/out", *(f"/dl/{w}" for w in wheels)],
-                )  # fmt: skip
+                ))  # fmt: skip
+            await asyncio.to_thread(_adopt, out, target)
         except TimeoutError:
             raise DepsError(f"pip did not finish within {timeout:.0f}s") from None
-        try:
-            await asyncio.to_thread(_adopt, out, target)
-        finally:
+        finally:  # a failed install left its downloads behind, on every failure
             await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+    @staticmethod
+    async def _bounded(scratch: Path, max_bytes: int | None, work: Awaitable[None]) -> None:
+        """``work`` (a pip run), stopped when ``scratch`` holds more than ``max_bytes``.
+
+        One tenant's agent asking for package after package (or one huge wheel) filled the
+        disk every tenant's workspace is on: its writes and theirs then failed."""
+        task = asyncio.ensure_future(work)
+        try:
+            while max_bytes is not None:
+                done, _ = await asyncio.wait({task}, timeout=WATCH_EVERY)
+                # looked at once more when pip is done: a quick run ends between two looks
+                if await asyncio.to_thread(tree_size, scratch) > max_bytes:
+                    raise DepsError(
+                        f"the install needs more than the {max_bytes / MB:.1f} MB of disk the "
+                        "deps quota leaves (memory.deps_quota_mb): pip was stopped and nothing "
+                        "was installed. Remove packages you no longer need (deps.remove), or "
+                        "raise the quota"
+                    )
+                if done:
+                    break
+            await task
+        finally:
+            if not task.done():
+                task.cancel()  # _run kills pip
+                with contextlib.suppress(BaseException):
+                    await task
 
     async def _run(self, spec: jail.JailSpec, command: list[str]) -> None:
         if jail.available() is not None and os.geteuid() != 0:
@@ -299,6 +333,18 @@ class JailedPip:
                 + "\n(codemode installs wheels only, from the package index: no source builds, "
                 "no local files or URLs)"
             )
+
+
+def tree_size(root: Path) -> int:
+    """Bytes of the regular files under ``root`` (links not followed, never fails)."""
+    total = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(folder, name))
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
+    return total
 
 
 def _tail(output: str, lines: int = 12) -> str:
@@ -338,4 +384,4 @@ def _adopt(src: Path, dst: Path) -> None:
                 os.chown(target, uid, gid)
 
 
-__all__ = ["DEFAULT_INDEX", "JailedPip", "PipPolicy", "canonical_spec"]
+__all__ = ["DEFAULT_INDEX", "JailedPip", "PipPolicy", "canonical_spec", "tree_size"]

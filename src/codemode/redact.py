@@ -24,6 +24,9 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 from codemode.literals import Anchors
 
@@ -38,6 +41,7 @@ __all__ = [
     "remember_secret",
     "secret_name",
     "secrets_generation",
+    "secrets_of",
 ]
 
 REDACTED = "[redacted]"
@@ -136,8 +140,12 @@ def _lowered(text: str) -> str | bytes:
         return text.lower()
 
 
-_known: set[str] = set()
+_known: dict[str, set[str | None]] = {}
+"""Remembered value -> whose it is: a tenant's (its configuration's ``${VAR}``), or None
+for the host's (its environment), which is everyone's to never see."""
+_owner: ContextVar[str | None] = ContextVar("codemode_secrets_owner", default=None)
 _lock = threading.Lock()
+_HOST: Any = object()
 _generation = 0
 """Changes whenever ``_known`` does: what :func:`find_secrets` finds in a text may differ."""
 _known_set: tuple[int, list[str], Anchors] | None = None
@@ -172,25 +180,44 @@ def secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def remember_secret(value: str) -> None:
-    """Treat ``value`` as a secret wherever it appears from now on (process-wide)."""
+@contextmanager
+def secrets_of(owner: str | None) -> Iterator[None]:
+    """Within this block (and the tasks it starts), secrets remembered are ``owner``'s and
+    text is searched for ``owner``'s and the host's only.
+
+    ``codemode serve --tenants`` runs each tenant's requests in its own block: redacting
+    another tenant's secrets in this one's text told this one which of its guesses (a
+    list of common passwords printed by its code) was that tenant's database password."""
+    token = _owner.set(owner)
+    try:
+        yield
+    finally:
+        _owner.reset(token)
+
+
+def remember_secret(value: str, *, owner: str | None = _HOST) -> None:
+    """Treat ``value`` as a secret wherever it appears from now on: for everyone, or,
+    within ``secrets_of(tenant)`` (or given ``owner``), in that tenant's text."""
     if not isinstance(value, str):
         return
     value = value.strip()
+    whose = _owner.get() if owner is _HOST else owner
     global _generation
     if len(value) >= MIN_SECRET:
         with _lock:
-            if value not in _known:
-                _known.add(value)
+            owners = _known.setdefault(value, set())
+            if whose not in owners:
+                owners.add(whose)
                 _generation += 1
 
 
 def remember_environment(env: Mapping[str, str] | None = None) -> None:
-    """Remember the values of environment variables whose names look secret."""
+    """Remember the values of environment variables whose names look secret (the host's:
+    looked for in every tenant's text)."""
     env = os.environ if env is None else env
     for name, value in env.items():
         if name not in NOT_SECRET_VARS and secret_name(name):
-            remember_secret(value)
+            remember_secret(value, owner=None)
 
 
 def known_multiline() -> bool:
@@ -214,9 +241,19 @@ def secrets_generation() -> int:
     return _generation
 
 
+def _theirs(values: list[str]) -> list[str]:
+    """The remembered ``values`` the current owner's text is searched for."""
+    owner = _owner.get()
+    if owner is None:
+        return values
+    with _lock:
+        return [v for v in values if not _known.get(v, {None}).isdisjoint((None, owner))]
+
+
 def find_secrets(text: str) -> Iterator[tuple[int, int]]:
     """Spans of ``text`` that hold a secret (may overlap; callers merge them)."""
     known, remembered = _remembered()
+    known = _theirs(known)
     if len(known) > 1:
         # RE2 says which values may occur (a superset); those are looked up as before.
         possible = remembered.possible(text)

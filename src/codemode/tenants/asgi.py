@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..redact import secrets_of
 from ..server.front import send_json_body
 from .auth import Authenticator, Refusal
 from .config import OAuthConfig
@@ -96,7 +97,8 @@ class TenantRouter:
             await self._refuse(send, who)
             return
         app: ASGIApp = self.apps[who]
-        await app(scope, receive, send)
+        with secrets_of(who):  # its text is searched for its own secrets and the host's
+            await app(scope, receive, send)
 
     async def _refuse(self, send: Send, why: Refusal) -> None:
         if self._metadata is None:

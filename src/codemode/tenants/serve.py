@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..redact import secrets_of
 from .asgi import TenantRouter
 from .auth import Authenticator
 from .config import Tenants, load_tenants
@@ -51,9 +52,10 @@ async def serve_tenants(opts: ServeOptions) -> None:
     stops: list[GracefulStop] = []
     for name, spec in tenants.spec.tenants.items():
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
-        served = await open_served(
-            own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
-        )
+        with secrets_of(name):  # the ${VAR} of its configuration are its secrets
+            served = await open_served(
+                own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
+            )
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
@@ -121,9 +123,10 @@ def check_storage_apart(tenants: Tenants) -> None:
 
     seen: dict[str, str] = {}
     for name, spec in tenants.spec.tenants.items():
-        settings = Workspace.open(
-            spec.workspace, env=tenants.environment(name), tenant=name
-        ).settings
+        with secrets_of(name):
+            settings = Workspace.open(
+                spec.workspace, env=tenants.environment(name), tenant=name
+            ).settings
         if settings.storage != "redis":
             continue
         mine = settings.redis_prefix

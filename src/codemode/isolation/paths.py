@@ -33,6 +33,7 @@ __all__ = [
     "named_paths",
     "reaches",
     "server_cwd",
+    "touches_workspace",
     "workspace_roots",
 ]
 
@@ -126,6 +127,22 @@ def reaches(real: str, roots: Iterable[str]) -> bool:
     """Whether a path (symlinks followed) is one of ``roots``, inside one, or above one:
     a server given any of these can write into the sandbox's view."""
     return any(_within(real, r) or _within(r, real) for r in roots)
+
+
+def touches_workspace(server: Any, workspace: Path | str) -> bool:
+    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env).
+
+    Inside means where the sandbox's view leads: the workspace and its ``files``, each
+    followed through symlinks (a ``files`` that links elsewhere puts that place in the
+    sandbox's view), so a server given either name of it writes into the sandbox. A path
+    named inside is inside whatever its links lead to now (``entry_into``): the sandbox's
+    code can point one elsewhere until the server starts, and back. Privacy gives such a
+    server tokens; its jail has no network."""
+    roots = workspace_roots(workspace)
+    return any(
+        reaches(p.real, roots) or entry_into(p.literal, roots) is not None
+        for p in named_paths(server)
+    )
 
 
 def entry_into(literal: str, roots: Iterable[str]) -> str | None:

@@ -20,30 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..isolation.paths import entry_into, named_paths, reaches, workspace_roots
+from ..isolation.paths import touches_workspace
 from .config import PrivacyConfig
 
 if TYPE_CHECKING:
     from codemode.config import ServerConfig
 
 __all__ = ["SinkPolicy", "touches_workspace"]
-
-
-def touches_workspace(server: ServerConfig, workspace: Path) -> bool:
-    """Whether ``server`` is given a path inside ``workspace`` (args, cwd or env).
-
-    Inside means where the sandbox's view leads: the workspace and its ``files``, each
-    followed through symlinks (a ``files`` that links elsewhere puts that place in the
-    sandbox's view), so a server given either name of it writes into the sandbox. What
-    counts as a path given is :func:`codemode.isolation.paths.named_paths`, the reading
-    the server's jail uses too (a server that gets tokens is also jailed without network).
-    A path named inside is inside whatever its links lead to now (``entry_into``): the
-    sandbox's code can point one elsewhere until the server starts, and back."""
-    roots = workspace_roots(workspace)
-    return any(
-        reaches(p.real, roots) or entry_into(p.literal, roots) is not None
-        for p in named_paths(server)
-    )
 
 
 class SinkPolicy:

@@ -18,7 +18,9 @@ from codemode.tools.sources.mcp.stdio import LONE_SURROGATES_META
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 
-def tool_spec(server: str, tool: mt.Tool, *, trusted: bool = False) -> ToolSpec:
+def tool_spec(
+    server: str, tool: mt.Tool, *, trusted: bool = False, in_workspace: bool = False
+) -> ToolSpec:
     annotations: dict[str, Any] = {}
     if tool.annotations is not None:
         annotations = tool.annotations.model_dump(exclude_none=True, by_alias=True)
@@ -32,6 +34,7 @@ def tool_spec(server: str, tool: mt.Tool, *, trusted: bool = False) -> ToolSpec:
         annotations=annotations,
         title=title,
         trusted=trusted,
+        in_workspace=in_workspace,
     )
 
 

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from codemode.config import ServerConfig
 from codemode.errors import ServerUnavailable, ToolError, ToolNotFound, ToolTimeout
+from codemode.isolation.paths import touches_workspace
 from codemode.isolation.servers import Isolation
 from codemode.observability import carrier
 from codemode.tools.sources.mcp.connection import Connection
@@ -248,7 +249,18 @@ class MCPSource:
             )
         except ListingError as exc:
             raise ToolError(f"tools/list failed: {exc}", server=self._name) from None
-        return [tool_spec(self._name, t, trusted=self.config.trusted) for t in tools]
+        inside = self._in_workspace()
+        return [
+            tool_spec(self._name, t, trusted=self.config.trusted, in_workspace=inside)
+            for t in tools
+        ]
+
+    def _in_workspace(self) -> bool:
+        """Whether this server is given a path in the workspace (read from its configuration
+        as expanded with its own tenant's environment): privacy then gives its tools tokens,
+        whatever configuration privacy itself can read later."""
+        ws = self.isolation.workspace
+        return ws is not None and touches_workspace(self.config, ws)
 
     async def call_tool(
         self, tool: str, arguments: dict[str, Any], *, timeout: float | None = None

@@ -111,6 +111,10 @@ class Workspace:
         """Each capability's config section, by capability name."""
         self.warnings = list(warnings)
         """What the configuration had that codemode ignored (unknown keys...)."""
+        self.environment: dict[str, str] | None = None
+        """The environment it was opened with, when not the process's: a tenant's (its
+        ``env_file``), which whatever else reads settings for it (its model's key) must
+        use too, never the server's."""
 
     @classmethod
     def open(
@@ -147,7 +151,10 @@ class Workspace:
             strict=strict,
             servers_file=path / SERVERS_FILE,
         )
-        return cls.from_config(path, config, config.servers, caps)
+        opened = cls.from_config(path, config, config.servers, caps)
+        if env is not os.environ:
+            opened.environment = dict(env)
+        return opened
 
     @classmethod
     def from_config(

@@ -216,7 +216,10 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
     cfg = LLMConfig.model_validate({})
     server_model = None
     try:
-        cfg = resolve_llm_config(ctx.base).config
+        # A tenant's model and key come from its own environment, never the server's:
+        # each tenant would otherwise spend the key the server's environment holds.
+        env = ctx.workspace.environment if ctx.workspace is not None else None
+        cfg = resolve_llm_config(ctx.base, env=env).config
         if cfg.effective_provider in ("openai", "azure_openai", "anthropic"):
             server_model = make_model(cfg)
     except ConfigError as exc:

@@ -137,10 +137,13 @@ def workspace_sources(workspace: Any) -> list[DeclaredSource]:
             sandbox_cache.append(SandboxExecutor.for_workspace(workspace))
         return sandbox_cache[0]
 
+    # ``${VAR}`` from the environment the workspace was opened with: a tenant's is its
+    # env_file, never the server's (which holds every tenant's token).
+    env = getattr(workspace, "environment", None)
     out: list[DeclaredSource] = []
     for path in sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES):
         try:
-            out.append(load_file(path, files_dir=files_dir, sandbox=sandbox))
+            out.append(load_file(path, files_dir=files_dir, sandbox=sandbox, env=env))
         except ConfigError as exc:
             log.warning("tool definitions %s are ignored: %s", path, exc)
     return out

@@ -10,11 +10,13 @@
    scan costs when other processes share the cores.
 2. Added latency of one tool call returning 10,000 rows (a narrow customer table, ~1.8 MB:
    e-mail and phone in every row) from a real MCP server over stdio, called by code in a
-   real session, privacy on vs off in the same run, runs interleaved (which of the two
-   goes first alternates); once for rows new to the vault each time, once for the same
-   rows again. ``host CPU ms``: the CPU the host process (all its threads, the garbage
-   collector included) and the scanner process spent on the call, which a loaded machine
-   does not change as it changes wall time.
+   real session, privacy on vs off in the same run, each session in a process of its own
+   (as a user's application: only the one with privacy on holds a vault), runs
+   interleaved (which of the two goes first alternates); once for rows new to the vault
+   each time, once for the same rows again. ``host CPU ms``: the CPU the host process
+   (all its threads, the garbage collector included) and the scanner process spent on
+   the call, which a loaded machine does not change as it changes wall time.
+   ``--collector serve``: with the garbage collector set as ``codemode serve`` sets it.
 3. Detector quality on the frozen corpus (tests/privacy/corpus): recall and precision per
    entity type, false positives on hard negatives.
 
@@ -39,6 +41,7 @@ import asyncio
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -180,75 +183,66 @@ def streamed(config: PrivacyConfig, scanner: Any, quick: bool) -> tuple[Any, ...
     )
 
 
-async def latency(quick: bool) -> str:
+def latency(quick: bool, collector: str = "default") -> str:
     """Privacy off and on side by side, each run of one alternating which goes first.
 
-    Two calls: ``new rows`` asks for another page each time (every value is new to the
-    vault: tokens are issued and persisted, as for data seen the first time), ``same
-    rows`` for the page of the warm-up (every value is in the vault already).
+    Each side is a session in a process of its own (``latency_host``), as a user's
+    application is: privacy on there carries its vault and index (and what the garbage
+    collector walks of them), privacy off carries none. Two calls: ``new rows`` asks for
+    another page each time (every value is new to the vault: tokens are issued and
+    persisted, as for data seen the first time), ``same rows`` for the page of the
+    warm-up (every value is in the vault already). ``collector``: Python's garbage
+    collector as an application embedding a ``Session`` has it (``default``), or as
+    ``codemode serve`` sets it once started (``serve``: ``settle_collector``).
     """
-    from codemode import Session, SubprocessExecutor
-    from codemode.privacy import layers
-    from codemode.workspace import Workspace
-
     rows = 2_000 if quick else 10_000
     reps = 2 if quick else 10
-    server = {"command": sys.executable, "args": [str(HERE / "privacy" / "rows_server.py")]}
-
-    def code(start: int) -> str:
-        return f"rows = tools.crm.rows(n={rows}, start={start})\nlen(rows)"
-
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "xdg")
-        sessions: dict[str, Session] = {}
-        for name, enabled in (("off", False), ("on", True)):
-            base = Path(tmp) / name
-            base.mkdir()
-            (base / "mcp.json").write_text(json.dumps({"mcpServers": {"crm": server}}))
-            (base / "config.json").write_text(json.dumps({"privacy": {"enabled": enabled}}))
-            ws = Workspace.open(base)
-            sessions[name] = Session.for_workspace(
-                ws, executor=SubprocessExecutor(memory_limit_mb=2048)
-            )
-        variants = ("new rows", "same rows")
-        times: dict[tuple[str, str], list[float]] = {(v, n): [] for v in variants for n in sessions}
-        # The host process's CPU (every thread: the scan, the vault's writer, the index,
-        # the garbage collector) and the scanner process's, not the worker's nor the
-        # server's: the same work whatever else the machine runs, where wall time on a
-        # loaded machine is not.
-        cpu: dict[tuple[str, str], list[float]] = {(v, n): [] for v in variants for n in sessions}
-        try:
-            for s in sessions.values():
-                await s.start()
-                warm = await s.run(code(0), timeout=300)  # connects the server, warms caches
-                assert warm.is_ok, warm.error
-            for i in range(reps):
-                order = list(sessions.items())
-                if i % 2:
-                    order.reverse()
-                for variant in variants:
-                    start = (i + 1) * rows if variant == "new rows" else 0
-                    for name, s in order:
-                        c0 = time.process_time() + scanner_process_seconds()
-                        t0 = time.perf_counter()
-                        r = await s.run(code(start), timeout=300)
-                        times[variant, name].append(time.perf_counter() - t0)
-                        c1 = time.process_time() + scanner_process_seconds()
-                        cpu[variant, name].append(c1 - c0)
-                        assert r.is_ok and r.value == rows, r.error
-        finally:
-            for s in sessions.values():
-                await s.close()
-                if s.tools is not None:
-                    await s.tools.aclose()
-            layers.reset_engines()
+    argv = [sys.executable, __file__, "--rows", str(rows), "--collector", collector]
+    hosts = {
+        name: subprocess.Popen(
+            [*argv, "--latency-host", name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("off", "on")
+    }
+    variants = ("new rows", "same rows")
+    times: dict[tuple[str, str], list[float]] = {(v, n): [] for v in variants for n in hosts}
+    # The host process's CPU (every thread: the scan, the vault's writer, the index,
+    # the garbage collector) and the scanner process's, not the worker's nor the
+    # server's: the same work whatever else the machine runs, where wall time on a
+    # loaded machine is not.
+    cpu: dict[tuple[str, str], list[float]] = {(v, n): [] for v in variants for n in hosts}
+    try:
+        for proc in hosts.values():
+            _answer(proc)  # started, connected and warmed up
+        for i in range(reps):
+            order = list(hosts.items())
+            if i % 2:
+                order.reverse()
+            for variant in variants:
+                start = (i + 1) * rows if variant == "new rows" else 0
+                for name, proc in order:
+                    assert proc.stdin is not None
+                    proc.stdin.write(f"{start}\n")
+                    proc.stdin.flush()
+                    wall, used = _answer(proc)
+                    times[variant, name].append(wall)
+                    cpu[variant, name].append(used)
+    finally:
+        for proc in hosts.values():
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in hosts.values():
+            proc.wait(timeout=120)
     out = []
     for variant in variants:
         off = times[variant, "off"]
         # Each on/off pair ran back to back: the median of their ratios cancels the
         # machine's drift between pairs, which the ratio of the medians does not.
         pairs = [a / b for a, b in zip(times[variant, "on"], off, strict=True)]
-        for name in sessions:
+        for name in hosts:
             t = times[variant, name]
             on = name == "on"
             out.append(
@@ -270,7 +264,8 @@ async def latency(quick: bool) -> str:
             )
     return table(
         f"One tool call returning {rows:,} rows (real MCP server over stdio, code in a "
-        "session), privacy off vs on, interleaved (the first of each pair alternates)",
+        "session), privacy off vs on, each in a process of its own (garbage collector: "
+        f"{collector}), interleaved (the first of each pair alternates)",
         [
             "call",
             "privacy",
@@ -286,6 +281,61 @@ async def latency(quick: bool) -> str:
         ],
         out,
     )
+
+
+def _answer(proc: subprocess.Popen[str]) -> list[float]:
+    """The next answer of a ``latency_host`` (lines of its own start with ``latency``)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("latency "):
+            return [float(x) for x in json.loads(line[len("latency ") :])]
+    raise RuntimeError(f"the latency host ended (exit code {proc.wait()})")
+
+
+async def latency_host(name: str, rows: int, collector: str) -> None:
+    """One side of ``latency``: a session with privacy ``name`` (on, off) calling the rows
+    server from code; for each start read on stdin, one call, answered with its wall
+    time and the CPU time it took (this process's and the scanner process's)."""
+    from codemode import Session, SubprocessExecutor
+    from codemode.privacy import layers
+    from codemode.workspace import Workspace
+
+    server = {"command": sys.executable, "args": [str(HERE / "privacy" / "rows_server.py")]}
+
+    def code(start: int) -> str:
+        return f"rows = tools.crm.rows(n={rows}, start={start})\nlen(rows)"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "xdg")
+        base = Path(tmp) / name
+        base.mkdir()
+        (base / "mcp.json").write_text(json.dumps({"mcpServers": {"crm": server}}))
+        (base / "config.json").write_text(json.dumps({"privacy": {"enabled": name == "on"}}))
+        s = Session.for_workspace(
+            Workspace.open(base), executor=SubprocessExecutor(memory_limit_mb=2048)
+        )
+        try:
+            await s.start()
+            warm = await s.run(code(0), timeout=300)  # connects the server, warms caches
+            assert warm.is_ok, warm.error
+            if collector == "serve":
+                from codemode.server.process import settle_collector
+
+                settle_collector()
+            print("latency []", flush=True)
+            while line := await asyncio.to_thread(sys.stdin.readline):
+                c0 = time.process_time() + scanner_process_seconds()
+                t0 = time.perf_counter()
+                r = await s.run(code(int(line)), timeout=300)
+                wall = time.perf_counter() - t0
+                used = time.process_time() + scanner_process_seconds() - c0
+                assert r.is_ok and r.value == rows, r.error
+                print(f"latency {json.dumps([wall, used])}", flush=True)
+        finally:
+            await s.close()
+            if s.tools is not None:
+                await s.tools.aclose()
+            layers.reset_engines()
 
 
 def held(quick: bool) -> str:
@@ -401,13 +451,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few runs (CI)")
     parser.add_argument("--only", default="throughput,latency,quality")
+    parser.add_argument("--latency-host", choices=("on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--rows", type=int, default=10_000, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--collector",
+        choices=("default", "serve"),
+        default="default",
+        help="latency: the garbage collector as an embedding application has it, or as "
+        "codemode serve sets it (frozen after start, young threshold 10,000)",
+    )
     args = parser.parse_args()
+    if args.latency_host:
+        asyncio.run(latency_host(args.latency_host, args.rows, args.collector))
+        return
     parts = set(args.only.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.2f} (cores: {os.cpu_count()})")
     if "throughput" in parts:
         print(throughput(args.quick))
     if "latency" in parts:
-        print(asyncio.run(latency(args.quick)))
+        print(latency(args.quick, args.collector))
     if "held" in parts:
         print(held(args.quick))
     if "parallel" in parts:

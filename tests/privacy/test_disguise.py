@@ -153,6 +153,8 @@ def test_a_dot_like_character_in_cjk_prose_folds_the_ascii_run_around_it_not_its
     assert [w[2] for w in folded_windows(line)] == ["是Python3.Windows也可"]
     phone = "電話番号は、いつもの090。1234。5678です。よろしくお願いします。"
     assert [w[2] for w in folded_windows(phone)] == ["電話番号は、いつもの090.1234.5678です"]
+    # Latin text keeps its whole window: names hold letters past ASCII.
+    assert [w[2] for w in folded_windows("Herr Müller。Hans kommt")] == ["Herr Müller.Hans kommt"]
 
 
 @pytest.mark.parametrize(

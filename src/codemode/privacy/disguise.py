@@ -25,7 +25,7 @@ so a mail tool delivers such an address), and a model reads the others as dots, 
 Japanese or Chinese sentence ends with ``。`` after a character of its own script, which is
 left alone (and costs no window). Each folded character opens a window of ``WINDOW``
 characters each side (never past a line break or the NUL that joins texts), so a text full
-of them is scanned about twice, no more; a dot-like one only the run of ASCII around it
+of them is scanned about twice, no more; a dot-like one in CJK text only its non-CJK run
 (prose with ``Python3。Windows`` on every line costs ~1.1-1.5 times its plain scan, not
 2.6: ``benchmarks/privacy/bench_cjk_dots.py``). The windows are scanned in a few batches.
 """
@@ -57,6 +57,14 @@ CONTEXT = 24
 """Characters kept before the run a dot-like character is in, when that run has a phone
 number's digits: its context words (``電話``) are read in the 24 characters before it
 (``codemode.privacy.phone``). Otherwise one is kept each side (what a value is glued to)."""
+_CJK = (
+    "\u2e80-\ua4cf"  # radicals, CJK symbols and punctuation, kana, ideographs, Yi
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff\ufe30-\ufe4f"  # compatibility ideographs and forms
+    "\uff61-\uffdc"  # half-width katakana and Hangul
+    "\U00020000-\U0003ffff"  # ideographs of the supplementary planes
+)
+"""Scripts written without spaces, where ``。`` ends a sentence after any word."""
 _PHONE_DIGITS = re.compile(r"(?:\D*\d){7}")
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
 DOT_LIKES = (
@@ -106,8 +114,7 @@ def _tables() -> tuple[dict[int, str | None], _Hits]:
         c for c in DOT_LIKES if c < "\u0100"
     )
     bmp = _ranges(chain((k for k in table if k < 0x10000), map(ord, DOT_LIKES)))
-    # ASCII (but line breaks and NULs) and what folds: what a dotted value can be made of
-    island = re.compile(f"[\\x01-\\x09\\x0b-\\x7f{bmp}]*")
+    island = re.compile(f"(?:[^\\n\\x00{_CJK}]|[{bmp}])*")
     at = re.compile(f"[{_ranges([ord('@'), *(k for k, v in table.items() if v == '@')])}]")
     return table, _Hits(latin1, re.compile(f"[{bmp}]"), island, at)
 
@@ -120,7 +127,8 @@ class _Hits(NamedTuple):
     latin1: str
     bmp: re.Pattern[str]
     island: re.Pattern[str]
-    """A run of characters a dotted value (an address, a number) may be written with."""
+    """A run of characters but Chinese, Japanese and Korean ones (what folds is always
+    in): what a dotted value (an address, a number, a name) may be written with."""
     at: re.Pattern[str]
     """An ``@`` or what folds to one."""
 
@@ -282,13 +290,13 @@ _MARKS = frozenset(("Mn", "Me"))
 def _windows(text: str, where: Iterator[int]) -> Iterator[tuple[int, int]]:
     """Merged windows of ``WINDOW`` characters each side of every hit, within its line.
 
-    A dot-like hit's window is narrower: the run of ASCII and folding characters around
-    it (what the value it may be a dot of is written with) and a character or two each
-    side, ``CONTEXT`` before a run with a phone number's digits (its context words, as
-    ``電話``); a run with an ``@`` keeps the whole window (a mail address's local part
-    and domain may hold letters of any script). Chinese and Japanese prose
-    (``我用的是Python3。Windows也可以``) then costs a few characters a line, not a second
-    scan of the line; in Latin text the run is the whole window, as for any hit."""
+    A dot-like hit's window is narrower: the run around it up to Chinese, Japanese or
+    Korean characters (what a value it may be a dot of is written with; in Latin text,
+    the whole window), a character or two each side, and ``CONTEXT`` before a run with a
+    phone number's digits (its context words, as ``電話``). A run with an ``@`` keeps the
+    whole window: a mail address's local part and domain may hold letters of any script.
+    Chinese and Japanese prose (``我用的是Python3。Windows也可以``) then costs a few
+    characters a line, not a second scan of the line."""
     n = len(text)
     hits = _tables()[1]
     lo = hi = -1

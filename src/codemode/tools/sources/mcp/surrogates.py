@@ -173,7 +173,9 @@ def repair_stream(response: httpx2.Response, limit: int | None = None) -> None:
     """Have ``response``'s body repaired as it is read (see the module's doc)."""
     assert isinstance(response.stream, httpx2.AsyncByteStream)
     if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-        response.stream = _RepairedEvents(response.stream, limit)
+        coded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        if not coded:  # (compressed, its events' ends cannot be seen here: not repaired)
+            response.stream = _RepairedEvents(response.stream, limit)
     else:
         response.stream = _RepairedBody(response.stream)
 

@@ -62,9 +62,9 @@ def _last_end(tail: bytes, chunk: bytes) -> int:
 
 
 def _maybe(data: bytes | bytearray) -> bool:
-    """Whether ``data`` may hold a surrogate's escape: one search, ~4 GB/s (the regex looks
-    for its backslash with ``memchr``; ``in`` of a 3-byte needle runs at a quarter of that)."""
-    return LONE_ESCAPE.search(data) is not None
+    """Whether ``data`` may hold a surrogate's escape: a ``memchr`` for a backslash (~80
+    GB/s), then the regex (~4 GB/s; ``in`` of a 3-byte needle runs at a quarter of that)."""
+    return b"\\" in data and LONE_ESCAPE.search(data) is not None
 
 
 def repaired(message: Any) -> tuple[Any, int]:

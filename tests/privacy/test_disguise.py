@@ -193,6 +193,34 @@ def test_the_windows_of_a_text_with_a_hit_on_every_line_are_scanned_together() -
     assert Counted.scans < 20, Counted.scans
 
 
+def test_windows_scanned_together_find_what_each_finds_alone() -> None:
+    """No window reads another's words as context (``tel`` before a number) or runs into
+    it: the batch finds exactly what one scan per window found."""
+    from codemode.privacy.detectors import builtin_detectors
+    from codemode.privacy.disguise import DisguiseDetector, folded_windows, unfold_span
+    from codemode.privacy.scan import Scanner
+
+    scanner = Scanner(builtin_detectors(["EMAIL", "PHONE", "CREDIT_CARD", "US_SSN"]))
+    lines = [
+        f"call {_wide('now')} tel",  # folded, its window ends with a phone word
+        f"{_wide('4155550123')} ok",
+        f"order no {_wide('4155550123')}",
+        "連絡先はbob。lee@example。orgです",
+        f"card {_wide(CARD)} and {EMAIL.replace('@', ZW + '@')}",
+        "電話番号は090。1234。5678です",
+        "我用的是Python3。Windows也可以",
+    ]
+    text = "\n".join(lines * 50)
+    alone = set()
+    for lo, hi, folded, kept in folded_windows(text):
+        for start, end, entity in scanner.spans_raw(folded):
+            s, e = unfold_span(text[lo:hi], kept, start, end)
+            if text[lo:hi][s:e] != folded[start:end]:
+                alone.add((lo + s, lo + e, entity))
+    together = set(DisguiseDetector(scanner).find(text))
+    assert together == alone and len(together) >= 150, sorted(together ^ alone)[:5]
+
+
 def test_a_large_text_full_of_such_characters_costs_bounded_time(engine: Privacy) -> None:
     line = "Prix\u00a0: 1\u00a0000\u00a0€, \u65e5\u672c\uff08\u5168\uff09 a\u200cb \u2013 " * 8
     text = (line + "\n") * (1_000_000 // len(line))

@@ -65,6 +65,8 @@ _CJK = (
     "\U00020000-\U0003ffff"  # ideographs of the supplementary planes
 )
 """Scripts written without spaces, where ``。`` ends a sentence after any word."""
+_JOINT = "\x00" * (CONTEXT + 1)
+"""What joins the windows scanned together (see ``DisguiseDetector.find``)."""
 _PHONE_DIGITS = re.compile(r"(?:\D*\d){7}")
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
 DOT_LIKES = (
@@ -217,10 +219,11 @@ class DisguiseDetector:
         return self.inner.generation()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        """The windows are scanned together, joined by NULs (which end every value, as
-        between the texts of a result) in batches under ``BATCH`` characters: each scan
-        has a fixed cost (every detector's set-up), which one scan per window paid once
-        per line of a text with a hit on every line."""
+        """The windows are scanned together, in batches under ``BATCH`` characters: each
+        scan has a fixed cost (every detector's set-up), which one scan per window paid
+        once per line of a text with a hit on every line. NULs join them (which end every
+        value, as between the texts of a result), more than ``CONTEXT`` of them, so no
+        window reads another's words as its context: each is scanned as it was alone."""
         batch: list[tuple[int, int, str, list[int] | None]] = []
         size = 0
         for window in folded_windows(text):
@@ -228,7 +231,7 @@ class DisguiseDetector:
                 yield from self._scan(text, batch)
                 batch, size = [], 0
             batch.append(window)
-            size += len(window[2]) + 1
+            size += len(window[2]) + len(_JOINT)
         if batch:
             yield from self._scan(text, batch)
 
@@ -239,14 +242,14 @@ class DisguiseDetector:
         at = 0
         for window in windows:
             starts.append(at)
-            at += len(window[2]) + 1
-        joined = "\x00".join(window[2] for window in windows)
+            at += len(window[2]) + len(_JOINT)
+        joined = _JOINT.join(window[2] for window in windows)
         for start, end, entity in self.inner.spans_raw(joined):
             i = bisect_right(starts, start) - 1
             lo, hi, folded, kept = windows[i]
             start -= starts[i]
             end -= starts[i]
-            if end > len(folded):  # across a NUL: a custom pattern's ``.*``
+            if end > len(folded):  # across a joint: a custom pattern's ``.*``
                 continue
             original = text[lo:hi]
             s, e = unfold_span(original, kept, start, end)

@@ -65,8 +65,10 @@ _CJK = (
     "\U00020000-\U0003ffff"  # ideographs of the supplementary planes
 )
 """Scripts written without spaces, where ``。`` ends a sentence after any word."""
-_JOINT = "\x00" * (CONTEXT + 1)
-"""What joins the windows scanned together (see ``DisguiseDetector.find``)."""
+_JOINT = "\x00" * 33
+"""What joins the windows scanned together (see ``DisguiseDetector.find``): longer than
+any look for context words before a value (24 characters for a phone number, 32 for a
+custom recognizer's ``context``)."""
 _PHONE_DIGITS = re.compile(r"(?:\D*\d){7}")
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
 DOT_LIKES = (
@@ -222,8 +224,9 @@ class DisguiseDetector:
         """The windows are scanned together, in batches under ``BATCH`` characters: each
         scan has a fixed cost (every detector's set-up), which one scan per window paid
         once per line of a text with a hit on every line. NULs join them (which end every
-        value, as between the texts of a result), more than ``CONTEXT`` of them, so no
-        window reads another's words as its context: each is scanned as it was alone."""
+        value, as between the texts of a result), more than any detector looks back for
+        context words, so no window reads another's as its own: each is scanned as it
+        was alone."""
         batch: list[tuple[int, int, str, list[int] | None]] = []
         size = 0
         for window in folded_windows(text):

@@ -120,6 +120,14 @@ RUNS_ON = {
         "def spin():\n    while True:\n        pass\n"
         "threading.Thread(target=spin, daemon=True).start()\n1"
     ),
+    "short-lived processes a thread left behind starts": (
+        "import subprocess\n"
+        "burn = 'import time\\nt = time.process_time()\\n'\n"
+        "burn += 'while time.process_time() - t < 0.3: pass'\n"
+        "def spawn():\n    while True:\n"
+        "        subprocess.run([sys.executable, '-c', burn])\n"
+        "threading.Thread(target=spawn, daemon=True).start()\n1"
+    ),
 }
 
 

@@ -14,6 +14,8 @@ import unicodedata
 from functools import cache
 from urllib.parse import unquote
 
+from .ipv4in6 import embedded_v4
+
 __all__ = ["invisible", "invisible_table", "loose"]
 
 _INVISIBLE = (
@@ -139,14 +141,15 @@ def _ipv4(host: str) -> str | None:
 
 
 def _ipv6(literal: str) -> str:
-    """``[literal]`` compressed (``[::1]``), or the IPv4 address one maps to
-    (``[::ffff:a9fe:a9fe]`` reaches 169.254.169.254)."""
+    """``[literal]`` compressed (``[::1]``), or the IPv4 address it carries: mapped
+    (``[::ffff:a9fe:a9fe]``), 6to4 (``[2002:a9fe:a9fe::]``), NAT64 (``[64:ff9b::a9fe:a9fe]``)
+    and IPv4-compatible (``[::a9fe:a9fe]``) all reach 169.254.169.254."""
     try:
         address = ipaddress.IPv6Address(literal)
     except ValueError:
         return f"[{literal}]"
-    mapped = address.ipv4_mapped
-    return str(mapped) if mapped is not None else f"[{address}]"
+    v4 = embedded_v4(address)
+    return str(v4) if v4 is not None else f"[{address}]"
 
 
 def _without_dot_segments(path: str) -> str:

@@ -47,6 +47,11 @@ DEFAULT_OUTPUT_LIMIT = 1_000_000
 """Characters per stream streamed to a listener when the executor does not say its own."""
 
 
+_SAID_BETWEEN_RUNS = ("the worker was stopped between", "the worker sent a malformed message")
+"""Why a worker ended between runs that the next run says: a host-side limit, or a
+protocol violation (a second answer to a run: its code forged the first)."""
+
+
 class Session:
     """Runs agents' code with persistent state.
 
@@ -339,7 +344,7 @@ class Session:
                     if note is not None
                     else "the worker was restarted before this run; earlier state was lost",
                 )
-                if isinstance(why, str) and why.startswith("the worker was stopped between"):
+                if isinstance(why, str) and why.startswith(_SAID_BETWEEN_RUNS):
                     result = _with_warning(result, why)
             elif note is not None:
                 result = _with_warning(result, f"this session was resumed: {note}")

@@ -217,6 +217,9 @@ METADATA_ADDRESSES = [
     "http://0251.0376.0251.0376/latest",  # octal parts
     "http://169.254.43518/latest",  # the last part fills the rest
     "http://[::ffff:a9fe:a9fe]/latest",  # IPv4-mapped IPv6
+    "http://[2002:a9fe:a9fe::]/latest",  # 6to4
+    "http://[64:ff9b::a9fe:a9fe]/latest",  # NAT64
+    "http://[::169.254.169.254]/latest",  # IPv4-compatible (deprecated)
     "http://169.254.169.254./latest",
 ]
 

@@ -143,6 +143,84 @@ def test_a_sentence_ending_in_an_ideographic_full_stop_opens_no_window() -> None
     assert has_disguise("连络alice@example。com")
 
 
+def test_a_dot_like_character_in_cjk_prose_folds_the_ascii_run_around_it_not_its_line() -> None:
+    """Chinese and Japanese prose puts ``。`` after an ASCII word on many lines: each such
+    character folds and scans again the run of ASCII it is in and a character each side
+    (``benchmarks/privacy/bench_cjk_dots.py`` times it), not its whole line."""
+    from codemode.privacy.disguise import folded_windows
+
+    line = "我用的是Python3。Windows也可以，版本很新，请看文档里面的说明。谢谢你的帮助！"
+    assert [w[2] for w in folded_windows(line)] == ["是Python3.Windows也可"]
+    phone = "電話番号は、いつもの090。1234。5678です。よろしくお願いします。"
+    assert [w[2] for w in folded_windows(phone)] == ["電話番号は、いつもの090.1234.5678です"]
+    # Latin text keeps its whole window: names hold letters past ASCII.
+    assert [w[2] for w in folded_windows("Herr Müller。Hans kommt")] == ["Herr Müller.Hans kommt"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "请联系连络alice@example。com谢谢，我们明天见面讨论这个问题。",
+        "毎朝Python3。Windowsで書きます。連絡先はbob。lee@example。orgです。",
+        "x" * 300 + "。ご連絡はalice@example・comまで",
+    ],
+)
+def test_an_address_in_cjk_prose_becomes_one_token(engine: Privacy, text: str) -> None:
+    out = engine.protect_text(text)
+    assert len(TOKEN_RE.findall(out)) == 1 and "example" not in out, out
+    assert "Python3。Windows" in out or "Python3" not in text
+
+
+def test_the_windows_of_a_text_with_a_hit_on_every_line_are_scanned_together() -> None:
+    """Each scan has a fixed cost (every detector's set-up): one per window made a text
+    with a hit on every line cost up to 2.6 times its plain scan."""
+    from codemode.privacy.detectors import builtin_detectors
+    from codemode.privacy.disguise import DisguiseDetector
+    from codemode.privacy.scan import Scanner
+
+    class Counted(Scanner):
+        scans = 0
+
+        def spans_raw(self, text: str) -> list[tuple[int, int, str]]:
+            Counted.scans += 1
+            return super().spans_raw(text)
+
+    line = "请联系alice@example。com或者打电话，我们明天见面。毎朝Python3。Windowsで書きます。\n"
+    text = line * 5000
+    found = list(DisguiseDetector(Counted(builtin_detectors(["EMAIL", "PHONE"]))).find(text))
+    assert len(found) == 5000 and {e for _, _, e in found} == {"EMAIL"}
+    assert all("alice@example。com" in text[s:e] for s, e, _ in found)
+    assert Counted.scans < 20, Counted.scans
+
+
+def test_windows_scanned_together_find_what_each_finds_alone() -> None:
+    """No window reads another's words as context (``tel`` before a number) or runs into
+    it: the batch finds exactly what one scan per window found."""
+    from codemode.privacy.detectors import builtin_detectors
+    from codemode.privacy.disguise import DisguiseDetector, folded_windows, unfold_span
+    from codemode.privacy.scan import Scanner
+
+    scanner = Scanner(builtin_detectors(["EMAIL", "PHONE", "CREDIT_CARD", "US_SSN"]))
+    lines = [
+        f"call {_wide('now')} tel",  # folded, its window ends with a phone word
+        f"{_wide('4155550123')} ok",
+        f"order no {_wide('4155550123')}",
+        "連絡先はbob。lee@example。orgです",
+        f"card {_wide(CARD)} and {EMAIL.replace('@', ZW + '@')}",
+        "電話番号は090。1234。5678です",
+        "我用的是Python3。Windows也可以",
+    ]
+    text = "\n".join(lines * 50)
+    alone = set()
+    for lo, hi, folded, kept in folded_windows(text):
+        for start, end, entity in scanner.spans_raw(folded):
+            s, e = unfold_span(text[lo:hi], kept, start, end)
+            if text[lo:hi][s:e] != folded[start:end]:
+                alone.add((lo + s, lo + e, entity))
+    together = set(DisguiseDetector(scanner).find(text))
+    assert together == alone and len(together) >= 150, sorted(together ^ alone)[:5]
+
+
 def test_a_large_text_full_of_such_characters_costs_bounded_time(engine: Privacy) -> None:
     line = "Prix\u00a0: 1\u00a0000\u00a0€, \u65e5\u672c\uff08\u5168\uff09 a\u200cb \u2013 " * 8
     text = (line + "\n") * (1_000_000 // len(line))

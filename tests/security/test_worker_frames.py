@@ -7,6 +7,8 @@ error, settle its run, stay small and responsive, and leave the bystander alone.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from .conftest import Arena
@@ -108,3 +110,54 @@ async def test_a_frame_of_millions_of_empty_lists_is_refused_without_building_th
     assert "malformed" in r.error.message and why in r.error.message, r.error.message
     assert grown < 600 << 20, f"the host grew by {grown >> 20} MB"
     assert (await arena.attacker.run("'fresh'")).value == "fresh"
+
+
+RUNS_ON = {
+    "code that forged its run's end": (
+        'forge({"op": "done", "id": run_id(), "result": result()})\nwhile True:\n    pass'
+    ),
+    "a thread the run left running": (
+        "def spin():\n    while True:\n        pass\n"
+        "threading.Thread(target=spin, daemon=True).start()\n1"
+    ),
+    "short-lived processes a thread left behind starts": (
+        "import subprocess\n"
+        "burn = 'import time\\nt = time.process_time()\\n'\n"
+        "burn += 'while time.process_time() - t < 0.3: pass'\n"
+        "def spawn():\n    while True:\n"
+        "        subprocess.run([sys.executable, '-c', burn])\n"
+        "threading.Thread(target=spawn, daemon=True).start()\n1"
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(RUNS_ON.values()), ids=list(RUNS_ON))
+async def test_code_running_on_after_its_run_gets_no_more_cpu_than_a_run(
+    arena: Arena, code: str
+) -> None:
+    """A forged ``done`` cannot be told from the worker's own (the code shares its process:
+    any secret the worker holds, the code can read), so what matters is what code that
+    outlives its run may do: as a thread left running may, it runs on between runs, and
+    the host stops its worker once it has used a run's timeout of CPU (the kernel's
+    count, which no frame changes)."""
+    assert (await arena.attacker.run(FORGE)).error is None
+    r = await arena.attack(code, timeout=2)
+    assert r.error is None and r.value == 1, r.to_text()  # the host took it for the end
+    await asyncio.sleep(8)  # ~2 s of CPU, counted every 2 s at most
+    after = await arena.attacker.run("'next'", timeout=5)
+    assert after.value == "next", after.to_text()
+    assert any("used" in w and "of CPU after that run" in w for w in after.warnings), after
+
+
+async def test_a_forged_done_is_caught_when_the_runs_own_end_comes(arena: Arena) -> None:
+    """The code's frame ended its run early; the worker's own answer, when the code ends,
+    is a second one: proof of the forgery. That worker is stopped, and the next run says
+    why."""
+    assert (await arena.attacker.run(FORGE)).error is None
+    code = 'forge({"op": "done", "id": run_id(), "result": result()})\ntime.sleep(1)\n2'
+    r = await arena.attack(code, timeout=10)
+    assert r.error is None and r.value == 1, r.to_text()  # the forged result
+    await asyncio.sleep(3)  # the code ends: the worker answers that run again
+    after = await arena.attacker.run("'next'", timeout=10)
+    assert after.value == "next", after.to_text()
+    assert any("a second answer to request" in w for w in after.warnings), after.warnings

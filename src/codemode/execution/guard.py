@@ -35,11 +35,13 @@ from ..result import ErrorInfo, ExecutionResult
 # hop would cost more than the walk.
 INLINE_FILES = 200
 IDLE_MAX = 2.0
+"""Longest pause (s) between two sweeps of an idle worker's unchanged workspace."""
 HELD_EVERY = 1.0
 """Seconds between two counts of deleted files the worker holds open (``held_bytes``
 reads every process's /proc fd and map entries): a count per sweep cost each run of a
 busy server ~0.5 ms of its event loop; between counts the last one stands in."""
-"""Longest pause (s) between two sweeps of an idle worker's unchanged workspace."""
+_HZ = os.sysconf("SC_CLK_TCK")
+"""Clock ticks per second (``cpu_ticks`` counts in them)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class GuardedWorker:
         self._idle: asyncio.Task[None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._held = (0, -HELD_EVERY)  # (bytes, when counted)
+        self._timeout: float | None = None  # the last run's: what code left running may use
 
     @property
     def alive(self) -> bool:
@@ -218,7 +221,12 @@ class GuardedWorker:
         nothing). So a session sharing the workspace with the writer keeps its worker,
         even one busy computing, unless files pile up while it computes. Where the write
         counts cannot be read, any CPU time counts as writing. Looks back off to
-        ``IDLE_MAX`` while nothing changes; a big workspace is swept ~1/20 of the time."""
+        ``IDLE_MAX`` while nothing changes; a big workspace is swept ~1/20 of the time.
+
+        Such code may also use no more CPU than the run it outlived could have (its
+        timeout): a run's end is the worker's word (a ``done`` frame), which the code,
+        sharing its process, can forge to escape the timeout; the kernel's count of the
+        tree's CPU time it cannot change."""
         delay = self.interval
         pid = self.inner.pid
         ticks, wrote_so_far = cpu_ticks(pid), written(pid)
@@ -236,6 +244,8 @@ class GuardedWorker:
             return
         if problem is None:
             after = usage
+        spent = 0  # clock ticks used since the watch began (a process that ends takes
+        # its own ticks out of the sum: only increases count)
         while self.inner.alive:
             await asyncio.sleep(delay)
             now, wrote_now = cpu_ticks(pid), written(pid)
@@ -243,7 +253,16 @@ class GuardedWorker:
                 delay = min(delay * 2, IDLE_MAX)
                 continue
             wrote = wrote_now is None or wrote_now != wrote_so_far
+            spent += max(0, now - ticks)
             ticks, wrote_so_far = now, wrote_now
+            if self._timeout is not None and spent > self._timeout * _HZ:
+                self.inner.end(
+                    "the worker was stopped between runs: code a run left running (a thread, "
+                    f"a process, or code that forged its run's end) used {spent / _HZ:.1f} s "
+                    f"of CPU after that run, more than a run may ({self._timeout:g} s, its "
+                    "timeout)"
+                )
+                return
             if self.memory_limit is not None:  # it moved: a process left running
                 await asyncio.to_thread(self._check_memory)  # said at the next run
             began = time.monotonic()
@@ -273,6 +292,7 @@ class GuardedWorker:
 
     async def run(self, code: str, timeout: float) -> ExecutionResult:
         await self._stop_idle()
+        self._timeout = timeout
         before = self.last_usage
         if before is None:
             small = self.hints.small(self.workspace)

@@ -181,6 +181,8 @@ class SubprocessWorker:
         elif msg["op"] == "done":
             fut = self._pending.pop(msg["id"], None)
             if fut is None:
+                if msg["id"] <= self._seq:  # a worker answers once: its code wrote one
+                    raise FrameError(f"a second answer to request {msg['id']} (a forged one)")
                 raise FrameError(f"an answer to request {msg['id']}, which it was never sent")
             run = self._run
             if run is not None and run.id == msg["id"]:

@@ -164,13 +164,17 @@ def held_bytes(pid: int, dev: int, uid: int) -> int:
 
 def cpu_ticks(pid: int) -> int:
     """CPU time (clock ticks, user + system) ``pid`` and its descendants have used: writing
-    costs CPU, so a tree whose count did not move wrote nothing meanwhile."""
+    costs CPU, so a tree whose count did not move wrote nothing meanwhile. A process's
+    count holds its children that ended and were waited for (``cutime``, ``cstime``), so
+    short-lived processes are counted too, each tick once: while a process lives, in its
+    own count; once it is waited for, in its parent's."""
     total = 0
     for proc in descendants(pid):
         try:
             with open(f"/proc/{proc}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+            # utime, stime, cutime, cstime (fields 14-17)
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         except (OSError, IndexError, ValueError):
             continue
     return total

@@ -25,7 +25,9 @@ so a mail tool delivers such an address), and a model reads the others as dots, 
 Japanese or Chinese sentence ends with ``。`` after a character of its own script, which is
 left alone (and costs no window). Each folded character opens a window of ``WINDOW``
 characters each side (never past a line break or the NUL that joins texts), so a text full
-of them is scanned about twice, no more.
+of them is scanned about twice, no more; a dot-like one in CJK text only its non-CJK run
+(prose with ``Python3。Windows`` on every line costs ~1.1-1.5 times its plain scan, not
+2.6: ``benchmarks/privacy/bench_cjk_dots.py``). The windows are scanned in a few batches.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import heapq
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from functools import cache
 from itertools import chain
@@ -47,7 +50,26 @@ __all__ = ["DisguiseDetector", "fold", "folded_windows", "has_disguise", "unfold
 
 WINDOW = 128
 """Characters of context folded and scanned each side of a disguised character."""
-
+BATCH = 60_000
+"""Characters of folded windows scanned at once: under the scanner's ``CACHE_MIN``, so a
+batch is scanned here, never cached nor split with the scanner process."""
+CONTEXT = 24
+"""Characters kept before the run a dot-like character is in, when that run has a phone
+number's digits: its context words (``電話``) are read in the 24 characters before it
+(``codemode.privacy.phone``). Otherwise one is kept each side (what a value is glued to)."""
+_CJK = (
+    "\u2e80-\ua4cf"  # radicals, CJK symbols and punctuation, kana, ideographs, Yi
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff\ufe30-\ufe4f"  # compatibility ideographs and forms
+    "\uff61-\uffdc"  # half-width katakana and Hangul
+    "\U00020000-\U0003ffff"  # ideographs of the supplementary planes
+)
+"""Scripts written without spaces, where ``。`` ends a sentence after any word."""
+_JOINT = "\x00" * 33
+"""What joins the windows scanned together (see ``DisguiseDetector.find``): longer than
+any look for context words before a value (24 characters for a phone number, 32 for a
+custom recognizer's ``context``)."""
+_PHONE_DIGITS = re.compile(r"(?:\D*\d){7}")
 _ASCII = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@.+-")
 DOT_LIKES = (
     "\u3002\uff61\ufe12"  # ideographic full stops (IDNA label separators) and the vertical one
@@ -95,8 +117,10 @@ def _tables() -> tuple[dict[int, str | None], _Hits]:
     latin1 = "".join(chr(k) for k in table if k < 0x100) + "".join(
         c for c in DOT_LIKES if c < "\u0100"
     )
-    bmp = chain((k for k in table if k < 0x10000), map(ord, DOT_LIKES))
-    return table, _Hits(latin1, _charset(bmp))
+    bmp = _ranges(chain((k for k in table if k < 0x10000), map(ord, DOT_LIKES)))
+    island = re.compile(f"(?:[^\\n\\x00{_CJK}]|[{bmp}])*")
+    at = re.compile(f"[{_ranges([ord('@'), *(k for k, v in table.items() if v == '@')])}]")
+    return table, _Hits(latin1, re.compile(f"[{bmp}]"), island, at)
 
 
 class _Hits(NamedTuple):
@@ -106,6 +130,11 @@ class _Hits(NamedTuple):
 
     latin1: str
     bmp: re.Pattern[str]
+    island: re.Pattern[str]
+    """A run of characters but Chinese, Japanese and Korean ones (what folds is always
+    in): what a dotted value (an address, a number, a name) may be written with."""
+    at: re.Pattern[str]
+    """An ``@`` or what folds to one."""
 
     def positions(self, text: str) -> Iterator[int]:
         try:
@@ -137,17 +166,17 @@ def _between_name_chars(text: str, at: int) -> bool:
     return 0 < at < len(text) - 1 and text[at - 1] in _NAME_CHAR and text[at + 1] in _NAME_CHAR
 
 
-def _charset(codes: Iterable[int]) -> re.Pattern[str]:
+def _ranges(codes: Iterable[int]) -> str:
+    """The body of a regex class holding ``codes``."""
     ranges: list[list[int]] = []
     for cp in sorted(codes):
         if ranges and ranges[-1][1] == cp - 1:
             ranges[-1][1] = cp
         else:
             ranges.append([cp, cp])
-    body = "".join(
+    return "".join(
         re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges
     )
-    return re.compile(f"[{body}]")
 
 
 def fold(text: str) -> tuple[str, list[int] | None]:
@@ -192,12 +221,43 @@ class DisguiseDetector:
         return self.inner.generation()
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        for lo, hi, folded, kept in folded_windows(text):
-            window = text[lo:hi]
-            for start, end, entity in self.inner.spans_raw(folded):
-                s, e = unfold_span(window, kept, start, end)
-                if window[s:e] != folded[start:end]:
-                    yield lo + s, lo + e, entity
+        """The windows are scanned together, in batches under ``BATCH`` characters: each
+        scan has a fixed cost (every detector's set-up), which one scan per window paid
+        once per line of a text with a hit on every line. NULs join them (which end every
+        value, as between the texts of a result), more than any detector looks back for
+        context words, so no window reads another's as its own: each is scanned as it
+        was alone."""
+        batch: list[tuple[int, int, str, list[int] | None]] = []
+        size = 0
+        for window in folded_windows(text):
+            if size + len(window[2]) >= BATCH and batch:
+                yield from self._scan(text, batch)
+                batch, size = [], 0
+            batch.append(window)
+            size += len(window[2]) + len(_JOINT)
+        if batch:
+            yield from self._scan(text, batch)
+
+    def _scan(
+        self, text: str, windows: list[tuple[int, int, str, list[int] | None]]
+    ) -> Iterator[tuple[int, int, str]]:
+        starts: list[int] = []
+        at = 0
+        for window in windows:
+            starts.append(at)
+            at += len(window[2]) + len(_JOINT)
+        joined = _JOINT.join(window[2] for window in windows)
+        for start, end, entity in self.inner.spans_raw(joined):
+            i = bisect_right(starts, start) - 1
+            lo, hi, folded, kept = windows[i]
+            start -= starts[i]
+            end -= starts[i]
+            if end > len(folded):  # across a joint: a custom pattern's ``.*``
+                continue
+            original = text[lo:hi]
+            s, e = unfold_span(original, kept, start, end)
+            if original[s:e] != folded[start:end]:
+                yield lo + s, lo + e, entity
 
 
 def folded_windows(text: str) -> Iterator[tuple[int, int, str, list[int] | None]]:
@@ -233,27 +293,55 @@ def unfold_span(text: str, kept: list[int] | None, start: int, end: int) -> tupl
 _MARKS = frozenset(("Mn", "Me"))
 
 
-def _windows(text: str, hits: Iterator[int]) -> Iterator[tuple[int, int]]:
-    """Merged windows of ``WINDOW`` characters each side of every hit, within its line."""
+def _windows(text: str, where: Iterator[int]) -> Iterator[tuple[int, int]]:
+    """Merged windows of ``WINDOW`` characters each side of every hit, within its line.
+
+    A dot-like hit's window is narrower: the run around it up to Chinese, Japanese or
+    Korean characters (what a value it may be a dot of is written with; in Latin text,
+    the whole window), a character or two each side, and ``CONTEXT`` before a run with a
+    phone number's digits (its context words, as ``電話``). A run with an ``@`` keeps the
+    whole window: a mail address's local part and domain may hold letters of any script.
+    Chinese and Japanese prose (``我用的是Python3。Windows也可以``) then costs a few
+    characters a line, not a second scan of the line."""
     n = len(text)
+    hits = _tables()[1]
     lo = hi = -1
     # The next line break and NUL after the last hit, each looked for again only once a
     # hit is past it (a text full of hits is read once, not ``WINDOW`` times per hit).
     lf = nul = -1
-    for at in hits:
-        if at >= hi:
-            if hi > lo:
-                yield lo, hi
-            lo = max(at - WINDOW, _line_start(text, at))
+    for at in where:
         if at >= lf:
             lf = text.find("\n", at + 1)
             lf = n if lf < 0 else lf
         if at >= nul:
             nul = text.find("\x00", at + 1)
             nul = n if nul < 0 else nul
-        hi = min(at + 1 + WINDOW, lf, nul)
+        end = min(at + 1 + WINDOW, lf, nul)
+        if text[at] in _DOTS:
+            floor = max(0, at - WINDOW)
+            left = at - _run(hits.island, text[floor:at][::-1], 0, at - floor)
+            right = at + 1 + _run(hits.island, text, at + 1, end)
+            if hits.at.search(text, left, right):  # a mail address: any script around it
+                start = at - WINDOW
+            else:
+                margin = CONTEXT if _PHONE_DIGITS.match(text, left, right) else 1
+                start = max(floor, left - margin)
+                end = min(end, right + 2)
+        else:
+            start = at - WINDOW
+        if at >= hi:
+            if hi > lo:
+                yield lo, hi
+            lo = max(start, _line_start(text, at))
+        hi = max(hi, end)
     if hi > lo:
         yield lo, hi
+
+
+def _run(pattern: re.Pattern[str], text: str, pos: int, endpos: int) -> int:
+    """How many characters from ``pos`` on ``pattern`` (a ``[...]*``) matches."""
+    m = pattern.match(text, pos, endpos)
+    return m.end() - pos if m is not None else 0
 
 
 def _line_start(text: str, at: int) -> int:

@@ -28,6 +28,7 @@ import anyio
 import httpcore2
 
 from ...errors import ToolError
+from ...ipv4in6 import embedded_v4
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -37,8 +38,6 @@ METADATA = frozenset(
     for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
 )
 """Cloud instance metadata endpoints (AWS/GCP/Azure/OpenStack, ECS, Alibaba, AWS IPv6)."""
-
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class AddressRefused(ToolError):
@@ -57,7 +56,7 @@ class AddressPolicy:
             ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return f"{address!r} is not an IP address"
-        ip = _embedded_v4(ip) or ip
+        ip = embedded_v4(ip) or ip
         if ip in METADATA:
             exact = any(net.num_addresses == 1 and ip in net for net in self.allow)
             return None if exact else f"{ip} is a cloud metadata address"
@@ -75,20 +74,6 @@ class AddressPolicy:
             if why is not None:
                 hint = " and the definition does not allow-list it (http.allow_networks)"
                 raise AddressRefused(f"refused to connect to {host}: {why}{hint}")
-
-
-def _embedded_v4(ip: IPAddress) -> ipaddress.IPv4Address | None:
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return None
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if int(ip) >> 32 == 0 and int(ip) > 1:  # IPv4-compatible (::a.b.c.d), deprecated
-        return ipaddress.IPv4Address(int(ip))
-    return None
 
 
 async def resolve(host: str, port: int) -> list[str]:

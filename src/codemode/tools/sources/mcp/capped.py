@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx2
 
+from codemode.tools.sources.mcp.surrogates import repair_stream
+
 ACCEPT_ENCODING = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
@@ -121,7 +123,8 @@ class MessageCap:
 
     async def _response(self, response: httpx2.Response) -> None:
         if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            return  # capped per event by the SDK's reader
+            repair_stream(response, self.limit)  # capped per event by the SDK's reader
+            return
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         codings = [
             c.strip().lower()
@@ -139,3 +142,4 @@ class MessageCap:
                 else ", ".join(codings)
             )
         response.stream = _CappedStream(response.stream, self.limit, self._fail, inflate)
+        repair_stream(response)  # lone surrogates' escapes: see .surrogates

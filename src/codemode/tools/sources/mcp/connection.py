@@ -47,6 +47,7 @@ from codemode.tools.sources.mcp.capped import MessageCap
 from codemode.tools.sources.mcp.lenient import install_lenient_validation
 from codemode.tools.sources.mcp.stderr import StderrTail, describe, leaf_errors, with_tail
 from codemode.tools.sources.mcp.stdio import bounded_stdio_client
+from codemode.tools.sources.mcp.surrogates import repairing_client
 
 log = logging.getLogger("codemode.tools.sources.mcp")  # the name it had before the split
 
@@ -156,7 +157,11 @@ class Connection:
                 ),
             )
         if cfg.transport == "sse":
-            return cast(Transport, sse_client(cfg.url, headers=cfg.headers or None))
+            client = repairing_client  # lone surrogates' escapes: see .surrogates
+            return cast(
+                Transport,
+                sse_client(cfg.url, headers=cfg.headers or None, httpx_client_factory=client),
+            )
         return cast(
             Transport,
             _http_transport(

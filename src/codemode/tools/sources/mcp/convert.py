@@ -14,7 +14,7 @@ import mcp_types as mt
 import pydantic
 
 from codemode.tools.convert import lone_surrogates_warning
-from codemode.tools.sources.mcp.stdio import LONE_SURROGATES_META
+from codemode.tools.sources.mcp.surrogates import LONE_SURROGATES_META
 from codemode.tools.spec import BlobContent, Content, TextContent, ToolCallResult, ToolSpec
 
 

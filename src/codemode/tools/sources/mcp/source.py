@@ -55,9 +55,10 @@ class MCPSource:
     # Results are already checked against the tool's outputSchema (by the SDK, made
     # lenient in ``lenient``); a mismatch arrives as an entry of ``ToolCallResult.warnings``.
     validates_output = True
-    # Results come through a JSON parser that refuses lone surrogates (the SDK's), or
-    # through the stdio reader, which shows each as U+FFFD and says so in the warnings:
-    # the pipeline need not serialize every structured result again to look for them.
+    # Results come through a JSON parser that refuses lone surrogates (the SDK's), after
+    # the stdio reader or the HTTP response hook (``surrogates``) showed each as U+FFFD and
+    # said so in the warnings: the pipeline need not serialize every structured result
+    # again to look for them.
     utf8_results = True
 
     def __init__(

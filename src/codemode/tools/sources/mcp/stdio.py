@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import TextIO
@@ -31,7 +30,7 @@ from mcp.client import stdio as sdk_stdio
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
 
-from codemode.tools.convert import replace_lone_surrogates
+from codemode.tools.sources.mcp.surrogates import LONE_ESCAPE, repaired
 
 log = logging.getLogger("codemode.tools.sources.mcp")
 
@@ -72,28 +71,16 @@ class LineSplitter:
             )
 
 
-_LONE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-LONE_SURROGATES_META = "codemode/lone_surrogates"
-"""Where a repaired answer's ``result._meta`` says how many lone surrogates it held."""
-
-
 def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(mt.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:  # surfaced by the session, as the SDK's reader does
-        if _LONE_ESCAPE.search(line) is None:
+        if LONE_ESCAPE.search(line) is None:
             return exc
         error = exc
-    # JSON may escape a lone surrogate ("\ud800"), which pydantic refuses (the SDK too, in
-    # a str), losing the whole answer: parsed by Python's json, each becomes U+FFFD and the
-    # result says how many (``convert.call_result`` turns that into the call's warning).
+    # A lone surrogate's escape ("\ud800"), refused by the SDK's parser: see .surrogates.
     try:
-        loaded, count = replace_lone_surrogates(json.loads(line))
-        result = loaded.get("result") if isinstance(loaded, dict) else None
-        if count and isinstance(result, dict):
-            meta = result.get("_meta")
-            meta = meta if isinstance(meta, dict) else {}
-            result["_meta"] = {**meta, LONE_SURROGATES_META: count}
+        loaded, _ = repaired(json.loads(line))
         return SessionMessage(mt.jsonrpc_message_adapter.validate_python(loaded, by_name=False))
     except (ValueError, RecursionError):
         return error

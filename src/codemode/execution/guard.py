@@ -28,7 +28,16 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..isolation.sweep import Usage, cpu_ticks, held_bytes, sweep, tree_memory, written
+from ..isolation.sweep import (
+    Usage,
+    cpu_ticks,
+    descendants,
+    held_bytes,
+    sweep,
+    tree_memory,
+    written,
+    written_alone,
+)
 from ..result import ErrorInfo, ExecutionResult
 
 # A workspace this small is swept inline after a run (well under a millisecond): a thread
@@ -134,6 +143,7 @@ class GuardedWorker:
         self._idle: asyncio.Task[None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._held = (0, -HELD_EVERY)  # (bytes, when counted)
+        self._main = (-1, -1)  # (the worker's pid, its own process: see _main_pid)
 
     @property
     def alive(self) -> bool:
@@ -161,6 +171,23 @@ class GuardedWorker:
         self.last_usage = usage
         self.hints.note(self.workspace, usage)
         return usage
+
+    def _main_pid(self) -> int:
+        """The worker's own process (under bubblewrap's, which write nothing), found once
+        per worker process: its write count is one read where the tree's is a walk."""
+        pid = self.inner.pid
+        if self._main[0] != pid:
+            main = pid
+            for proc in descendants(pid, limit=8):
+                try:
+                    with open(f"/proc/{proc}/comm", "rb") as fh:
+                        if fh.read().strip() != b"bwrap":
+                            main = proc
+                            break
+                except OSError:
+                    continue
+            self._main = (pid, main)
+        return self._main[1]
 
     def _check_memory(self) -> None:
         """Over ``memory_limit`` together, the tree's largest process is killed, as the
@@ -204,7 +231,7 @@ class GuardedWorker:
             # a big tree costs more to walk: never spend more than ~1/5 of the time on it
             await asyncio.sleep(max(self.interval, 5 * (time.monotonic() - began)))
 
-    async def _watch_idle(self, after: Usage) -> None:
+    async def _watch_idle(self, after: Usage, mark: int | None) -> None:
         """Sweep between runs: a thread or a process a run left behind writes on while no
         run is active, and waiting for the next run (maybe hours) to count would let it
         fill the host's disk. Over the quota, the worker is killed, since nothing but its
@@ -222,13 +249,16 @@ class GuardedWorker:
         delay = self.interval
         pid = self.inner.pid
         ticks, wrote_so_far = cpu_ticks(pid), written(pid)
-        # One interval after the run (see run): what was written meanwhile. Who wrote it
-        # is unknown (no counts were read at the run's end: that cost every run), so
-        # only a file count past the quota stops the worker here, as it would below
-        # without a write; bytes past it need this worker's writes from now on.
+        # One interval after the run (see run): what was written meanwhile. ``mark``, the
+        # worker's own count (its threads') at the run's end, tells whether it wrote since:
+        # a thread left behind that wrote its burst within this interval and stopped is
+        # stopped here. Its child processes were not counted then (listing them cost
+        # every run): bytes they wrote past the quota need their writes from now on.
+        alone = written_alone(self._main_pid())
         usage = await asyncio.to_thread(self._sweep)
         problem = self._grew_over(usage, after)
-        if problem is not None and not self.quota.bytes_over(usage):
+        wrote = mark is not None and alone is not None and alone != mark
+        if problem is not None and (wrote or not self.quota.bytes_over(usage)):
             self.inner.end(
                 "the worker was stopped between runs: code a run left running wrote "
                 f"past the quota. {problem}"
@@ -294,6 +324,8 @@ class GuardedWorker:
                 task.cancel()
                 await asyncio.wait([task])  # (see _stop_idle)
         small = self.last_usage is not None and self.last_usage.files < INLINE_FILES
+        # Counted before the sweep: what is written in between is in both (not blamed).
+        mark = written_alone(self._main_pid()) if self.inner.alive else None
         usage = self._sweep() if small else await asyncio.to_thread(self._sweep)
         notes: list[str] = self._memory_notes
         self._memory_notes = []
@@ -315,7 +347,7 @@ class GuardedWorker:
             # of the event loop's time under load.
             def watch_idle() -> None:
                 self._idle_timer = None
-                self._idle = loop.create_task(self._watch_idle(usage))
+                self._idle = loop.create_task(self._watch_idle(usage, mark))
 
             self._idle_timer = loop.call_later(self.interval, watch_idle)
         return result

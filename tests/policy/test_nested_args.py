@@ -103,8 +103,9 @@ async def test_a_dotted_path_names_an_argument_inside_others(
             "recipients=[{'email': 'a@example.com'}, {'email': 'x@rival.example'}]",
             "message={'Recipients': {'EMAIL': 'x@rival.example'}}",
             "recipients=[{'email': 'a@example.com'}], cc={'email': 'x@rival.example'}",
+            "message={'recipients.email': 'x@rival.example'}",
         )
-    assert got == ["denied", "denied", "sent"]
+    assert got == ["denied", "denied", "sent", "denied"]
 
 
 async def test_a_remembered_yes_covers_the_nested_values_that_asked_and_no_others(

@@ -108,12 +108,16 @@ _NODE = (dict, list, tuple)
 
 def found(args: Mapping[str, Any], paths: Sequence[Path]) -> list[list[Any]]:
     """For each path, every value found at it: its first part at any depth, the next ones
-    directly below (through list items), names compared as ``loose`` reads them. One walk
-    of the arguments for all paths."""
+    directly below (through list items), names compared as ``loose`` reads them; a path of
+    several parts also finds an argument named as the whole path (``"message.to"``). One
+    walk of the arguments for all paths."""
     out: list[list[Any]] = [[] for _ in paths]
     firsts: dict[str, list[int]] = {}
+    wholes: dict[str, list[int]] = {}  # "message.to" is also the name of one argument
     for k, path in enumerate(paths):
         firsts.setdefault(path[0], []).append(k)
+        if len(path) > 1:
+            wholes.setdefault(".".join(path), []).append(k)
     inside: list[tuple[Any, int, int]] = []  # (node, path, parts matched) of longer paths
     stack: list[Any] = [args if isinstance(args, dict) else dict(args)]
     while stack:
@@ -126,6 +130,9 @@ def found(args: Mapping[str, Any], paths: Sequence[Path]) -> list[list[Any]]:
                         out[k].append(value)
                     else:
                         inside.append((value, k, 1))
+                if wholes and isinstance(key, str):
+                    for k in wholes.get(key) or wholes.get(_name(key)) or ():
+                        out[k].append(value)
                 if isinstance(value, _NODE):
                     stack.append(value)
         else:

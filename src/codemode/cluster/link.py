@@ -28,9 +28,9 @@ After the handshake every frame is authenticated: 4-byte big-endian length, the
 checks the relay version), then a 16-byte tag, HMAC-SHA256 under a key of this stream
 alone (derived from the secret and both nonces) over the direction, the frame's number in
 its direction (counted by both ends, never sent) and the data. Whatever can reach the
-stream can neither forge, alter, replay, reorder nor drop a frame unnoticed: the first
-frame whose tag is wrong closes the stream with a warning, before it is unmarshalled, and
-the host goes on over Ray.
+stream can neither forge, alter, replay nor reorder frames, nor drop one unnoticed (the
+next frame's tag is then wrong): the first frame whose tag is wrong closes the stream with
+a warning, before it is unmarshalled, and the host goes on over Ray.
 """
 
 from __future__ import annotations

@@ -44,6 +44,15 @@ async def sends(session: Any, *calls: str) -> list[Any]:
     return out
 
 
+async def outcomes(notes_ws: Any, open_notes: Any, config: Any, *calls: str) -> list[Any]:
+    """Each call of ``mail.send`` under ``config``: "sent" or "denied"."""
+    notes_ws.configure(config)
+    SENT.clear()
+    async with open_notes(notes_ws) as s:
+        s.register_tool(send, server="mail", name="send")
+        return await sends(s, *calls)
+
+
 def rules(*given: dict[str, Any], default: str = "allow") -> dict[str, Any]:
     return {"policy": {"default": default, "rules": [{"tools": "mail.send", **r} for r in given]}}
 
@@ -51,18 +60,16 @@ def rules(*given: dict[str, Any], default: str = "allow") -> dict[str, Any]:
 async def test_a_deny_on_an_argument_holds_wherever_the_argument_is_nested(
     notes_ws: Any, open_notes: Any
 ) -> None:
-    notes_ws.configure(rules({"action": "deny", "args": {"to": {"not_matches": "*@example.com"}}}))
-    SENT.clear()
-    async with open_notes(notes_ws) as s:
-        s.register_tool(send, server="mail", name="send")
-        got = await sends(
-            s,
-            "message={'to': 'x@rival.example', 'subject': 'hi'}",
-            "message={'headers': {'To': 'x@rival.example'}}",
-            "recipients=[{'to': 'ok@example.com'}, {'TO': 'x@rival.example'}]",
-            "message={'to': ['ok@example.com', 'x@rival\\u200b.example']}",
-            "message={'to': 'ok@example.com'}, recipients=[{'to': 'b@example.com'}]",
-        )
+    got = await outcomes(
+        notes_ws,
+        open_notes,
+        rules({"action": "deny", "args": {"to": {"not_matches": "*@example.com"}}}),
+        "message={'to': 'x@rival.example', 'subject': 'hi'}",
+        "message={'headers': {'To': 'x@rival.example'}}",
+        "recipients=[{'to': 'ok@example.com'}, {'TO': 'x@rival.example'}]",
+        "message={'to': ['ok@example.com', 'x@rival\\u200b.example']}",
+        "message={'to': 'ok@example.com'}, recipients=[{'to': 'b@example.com'}]",
+    )
     assert got == ["denied"] * 4 + ["sent"]
     assert len(SENT) == 1
 
@@ -72,20 +79,16 @@ async def test_an_allow_list_must_hold_for_every_value_of_a_list(
 ) -> None:
     """An ``allow`` rule is an allow-list: a list that starts inside it, or one address of
     a header that reads as two, is not on it."""
-    notes_ws.configure(
-        rules({"action": "allow", "args": {"to": {"matches": "*@example.com"}}}, default="deny")
+    got = await outcomes(
+        notes_ws,
+        open_notes,
+        rules({"action": "allow", "args": {"to": {"matches": "*@example.com"}}}, default="deny"),
+        "to=['ok@example.com', 'x@rival.example']",
+        "to='ok@example.com, x@rival.example'",
+        "message={'to': ['a@example.com', 'x@rival.example']}",
+        "to=['a@example.com', 'B@EXAMPLE.COM']",
+        "message={'to': {'name': 'a@example.com', 'email': 'b@example.com'}}",
     )
-    SENT.clear()
-    async with open_notes(notes_ws) as s:
-        s.register_tool(send, server="mail", name="send")
-        got = await sends(
-            s,
-            "to=['ok@example.com', 'x@rival.example']",
-            "to='ok@example.com, x@rival.example'",
-            "message={'to': ['a@example.com', 'x@rival.example']}",
-            "to=['a@example.com', 'B@EXAMPLE.COM']",
-            "message={'to': {'name': 'a@example.com', 'email': 'b@example.com'}}",
-        )
     assert got == ["denied"] * 3 + ["sent"] * 2
 
 
@@ -95,16 +98,15 @@ async def test_a_dotted_path_names_an_argument_inside_others(
     """``recipients[].email`` looks at the emails of the recipients only, at any depth of
     the call, in any case; other ``email`` fields are left alone."""
     rule = {"action": "deny", "args": {"recipients[].email": {"not_matches": "*@example.com"}}}
-    notes_ws.configure(rules(rule))
-    async with open_notes(notes_ws) as s:
-        s.register_tool(send, server="mail", name="send")
-        got = await sends(
-            s,
-            "recipients=[{'email': 'a@example.com'}, {'email': 'x@rival.example'}]",
-            "message={'Recipients': {'EMAIL': 'x@rival.example'}}",
-            "recipients=[{'email': 'a@example.com'}], cc={'email': 'x@rival.example'}",
-            "message={'recipients.email': 'x@rival.example'}",
-        )
+    got = await outcomes(
+        notes_ws,
+        open_notes,
+        rules(rule),
+        "recipients=[{'email': 'a@example.com'}, {'email': 'x@rival.example'}]",
+        "message={'Recipients': {'EMAIL': 'x@rival.example'}}",
+        "recipients=[{'email': 'a@example.com'}], cc={'email': 'x@rival.example'}",
+        "message={'recipients.email': 'x@rival.example'}",
+    )
     assert got == ["denied", "denied", "sent", "denied"]
 
 

@@ -184,22 +184,14 @@ def written(pid: int) -> int | None:
     nothing, so a busy session sharing a workspace is not taken for its writer."""
     total, read = 0, False
     for proc in descendants(pid):
-        count = written_alone(proc)
-        if count is not None:
-            total += count
+        try:
+            with open(f"/proc/{proc}/io", "rb") as fh:
+                fields = dict(line.split(b":", 1) for line in fh.read().splitlines())
+            total += int(fields[b"wchar"]) + int(fields[b"write_bytes"])
             read = True
+        except (OSError, KeyError, ValueError):
+            continue
     return total if read else None
-
-
-def written_alone(pid: int) -> int | None:
-    """What :func:`written` counts, for ``pid`` alone (all its threads, no children): one
-    read, cheap enough to take at the end of every run."""
-    try:
-        with open(f"/proc/{pid}/io", "rb") as fh:
-            fields = dict(line.split(b":", 1) for line in fh.read().splitlines())
-        return int(fields[b"wchar"]) + int(fields[b"write_bytes"])
-    except (OSError, KeyError, ValueError):
-        return None
 
 
 def tree_memory(pid: int) -> tuple[int, int | None]:

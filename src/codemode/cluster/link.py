@@ -61,7 +61,7 @@ AUTH_TIMEOUT = 5.0
 """Seconds a connecting peer has to prove it knows the secret."""
 MAX_UNPROVEN = 32
 """Connections waiting for their proof at once; a newcomer past this drops the oldest."""
-_DOMAIN = b"codemode-link-2"
+_DOMAIN = b"codemode-link-3"  # -3: frames carry tags
 _LEN = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 KEEPALIVE = (5, 5, 3)

@@ -135,3 +135,40 @@ async def test_a_clients_max_steps_cannot_raise_the_servers_llm_max_steps(base: 
     ]
     assert "Note: max_steps=50 asked" in r.content[0].text  # type: ignore[union-attr]
     assert "At most 2 model turns." in (listed["execute_task"].description or "")
+
+
+def _reply(code: str) -> t.CreateMessageResult:
+    text = t.TextContent(type="text", text=f"```python\n{code}\n```")
+    return t.CreateMessageResult(role="assistant", content=text, model="cm")
+
+
+async def test_a_task_state_sent_again_is_refused_so_a_step_never_runs_twice(base: Path) -> None:
+    """On 2026-07-28 the task's state travels through the client: each state continues the
+    task once. Sent again with another reply, it would run more code and more model turns
+    than the server's ``llm.max_steps`` allows (the state resets the count)."""
+    env = _env(CODEMODE_LLM_MAX_STEPS="2")
+    ran = base / "ran.txt"
+
+    def write(mark: str) -> t.CreateMessageResult:
+        return _reply(f"open({str(ran)!r}, 'a').write({mark!r})")
+
+    async with serve(base, env, sampling_callback=ClientModel()) as c:
+
+        async def turn(state: str | None = None, reply: Any = None) -> Any:
+            return await c.session.call_tool(
+                "execute_task",
+                {"task": "count"},
+                input_responses=None if reply is None else {"step1": reply},
+                request_state=state,
+                allow_input_required=True,
+            )
+
+        first = await turn()
+        assert isinstance(first, t.InputRequiredResult) and first.request_state
+        second = await turn(first.request_state, write("1"))
+        assert isinstance(second, t.InputRequiredResult) and second.request_state
+        again = [await turn(first.request_state, write("2")) for _ in range(3)]
+    assert all(isinstance(r, t.CallToolResult) and r.is_error for r in again), again
+    said = again[0].content[0].text
+    assert "already used" in said and "without it to start the task over" in said
+    assert ran.read_text() == "1"

@@ -62,3 +62,11 @@ def test_a_tampered_state_is_refused_with_what_is_wrong(edit: Any, says: str) ->
     with pytest.raises(BadTaskState, match="not a task state this server wrote") as info:
         TaskRun.from_state(edit(_state()), limits=SERVER)
     assert says in str(info.value)
+
+
+def test_the_state_names_its_task_and_a_state_without_a_name_is_refused() -> None:
+    state = _state()
+    assert TaskRun.from_state(state, limits=SERVER).id == state["id"]
+    for bad in ({k: v for k, v in state.items() if k != "id"}, state | {"id": 7}):
+        with pytest.raises(BadTaskState, match="not a task state this server wrote"):
+            TaskRun.from_state(bad, limits=SERVER)

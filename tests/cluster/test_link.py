@@ -117,6 +117,46 @@ async def test_a_run_sent_without_the_handshake_never_runs(cluster: RayCluster) 
         assert (await s.run("'pwned' in globals()")).value is False
 
 
+async def test_frames_injected_into_the_link_or_replayed_on_it_never_run(
+    cluster: RayCluster,
+) -> None:
+    """Past the handshake, every frame must carry the stream's tag for its place: a run
+    frame written into the stream without it, or a frame recorded and written again, is
+    refused before it is read, the stream is closed, and the session goes on over Ray
+    (then over a new link) with its state."""
+    async with Session(executor(cluster)) as s:
+        w = await linked(s)
+        assert (await s.run("n = 0")).error is None
+        link = w._link.up if w._link is not None else None
+        assert link is not None
+        data = marshal.dumps(("run", (b"12345678", "pwned = 1", 10.0, 0)))
+        link._writer.write(struct.pack(">I", len(data)) + data)  # a frame as it was untagged
+        # The actor takes the next frame's first bytes for the forged one's tag: wrong, so
+        # it closes the stream, and the host sends its run again over Ray.
+        r = await s.run("n += 1\n('pwned' in globals(), n)")
+        assert r.value == [False, 1] and not r.state_lost
+        assert (await s.run("n")).value == 1  # over Ray; it opens a new link meanwhile
+        w = await up(w)
+        link = w._link.up if w._link is not None else None
+        assert link is not None
+        sent: list[bytes] = []
+        write = link._writer.write
+
+        def recording(frame: bytes) -> None:
+            sent.append(bytes(frame))
+            write(frame)
+
+        link._writer.write = recording  # type: ignore[method-assign,assignment]
+        assert (await s.run("n += 1\nn")).value == 2
+        runs = [f for f in sent if b"n += 1" in f]
+        assert runs, sent
+        write(runs[0])  # the same run frame again, as recorded
+        async with asyncio.timeout(60):
+            while not link._reader.at_eof():
+                await asyncio.sleep(0.02)
+        assert (await s.run("n")).value == 2
+
+
 async def test_with_the_link_off_runs_and_tool_calls_go_over_ray_calls(
     cluster: RayCluster,
 ) -> None:

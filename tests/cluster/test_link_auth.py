@@ -10,11 +10,21 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
-from codemode.cluster.link import MAX_UNPROVEN, NONCE, Link, LinkBroken, LinkServer
+from codemode.cluster.link import (
+    HOST,
+    MAX_UNPROVEN,
+    NONCE,
+    TAG,
+    Link,
+    LinkBroken,
+    LinkServer,
+    proof,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -155,3 +165,118 @@ def test_a_node_gone_without_a_word_breaks_the_link_and_the_host_goes_on_over_ra
         ["unshare", "-rn", "sh", "-c", script], capture_output=True, text=True, timeout=60
     )
     assert out.stdout.strip() == "broken", out.stderr[-2000:]
+
+
+async def _handshake(port: int, secret: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A host's side of the handshake done by hand: the stream is then the link's."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    nonce = await reader.readexactly(NONCE)
+    writer.write(proof(secret, nonce, HOST) + os.urandom(NONCE))
+    await reader.readexactly(32)
+    return reader, writer
+
+
+def _untagged(msg: tuple[str, Any]) -> bytes:
+    data = marshal.dumps(msg)
+    return struct.pack(">I", len(data)) + data + bytes(TAG)
+
+
+async def _closed(reader: asyncio.StreamReader) -> bool:
+    return await asyncio.wait_for(reader.read(), 10) == b""
+
+
+async def test_a_frame_without_the_links_tag_is_refused_and_closes_the_stream(
+    server: tuple[LinkServer, int, list[tuple[str, object]]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A peer past the handshake (or anything that can write into the stream) cannot
+    drive the actor with frames it did not tag with the stream's key."""
+    srv, port, told = server
+    reader, writer = await _handshake(port, srv.secret)
+    writer.write(_untagged(("hold", True)) + _untagged(("run", (b"r", "pwned = 1", 10.0, 0))))
+    try:
+        assert await _closed(reader)
+    finally:
+        writer.close()
+    assert told == []
+    assert "failed its authentication" in caplog.text and "the link is closed" in caplog.text
+
+
+class _Tap:
+    """A TCP relay between the host and the actor that records and can rewrite what the
+    actor sends (what a machine on the path could do)."""
+
+    def __init__(self, port: int, rewrite: Callable[[bytes], bytes] = lambda b: b) -> None:
+        self.port = port
+        self.rewrite = rewrite
+        self.streams: list[asyncio.StreamWriter] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> int:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for w in self.streams:
+            w.close()
+        await asyncio.sleep(0.05)  # the actor's handler sees its stream end
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        a_reader, a_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.streams += [writer, a_writer]
+
+        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, edit: bool) -> None:
+            seen = 0
+            while data := await r.read(1 << 16):
+                seen += len(data)
+                # The handshake (nonce, proof) passes untouched; frames after it may not.
+                w.write(self.rewrite(data) if edit and seen > NONCE + 32 else data)
+            w.close()
+
+        self.tasks += [
+            asyncio.ensure_future(pump(reader, a_writer, False)),
+            asyncio.ensure_future(pump(a_reader, writer, True)),
+        ]
+
+
+async def test_the_host_refuses_an_answer_altered_on_the_way(
+    server: tuple[LinkServer, int, list[tuple[str, object]]],
+) -> None:
+    srv, port, _ = server
+
+    def flip(data: bytes) -> bytes:  # ("done", ...) becomes ("dome", ...)
+        return data.replace(b"done", b"dome")
+
+    async with _Tap(port, flip) as tapped:
+        link = await Link.connect("127.0.0.1", tapped, srv.secret, 10)
+        with pytest.raises(LinkBroken, match="failed its authentication"):
+            await link.ask("poll", (b"r", 0))
+        assert link.broken
+
+
+async def test_a_replayed_frame_is_refused(
+    server: tuple[LinkServer, int, list[tuple[str, object]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame recorded on the wire and written again (to the same stream) carries the
+    right tag for its place, not for the next: the actor refuses it and closes."""
+    srv, port, told = server
+    sent: list[bytes] = []
+    async with _Tap(port) as tapped:
+        link = await Link.connect("127.0.0.1", tapped, srv.secret, 10)
+        write = link._writer.write
+
+        def recording(data: bytes) -> None:
+            sent.append(bytes(data))
+            write(data)
+
+        monkeypatch.setattr(link._writer, "write", recording)
+        link.tell("reply", (b"r", 1, "yes"))
+        assert await link.ask("poll", (b"r", 0)) == (1, [("done", (b"r", 0))])
+        assert told == [("reply", (b"r", 1, "yes"))]
+        write(sent[0])  # the reply again, as recorded
+        with pytest.raises(LinkBroken):
+            await link.ask("poll", (b"r", 1))
+    assert told == [("reply", (b"r", 1, "yes"))]

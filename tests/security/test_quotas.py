@@ -314,6 +314,24 @@ async def test_code_left_writing_after_its_run_is_stopped_at_the_quota(
     assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
 
 
+async def test_code_left_to_write_one_burst_right_after_its_run_is_stopped_between_runs(
+    small_ws: tuple[Session, str],
+) -> None:
+    """A thread that writes past the quota within the interval before the idle watch's
+    first look, then stops, is the worker's own writing (its count moved since the run's
+    end): the worker is stopped then, not left holding the workspace over its quota."""
+    s, _ = small_ws
+    code = left_running(
+        "    time.sleep(0.05)\n"
+        "    with open('burst', 'wb') as fh:\n"
+        "        for i in range(24):\n            fh.write(b'x' * 2**20)\n"
+    )
+    assert (await s.run(code, timeout=30)).error is None
+    await asyncio.sleep(3)
+    r = await s.run("1", timeout=30)
+    assert any("stopped between runs" in w and "quota" in w for w in r.warnings), r.to_text()
+
+
 async def test_code_left_creating_empty_files_after_its_run_is_stopped_at_the_file_quota(
     small_ws: tuple[Session, str],
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -208,6 +209,8 @@ class TaskRun:
         """Tool calls past ``MAX_RECORDED``: counted, not listed."""
         self.outputs: list[str] = []
         self.started = time.time()
+        self.id = secrets.token_hex(16)
+        """Names the task in its states: whoever continues it can tell a state sent again."""
         self.answer: str | None = None
         self.stop_reason: StopReason | None = None
         self.error: str | None = None
@@ -396,6 +399,7 @@ class TaskRun:
             "unlisted_calls": self.unlisted_calls,
             "outputs": self.outputs,
             "started": self.started,
+            "id": self.id,
         }
 
     @classmethod
@@ -410,6 +414,9 @@ class TaskRun:
             mode = state["mode"]
             if mode not in ("tools", "fenced"):
                 raise ValueError(f"unknown mode {mode!r}")
+            task_id = state["id"]
+            if not isinstance(task_id, str) or not task_id:
+                raise ValueError("its id is not a name")
             started = float(state["started"])
             if not math.isfinite(started):
                 raise ValueError(f"started is {started}, not a time")
@@ -433,6 +440,7 @@ class TaskRun:
             detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise BadTaskState(f"not a task state this server wrote ({detail})") from None
         run.started = started
+        run.id = task_id
         return run
 
 

@@ -46,7 +46,7 @@ from .link import LinkServer
 
 log = logging.getLogger(__name__)
 
-RELAY_VERSION = 4
+RELAY_VERSION = 5
 """The host <-> actor relay (method names, event shapes). Bump with any incompatible change."""
 
 CALL, DONE, FAILED = "call", "done", "failed"

@@ -23,8 +23,14 @@ wait for their proof at once (the oldest is dropped for a newcomer), so a flood 
 connections that never authenticate cannot use up the actor's file descriptors. The
 actor listens on its node's own address (the one Ray uses), on a port the OS picks.
 
-Frames: 4-byte big-endian length, then ``marshal`` data (plain tuples; both ends are
-codemode of the same release: ``hello`` checks the relay version).
+After the handshake every frame is authenticated: 4-byte big-endian length, the
+``marshal`` data (plain tuples; both ends are codemode of the same release: ``hello``
+checks the relay version), then a 16-byte tag, HMAC-SHA256 under a key of this stream
+alone (derived from the secret and both nonces) over the direction, the frame's number in
+its direction (counted by both ends, never sent) and the data. Whatever can reach the
+stream can neither forge, alter, replay nor reorder frames, nor drop one unnoticed (the
+next frame's tag is then wrong): the first frame whose tag is wrong closes the stream with
+a warning, before it is unmarshalled, and the host goes on over Ray.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ AUTH_TIMEOUT = 5.0
 """Seconds a connecting peer has to prove it knows the secret."""
 MAX_UNPROVEN = 32
 """Connections waiting for their proof at once; a newcomer past this drops the oldest."""
-_DOMAIN = b"codemode-link-2"
+_DOMAIN = b"codemode-link-3"  # -3: frames carry tags
 _LEN = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 KEEPALIVE = (5, 5, 3)
@@ -68,6 +74,39 @@ HOST, ACTOR = b"host", b"actor"
 
 def proof(secret: bytes, nonce: bytes, who: bytes = HOST) -> bytes:
     return hmac.new(secret, _DOMAIN + who + b"\x00" + nonce, hashlib.sha256).digest()
+
+
+TAG = 16
+"""Bytes of a frame's tag (HMAC-SHA256 cut to 128 bits)."""
+_SEQ = struct.Struct(">Q")
+
+
+def frame_key(secret: bytes, actor_nonce: bytes, host_nonce: bytes) -> bytes:
+    """The key of one stream's frames: both nonces are fresh, so no frame of another
+    stream (an earlier link of the same session) verifies on this one."""
+    material = _DOMAIN + b"frames\x00" + actor_nonce + host_nonce
+    return hmac.new(secret, material, hashlib.sha256).digest()
+
+
+class BadFrame(ValueError):
+    """A frame whose tag is wrong: altered, forged, replayed, reordered or one dropped."""
+
+
+class Seal:
+    """Tags (or checks) the frames of one direction of a stream, numbering them."""
+
+    __slots__ = ("_mac", "_seq")
+
+    def __init__(self, key: bytes, who: bytes) -> None:
+        self._mac = hmac.new(key, who + b"\x00", hashlib.sha256)
+        self._seq = 0
+
+    def tag(self, data: bytes | memoryview) -> bytes:
+        mac = self._mac.copy()
+        mac.update(_SEQ.pack(self._seq))
+        mac.update(data)
+        self._seq += 1
+        return mac.digest()[:TAG]
 
 
 def _keepalive(writer: asyncio.StreamWriter) -> None:
@@ -87,15 +126,22 @@ def _keepalive(writer: asyncio.StreamWriter) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, limit)
 
 
-def _frame(data: bytes) -> bytes:
-    return _LEN.pack(len(data)) + data
+def _frame(data: bytes, seal: Seal) -> bytes:
+    return b"".join((_LEN.pack(len(data)), data, seal.tag(data)))
 
 
-async def _read(reader: asyncio.StreamReader) -> bytes:
+async def _read(reader: asyncio.StreamReader, seal: Seal) -> memoryview:
+    """The next frame's data, once its tag is right (``BadFrame`` otherwise)."""
     (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
     if size > MAX_FRAME:
         raise ValueError(f"a link frame of {size} bytes")
-    return await reader.readexactly(size)
+    got = memoryview(await reader.readexactly(size + TAG))
+    data = got[:size]
+    if not hmac.compare_digest(seal.tag(data), got[size:]):
+        raise BadFrame(
+            "a link frame failed its authentication (altered, forged, replayed or out of order)"
+        )
+    return data
 
 
 class LinkBroken(Exception):
@@ -168,14 +214,19 @@ class LinkServer:
                 log.warning("a link connection from %s was refused: wrong secret", _peer(writer))
                 return
             writer.write(proof(self.secret, got[32:], ACTOR))  # accepted: the actor's proof
+            key = frame_key(self.secret, nonce, got[32:])
+            heard, said = Seal(key, HOST), Seal(key, ACTOR)
             _keepalive(writer)  # a host gone without a word: its pending poll ends
             while True:
-                op, arg = marshal.loads(await _read(reader))
+                op, arg = marshal.loads(await _read(reader, heard))
                 if op in (RUN, POLL):
                     # Answered when its events come; replies keep arriving meanwhile.
-                    pending = asyncio.get_running_loop().create_task(self._ask(writer, op, arg))
+                    ask = self._ask(writer, said, op, arg)
+                    pending = asyncio.get_running_loop().create_task(ask)
                 else:
                     self._tell(op, arg)
+        except BadFrame as exc:
+            log.warning("%s from %s: the link is closed", exc, _peer(writer))
         except (asyncio.IncompleteReadError, OSError, ValueError, EOFError, TypeError):
             pass  # the host went away (or spoke nonsense): it goes on over Ray
         finally:
@@ -185,7 +236,7 @@ class LinkServer:
             writer.close()
             self._conns.discard(task)
 
-    async def _ask(self, writer: asyncio.StreamWriter, op: str, arg: Any) -> None:
+    async def _ask(self, writer: asyncio.StreamWriter, said: Seal, op: str, arg: Any) -> None:
         try:
             data = await self._answer(op, arg)
         except asyncio.CancelledError:
@@ -193,7 +244,7 @@ class LinkServer:
         except Exception as exc:  # noqa: BLE001 - handed to the host as the call's failure
             data = marshal.dumps((ERROR, f"{type(exc).__name__}: {exc}"))
         if not writer.is_closing():
-            writer.write(_frame(data))
+            writer.write(_frame(data, said))  # tagged as written: numbers follow the stream
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
@@ -207,9 +258,13 @@ def _peer(writer: asyncio.StreamWriter) -> str:
 class Link:
     """One authenticated stream to a session's actor (host side; one ``ask`` at a time)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: bytes
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._said = Seal(key, HOST)
+        self._heard = Seal(key, ACTOR)
         self.broken = False
 
     @classmethod
@@ -233,14 +288,14 @@ class Link:
                 writer.close()
                 raise LinkBroken("the peer at the link's address does not know the secret")
         _keepalive(writer)
-        return cls(reader, writer)
+        return cls(reader, writer, frame_key(secret, nonce, mine))
 
     def tell(self, op: str, arg: Any) -> None:
         """A message that has no answer (``reply``, ``hold``, ``interrupt``)."""
         if self.broken:
             raise LinkBroken("the link is closed")
         try:
-            self._writer.write(_frame(marshal.dumps((op, arg))))
+            self._writer.write(_frame(marshal.dumps((op, arg)), self._said))
         except (OSError, RuntimeError, ValueError) as exc:
             self.close()
             raise LinkBroken(str(exc)) from exc
@@ -250,7 +305,11 @@ class Link:
         which leaves a frame half read) closes the link."""
         self.tell(op, arg)
         try:
-            seq, events = marshal.loads(await _read(self._reader))
+            seq, events = marshal.loads(await _read(self._reader, self._heard))
+        except BadFrame as exc:
+            self.close()
+            log.warning("%s from the session's actor: the link is closed", exc)
+            raise LinkBroken(str(exc)) from exc
         # OSError: ETIMEDOUT (keepalive) and EHOSTUNREACH are not ConnectionErrors.
         except (asyncio.IncompleteReadError, OSError, ValueError, EOFError) as exc:
             self.close()

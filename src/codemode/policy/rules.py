@@ -18,9 +18,11 @@ that a trusted server does not declare read-only (or explicitly not destructive)
 Argument conditions are matched against the arguments as the tool will receive them
 (``ToolCall.revealed``): with privacy on, the real values behind the tokens the code
 passed, on the host only; the decision and its reason name the rule, never the value.
-A value is also read as a lenient receiver reads it (NFKC, invisible characters dropped,
-ideographic full stops as dots, a trailing dot dropped, a URL as a WHATWG parser reads it:
-``codemode.invisible.loose``), and the stricter decision counts.
+A rule's argument is found at any depth and in every list item, each value is judged
+alone and the strictest decision counts (``argvalues``); a value is also read as a
+lenient receiver reads it (NFKC, invisible characters dropped, ideographic full stops as
+dots, a trailing dot dropped, a URL as a WHATWG parser reads it:
+``codemode.invisible.loose``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ import hmac
 import json
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from email.utils import getaddresses
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -41,11 +42,10 @@ from pydantic import (
     Field,
     field_serializer,
     field_validator,
-    model_validator,
 )
 
-from ..invisible import loose
 from ..tools.spec import ToolSpec
+from .argvalues import MAX_COMBINATIONS, ArgMatch, ArgPlan, parse
 
 Action = Literal["allow", "deny", "ask"]
 _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
@@ -104,67 +104,11 @@ def _globs(value: Any) -> Any:
     return (value,) if isinstance(value, str) else value
 
 
-class ArgMatch(BaseModel):
-    """A condition on one argument: ``{"matches": "*@evil.example"}`` holds when one of its
-    values matches one of the globs; ``{"not_matches": ["*@example.com"]}`` when one of its
-    values matches none of them. Values: a string, a number or boolean as text, the items of
-    a list and the values of an object (nested ones too); globs are matched against the
-    whole value, ignoring case. An argument the call does not pass has no values: no
-    condition on it holds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    matches: tuple[str, ...] | None = None
-    not_matches: tuple[str, ...] | None = None
-
-    @field_validator("matches", "not_matches", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return _globs(value)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> ArgMatch:
-        if (self.matches is None) == (self.not_matches is None):
-            raise ValueError('give exactly one of "matches" or "not_matches"')
-        if not (self.matches or self.not_matches):
-            raise ValueError("give at least one glob")
-        return self
-
-    def holds(self, value: Any) -> bool:
-        values = [v.casefold() for v in _leaves(value)]
-        if self.matches is not None:
-            return any(fnmatchcase(v, g.casefold()) for v in values for g in self.matches)
-        allowed = self.not_matches or ()
-        return any(not any(fnmatchcase(v, g.casefold()) for g in allowed) for v in values)
-
-    def describe(self) -> str:
-        return json.dumps(self.model_dump(exclude_none=True))
-
-
 _ARGS_EXAMPLE = '{"to": {"not_matches": "*@example.com"}}'
 
 
 def _shown(value: Any) -> str:
     return json.dumps(value)[:60] if isinstance(value, str | list | int | float) else repr(value)
-
-
-def _leaves(value: Any) -> list[str]:
-    """The values an argument condition looks at (see ``ArgMatch``)."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, bool):
-            out.append("true" if v else "false")
-        elif isinstance(v, int | float):
-            out.append(str(v))
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list | tuple):
-            stack.extend(v)
-    return out
 
 
 class Rule(BaseModel):
@@ -182,7 +126,8 @@ class Rule(BaseModel):
     idempotent: bool | None = None
     open_world: bool | None = None
     args: tuple[tuple[str, ArgMatch], ...] = Field(
-        default=(), description="Argument name -> condition; every one must hold."
+        default=(),
+        description="Argument name or path (found at any depth) -> condition; every one must hold.",
     )
 
     @field_validator("tools", mode="before")
@@ -201,6 +146,7 @@ class Rule(BaseModel):
         if not isinstance(value, Mapping):
             raise ValueError(f"give an object, {_ARGS_EXAMPLE}, not {_shown(value)}")
         for name, cond in value.items():
+            parse(str(name))  # a clear error for "" or "message..to"
             if not isinstance(cond, Mapping | ArgMatch):
                 raise ValueError(
                     f'"{name}": give a condition object, {{"matches": [globs]}} or '
@@ -212,12 +158,10 @@ class Rule(BaseModel):
     def _args_object(self, value: tuple[tuple[str, ArgMatch], ...]) -> dict[str, Any]:
         return {name: cond.model_dump(exclude_none=True) for name, cond in value}
 
-    def args_hold(self, args: Mapping[str, Any], *, loosened: bool = False) -> bool:
-        """``loosened``: ``args`` went through ``_loosened``, names too."""
-        if loosened:
-            pairs = [(loose(name), cond) for name, cond in self.args]
-            return all(name in args and cond.holds(args[name]) for name, cond in pairs)
-        return all(name in args and cond.holds(args[name]) for name, cond in self.args)
+    def args_hold(self, args: Mapping[str, Any]) -> bool:
+        """Whether some one-value reading of ``args`` meets every condition (see
+        ``argvalues``)."""
+        return ArgPlan.of([self.args]).holds(0, args)
 
     @field_validator("tools")
     @classmethod
@@ -283,90 +227,45 @@ class ToolDecision:
 
     by_args: tuple[tuple[Rule, Decision], ...]
     otherwise: Decision
-    watched: tuple[str, ...] = ()
-    """The arguments any of ``by_args`` looks at: what a person approved, when one asked."""
+    plan: ArgPlan = field(default_factory=lambda: ArgPlan((), (), ()))
+    """``by_args``' conditions grouped by argument (``argvalues``)."""
 
     def for_args(self, args: Mapping[str, Any]) -> Decision:
-        """The decision for ``args``, and for ``args`` as a lenient receiver reads them
-        (``loose``: full-width forms, zero-width characters, a trailing dot, and argument
-        names in any case, as Go's JSON decoder matches them): the stricter of the two, so
-        a value or a name disguised that way neither slips past a deny glob nor onto an
-        allow-list."""
-        found = self._first(args, loosened=False)
-        if found.action == "deny":
-            return found
-        loosened = _loosened(args)
-        if loosened is None:
-            return found
-        other = self._first(loosened, loosened=True)
-        return other if _RANK[other.action] > _RANK[found.action] else found
-
-    def _first(self, args: Mapping[str, Any], *, loosened: bool) -> Decision:
-        for rule, decision in self.by_args:
-            if rule.args_hold(args, loosened=loosened):
-                if decision.action != "ask":
-                    return decision  # no one is asked: nothing to remember
-                return replace(decision, scope=_scope(self.watched, args, loosened=loosened))
-        return self.otherwise
+        """The decision for ``args``: for each argument a rule names, wherever it is found
+        and in every list item, each value (as written and as a lenient receiver reads it:
+        full-width forms, zero-width characters, a trailing dot, names in any case) is
+        judged as a call with that value alone would be, and the strictest decision
+        counts. So a value disguised that way, nested or next to an allowed one, neither
+        slips past a deny glob nor onto an allow-list."""
+        ranks = [_RANK[d.action] for _, d in self.by_args]
+        first = self.plan.first(args, ranks, _RANK[self.otherwise.action])
+        if first is None:
+            return Decision("deny", _TOO_MANY)
+        if first < 0:
+            return self.otherwise
+        decision = self.by_args[first][1]
+        if decision.action != "ask":
+            return decision  # no one is asked: nothing to remember
+        return replace(decision, scope=_scope(self.plan, args))
 
 
-def _scope(watched: tuple[str, ...], args: Mapping[str, Any], *, loosened: bool) -> str:
+_TOO_MANY = (
+    f"the call's arguments have more than {MAX_COMBINATIONS} combinations of values "
+    "that the rules on arguments tell apart; it is refused rather than judged"
+)
+
+
+def _scope(plan: ArgPlan, args: Mapping[str, Any]) -> str:
     """A digest of the values of every argument the tool's rules look at, not only the
     deciding rule's: a yes to ``to="a@x", cc="b@y"``, asked because of ``to``, must not
-    cover ``cc="c@z"``, which a later rule would have asked about. Each argument whole, so
+    cover ``cc="c@z"``, which a later rule would have asked about. Each value whole, so
     an approval of ``["a@x"]`` is not one of ``["a@x", "b@y"]``."""
-    names = [loose(name) if loosened else name for name in watched]
-    seen = [[name, args.get(name)] for name in names]
-    text = json.dumps(seen, sort_keys=True, default=repr, ensure_ascii=True)
-    return hmac.new(_SCOPE_KEY, text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(_SCOPE_KEY, plan.seen(args).encode(), hashlib.sha256).hexdigest()
 
 
 _SCOPE_KEY = secrets.token_bytes(32)
 """Per process: a scope that reached a note or a log cannot be checked against a guess
 (an address has too few possible values for a plain hash to hide it)."""
-
-
-def _loosened(args: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``args`` with every string, and every argument's name, read by ``loose``; the
-    values of names that become one are kept together, as a list (a condition looks at
-    each). None when that changes nothing beyond the case of values (which conditions
-    ignore already)."""
-    changed = False
-
-    def walk(v: Any) -> Any:
-        nonlocal changed
-        if isinstance(v, str):
-            out = loose(v)
-            changed = changed or out != v.casefold()
-            found = _addresses(out) if "@" in out else []
-            if found:
-                changed = True
-                return [out, *found]
-            return out
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [walk(x) for x in v]
-        return v
-
-    out: dict[str, Any] = {}
-    for key, value in args.items():
-        name = loose(key) if isinstance(key, str) else key
-        changed = changed or name != key
-        if name in out:
-            out[name] = [out[name], walk(value)]
-        else:
-            out[name] = walk(value)
-    return out if changed else None
-
-
-def _addresses(text: str) -> list[str]:
-    """The addresses a mail library reads in ``text`` when they are not ``text`` itself:
-    ``Bob <x@rival.example>`` and ``ok@example.com, x@rival.example`` go to
-    x@rival.example, which a glob on the whole value does not see."""
-    found = {loose(a) for _, a in getaddresses([text]) if "@" in a}
-    found.discard(text)
-    return sorted(found)
 
 
 class Policy:
@@ -405,8 +304,8 @@ class Policy:
     def _decide(self, spec: ToolSpec) -> ToolDecision:
         by_args: list[tuple[Rule, Decision]] = []
         found = self._decide_tool(spec, by_args)
-        watched = sorted({name for rule, _ in by_args for name, _ in rule.args})
-        return ToolDecision(tuple(by_args), found, tuple(watched))
+        plan = ArgPlan.of([rule.args for rule, _ in by_args])
+        return ToolDecision(tuple(by_args), found, plan)
 
     def _decide_tool(self, spec: ToolSpec, by_args: list[tuple[Rule, Decision]]) -> Decision:
         cfg = self.config

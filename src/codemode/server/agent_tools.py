@@ -14,13 +14,16 @@ SDK), and the client retries with the model's reply. The client's
 ``input_required_max_rounds`` (10 by default in the Python SDK) then caps the steps. The
 state carries the conversation, never the limits: each round applies the server's (a
 client cannot lengthen its task's time or budgets by editing the state), and a state this
-server did not write is refused with a clear error.
+server did not write is refused with a clear error. Each state continues its task once
+(:class:`Continued`): sent again, it would run its step's code again and give the task
+more model turns and tokens than its limits, so it is refused.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Annotated, Any
 
 from mcp.shared.exceptions import MCPError
@@ -226,6 +229,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         problem = str(exc)
         logger.warning("execute_task is unavailable: %s", problem)
     ctx.extras["agent_model"] = server_model
+    continued = Continued()
 
     def limits(max_steps: int | None) -> tuple[Limits, list[str]]:
         """The server's limits; a client's ``max_steps`` may lower llm.max_steps, never
@@ -275,7 +279,7 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         if model is None and wants_sampling and sampling:
             mode = "fenced" if cfg.mode == "fenced" or not with_tools else "tools"
             if is_modern(mcp_ctx):
-                return await _round(call, task, lim, mode, progress, notes)
+                return await _round(call, task, lim, mode, progress, notes, continued)
             model = SamplingModel(mcp_ctx, tools=mode == "tools")
         async with call.lease() as lease:
             if model is None:
@@ -293,8 +297,44 @@ def register(toolset: Toolset, ctx: ServerContext) -> None:
         return render(result)
 
 
+class Continued:
+    """The task states this process has continued from, as (task id, steps in it): each
+    state is a ticket for one round. A task is remembered until its ``max_seconds`` are
+    over (then none of its code can run any more)."""
+
+    MAX_TASKS = 100_000
+    """Tasks remembered at once; past this (after dropping ended ones) a continuation is
+    refused rather than a task forgotten (forgetting one would let its states replay)."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, tuple[int, float]] = {}
+        """task id -> (steps in the latest state continued, when to forget it)"""
+
+    def claim(self, run: TaskRun) -> str | None:
+        """Why ``run``'s state may not be continued (None: it may, once)."""
+        now = time.time()
+        seen = self._tasks.get(run.id)
+        if seen is not None and len(run.steps) <= seen[0]:
+            return (
+                "a state that was already used (each continues the task once; sent again "
+                "it would run its step's code again)"
+            )
+        if seen is None and len(self._tasks) >= self.MAX_TASKS:
+            self._tasks = {k: v for k, v in self._tasks.items() if v[1] > now}
+            if len(self._tasks) >= self.MAX_TASKS:
+                return f"from one of more than {self.MAX_TASKS} tasks in progress at once"
+        self._tasks[run.id] = (len(run.steps), run.started + run.limits.max_seconds + 60)
+        return None
+
+
 async def _round(
-    call: Call, task: str, lim: Limits, mode: Any, progress: Any, notes: list[str]
+    call: Call,
+    task: str,
+    lim: Limits,
+    mode: Any,
+    progress: Any,
+    notes: list[str],
+    continued: Continued,
 ) -> Any:
     """One model turn of the 2026-07-28 multi-round-trip flow."""
     mcp_ctx = call.mcp
@@ -305,6 +345,9 @@ async def _round(
     else:
         try:  # the server's limits, whatever the state says: the client carried it
             run = TaskRun.from_state(json.loads(state), limits=lim)
+            used = continued.claim(run)
+            if used is not None:
+                raise BadTaskState(used)
         except (ValueError, BadTaskState) as exc:
             return Reply(
                 f"execute_task: the request_state sent back is {exc}; call execute_task "

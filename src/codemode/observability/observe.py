@@ -32,7 +32,7 @@ from .metrics import (
     result_bytes,
 )
 from .tally import FOLD_AT
-from .tracing import _UNSAMPLED, Tracing, _Run
+from .tracing import _UNSAMPLED, MAX_PENDING, Tracing, _Run
 
 _clock_ns = time.perf_counter_ns
 _now = time.time_ns  # the SDK's clock, as tracing's: a run's start, its spans' origin
@@ -103,7 +103,11 @@ class Observe:
             run.end = run.offset + end
             run.summary = (event.timeout, event.context, outcome, out, cpu, peak)
             ops = run.ops  # its calls, counted with it
-            tracing._submit(run)
+            pending = tracing._pending  # Tracing._submit, inline for the common case
+            if tracing._thread is not None and pending.qsize() < MAX_PENDING:
+                pending.put(run)
+            else:
+                tracing._submit(run)
         # Metrics._end_run, inline: noted for the next fold, no lock.
         notes.append((outcome, (end - start) * 1e-9, out, cpu, peak, run_id, ops))
         if len(notes) >= FOLD_AT:
@@ -160,13 +164,15 @@ class CallWatch(Watch[ToolCall, Any]):
             return (None, call.args, None, _clock_ns())
         # Tracing._call_context, inline: with propagation, the run's span is current in
         # its calls already (the executor serves them in the run's context).
-        token = None
         current = self.get_current()
         if self.propagate:
-            if current is not run.context:
-                token = self.tracing._attach(run.context)
+            if current is run.context:  # the common case
+                return (run, call.args, None, _clock_ns())
+            token = self.tracing._attach(run.context)
         elif current:  # a client's trace, not to be passed on
             token = self.tracing._attach(self.tracing._empty)
+        else:
+            token = None
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset), added after the run (spans.CallNote).
         return (run, call.args, token, _clock_ns())

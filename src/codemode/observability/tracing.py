@@ -265,8 +265,16 @@ class Tracing:
         # SamplingResult: a parent decides by its sampled flag and lends its trace state,
         # a root by its trace id (the same low 64 bits against the same bound).
         ctx = self._get_current()
-        # An empty context (a run no client trace reached, the common case) has no parent.
-        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context() if ctx else None
+        if not ctx:  # no client trace reached the run (the common case): a root
+            trace_id = _bits(128) or random_id(128)
+            if trace_id & _ID_LIMIT >= self._bound:
+                return None
+            # The identity as integers: its SpanContext is built only if something reads
+            # it (an upstream request's traceparent, in-process code asking for the span);
+            # current in a context of its own (identity.current_with, inline).
+            span = self._identity(trace_id, _bits(64) or random_id(64), None)
+            return _Run(span, self._new_context({self._span_key: span}), start)
+        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
         if parent is not None and parent.is_valid:
             if not parent.trace_flags & 1:
                 return None
@@ -276,14 +284,8 @@ class Tracing:
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
         span_id = _bits(64) or random_id(64)  # random_id's draw, inline; 0 draws again
-        # The identity as integers: its SpanContext is built only if something reads it
-        # (an upstream request's traceparent, in-process code asking for the span).
         span = self._identity(trace_id, span_id, state)
-        # identity.current_with, inline for an empty context (no copy of it).
-        context = (
-            self._current_with(span, ctx) if ctx else self._new_context({self._span_key: span})
-        )
-        return _Run(span, context, start, parent)
+        return _Run(span, self._current_with(span, ctx), start, parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:

@@ -122,7 +122,8 @@ def install_carrier(var: ContextVar[Any]) -> None:
             or otel_trace._TRACER_PROVIDER is not None
         ):
             return None  # (the private globals: get_tracer_provider reads the environment)
-        return span.meta(), set_(empty)
+        meta = span._meta  # span.meta(), inline once the run's first call formatted it
+        return (span.meta() if meta is None else meta.copy()), set_(empty)
 
     carrier.restore = var.reset
     carrier.carry = carry

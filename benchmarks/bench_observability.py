@@ -1,29 +1,25 @@
 """Issue 18 figures: overhead of metrics + tracing on a run with 5 tool calls, and the
 latency of live output from ``print`` in the worker to the listener / MCP client.
 
-Overhead: sessions on real subprocess workers, one per configuration (layers off;
-metrics; tracing; metrics and tracing (one layer, ``observe.Observe``, as ``codemode serve``
-layers them when both are on); both again with the spans built and exported by
-the export process, as ``codemode serve`` does by default, and the same without passing
-the trace on to upstream servers (``trace_propagation = false``: an upstream MCP server
-reads the ``traceparent`` of each call, ~20 µs of its CPU on the run's critical path);
-metrics and tracing with 10 %
-of traces sampled; the same without passing the trace on to upstream servers; all of it
-plus the web console's run log; the last three trace in process), run the same cell in
-turn, in the same process, so drift of the machine hits all alike; each round rotates
-which goes first. The "off" session is the same code path with no layer added. Two tools:
+Overhead: one session on a real subprocess worker runs the same cell under each
+configuration in turn (layers off; metrics; tracing; metrics and tracing, one layer
+(``observe.Observe``) as ``codemode serve`` layers them; both with the spans built by the
+export process, serve's default, with and without passing the trace on to upstream
+servers (``trace_propagation = false``: an upstream MCP server reads each call's
+``traceparent``, ~20 µs of its CPU on the run's critical path); in process: 10 % sampled,
+no propagation, plus the web console's run log), so drift of the machine hits all alike;
+each round shuffles the order. "Off" is the same code path with no layer added. Two tools:
 
 - ``upstream``: a real MCP server over stdio (``tests/fixtures/servers/edge_server.py``,
   ``echo``), one process and connection shared by every session: the issue's case;
 - ``in-process``: a Python function registered as a tool, the cheapest tool there is, so
   its relative overhead is an upper bound.
 
-Overhead is shown as the ratio of medians and as the median of per-round ratios, with
-the median CPU time the event loop's thread spent per run (``time.thread_time``), which a
-loaded machine disturbs far less than wall time; tracing also spends CPU on its emitter
-thread, after the run. A last table times the layers alone (the run chain and 5 calls,
-no worker). Target (issue 18): overhead <= 3 %; the verdict says "not judgeable" when the
-1-minute load exceeds the cores.
+Overhead is shown as the ratio of medians and the median of per-round ratios, with the
+median CPU the event loop's thread spent per run (``time.thread_time``; a loaded machine
+disturbs it far less than wall time) and tracing's CPU after the run (emitter thread,
+export process). A last table times the layers alone (run chain and 5 calls, no worker).
+Target (issue 18): overhead <= 3 %; "not judgeable" when the 1-minute load exceeds the cores.
 
 Streaming: a cell prints a line every 100 ms carrying ``time.monotonic()`` (one clock for
 all processes on Linux); the receiver subtracts it from its own. Measured for an SDK
@@ -35,16 +31,14 @@ the warm-up, everything built so far is frozen out of the collector's reach
 (``gc.freeze()``), so a full collection scans only what runs create, and young
 collections come every 10,000 allocations (``settle_collector``); ``--gc default``
 leaves the collector as Python starts it (an application embedding a ``Session`` without
-doing the same). Tracing's emitter thread builds a run's spans after the run, so with one run per
-configuration in turn its work falls into the next runs, whichever configuration they
-belong to ("off" too): that understates tracing's cost under back-to-back load.
+doing the same). Tracing's emitter thread builds a run's spans after the run, so with one
+run per configuration in turn its work falls into the next runs, whichever configuration
+they belong to ("off" too): that understates tracing's cost under back-to-back load.
 ``--blocks N`` runs N in a row per configuration and drains the emitter between blocks,
-so each block bears its own emitter's work (as a server busy with back-to-back runs
-does).
-
-The "gc" column counts the collections (young/middle/full) that fell
-in each configuration's runs: tracing's SDK spans wait in the batch processor's queue and
-make most of them.
+so each block bears its own emitter's work (as a server busy with back-to-back runs does).
+The "gc" column counts the collections (young/middle/full) that fell in each
+configuration's runs: tracing's SDK spans wait in the batch processor's queue and make
+most of them.
 
 python benchmarks/bench_observability.py [--n 400] [--lines 100] [--quick] [--gc default]
     [--blocks 40] [--config "metrics+tracing, export process" ...] [--parts in-process,layers]
@@ -157,16 +151,33 @@ def local_registry() -> ToolRegistry:
 class Switch:
     """The layers of one configuration at a time, in one session: every configuration
     runs on the same worker, registry and connection, so the sessions' own differences
-    (which exceed the layers' cost on a loaded machine) drop out. Off is a plain call
-    through (a function returning the next step's awaitable: no coroutine of its own)."""
+    (which exceed the layers' cost on a loaded machine) drop out."""
 
     def __init__(self, configs: dict[str, list[Any]]) -> None:
         self.configs = configs
         self.active = "off"
+        self._chain: Any = None
+        self._tools: Any = None
         # The composed layers of each configuration around each next step, built once
         # (as a chain is): built per call, they cost the "on" configurations ~1 µs a
         # layer and call that codemode serve does not pay.
         self._built: dict[tuple[str, str, Any], Callable[[Any], Awaitable[Any]]] = {}
+
+    def bind(self, registry: ToolRegistry, tools: Any) -> None:
+        """``tools`` (a ``ToolSwitch``): the chain's watch only where needed (``activate``)."""
+        self._chain, self._tools = getattr(registry, "_chain", None), tools
+
+    def activate(self, name: str) -> None:
+        """Make ``name``'s layers the active ones; the registry's chain then holds what
+        ``codemode serve``'s would: no watch for "off", a configuration's own ``Watch``.
+        (Through ``ToolSwitch`` for all, "off" paid 2 Python calls a tool call more.)"""
+        self.active = name
+        chain = self._chain
+        if Watch is None or chain is None or not hasattr(chain, "_watch"):
+            return
+        layers = self.configs[name]
+        first = layers[0].tool_layer if len(layers) == 1 else None
+        chain._watch = None if not layers else first if isinstance(first, Watch) else self._tools
 
     def _handler(self, kind: str, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         key = (self.active, kind, call_next)
@@ -184,9 +195,8 @@ class Switch:
     def run_hook(self, event: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         return self._handler("run_hook", call_next)(event)
 
-    # Declared for memory methods, as the layers it switches between are: as in codemode
-    # serve, a tool call does not pass through it (it did, costing the "on" configurations
-    # a list, a hasattr and a method check per call that serve never pays).
+    # Declared for memory methods, as the layers it switches between are: a tool call
+    # does not pass through it, as in codemode serve.
     @for_methods(is_memory_method)
     def host_layer(self, method: str, params: Any, call_next: Any) -> Any:
         layers = [x.host_layer for x in self.configs[self.active] if hasattr(x, "host_layer")]
@@ -196,31 +206,14 @@ class Switch:
 
 
 class ToolSwitch(Watch or object):  # type: ignore[misc]
-    """``Switch``'s tool layer as the registry's chain holds a ``chain.Watch`` (outermost:
-    plain calls before and after the chain, no frame of its own): the active
-    configuration's outermost tool layer, when it is one, runs so; any other layer and
-    "off" are awaited around the chain, as ``Switch.tool_layer`` does."""
+    """The registry's outermost tool layer: the chain's watch for configurations whose tool
+    layer is not one ``Watch`` (``Switch.activate``), awaited around the chain."""
 
     def __init__(self, switch: Switch) -> None:
         self.switch = switch
 
-    def _watch(self) -> Any:
-        layers = self.switch.configs[self.switch.active]
-        first = layers[0].tool_layer if layers else None
-        return first if isinstance(first, Watch) and len(layers) == 1 else None
-
     def start(self, call: Any) -> Any:
-        watch = self._watch()
-        if watch is None:
-            return AROUND
-        state = watch.start(call)
-        return AROUND if state is AROUND else (watch, state)
-
-    def returned(self, state: Any, call: Any, result: Any) -> None:
-        state[0].returned(state[1], call, result)
-
-    def raised(self, state: Any, call: Any, exc: BaseException) -> None:
-        state[0].raised(state[1], call, exc)
+        return AROUND
 
     def around(self, call: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         return self.switch.tool_layer(call, call_next)
@@ -299,7 +292,9 @@ def flush_all(tracings: dict[str, list[Tracing]]) -> None:
 async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n: int) -> None:
     configs = {name: make() for name, make in CONFIGS.items()}
     switch = Switch(configs)
-    registry.use(tool_switch(switch), "observe")
+    tools = tool_switch(switch)
+    registry.use(tools, "observe")
+    switch.bind(registry, tools)
     session = Session(SubprocessExecutor(), tools=registry)
     session.use(switch.run_hook, "observe")
     session.host.use(switch.host_layer)
@@ -311,7 +306,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
     shuffle = random.Random(18).shuffle
     try:
         for name in order:  # warm up every one (imports, first calls)
-            switch.active = name
+            switch.activate(name)
             for _ in range(20):
                 r = await session.run(cell)
                 assert r.value == value, r
@@ -324,7 +319,7 @@ async def overhead(title: str, registry: ToolRegistry, cell: str, value: str, n:
             for _ in range(max(1, n // block)):
                 shuffle(order)  # no configuration always follows the same one
                 for name in order:
-                    switch.active = name
+                    switch.activate(name)
                     if BLOCK:  # the emitter's work of other blocks stays out of this one
                         flush_all(tracings)
                     for _ in range(block):

@@ -50,3 +50,17 @@ def test_an_unknown_part_is_refused_naming_the_known_ones() -> None:
     )
     assert p.returncode != 0
     assert "unknown parts ['gpu']" in p.stderr and "in-process" in p.stderr
+
+
+def test_the_bytecode_count_names_what_tracing_adds_to_a_run() -> None:
+    p = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_observability_ops.py"), "--runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
+    assert p.returncode == 0, p.stderr
+    assert "metrics+tracing, export process vs off, in-process tool" in p.stdout
+    rows = {line.split("|")[0].strip() for line in p.stdout.splitlines() if "|" in line}
+    assert {"observe.py:start", "observe.py:returned", "observe.py:run_hook"} <= rows

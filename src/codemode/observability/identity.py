@@ -43,12 +43,14 @@ class Identity(NonRecordingSpan):
     """A sampled span's identity (never recording): ``get_span_context`` builds the
     ``SpanContext`` once, on first read, from the integers."""
 
+    _context: SpanContext | None = None  # type: ignore[assignment]
+    _meta: dict[str, str] | None = None
+    """Both made on first read (class defaults: a run's start stores three values)."""
+
     def __init__(self, trace_id: int, span_id: int, state: TraceState | None) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
         self.state = state
-        self._context: SpanContext | None = None  # type: ignore[assignment]
-        self._meta: dict[str, str] | None = None
 
     @property
     def ids(self) -> tuple[int, int, TraceState | None]:
@@ -120,7 +122,8 @@ def install_carrier(var: ContextVar[Any]) -> None:
             or otel_trace._TRACER_PROVIDER is not None
         ):
             return None  # (the private globals: get_tracer_provider reads the environment)
-        return span.meta(), set_(empty)
+        meta = span._meta  # span.meta(), inline once the run's first call formatted it
+        return (span.meta() if meta is None else meta.copy()), set_(empty)
 
     carrier.restore = var.reset
     carrier.carry = carry

@@ -381,13 +381,15 @@ def result_bytes(call: ToolCall, result: Any) -> int:
 def output_size(result: ExecutionResult) -> int:
     """Bytes of what a run hands back to the model."""
     out, err = result.stdout, result.stderr  # size_of's str case, inline (most are ASCII)
-    n = (len(out) if out.isascii() else size_of(out)) + (
-        len(err) if err.isascii() else size_of(err)
-    )
-    if result.error is not None:
-        n += size_of(result.error.traceback or str(result.error))
+    n = len(out) if out.isascii() else size_of(out)
+    if err:
+        n += len(err) if err.isascii() else size_of(err)
+    error = result.error
+    if error is not None:
+        n += size_of(error.traceback or str(error))
     elif result.has_value:
-        n += size_of(result.value)
+        value = result.value
+        n += len(value) if type(value) is str and value.isascii() else size_of(value)
     return n
 
 

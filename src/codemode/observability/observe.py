@@ -30,11 +30,9 @@ from .metrics import (
     is_memory_method,
     output_size,
     result_bytes,
-    run_outcome,
 )
-from .spans import run_summary
 from .tally import FOLD_AT
-from .tracing import _UNSAMPLED, Tracing, _Run
+from .tracing import _UNSAMPLED, MAX_PENDING, Tracing, _Run
 
 _clock_ns = time.perf_counter_ns
 _now = time.time_ns  # the SDK's clock, as tracing's: a run's start, its spans' origin
@@ -48,14 +46,18 @@ class Observe:
         self.tracing = tracing
         self.tool_layer = CallWatch(metrics, tracing)
         """A ``Watch``: outermost in the registry's chain, no frame of its own per call."""
+        # Looked up once: the tally's notes and tracing's run table are never replaced,
+        # and each run reads them twice on the event loop's thread.
+        self._notes = metrics.tally.calls
+        self._runs = tracing._runs
 
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
         """``Metrics.run_hook`` around ``Tracing.run_hook``, in one frame: the run's output
-        is measured once for both, and a traced run keeps a few scalars for its span's
-        attributes (``spans.run_summary``) instead of its context and result."""
-        metrics, tracing = self.metrics, self.tracing
+        is measured once for both, and a traced run keeps what its span's attributes are
+        made of (``spans.run_summary``'s arguments), made into them by the emitter."""
+        tracing, notes, runs = self.tracing, self._notes, self._runs
         run_id = event.context.run_id
-        metrics.tally.calls.append((None, run_id))  # Tally.started, inline
+        notes.append((None, run_id))  # Tally.started, inline
         begun = _now()
         start = _clock_ns()
         run = tracing._begin("codemode.run", begun)
@@ -66,7 +68,7 @@ class Observe:
             if tracing.propagate:  # inner run hooks' spans, and its calls, have it current
                 token = tracing._attach(run.context)
         if run_id:
-            tracing._runs[run_id] = _UNSAMPLED if run is None else run
+            runs[run_id] = _UNSAMPLED if run is None else run
         try:
             result = await call_next(event)
         except BaseException as exc:
@@ -74,36 +76,45 @@ class Observe:
             if run is not None:
                 run.error = type(exc).__name__
                 run.end = run.offset + end
-                run.summary = run_summary(event.code, event.timeout, event.context, None, "", 0)
+                run.summary = (event.timeout, event.context)
             self._run_over(run, run_id, token)
             ops = None if run is None else run.ops
-            metrics._run_raised(exc, (end - start) * 1e-9, run_id, ops)
+            self.metrics._run_raised(exc, (end - start) * 1e-9, run_id, ops)
             raise
         end = _clock_ns()
+        if token is not None:
+            tracing._detach(token)
+        if run_id:
+            runs.pop(run_id, None)
         out = output_size(result)
-        outcome = run_outcome(result)
         error = result.error
-        if run is None:
-            self._run_over(None, run_id, token)
-            ops = None
+        # run_outcome, inline.
+        if result.timed_out or (error is not None and error.type == "Timeout"):
+            outcome = "timeout"
+        elif result.state_lost:
+            outcome = "crashed"
         else:
+            outcome = "ok" if error is None else "error"
+        cpu, peak = result.cpu_seconds, result.peak_memory_bytes
+        ops = None
+        if run is not None:
             if error is not None:
                 run.error = error_type(error.type)  # as Tracing.run_hook: no code text
             run.end = run.offset + end
-            run.summary = run_summary(
-                event.code, event.timeout, event.context, result, outcome, out
-            )
-            self._run_over(run, run_id, token)
+            run.summary = (event.timeout, event.context, outcome, out, cpu, peak)
             ops = run.ops  # its calls, counted with it
+            pending = tracing._pending  # Tracing._submit, inline for the common case
+            if tracing._thread is not None and pending.qsize() < MAX_PENDING:
+                pending.put(run)
+            else:
+                tracing._submit(run)
         # Metrics._end_run, inline: noted for the next fold, no lock.
-        calls = metrics.tally.calls
-        calls.append((outcome, (end - start) * 1e-9, out, result.cpu_seconds,
-                      result.peak_memory_bytes, run_id, ops))  # fmt: skip
-        if len(calls) >= FOLD_AT:
-            with metrics._lock:
-                metrics.tally.fold()
+        notes.append((outcome, (end - start) * 1e-9, out, cpu, peak, run_id, ops))
+        if len(notes) >= FOLD_AT:
+            with self.metrics._lock:
+                self.metrics.tally.fold()
         if error is not None:
-            metrics._bound(metrics.run_errors, error_type(error.type)).inc()
+            self.metrics._bound(self.metrics.run_errors, error_type(error.type)).inc()
         return result
 
     def _run_over(self, run: _Run | None, run_id: str | None, token: Any) -> None:
@@ -111,7 +122,7 @@ class Observe:
         if token is not None:
             tracing._detach(token)
         if run_id:
-            tracing._runs.pop(run_id, None)
+            self._runs.pop(run_id, None)
         if run is not None:
             tracing._submit(run)
 
@@ -132,14 +143,15 @@ class CallWatch(Watch[ToolCall, Any]):
     is counted as the metrics layer counts; a call outside any run goes through the two
     layers as they are (its own span, rare)."""
 
-    __slots__ = ("get_current", "metrics", "runs_get", "tracing")
+    __slots__ = ("get_current", "metrics", "propagate", "runs_get", "tracing")
 
     def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
         self.metrics = metrics
         self.tracing = tracing
-        # Looked up once (tracing's run table and context getter never change).
+        # Looked up once (tracing's run table, context getter and setting never change).
         self.runs_get = tracing._runs.get
         self.get_current = tracing._get_current
+        self.propagate = tracing.propagate
 
     def start(self, call: ToolCall) -> Any:
         run = self.runs_get(call.context.run_id)  # None is never a key: no run, no entry
@@ -152,13 +164,15 @@ class CallWatch(Watch[ToolCall, Any]):
             return (None, call.args, None, _clock_ns())
         # Tracing._call_context, inline: with propagation, the run's span is current in
         # its calls already (the executor serves them in the run's context).
-        token = None
         current = self.get_current()
-        if self.tracing.propagate:
-            if current is not run.context:
-                token = self.tracing._attach(run.context)
+        if self.propagate:
+            if current is run.context:  # the common case
+                return (run, call.args, None, _clock_ns())
+            token = self.tracing._attach(run.context)
         elif current:  # a client's trace, not to be passed on
             token = self.tracing._attach(self.tracing._empty)
+        else:
+            token = None
         # One clock for both: the span's times are the run's wall-clock start plus
         # monotonic offsets (_Run.offset), added after the run (spans.CallNote).
         return (run, call.args, token, _clock_ns())

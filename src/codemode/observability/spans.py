@@ -229,31 +229,33 @@ def run_attrs(
 ) -> dict[str, Any]:
     """The run span's attributes (``result`` None: the run raised, e.g. a refusal)."""
     if result is None:
-        return summary_attrs(run_summary(code, timeout, ctx, None, "", 0))
-    return summary_attrs(run_summary(code, timeout, ctx, result, run_outcome(result),
-                                     output_size(result)))  # fmt: skip
+        return summary_attrs(run_summary(code, timeout, ctx))
+    return summary_attrs(run_summary(code, timeout, ctx, run_outcome(result), output_size(result),
+                                     result.cpu_seconds, result.peak_memory_bytes))  # fmt: skip
 
 
 RunSummary = tuple[Any, ...]
 """A finished run's span attributes as a flat tuple of immutable values
-(``run_summary``): what a run keeps until its spans are built, instead of its context
-and result."""
+(``run_summary``): what the export process is handed instead of a dict."""
 
 
 def run_summary(
     code: str,
     timeout: float,
     ctx: CallContext,
-    result: ExecutionResult | None,
-    outcome: str,
-    out: int,
+    outcome: str | None = None,
+    out: int = 0,
+    cpu: float | None = None,
+    peak: int | None = None,
 ) -> RunSummary:
-    """``run_attrs``'s values, with the outcome and output size the metrics layer already
-    measured (``observe.Observe``): a few scalars to hold, no encoding twice."""
+    """``run_attrs``'s values (``outcome`` None: the run raised). ``observe.Observe``
+    keeps these arguments (immutable) while the run is live and the emitter calls this,
+    with the outcome and output size the metrics layer already measured: no encoding
+    twice, and nothing of it on the run's path."""
     head = (ctx.run_id or "", ctx.session_id or "", ctx.tenant, size_of(code), timeout)
-    if result is None:
+    if outcome is None:
         return head
-    return (*head, outcome, out, result.cpu_seconds, result.peak_memory_bytes)
+    return (*head, outcome, out, cpu, peak)
 
 
 def summary_attrs(summary: RunSummary) -> dict[str, Any]:

@@ -34,7 +34,6 @@ import time
 import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..chain import NextRun, RunEvent
@@ -57,6 +56,7 @@ from .spans import (
     op_fields,
     random_id,
     run_attrs,
+    run_summary,
     summary_attrs,
     texts,
 )
@@ -85,24 +85,25 @@ def _otel() -> Any:
     return trace
 
 
-@dataclass(slots=True)
 class _Run:
     """A sampled run whose span is live, with its operations so far; or (``op`` set) a
-    call outside any run, whose own span is live."""
+    call outside any run, whose own span is live.
 
-    span: Span
+    A plain class, its defaults on the class: a run sets the few fields it has (an
+    instance keeps them inline, no dict), where a dataclass's ``__init__`` stored all
+    twelve on the event loop's thread at every sampled run's start."""
+
     facts: tuple[str, float, CallContext, ExecutionResult | None] | None = None
     """Code, timeout, context and result of a finished run (all immutable): the emitter
     turns them into the span's attributes, off the run's critical path."""
     summary: tuple[Any, ...] | None = None
-    """Or (``observe.Observe``) the attributes' values already (``spans.run_summary``)."""
+    """Or (``observe.Observe``) what ``spans.run_summary`` takes besides the code: the
+    timeout and context, then (a run that returned) its outcome, output bytes, CPU seconds
+    and peak memory; all immutable, made into the attributes' values by the emitter."""
     code: str = ""
     end: int = 0
     error: str | None = None
-    ops: list[OpFields] = field(default_factory=list)
     op: Op | None = None
-    context: Any = None
-    """The OpenTelemetry context with ``span`` current."""
     offset: int = 0
     """Set by ``observe.Observe``: the wall-clock ns of the run's start minus the
     ``perf_counter_ns`` then, so its calls' span times cost one monotonic read each."""
@@ -110,6 +111,22 @@ class _Run:
     parent: SpanContext | None = None
     """Start and parent of a span built by the export process (``span`` is then a
     non-recording span carrying the identity decided live)."""
+
+    def __init__(
+        self,
+        span: Span,
+        context: Any,
+        start: int = 0,
+        parent: SpanContext | None = None,
+    ) -> None:
+        self.span = span
+        self.context = context
+        """The OpenTelemetry context with ``span`` current."""
+        self.ops: list[OpFields] = []
+        if start:
+            self.start = start
+        if parent is not None:
+            self.parent = parent
 
     def fields(self) -> tuple[Any, ...]:
         """What the export process needs besides the facts: ids, parent, the trace state
@@ -243,13 +260,21 @@ class Tracing:
             )
             if not span.is_recording():
                 return None
-            return _Run(span, context=trace.set_span_in_context(span))
+            return _Run(span, trace.set_span_in_context(span))
         # The SDK's ParentBased(TraceIdRatioBased) sampler and random ids, without its
         # SamplingResult: a parent decides by its sampled flag and lends its trace state,
         # a root by its trace id (the same low 64 bits against the same bound).
         ctx = self._get_current()
-        # An empty context (a run no client trace reached, the common case) has no parent.
-        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context() if ctx else None
+        if not ctx:  # no client trace reached the run (the common case): a root
+            trace_id = _bits(128) or random_id(128)
+            if trace_id & _ID_LIMIT >= self._bound:
+                return None
+            # The identity as integers: its SpanContext is built only if something reads
+            # it (an upstream request's traceparent, in-process code asking for the span);
+            # current in a context of its own (identity.current_with, inline).
+            span = self._identity(trace_id, _bits(64) or random_id(64), None)
+            return _Run(span, self._new_context({self._span_key: span}), start)
+        parent: SpanContext | None = trace.get_current_span(ctx).get_span_context()
         if parent is not None and parent.is_valid:
             if not parent.trace_flags & 1:
                 return None
@@ -259,14 +284,8 @@ class Tracing:
             if trace_id & _ID_LIMIT >= self._bound:
                 return None
         span_id = _bits(64) or random_id(64)  # random_id's draw, inline; 0 draws again
-        # The identity as integers: its SpanContext is built only if something reads it
-        # (an upstream request's traceparent, in-process code asking for the span).
         span = self._identity(trace_id, span_id, state)
-        # identity.current_with, inline for an empty context (no copy of it).
-        context = (
-            self._current_with(span, ctx) if ctx else self._new_context({self._span_key: span})
-        )
-        return _Run(span, context=context, start=start, parent=parent)
+        return _Run(span, self._current_with(span, ctx), start, parent)
 
     # -- the run hook ----------------------------------------------------------------
     async def run_hook(self, event: RunEvent, call_next: NextRun) -> ExecutionResult:
@@ -502,14 +521,17 @@ class Tracing:
         if run.op is not None:
             body: tuple[Any, ...] = ("op", op_fields(run.op))
         else:  # the attributes' values: the export process makes the dict (its CPU)
-            attrs = run.summary if run.summary is not None else self._run_attrs(run)
+            summary = run.summary
+            attrs: Any = (
+                self._run_attrs(run) if summary is None else run_summary(run.code, *summary)
+            )
             body = ("run", (run.code, attrs, run.error))
         return (*run.fields(), *body, texts(run.ops, run.offset))
 
     @staticmethod
     def _run_attrs(run: _Run) -> dict[str, Any]:
         if run.summary is not None:
-            return summary_attrs(run.summary)
+            return summary_attrs(run_summary(run.code, *run.summary))
         return run_attrs(*run.facts) if run.facts is not None else {}
 
     def _emit(self, run: _Run) -> None:

@@ -26,6 +26,7 @@ def locate(
     ss: list[int],
     ts: list[int],
     origin: tuple[int, int] | None = None,
+    values: list[str] | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
     (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
@@ -39,12 +40,18 @@ def locate(
     ``origin``: (a position before ``ss[0]``, the ``kr`` of a value there), given by a
     caller that knows no piece holds a NUL (values located part by part: each part's
     NULs are counted from the previous part's last value, not from the start).
+    ``values``: the text of each value, when the caller has it.
     """
     if origin is None:
         if joined.count(SEP) != len(pieces) - 1:
             return _locate_by_offsets(pieces, ss, ts)
         origin = (0, 1)
-    if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
+    # A value holding a NUL crosses into the next piece. With the values' texts, they are
+    # looked through at once (a search per value costs more than a copy of them all).
+    if values is not None:
+        if SEP in "".join(values):
+            return None
+    elif max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
         return None
     since, k = origin
     kr = list(accumulate(map(joined.count, repeat(SEP), [since, *ss[:-1]], ss), initial=k))[1:]

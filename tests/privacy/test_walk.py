@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from codemode.privacy.walk import Leaves
+from codemode.privacy.walk import Leaves, _as_text
 from codemode_worker.protocol import Blob
 
 
@@ -69,6 +69,43 @@ def _value(rng: random.Random, depth: int, counter: list[int]) -> object:
         return _Rows({f"m{i}_{j}": _value(rng, depth - 1, counter) for j in range(n)})
     items = [_value(rng, depth - 1, counter) for _ in range(n)]
     return items if kind == 2 else tuple(items)
+
+
+def _in_order(v: object) -> list[str]:
+    """The walk's order, recursively: a mapping's keys and strings first, then what it
+    holds that is neither (in order, each whole); a sequence's items in order."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, Mapping):
+        out: list[str] = []
+        later = []
+        for k, item in v.items():
+            if isinstance(k, str):
+                out.append(k)
+            if isinstance(item, str):
+                out.append(item)
+            else:
+                later.append(item)
+        return out + [t for item in later for t in _in_order(item)]
+    if isinstance(v, list | tuple):
+        return [t for item in v for t in _in_order(item)]
+    if isinstance(v, bytes | Blob):
+        text, _ = _as_text(v.data if isinstance(v, Blob) else v)
+        return [] if text is None else [text]
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**11:
+        return [str(v)]
+    return []
+
+
+def test_strings_are_collected_depth_first_a_dicts_own_strings_before_what_it_nests() -> None:
+    rng = random.Random(3)
+    for _ in range(400):
+        value = _value(rng, 5, [0])
+        assert Leaves.collect(value).texts == _in_order(value)
+    rows = [{"id": "a", "ids": ["x", "y"], "tags": [], "more": [1, ["z"], "w"], "n": "b"}] * 2
+    expected = ["id", "a", "ids", "tags", "more", "n", "b", "x", "y", "z", "w"]
+    assert Leaves.collect(rows).texts == expected * 2
+    assert Leaves.collect(rows).texts == _in_order(rows)
 
 
 def test_changed_strings_land_where_they_were_and_nothing_else_moves() -> None:

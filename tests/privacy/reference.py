@@ -311,9 +311,10 @@ def _locate(
     ss: list[int],
     ts: list[int],
     origin: tuple[int, int] | None = None,
+    values: list[str] | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """``codemode.privacy.splice.locate`` before it counted NULs: from every offset
-    (``origin`` is not needed)."""
+    (``origin`` and ``values`` are not needed)."""
     return splice._locate_by_offsets(pieces, ss, ts)
 
 

@@ -99,3 +99,21 @@ def test_callers_without_a_session_do_not_push_out_a_session_s_vault() -> None:
         engine_for(config, CallContext(client=ephemeral_client()))
     real, _ = engine_for(config, live).restore({"to": token}, sink=True)
     assert real == {"to": "alice@example.com"}
+
+
+def test_a_scan_leaves_the_garbage_collector_as_it_found_it_even_when_it_refuses() -> None:
+    import gc
+
+    from codemode.errors import PrivacyBlocked
+
+    blocking = engine(action="block")
+    assert gc.isenabled()
+    try:
+        with pytest.raises(PrivacyBlocked):
+            blocking.protect(["alice@example.com"])
+        assert gc.isenabled()
+        gc.disable()  # (the application's choice: a scan does not turn it back on)
+        assert engine().protect("alice@example.com")[0].startswith("[EMAIL_")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from itertools import accumulate, compress, count, repeat
-from operator import add, ge, itemgetter, le, sub
+from itertools import accumulate, compress, repeat
+from operator import add, ge, itemgetter, sub
 
 SEP = "\x00"
 """Joins a value's strings into one text (a NUL: no detector matches across it)."""
@@ -26,6 +26,7 @@ def locate(
     ss: list[int],
     ts: list[int],
     origin: tuple[int, int] | None = None,
+    values: list[str] | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """(``kr``, ``bases``) of the values ``ss[i]``..``ts[i]`` (sorted) of ``joined``
     (``pieces`` joined by NUL): value ``i`` is in piece ``kr[i] - 1``, which starts at
@@ -39,12 +40,18 @@ def locate(
     ``origin``: (a position before ``ss[0]``, the ``kr`` of a value there), given by a
     caller that knows no piece holds a NUL (values located part by part: each part's
     NULs are counted from the previous part's last value, not from the start).
+    ``values``: the text of each value, when the caller has it.
     """
     if origin is None:
         if joined.count(SEP) != len(pieces) - 1:
             return _locate_by_offsets(pieces, ss, ts)
         origin = (0, 1)
-    if max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
+    # A value holding a NUL crosses into the next piece. With the values' texts, they are
+    # looked through at once (a search per value costs more than a copy of them all).
+    if values is not None:
+        if SEP in "".join(values):
+            return None
+    elif max(map(joined.find, repeat(SEP), ss, ts)) >= 0:
         return None
     since, k = origin
     kr = list(accumulate(map(joined.count, repeat(SEP), [since, *ss[:-1]], ss), initial=k))[1:]
@@ -109,12 +116,12 @@ def pieces(texts: list[str]) -> tuple[list[str], dict[int, int]]:
     the notes of many rows from a few templates) is only its last ``CONTEXT``
     characters, so the text after it keeps the context it had (for detectors whose
     context is local, ``Scanner.local_context``: the caller's to check)."""
-    # (``operator.le`` over the lengths: a C call per text, not a method wrapper's;
-    # one pass, no list of the lengths)
-    flags = list(map(le, repeat(REPEAT_MIN), map(len, texts)))
-    if True not in flags:
+    # (A comprehension: ``len`` and the comparison are specialised there, half the time
+    # of ``map`` passes over the lengths, and it gives the long texts' places at once.)
+    at = [i for i, text in enumerate(texts) if len(text) >= REPEAT_MIN]
+    if not at:
         return texts, {}  # a table of short fields has no long text
-    longs = list(compress(texts, flags))
+    longs = list(map(texts.__getitem__, at))
     times = Counter(longs)
     if len(times) == len(longs):
         return texts, {}  # no long text comes twice (C passes, no loop per text)
@@ -122,7 +129,7 @@ def pieces(texts: list[str]) -> tuple[list[str], dict[int, int]]:
     # mostly unique, cost no Python step each), and only after a text that ends in a
     # word (a key: ``_WORD``, looked for once per distinct end); the first of each
     # (end before it, text) is found by ``dict.setdefault`` in a C pass.
-    again = list(compress(compress(count(), flags), map((1).__lt__, map(times.__getitem__, longs))))
+    again = list(compress(at, map((1).__lt__, map(times.__getitem__, longs))))
     if again and again[0] == 0:
         again = again[1:]  # (the first text has nothing before it)
     befores = list(map(_TAIL, map(texts.__getitem__, map(sub, again, repeat(1)))))

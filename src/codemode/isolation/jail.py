@@ -25,6 +25,7 @@ whatever the caller passed with that number.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import functools
 import os
 import shutil
@@ -39,9 +40,14 @@ from ..execution.bwrap import setpriv_args, system_root_args
 from ..execution.hostchecks import can_private_mount, find_program, traversable
 from ..execution.spawn import above_stdio
 
-# Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest.
+# Root only, in a private mount namespace: binds each SRC onto DST and, where a DEV:INO is
+# given (a source held by descriptor, named by where it is now), checks that the bind shows
+# that very inode (a name swapped meanwhile stops the jail), then execs the rest.
 BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; '
+    'if [ -n "$3" ] && [ "$(stat -c %d:%i "$2")" != "$3" ]; then '
+    'echo "codemode: $1 changed before it was mounted" >&2; exit 125; fi; shift 3; done; '
+    'shift; exec "$@"'
 )
 # Opens FILE read-only on fd N (chosen by the host, 3-9: what sh can name), then execs the
 # rest. For commands another library spawns (an MCP client's stdio), which take no fds.
@@ -114,6 +120,10 @@ class Mount:
     src: str
     dst: str = ""
     writable: bool = False
+    fd: int | None = field(default=None, compare=False)
+    """An ``O_PATH`` descriptor of the source (:func:`~.views.reach`): mounted by it, so
+    what the name leads to after it was opened does not count. The caller keeps it open
+    until :func:`build` returned, and closes it then (the launch holds copies)."""
 
     @property
     def target(self) -> str:
@@ -152,8 +162,13 @@ class JailSpec:
 class Launch:
     argv: list[str]
     mount_points: str | None = None
+    pass_fds: list[int] = field(default_factory=list)
+    """Descriptors the process must be given (``pass_fds``): the mounts' sources."""
 
     def cleanup(self) -> None:
+        for fd in self.pass_fds:
+            os.close(fd)
+        self.pass_fds = []
         if self.mount_points:
             shutil.rmtree(self.mount_points, ignore_errors=True)
             self.mount_points = None
@@ -167,7 +182,8 @@ class PrivateBinds:
 
     sources: list[str]
     """Each path as given, or the mount point that stands for it."""
-    pairs: list[tuple[str, str]] = field(default_factory=list)
+    pairs: list[tuple[str, str, str]] = field(default_factory=list)
+    """Source, mount point, and the ``dev:ino`` the bind must show (or "")."""
     mount_points: str | None = None
     """The directory of the mount points, to remove once the process has exited."""
 
@@ -181,10 +197,15 @@ class PrivateBinds:
 
 
 def private_binds(
-    paths: Sequence[str], reachable: Callable[[str], bool], *, prefix: str = "jail-"
+    paths: Sequence[str],
+    reachable: Callable[[str], bool],
+    *,
+    prefix: str = "jail-",
+    expect: Sequence[str] = (),
 ) -> PrivateBinds:
     """Plan the binds of the ``paths`` that ``reachable`` says the jail's uid cannot reach
-    (left as they are where no private mount namespace can be made: the caller refuses)."""
+    (left as they are where no private mount namespace can be made: the caller refuses).
+    ``expect``: for each path, the ``dev:ino`` its bind must show, or ""."""
     plan = PrivateBinds(list(paths))
     if not can_private_mount():
         return plan
@@ -199,7 +220,7 @@ def private_binds(
             os.mkdir(point)
         else:
             open(point, "w").close()
-        plan.pairs.append((src, point))
+        plan.pairs.append((src, point, expect[i] if i < len(expect) else ""))
         plan.sources[i] = point
     return plan
 
@@ -225,13 +246,30 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    mounts = [(m, os.path.realpath(m.src)) for m in (*spec.mounts, *spec.reshown)]
-    mounts = [(m, src) for m, src in mounts if os.path.exists(src)]
+    held: list[tuple[Mount, str, str]] = []  # a mount, its source's path, its dev:ino
+    for m in (*spec.mounts, *spec.reshown):
+        if m.fd is None:
+            src = os.path.realpath(m.src)
+            if os.path.exists(src):
+                held.append((m, src, ""))
+            continue
+        src = os.readlink(f"/proc/self/fd/{m.fd}")  # where the inode is now, by name
+        if src.startswith("/") and not src.endswith(" (deleted)"):
+            st = os.fstat(m.fd)
+            held.append((m, src, f"{st.st_dev}:{st.st_ino}"))
     binds = private_binds(
-        [src for _, src in mounts], lambda p: traversable(p, uid, gid, read_last=False)
+        [src for _, src, _ in held],
+        lambda p: traversable(p, uid, gid, read_last=False),
+        expect=[ino for *_, ino in held],
     )
     launch = Launch([], binds.mount_points)
-    sources = [(m, src) for (m, _), src in zip(mounts, binds.sources, strict=True)]
+    sources: list[tuple[Mount, str | int]] = []
+    for (m, src, _), bound in zip(held, binds.sources, strict=True):
+        if m.fd is not None and bound == src:  # bwrap mounts it by its descriptor
+            launch.pass_fds.append(fcntl.fcntl(m.fd, fcntl.F_DUPFD_CLOEXEC, 10))
+            sources.append((m, launch.pass_fds[-1]))
+        else:
+            sources.append((m, bound))
     argv = binds.argv("codemode-jail")
     fd = None
     if spec.seccomp and seccomp_mod.available()[0]:
@@ -245,7 +283,9 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     return launch
 
 
-def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | None) -> list[str]:
+def _bwrap(
+    spec: JailSpec, sources: list[tuple[Mount, str | int]], seccomp_fd: int | None
+) -> list[str]:
     a = [find_program("bwrap") or "bwrap", "--unshare-all"]
     if spec.network:
         a.append("--share-net")
@@ -263,14 +303,14 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     later = {id(m) for m in spec.reshown}
     for m, src in sources:
         if id(m) not in later:
-            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+            a += _bind(m, src)
     for path in spec.hidden:
         a += ["--perms", "0555", "--tmpfs", path]
     for path in spec.hidden_files:
         a += ["--ro-bind", empty_file(), path]
     for m, src in sources:
         if id(m) in later:
-            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+            a += _bind(m, src)
     for d in spec.empty_dirs:
         a += ["--dir", d]
     for path in spec.stand_ins:
@@ -279,6 +319,14 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     for key, value in spec.env.items():
         a += ["--setenv", key, value]
     return a
+
+
+def _bind(m: Mount, src: str | int) -> list[str]:
+    """A path, or a descriptor (bwrap 0.8 names it by where it is now as the jail's uid,
+    mounts that, and stops if the mount does not show the descriptor's inode)."""
+    if isinstance(src, int):
+        return ["--bind-fd" if m.writable else "--ro-bind-fd", str(src), m.target]
+    return ["--bind" if m.writable else "--ro-bind", src, m.target]
 
 
 __all__ = [

@@ -29,12 +29,13 @@ still jailed (bubblewrap works unprivileged).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from ..errors import ConfigError, ServerUnavailable
 from . import acl, datafiles, jail
 from .paths import NamedPath, entry_into, named_paths, reaches, server_cwd, workspace_roots
 from .uids import SANDBOX_UID, server_uid
-from .views import Inside, grant_inside, sandbox_views, through_views
+from .views import Refused, by_fd, reach, reopen, resolve, sandbox_views, view_ids
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,11 @@ class ServerLaunch:
     summary: str
     launch: jail.Launch | None = None
     mounts: list[jail.Mount] = field(default_factory=list)
+
+    @property
+    def pass_fds(self) -> list[int]:
+        """Descriptors to hand the process (its jail's mounts, held since their walk)."""
+        return list(self.launch.pass_fds) if self.launch is not None else []
 
     def cleanup(self) -> None:
         if self.launch is not None:
@@ -201,7 +207,20 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     """How to start ``cfg``: in its jail (the default), or as it is (``isolation: none``).
 
     ``dry_run`` only describes it (``codemode doctor``): nothing is created or changed.
+    Every path the jail shows is walked to a descriptor (:mod:`.views`) and mounted by it;
+    the launch holds copies of those it needs (``ServerLaunch.pass_fds``).
     """
+    held: list[int] = []
+    try:
+        return _plan(cfg, iso, dry_run, held)
+    except Refused as exc:
+        raise ServerUnavailable(str(exc), server=cfg.name or cfg.command) from None
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]) -> ServerLaunch:
     name = cfg.name or cfg.command
     cwd = server_cwd(cfg)
     if not os.path.isdir(cwd):
@@ -218,6 +237,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     ws_files = str(iso.files.resolve()) if iso.files else None
     roots = workspace_roots(workspace, ws_files) if workspace is not None else set()
     views = sandbox_views(workspace, ws_files)
+    ids = view_ids(views)
     root = os.geteuid() == 0
     data: list[jail.Mount] = []
     runtime: list[jail.Mount] = []
@@ -231,9 +251,8 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         inside = through or reaches(real, roots)
         if inside:
             touches.append(literal)
-        if through:  # shown through the sandbox's view itself (views.through_views)
-            data.append(jail.Mount(literal, writable=not cfg.read_only))
-            continue
+        if through:  # below files/: what is there now, reached without the sandbox's links
+            real = resolve(literal, ids)
         parent = os.path.dirname(real)
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
@@ -278,11 +297,8 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     runtime += runtime_mounts(command)
     runtime += [jail.Mount(_at(cwd, p)) for p in cfg.read_only_paths]
     data += [jail.Mount(_at(cwd, p), writable=True) for p in cfg.writable_paths]
-    try:
-        runtime, _ = through_views(runtime, views)
-        data, inside_views = through_views(data, views)
-    except ValueError as exc:
-        raise ServerUnavailable(str(exc), server=name) from None
+    runtime = by_fd(runtime, ids, held)
+    data = by_fd(data, ids, held)
     own = datafiles.plan(
         files,
         [*runtime, *data],
@@ -291,11 +307,11 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     )
     if own.problem is not None:
         raise ServerUnavailable(own.problem, server=name)
-    data += own.mounts
+    data += by_fd(own.mounts, ids, held)
     uid = server_uid(iso.tenant) if root else None
     home = _home(iso, name, uid, create=not dry_run)
     if uid is not None and not dry_run:
-        _share(data, uid, iso.sandbox_uid, workspace, own, inside_views)
+        _share(data, uid, iso.sandbox_uid, workspace, own, ids)
     network = cfg.network if cfg.network is not None else not touches
     env = {
         "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -306,7 +322,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         "TMPDIR": "/tmp",
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
-    mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    mounts = _dedupe([*runtime, *data, *by_fd([jail.Mount(home, writable=True)], ids, held)])
     # It starts where it would start unjailed, so a relative path leads to the same place:
     # its configured cwd (relative to its config file's folder), else that folder; shown
     # as an empty read-only stand-in (but for what it was given below) when not mounted.
@@ -447,7 +463,7 @@ def _mask_workspace(
         if not any(_within(m.target, h) for h in hidden):
             continue
         if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
-            reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
+            reshown.append(dataclasses.replace(m))  # a new entry: the same descriptor
     reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
 
@@ -482,51 +498,56 @@ def _share(
     sandbox_uid: int,
     workspace: str | None,
     own: datafiles.DataFiles,
-    inside: Sequence[Inside] = (),
+    ids: dict[tuple[int, int], str],
 ) -> None:
     """Let the server's uid write the directories it was given writable (ACL on each
     directory, and a default ACL for what is created in it later; in the workspace, the
     sandbox's uid too), and the data files it may write (a file ACL). A folder shown only
     for its data files gets no default ACL outside the workspace: what others put there
-    later stays theirs. World-writable directories (``/tmp``) are left as they are."""
+    later stays theirs. World-writable directories (``/tmp``) are left as they are. Each
+    ACL is set through the descriptor the jail mounts (or one walked the same way)."""
+    by_src = {m.src: m.fd for m in data if m.fd is not None}
     for m in data:
-        real = os.path.realpath(m.src)
-        try:
-            st = os.stat(real)
-        except OSError:
-            continue
-        if m.writable and stat.S_ISDIR(st.st_mode) and real not in own.folders:
-            _grant(real, st, uid, sandbox_uid, workspace, inherit=True)
+        if m.fd is not None and m.writable and m.src not in own.folders:
+            _grant(m.src, m.fd, uid, sandbox_uid, workspace, inherit=True)
     for folder in dict.fromkeys(own.folders):
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        _grant(folder, st, uid, sandbox_uid, workspace, inherit=False)
-    for below in inside:  # paths below the sandbox's view: reached without its links
-        try:
-            grant_inside(below, [uid, sandbox_uid])
-        except OSError as exc:
-            log.warning("cannot share %s with uid %s (ACL): %s", below.rest, uid, exc)
+        _grant(folder, by_src.get(folder), uid, sandbox_uid, workspace, inherit=False, ids=ids)
     for path in own.writable:
-        in_ws = workspace is not None and _within(path, workspace)
-        try:
-            acl.grant_file(path, [uid, sandbox_uid] if in_ws else [uid])
-        except OSError as exc:
-            log.warning("cannot share %s with uid %s (ACL): %s", path, uid, exc)
+        _grant(path, by_src.get(path), uid, sandbox_uid, workspace, inherit=False, ids=ids,
+               file=True)  # fmt: skip
 
 
 def _grant(
-    real: str, st: os.stat_result, uid: int, sandbox_uid: int, workspace: str | None, *,
-    inherit: bool,
+    path: str, fd: int | None, uid: int, sandbox_uid: int, workspace: str | None, *,
+    inherit: bool, ids: dict[tuple[int, int], str] | None = None, file: bool = False,
 ) -> None:  # fmt: skip
-    in_ws = workspace is not None and _within(real, workspace)
-    if not in_ws and st.st_mode & stat.S_IWOTH:
-        return
+    in_ws = workspace is not None and _within(path, workspace)
+    found = None
     try:
-        acl.grant(real, [uid, sandbox_uid] if in_ws else [uid], inherit=inherit or in_ws)
-    except OSError as exc:
-        log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
+        if fd is None:  # not mounted itself: walked as a mount would be
+            found = reach(path, ids or {})
+            fd = found.fd
+        if fd is None:
+            return
+        mode = os.fstat(fd).st_mode
+        if file != stat.S_ISREG(mode) or (not file and not stat.S_ISDIR(mode)):
+            return
+        if not in_ws and not file and mode & stat.S_IWOTH:
+            return
+        who = [uid, sandbox_uid] if in_ws else [uid]
+        opened = reopen(fd, directory=not file)
+        try:
+            if file:
+                acl.grant_file_fd(opened, who, path)
+            else:
+                acl.grant_fd(opened, who, inherit=inherit or in_ws)
+        finally:
+            os.close(opened)
+    except (OSError, Refused) as exc:
+        log.warning("cannot share %s with uid %s (ACL): %s", path, uid, exc)
+    finally:
+        if found is not None:
+            found.close()
 
 
 def _shown(path: str, mounts: list[jail.Mount]) -> bool:

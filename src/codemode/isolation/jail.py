@@ -41,8 +41,9 @@ from ..execution.hostchecks import can_private_mount, find_program, traversable
 from ..execution.spawn import above_stdio
 
 # Root only, in a private mount namespace: binds each SRC onto DST and, where a DEV:INO is
-# given (a source held by descriptor, named by where it is now), checks that the bind shows
-# that very inode (a name swapped meanwhile stops the jail), then execs the rest.
+# given (SRC is then /proc/<codemode>/fd/N, which mount(8) resolves to the inode's name as it
+# binds), checks that the bind shows that very inode (a name swapped in between stops the
+# jail), then execs the rest.
 BINDER = (
     'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; '
     'if [ -n "$3" ] && [ "$(stat -c %d:%i "$2")" != "$3" ]; then '
@@ -163,12 +164,15 @@ class Launch:
     argv: list[str]
     mount_points: str | None = None
     pass_fds: list[int] = field(default_factory=list)
-    """Descriptors the process must be given (``pass_fds``): the mounts' sources."""
+    """Descriptors the process must be given (``pass_fds``): bwrap's mounts' sources."""
+    kept: list[int] = field(default_factory=list)
+    """Descriptors root's binds read from this process (``/proc/<pid>/fd``): never passed
+    on, since the jailed command would inherit them (``openat(fd, "..")`` leaves any jail)."""
 
     def cleanup(self) -> None:
-        for fd in self.pass_fds:
+        for fd in (*self.pass_fds, *self.kept):
             os.close(fd)
-        self.pass_fds = []
+        self.pass_fds, self.kept = [], []
         if self.mount_points:
             shutil.rmtree(self.mount_points, ignore_errors=True)
             self.mount_points = None
@@ -246,28 +250,40 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    held: list[tuple[Mount, str, str]] = []  # a mount, its source's path, its dev:ino
+    held: list[tuple[Mount, str, str]] = []  # a mount, its source, its dev:ino
+    names: dict[str, str] = {}  # a descriptor's name in /proc -> where its inode is now
+    dups: dict[str, int] = {}
     for m in (*spec.mounts, *spec.reshown):
         if m.fd is None:
             src = os.path.realpath(m.src)
             if os.path.exists(src):
                 held.append((m, src, ""))
             continue
-        src = os.readlink(f"/proc/self/fd/{m.fd}")  # where the inode is now, by name
-        if src.startswith("/") and not src.endswith(" (deleted)"):
-            st = os.fstat(m.fd)
-            held.append((m, src, f"{st.st_dev}:{st.st_ino}"))
-    binds = private_binds(
-        [src for _, src, _ in held],
-        lambda p: traversable(p, uid, gid, read_last=False),
-        expect=[ino for *_, ino in held],
-    )
-    launch = Launch([], binds.mount_points)
+        name = os.readlink(f"/proc/self/fd/{m.fd}")
+        if not name.startswith("/") or name.endswith(" (deleted)"):
+            continue
+        dup = fcntl.fcntl(m.fd, fcntl.F_DUPFD_CLOEXEC, 10)  # above what sh can name
+        st = os.fstat(dup)
+        # root's bind (in the jail's private namespace) reads this process's descriptor:
+        # mount(8) resolves it when it binds, the check after it stops any swap since
+        src = f"/proc/{os.getpid()}/fd/{dup}"
+        names[src], dups[src] = name, dup
+        held.append((m, src, f"{st.st_dev}:{st.st_ino}"))
+
+    def reachable(src: str) -> bool:
+        try:
+            return traversable(names.get(src, src), uid, gid, read_last=False)
+        except OSError:  # renamed meanwhile: root's bind finds it wherever it is
+            return False
+
+    binds = private_binds([src for _, src, _ in held], reachable, expect=[ino for *_, ino in held])
+    launch = Launch([], binds.mount_points, kept=list(dups.values()))
     sources: list[tuple[Mount, str | int]] = []
     for (m, src, _), bound in zip(held, binds.sources, strict=True):
-        if m.fd is not None and bound == src:  # bwrap mounts it by its descriptor
-            launch.pass_fds.append(fcntl.fcntl(m.fd, fcntl.F_DUPFD_CLOEXEC, 10))
-            sources.append((m, launch.pass_fds[-1]))
+        if src in dups and bound == src:  # bwrap mounts it by its descriptor
+            launch.kept.remove(dups[src])
+            launch.pass_fds.append(dups[src])
+            sources.append((m, dups[src]))
         else:
             sources.append((m, bound))
     argv = binds.argv("codemode-jail")

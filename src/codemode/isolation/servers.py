@@ -43,8 +43,9 @@ from ..config import StdioServerConfig
 from ..errors import ConfigError, ServerUnavailable
 from . import acl, datafiles, jail
 from .paths import NamedPath, entry_into, named_paths, reaches, server_cwd, workspace_roots
+from .sharing import share
 from .uids import SANDBOX_UID, server_uid
-from .views import Refused, by_fd, reach, reopen, resolve, sandbox_views, view_ids
+from .views import Refused, by_fd, resolve, sandbox_views, view_ids
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,11 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         return _plan(cfg, iso, dry_run, held)
     except Refused as exc:
         raise ServerUnavailable(str(exc), server=cfg.name or cfg.command) from None
+    except FileNotFoundError as exc:  # a path renamed while it was looked at
+        raise ServerUnavailable(
+            f"{exc.filename} changed while its jail was planned: {exc.strerror}",
+            server=cfg.name or cfg.command,
+        ) from None
     finally:
         for fd in held:
             os.close(fd)
@@ -246,13 +252,16 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
     # The paths privacy's sink policy reads too (one parser): a server that gets tokens
     # because it writes into the sandbox's view is jailed without network for the same reason.
     for named in named_paths(cfg):
-        literal, real = named.literal, named.real
+        literal = named.literal
         through = entry_into(literal, views) is not None
-        inside = through or reaches(real, roots)
+        inside = through or reaches(named.real, roots)
         if inside:
             touches.append(literal)
-        if through:  # below files/: what is there now, reached without the sandbox's links
-            real = resolve(literal, ids)
+        # What is there now under the walk's policy (.views), not where realpath led: below
+        # files/ the sandbox re-points links, and a data file's folder taken from one got
+        # its neighbours listed and an ACL where the link led.
+        real = resolve(literal, ids)
+        named = NamedPath(literal, real, named.key)
         parent = os.path.dirname(real)
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
@@ -303,7 +312,7 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
         files,
         [*runtime, *data],
         read_only=cfg.read_only,
-        declared_read_only={os.path.realpath(_at(cwd, p)) for p in cfg.read_only_paths},
+        declared_read_only={resolve(_at(cwd, p), ids) for p in cfg.read_only_paths},
     )
     if own.problem is not None:
         raise ServerUnavailable(own.problem, server=name)
@@ -311,7 +320,7 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
     uid = server_uid(iso.tenant) if root else None
     home = _home(iso, name, uid, create=not dry_run)
     if uid is not None and not dry_run:
-        _share(data, uid, iso.sandbox_uid, workspace, own, ids)
+        share(data, uid, iso.sandbox_uid, workspace, own, ids)
     network = cfg.network if cfg.network is not None else not touches
     env = {
         "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -438,7 +447,7 @@ def _mask_workspace(
     hidden_files: list[str] = list(shown_empty[1])
     reshown: list[jail.Mount] = []
     for m in mounts:
-        real = os.path.realpath(m.src).rstrip("/")
+        real = _source(m).rstrip("/")
         for root, keep in private:
             if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
@@ -459,13 +468,18 @@ def _mask_workspace(
     # covered it, and ``files/`` shown again carried the outer mount's flags instead.
     kept = [keep for _, keep in private if keep is not None]
     for m in mounts:
-        real = os.path.realpath(m.src)
+        real = _source(m)
         if not any(_within(m.target, h) for h in hidden):
             continue
         if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
             reshown.append(dataclasses.replace(m))  # a new entry: the same descriptor
     reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
+
+
+def _source(m: jail.Mount) -> str:
+    """Where a mount's source is on the host: found by its walk, or by ``realpath``."""
+    return m.src if m.fd is not None else os.path.realpath(m.src)
 
 
 def _unsearchable(top: str, folder: str, uid: int) -> str | None:
@@ -490,64 +504,6 @@ def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:
         if old is None or (m.writable and not old.writable):
             by_target[m.target] = m
     return sorted(by_target.values(), key=lambda m: (m.target.count("/"), m.target))
-
-
-def _share(
-    data: list[jail.Mount],
-    uid: int,
-    sandbox_uid: int,
-    workspace: str | None,
-    own: datafiles.DataFiles,
-    ids: dict[tuple[int, int], str],
-) -> None:
-    """Let the server's uid write the directories it was given writable (ACL on each
-    directory, and a default ACL for what is created in it later; in the workspace, the
-    sandbox's uid too), and the data files it may write (a file ACL). A folder shown only
-    for its data files gets no default ACL outside the workspace: what others put there
-    later stays theirs. World-writable directories (``/tmp``) are left as they are. Each
-    ACL is set through the descriptor the jail mounts (or one walked the same way)."""
-    by_src = {m.src: m.fd for m in data if m.fd is not None}
-    for m in data:
-        if m.fd is not None and m.writable and m.src not in own.folders:
-            _grant(m.src, m.fd, uid, sandbox_uid, workspace, inherit=True)
-    for folder in dict.fromkeys(own.folders):
-        _grant(folder, by_src.get(folder), uid, sandbox_uid, workspace, inherit=False, ids=ids)
-    for path in own.writable:
-        _grant(path, by_src.get(path), uid, sandbox_uid, workspace, inherit=False, ids=ids,
-               file=True)  # fmt: skip
-
-
-def _grant(
-    path: str, fd: int | None, uid: int, sandbox_uid: int, workspace: str | None, *,
-    inherit: bool, ids: dict[tuple[int, int], str] | None = None, file: bool = False,
-) -> None:  # fmt: skip
-    in_ws = workspace is not None and _within(path, workspace)
-    found = None
-    try:
-        if fd is None:  # not mounted itself: walked as a mount would be
-            found = reach(path, ids or {})
-            fd = found.fd
-        if fd is None:
-            return
-        mode = os.fstat(fd).st_mode
-        if file != stat.S_ISREG(mode) or (not file and not stat.S_ISDIR(mode)):
-            return
-        if not in_ws and not file and mode & stat.S_IWOTH:
-            return
-        who = [uid, sandbox_uid] if in_ws else [uid]
-        opened = reopen(fd, directory=not file)
-        try:
-            if file:
-                acl.grant_file_fd(opened, who, path)
-            else:
-                acl.grant_fd(opened, who, inherit=inherit or in_ws)
-        finally:
-            os.close(opened)
-    except (OSError, Refused) as exc:
-        log.warning("cannot share %s with uid %s (ACL): %s", path, uid, exc)
-    finally:
-        if found is not None:
-            found.close()
 
 
 def _shown(path: str, mounts: list[jail.Mount]) -> bool:

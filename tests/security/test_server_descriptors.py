@@ -30,6 +30,7 @@ from codemode.errors import ServerUnavailable
 from codemode.isolation import acl
 from codemode.isolation.servers import Isolation, ServerLaunch, plan
 from codemode.isolation.uids import SANDBOX_UID, SERVERS_UID
+from codemode.isolation.views import Refused, reach, sandbox_views, view_ids
 
 pytestmark = [pytest.mark.security]
 ROOT = os.geteuid() == 0
@@ -50,11 +51,9 @@ class Workspace:
     def iso(self) -> Isolation:
         return Isolation(workspace=self.base, files=self.files, homes_root=str(self.base / "h"))
 
-    def config(self) -> StdioServerConfig:
-        cfg = parse_servers(
-            {"mcpServers": {"s": {"command": "sh", "args": ["-c", SCRIPT, str(self.repo)]}}},
-            env={},
-        )["s"]
+    def config(self, path: Path | None = None) -> StdioServerConfig:
+        args = ["-c", SCRIPT, str(path or self.repo)]
+        cfg = parse_servers({"mcpServers": {"s": {"command": "sh", "args": args}}}, env={})["s"]
         assert isinstance(cfg, StdioServerConfig)
         return cfg
 
@@ -102,11 +101,13 @@ def ws(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
 
 
 def _start(
-    ws: Workspace, planned: Callable[[ServerLaunch], None] = lambda launch: None
+    ws: Workspace,
+    planned: Callable[[ServerLaunch], None] = lambda launch: None,
+    path: Path | None = None,
 ) -> subprocess.CompletedProcess[str] | None:
     """Plan and run the server (None: it refused to start); ``planned`` runs in between."""
     try:
-        launch = plan(ws.config(), ws.iso())
+        launch = plan(ws.config(path), ws.iso())
     except ServerUnavailable:
         return None
     try:
@@ -170,3 +171,27 @@ def test_links_swapped_while_servers_start_never_expose_their_target(ws: Workspa
     # nor where a link led while codemode listed a data file's folder (files/repo missing)
     assert all(_no_acl_for_servers(p) for p in (ws.canary, ws.canary.parent, ws.base))
     assert outcomes.get("ran", 0) + outcomes.get("refused", 0) > 0, outcomes
+
+
+def test_a_host_link_into_files_shows_what_it_led_to_when_walked(ws: Workspace) -> None:
+    """``/srv/repo`` -> ``files/repo`` (the administrator's link): the walk follows it into
+    ``files/`` and holds ``files/repo`` itself; a swap after the walk changes nothing."""
+    door = ws.base.parent / "srv-repo"
+    os.symlink(ws.repo, door)  # root's (or codemode's own user's): followed
+    r = _start(ws, lambda launch: ws.swap(), path=door)
+    assert r is not None and r.returncode == 0, r
+    assert "repo data" in r.stdout and ws.secret not in r.stdout + r.stderr
+    assert _no_acl_for_servers(ws.canary)
+
+
+def test_a_dotdot_leaving_files_in_a_links_target_is_refused(ws: Workspace) -> None:
+    door = ws.base.parent / "up"
+    os.symlink(f"{ws.repo}/../../..", door)  # files/repo/.. is files/; one more leaves it
+    views = view_ids(sandbox_views(str(ws.base), str(ws.files)))
+    with pytest.raises(Refused, match="leaves the sandbox's files"):
+        reach(str(door), views)
+    found = reach(f"{ws.repo}/inside.txt", views)  # a plain path below files/ is held
+    try:
+        assert found.fd is not None and found.path == str(ws.repo / "inside.txt")
+    finally:
+        found.close()

@@ -331,7 +331,10 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
         "TMPDIR": "/tmp",
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
-    mounts = _dedupe([*runtime, *data, *by_fd([jail.Mount(home, writable=True)], ids, held)])
+    shown_home = by_fd([jail.Mount(home, writable=True)], ids, held)
+    if dry_run and not shown_home:  # made at the first start
+        shown_home = [jail.Mount(home, writable=True)]
+    mounts = _dedupe([*runtime, *data, *shown_home])
     # It starts where it would start unjailed, so a relative path leads to the same place:
     # its configured cwd (relative to its config file's folder), else that folder; shown
     # as an empty read-only stand-in (but for what it was given below) when not mounted.

@@ -17,6 +17,12 @@ bubblewrap resolves its bind sources as the jail's uid, so a source that uid can
 (a venv under ``/root``) is first bound by root onto a reachable mount point in a private
 mount namespace that dies with the jail, then mounted at its own path inside.
 
+A mount may be held by an ``O_PATH`` descriptor (:mod:`.views` walks a server's paths to
+one): bubblewrap 0.8 mounts it with ``--bind-fd`` (it names the descriptor by where its
+inode is now, as the jail's uid, and stops if the mount shows another inode); one that uid
+cannot reach is bound by root from ``/proc/<codemode>/fd/N`` and checked the same way. A
+name swapped after the walk changes nothing; the jailed command inherits no descriptor.
+
 The seccomp program reaches bubblewrap as an fd whose number is chosen among those the
 command is not given (``keep_fds``), never a fixed one: a fixed number would overwrite
 whatever the caller passed with that number.
@@ -250,6 +256,31 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
+    launch = Launch([])
+    try:
+        binds, sources = _sources(spec, uid, gid, launch)
+    except BaseException:
+        launch.cleanup()  # the descriptors copied so far
+        raise
+    launch.mount_points = binds.mount_points
+    argv = binds.argv("codemode-jail")
+    fd = None
+    if spec.seccomp and seccomp_mod.available()[0]:
+        fd = seccomp_fd_number(keep_fds)
+        argv += ["/bin/sh", "-c", WITH_FD, "codemode-jail", str(fd), bpf_path(spec.network)]
+    if switch:
+        argv += setpriv_args(find_program("setpriv") or "setpriv", uid, gid)
+    argv += _bwrap(spec, sources, fd)
+    argv += list(command)
+    launch.argv = argv
+    return launch
+
+
+def _sources(
+    spec: JailSpec, uid: int, gid: int, launch: Launch
+) -> tuple[PrivateBinds, list[tuple[Mount, str | int]]]:
+    """Each mount's source: a path, the mount point root binds it onto, or a descriptor
+    bwrap mounts (copied into ``launch.pass_fds``; those root binds into ``launch.kept``)."""
     held: list[tuple[Mount, str, str]] = []  # a mount, its source, its dev:ino
     names: dict[str, str] = {}  # a descriptor's name in /proc -> where its inode is now
     dups: dict[str, int] = {}
@@ -263,6 +294,7 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
         if not name.startswith("/") or name.endswith(" (deleted)"):
             continue
         dup = fcntl.fcntl(m.fd, fcntl.F_DUPFD_CLOEXEC, 10)  # above what sh can name
+        launch.kept.append(dup)
         st = os.fstat(dup)
         # root's bind (in the jail's private namespace) reads this process's descriptor:
         # mount(8) resolves it when it binds, the check after it stops any swap since
@@ -277,7 +309,6 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
             return False
 
     binds = private_binds([src for _, src, _ in held], reachable, expect=[ino for *_, ino in held])
-    launch = Launch([], binds.mount_points, kept=list(dups.values()))
     sources: list[tuple[Mount, str | int]] = []
     for (m, src, _), bound in zip(held, binds.sources, strict=True):
         if src in dups and bound == src:  # bwrap mounts it by its descriptor
@@ -286,17 +317,7 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
             sources.append((m, dups[src]))
         else:
             sources.append((m, bound))
-    argv = binds.argv("codemode-jail")
-    fd = None
-    if spec.seccomp and seccomp_mod.available()[0]:
-        fd = seccomp_fd_number(keep_fds)
-        argv += ["/bin/sh", "-c", WITH_FD, "codemode-jail", str(fd), bpf_path(spec.network)]
-    if switch:
-        argv += setpriv_args(find_program("setpriv") or "setpriv", uid, gid)
-    argv += _bwrap(spec, sources, fd)
-    argv += list(command)
-    launch.argv = argv
-    return launch
+    return binds, sources
 
 
 def _bwrap(

@@ -45,7 +45,7 @@ def _unjailed(cfg: StdioServerConfig, iso: Isolation) -> subprocess.CompletedPro
     launch = plan(cfg.model_copy(update={"isolation": "none"}), iso)
     return subprocess.run(
         [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
-        capture_output=True, text=True, timeout=60, check=True,
+            pass_fds=launch.pass_fds,        capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
 
 

@@ -471,7 +471,7 @@ def _run_jailed(
     try:
         r = subprocess.run(
             [launch.command, *launch.args], env=launch.env, cwd=launch.cwd,
-            capture_output=True, text=True, timeout=60,
+            pass_fds=launch.pass_fds, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     finally:
         launch.cleanup()

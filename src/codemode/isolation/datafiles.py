@@ -69,7 +69,7 @@ def plan(
     """What to mount for the data ``files`` a server is given (each in an existing folder),
     beside the mounts it is ``given`` otherwise."""
     out = DataFiles()
-    dirs = [(os.path.realpath(m.src), m.writable) for m in given]
+    dirs = [(m.src if m.fd is not None else os.path.realpath(m.src), m.writable) for m in given]
     dirs = [(d, w) for d, w in dirs if os.path.isdir(d)]
     # host folder -> (jail folder, names kept, its other entries given read-only)
     own: dict[str, tuple[str, set[str], bool]] = {}

@@ -17,6 +17,12 @@ bubblewrap resolves its bind sources as the jail's uid, so a source that uid can
 (a venv under ``/root``) is first bound by root onto a reachable mount point in a private
 mount namespace that dies with the jail, then mounted at its own path inside.
 
+A mount may be held by an ``O_PATH`` descriptor (:mod:`.views` walks a server's paths to
+one): bubblewrap 0.8 mounts it with ``--bind-fd`` (it names the descriptor by where its
+inode is now, as the jail's uid, and stops if the mount shows another inode); one that uid
+cannot reach is bound by root from ``/proc/<codemode>/fd/N`` and checked the same way. A
+name swapped after the walk changes nothing; the jailed command inherits no descriptor.
+
 The seccomp program reaches bubblewrap as an fd whose number is chosen among those the
 command is not given (``keep_fds``), never a fixed one: a fixed number would overwrite
 whatever the caller passed with that number.
@@ -25,6 +31,7 @@ whatever the caller passed with that number.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import functools
 import os
 import shutil
@@ -39,9 +46,15 @@ from ..execution.bwrap import setpriv_args, system_root_args
 from ..execution.hostchecks import can_private_mount, find_program, traversable
 from ..execution.spawn import above_stdio
 
-# Root only, in a private mount namespace: binds each SRC onto DST, then execs the rest.
+# Root only, in a private mount namespace: binds each SRC onto DST and, where a DEV:INO is
+# given (SRC is then /proc/<codemode>/fd/N, which mount(8) resolves to the inode's name as it
+# binds), checks that the bind shows that very inode (a name swapped in between stops the
+# jail), then execs the rest.
 BINDER = (
-    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; '
+    'if [ -n "$3" ] && [ "$(stat -c %d:%i "$2")" != "$3" ]; then '
+    'echo "codemode: $1 changed before it was mounted" >&2; exit 125; fi; shift 3; done; '
+    'shift; exec "$@"'
 )
 # Opens FILE read-only on fd N (chosen by the host, 3-9: what sh can name), then execs the
 # rest. For commands another library spawns (an MCP client's stdio), which take no fds.
@@ -114,6 +127,10 @@ class Mount:
     src: str
     dst: str = ""
     writable: bool = False
+    fd: int | None = field(default=None, compare=False)
+    """An ``O_PATH`` descriptor of the source (:func:`~.views.reach`): mounted by it, so
+    what the name leads to after it was opened does not count. The caller keeps it open
+    until :func:`build` returned, and closes it then (the launch holds copies)."""
 
     @property
     def target(self) -> str:
@@ -152,8 +169,16 @@ class JailSpec:
 class Launch:
     argv: list[str]
     mount_points: str | None = None
+    pass_fds: list[int] = field(default_factory=list)
+    """Descriptors the process must be given (``pass_fds``): bwrap's mounts' sources."""
+    kept: list[int] = field(default_factory=list)
+    """Descriptors root's binds read from this process (``/proc/<pid>/fd``): never passed
+    on, since the jailed command would inherit them (``openat(fd, "..")`` leaves any jail)."""
 
     def cleanup(self) -> None:
+        for fd in (*self.pass_fds, *self.kept):
+            os.close(fd)
+        self.pass_fds, self.kept = [], []
         if self.mount_points:
             shutil.rmtree(self.mount_points, ignore_errors=True)
             self.mount_points = None
@@ -167,7 +192,8 @@ class PrivateBinds:
 
     sources: list[str]
     """Each path as given, or the mount point that stands for it."""
-    pairs: list[tuple[str, str]] = field(default_factory=list)
+    pairs: list[tuple[str, str, str]] = field(default_factory=list)
+    """Source, mount point, and the ``dev:ino`` the bind must show (or "")."""
     mount_points: str | None = None
     """The directory of the mount points, to remove once the process has exited."""
 
@@ -181,10 +207,15 @@ class PrivateBinds:
 
 
 def private_binds(
-    paths: Sequence[str], reachable: Callable[[str], bool], *, prefix: str = "jail-"
+    paths: Sequence[str],
+    reachable: Callable[[str], bool],
+    *,
+    prefix: str = "jail-",
+    expect: Sequence[str] = (),
 ) -> PrivateBinds:
     """Plan the binds of the ``paths`` that ``reachable`` says the jail's uid cannot reach
-    (left as they are where no private mount namespace can be made: the caller refuses)."""
+    (left as they are where no private mount namespace can be made: the caller refuses).
+    ``expect``: for each path, the ``dev:ino`` its bind must show, or ""."""
     plan = PrivateBinds(list(paths))
     if not can_private_mount():
         return plan
@@ -199,7 +230,7 @@ def private_binds(
             os.mkdir(point)
         else:
             open(point, "w").close()
-        plan.pairs.append((src, point))
+        plan.pairs.append((src, point, expect[i] if i < len(expect) else ""))
         plan.sources[i] = point
     return plan
 
@@ -225,13 +256,13 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     switch = spec.uid is not None and os.geteuid() == 0
     uid = spec.uid if switch and spec.uid is not None else os.geteuid()
     gid = spec.gid if switch and spec.gid is not None else os.getegid()
-    mounts = [(m, os.path.realpath(m.src)) for m in (*spec.mounts, *spec.reshown)]
-    mounts = [(m, src) for m, src in mounts if os.path.exists(src)]
-    binds = private_binds(
-        [src for _, src in mounts], lambda p: traversable(p, uid, gid, read_last=False)
-    )
-    launch = Launch([], binds.mount_points)
-    sources = [(m, src) for (m, _), src in zip(mounts, binds.sources, strict=True)]
+    launch = Launch([])
+    try:
+        binds, sources = _sources(spec, uid, gid, launch)
+    except BaseException:
+        launch.cleanup()  # the descriptors copied so far
+        raise
+    launch.mount_points = binds.mount_points
     argv = binds.argv("codemode-jail")
     fd = None
     if spec.seccomp and seccomp_mod.available()[0]:
@@ -245,7 +276,53 @@ def build(spec: JailSpec, command: Sequence[str], *, keep_fds: Sequence[int] = (
     return launch
 
 
-def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | None) -> list[str]:
+def _sources(
+    spec: JailSpec, uid: int, gid: int, launch: Launch
+) -> tuple[PrivateBinds, list[tuple[Mount, str | int]]]:
+    """Each mount's source: a path, the mount point root binds it onto, or a descriptor
+    bwrap mounts (copied into ``launch.pass_fds``; those root binds into ``launch.kept``)."""
+    held: list[tuple[Mount, str, str]] = []  # a mount, its source, its dev:ino
+    names: dict[str, str] = {}  # a descriptor's name in /proc -> where its inode is now
+    dups: dict[str, int] = {}
+    for m in (*spec.mounts, *spec.reshown):
+        if m.fd is None:
+            src = os.path.realpath(m.src)
+            if os.path.exists(src):
+                held.append((m, src, ""))
+            continue
+        name = os.readlink(f"/proc/self/fd/{m.fd}")
+        if not name.startswith("/") or name.endswith(" (deleted)"):
+            continue
+        dup = fcntl.fcntl(m.fd, fcntl.F_DUPFD_CLOEXEC, 10)  # above what sh can name
+        launch.kept.append(dup)
+        st = os.fstat(dup)
+        # root's bind (in the jail's private namespace) reads this process's descriptor:
+        # mount(8) resolves it when it binds, the check after it stops any swap since
+        src = f"/proc/{os.getpid()}/fd/{dup}"
+        names[src], dups[src] = name, dup
+        held.append((m, src, f"{st.st_dev}:{st.st_ino}"))
+
+    def reachable(src: str) -> bool:
+        try:
+            return traversable(names.get(src, src), uid, gid, read_last=False)
+        except OSError:  # renamed meanwhile: root's bind finds it wherever it is
+            return False
+
+    binds = private_binds([src for _, src, _ in held], reachable, expect=[ino for *_, ino in held])
+    sources: list[tuple[Mount, str | int]] = []
+    for (m, src, _), bound in zip(held, binds.sources, strict=True):
+        if src in dups and bound == src:  # bwrap mounts it by its descriptor
+            launch.kept.remove(dups[src])
+            launch.pass_fds.append(dups[src])
+            sources.append((m, dups[src]))
+        else:
+            sources.append((m, bound))
+    return binds, sources
+
+
+def _bwrap(
+    spec: JailSpec, sources: list[tuple[Mount, str | int]], seccomp_fd: int | None
+) -> list[str]:
     a = [find_program("bwrap") or "bwrap", "--unshare-all"]
     if spec.network:
         a.append("--share-net")
@@ -263,14 +340,14 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     later = {id(m) for m in spec.reshown}
     for m, src in sources:
         if id(m) not in later:
-            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+            a += _bind(m, src)
     for path in spec.hidden:
         a += ["--perms", "0555", "--tmpfs", path]
     for path in spec.hidden_files:
         a += ["--ro-bind", empty_file(), path]
     for m, src in sources:
         if id(m) in later:
-            a += ["--bind" if m.writable else "--ro-bind", src, m.target]
+            a += _bind(m, src)
     for d in spec.empty_dirs:
         a += ["--dir", d]
     for path in spec.stand_ins:
@@ -279,6 +356,14 @@ def _bwrap(spec: JailSpec, sources: list[tuple[Mount, str]], seccomp_fd: int | N
     for key, value in spec.env.items():
         a += ["--setenv", key, value]
     return a
+
+
+def _bind(m: Mount, src: str | int) -> list[str]:
+    """A path, or a descriptor (bwrap 0.8 names it by where it is now as the jail's uid,
+    mounts that, and stops if the mount does not show the descriptor's inode)."""
+    if isinstance(src, int):
+        return ["--bind-fd" if m.writable else "--ro-bind-fd", str(src), m.target]
+    return ["--bind" if m.writable else "--ro-bind", src, m.target]
 
 
 __all__ = [

@@ -29,12 +29,13 @@ still jailed (bubblewrap works unprivileged).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,8 +43,9 @@ from ..config import StdioServerConfig
 from ..errors import ConfigError, ServerUnavailable
 from . import acl, datafiles, jail
 from .paths import NamedPath, entry_into, named_paths, reaches, server_cwd, workspace_roots
+from .sharing import share
 from .uids import SANDBOX_UID, server_uid
-from .views import Inside, grant_inside, sandbox_views, through_views
+from .views import Refused, by_fd, resolve, sandbox_views, view_ids
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,11 @@ class ServerLaunch:
     summary: str
     launch: jail.Launch | None = None
     mounts: list[jail.Mount] = field(default_factory=list)
+
+    @property
+    def pass_fds(self) -> list[int]:
+        """Descriptors to hand the process (its jail's mounts, held since their walk)."""
+        return list(self.launch.pass_fds) if self.launch is not None else []
 
     def cleanup(self) -> None:
         if self.launch is not None:
@@ -201,7 +208,25 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     """How to start ``cfg``: in its jail (the default), or as it is (``isolation: none``).
 
     ``dry_run`` only describes it (``codemode doctor``): nothing is created or changed.
+    Every path the jail shows is walked to a descriptor (:mod:`.views`) and mounted by it;
+    the launch holds copies of those it needs (``ServerLaunch.pass_fds``).
     """
+    held: list[int] = []
+    try:
+        return _plan(cfg, iso, dry_run, held)
+    except Refused as exc:
+        raise ServerUnavailable(str(exc), server=cfg.name or cfg.command) from None
+    except FileNotFoundError as exc:  # a path renamed while it was looked at
+        raise ServerUnavailable(
+            f"{exc.filename} changed while its jail was planned: {exc.strerror}",
+            server=cfg.name or cfg.command,
+        ) from None
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]) -> ServerLaunch:
     name = cfg.name or cfg.command
     cwd = server_cwd(cfg)
     if not os.path.isdir(cwd):
@@ -218,6 +243,7 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     ws_files = str(iso.files.resolve()) if iso.files else None
     roots = workspace_roots(workspace, ws_files) if workspace is not None else set()
     views = sandbox_views(workspace, ws_files)
+    ids = view_ids(views)
     root = os.geteuid() == 0
     data: list[jail.Mount] = []
     runtime: list[jail.Mount] = []
@@ -226,14 +252,16 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     # The paths privacy's sink policy reads too (one parser): a server that gets tokens
     # because it writes into the sandbox's view is jailed without network for the same reason.
     for named in named_paths(cfg):
-        literal, real = named.literal, named.real
+        literal = named.literal
         through = entry_into(literal, views) is not None
-        inside = through or reaches(real, roots)
+        inside = through or reaches(named.real, roots)
         if inside:
             touches.append(literal)
-        if through:  # shown through the sandbox's view itself (views.through_views)
-            data.append(jail.Mount(literal, writable=not cfg.read_only))
-            continue
+        # What is there now under the walk's policy (.views), not where realpath led: below
+        # files/ the sandbox re-points links, and a data file's folder taken from one got
+        # its neighbours listed and an ACL where the link led.
+        real = resolve(literal, ids)
+        named = NamedPath(literal, real, named.key)
         parent = os.path.dirname(real)
         if named.key == "PATH" and not inside:  # where programs are looked up: never written
             if os.path.isdir(real) and not _in_system(real):
@@ -278,24 +306,21 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
     runtime += runtime_mounts(command)
     runtime += [jail.Mount(_at(cwd, p)) for p in cfg.read_only_paths]
     data += [jail.Mount(_at(cwd, p), writable=True) for p in cfg.writable_paths]
-    try:
-        runtime, _ = through_views(runtime, views)
-        data, inside_views = through_views(data, views)
-    except ValueError as exc:
-        raise ServerUnavailable(str(exc), server=name) from None
+    runtime = by_fd(runtime, ids, held)
+    data = by_fd(data, ids, held)
     own = datafiles.plan(
         files,
         [*runtime, *data],
         read_only=cfg.read_only,
-        declared_read_only={os.path.realpath(_at(cwd, p)) for p in cfg.read_only_paths},
+        declared_read_only={resolve(_at(cwd, p), ids) for p in cfg.read_only_paths},
     )
     if own.problem is not None:
         raise ServerUnavailable(own.problem, server=name)
-    data += own.mounts
+    data += by_fd(own.mounts, ids, held)
     uid = server_uid(iso.tenant) if root else None
     home = _home(iso, name, uid, create=not dry_run)
     if uid is not None and not dry_run:
-        _share(data, uid, iso.sandbox_uid, workspace, own, inside_views)
+        share(data, uid, iso.sandbox_uid, workspace, own, ids)
     network = cfg.network if cfg.network is not None else not touches
     env = {
         "PATH": cfg.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -306,7 +331,10 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
         "TMPDIR": "/tmp",
         **{k: v for k, v in cfg.env.items() if k != "PATH"},
     }
-    mounts = _dedupe([*runtime, *data, jail.Mount(home, writable=True)])
+    shown_home = by_fd([jail.Mount(home, writable=True)], ids, held)
+    if dry_run and not shown_home:  # made at the first start
+        shown_home = [jail.Mount(home, writable=True)]
+    mounts = _dedupe([*runtime, *data, *shown_home])
     # It starts where it would start unjailed, so a relative path leads to the same place:
     # its configured cwd (relative to its config file's folder), else that folder; shown
     # as an empty read-only stand-in (but for what it was given below) when not mounted.
@@ -422,7 +450,7 @@ def _mask_workspace(
     hidden_files: list[str] = list(shown_empty[1])
     reshown: list[jail.Mount] = []
     for m in mounts:
-        real = os.path.realpath(m.src).rstrip("/")
+        real = _source(m).rstrip("/")
         for root, keep in private:
             if not _within(root, real or "/") or not os.path.lexists(root):
                 continue
@@ -443,13 +471,18 @@ def _mask_workspace(
     # covered it, and ``files/`` shown again carried the outer mount's flags instead.
     kept = [keep for _, keep in private if keep is not None]
     for m in mounts:
-        real = os.path.realpath(m.src)
+        real = _source(m)
         if not any(_within(m.target, h) for h in hidden):
             continue
         if any(_within(real, k) for k in kept) or not any(_within(real, r) for r, _ in private):
-            reshown.append(jail.Mount(m.src, m.target, writable=m.writable))
+            reshown.append(dataclasses.replace(m))  # a new entry: the same descriptor
     reshown.sort(key=lambda m: m.target.rstrip("/").count("/"))  # parents first; stable
     return list(dict.fromkeys(hidden)), list(dict.fromkeys(hidden_files)), reshown
+
+
+def _source(m: jail.Mount) -> str:
+    """Where a mount's source is on the host: found by its walk, or by ``realpath``."""
+    return m.src if m.fd is not None else os.path.realpath(m.src)
 
 
 def _unsearchable(top: str, folder: str, uid: int) -> str | None:
@@ -474,59 +507,6 @@ def _dedupe(mounts: list[jail.Mount]) -> list[jail.Mount]:
         if old is None or (m.writable and not old.writable):
             by_target[m.target] = m
     return sorted(by_target.values(), key=lambda m: (m.target.count("/"), m.target))
-
-
-def _share(
-    data: list[jail.Mount],
-    uid: int,
-    sandbox_uid: int,
-    workspace: str | None,
-    own: datafiles.DataFiles,
-    inside: Sequence[Inside] = (),
-) -> None:
-    """Let the server's uid write the directories it was given writable (ACL on each
-    directory, and a default ACL for what is created in it later; in the workspace, the
-    sandbox's uid too), and the data files it may write (a file ACL). A folder shown only
-    for its data files gets no default ACL outside the workspace: what others put there
-    later stays theirs. World-writable directories (``/tmp``) are left as they are."""
-    for m in data:
-        real = os.path.realpath(m.src)
-        try:
-            st = os.stat(real)
-        except OSError:
-            continue
-        if m.writable and stat.S_ISDIR(st.st_mode) and real not in own.folders:
-            _grant(real, st, uid, sandbox_uid, workspace, inherit=True)
-    for folder in dict.fromkeys(own.folders):
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        _grant(folder, st, uid, sandbox_uid, workspace, inherit=False)
-    for below in inside:  # paths below the sandbox's view: reached without its links
-        try:
-            grant_inside(below, [uid, sandbox_uid])
-        except OSError as exc:
-            log.warning("cannot share %s with uid %s (ACL): %s", below.rest, uid, exc)
-    for path in own.writable:
-        in_ws = workspace is not None and _within(path, workspace)
-        try:
-            acl.grant_file(path, [uid, sandbox_uid] if in_ws else [uid])
-        except OSError as exc:
-            log.warning("cannot share %s with uid %s (ACL): %s", path, uid, exc)
-
-
-def _grant(
-    real: str, st: os.stat_result, uid: int, sandbox_uid: int, workspace: str | None, *,
-    inherit: bool,
-) -> None:  # fmt: skip
-    in_ws = workspace is not None and _within(real, workspace)
-    if not in_ws and st.st_mode & stat.S_IWOTH:
-        return
-    try:
-        acl.grant(real, [uid, sandbox_uid] if in_ws else [uid], inherit=inherit or in_ws)
-    except OSError as exc:
-        log.warning("cannot share %s with uid %s (ACL): %s", real, uid, exc)
 
 
 def _shown(path: str, mounts: list[jail.Mount]) -> bool:

@@ -154,6 +154,7 @@ class Connection:
                     max_message=cfg.max_message_bytes,
                     on_too_large=self._give_up,
                     on_spawn=self._spawned,
+                    pass_fds=self.launch.pass_fds,
                 ),
             )
         if cfg.transport == "sse":

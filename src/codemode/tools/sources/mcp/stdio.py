@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TextIO
 
@@ -28,6 +28,7 @@ import anyio.lowlevel
 import mcp_types as mt
 from mcp.client import stdio as sdk_stdio
 from mcp.client.stdio import StdioServerParameters
+from mcp.os.win32.utilities import ServerProcess
 from mcp.shared.message import SessionMessage
 
 from codemode.tools.sources.mcp.surrogates import LONE_ESCAPE, repaired
@@ -94,20 +95,30 @@ async def bounded_stdio_client(
     max_message: int = DEFAULT_MAX_MESSAGE,
     on_too_large: Callable[[str], None] = lambda reason: None,
     on_spawn: Callable[[int], None] = lambda pid: None,
+    pass_fds: Sequence[int] = (),
 ) -> AsyncIterator[
     tuple[
         anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
         anyio.abc.ObjectSendStream[SessionMessage],
     ]
 ]:
-    """A transport for ``mcp.Client``: the server's process and its two message streams."""
-    process = await sdk_stdio._create_platform_compatible_process(
-        command=server.command,
-        args=server.args,
-        env=sdk_stdio.get_default_environment() | (server.env or {}),
-        errlog=errlog,
-        cwd=server.cwd,
-    )
+    """A transport for ``mcp.Client``: the server's process and its two message streams.
+
+    ``pass_fds``: descriptors the process is given (a jail's mounts, held by descriptor)."""
+    env = sdk_stdio.get_default_environment() | (server.env or {})
+    if pass_fds:  # what the SDK's spawn does (a session of its own), with the descriptors
+        process: ServerProcess = await anyio.open_process(
+            [server.command, *server.args],
+            env=env,
+            stderr=errlog,
+            cwd=server.cwd,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
+    else:
+        process = await sdk_stdio._create_platform_compatible_process(
+            command=server.command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
+        )
     on_spawn(process.pid)  # its process group's id too (a session of its own)
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)

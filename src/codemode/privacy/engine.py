@@ -216,7 +216,7 @@ class Privacy:
         texts, whole, inside = self._replace_known(texts, report)
         # The changes are written into the copies as they come (``walk.Applier``): the
         # held values' and each part's while the scanner process scans the next part.
-        held = {**inside, **whole}  # (final: those texts are "" in the scan)
+        held = {**inside, **whole} if inside else whole  # (final: "" in the scan)
         applier = Applier(leaves)
         new = self._replace_all(texts, report, applier, held)
         if self.config.action == "block" and report.found:
@@ -266,7 +266,7 @@ class Privacy:
         keys += [(e, texts[i][a:b]) for i, spans in resolved.items() for a, b, e in spans]
         tokens = self._tokens_for(keys)
         report.found.update(map(_entity_of, keys))
-        replaced = replace_spans(texts, resolved, tokens[len(whole) :])
+        replaced = replace_spans(texts, resolved, tokens[len(whole) :]) if resolved else texts
         scan = list(texts)
         deque(map(scan.__setitem__, chain(whole, resolved), repeat("")), 0)
         return scan, dict(zip(whole, tokens, strict=False)), {i: replaced[i] for i in resolved}

@@ -485,12 +485,12 @@ async def test_a_name_found_by_its_field_never_reaches_the_mcp_client_from_a_not
 
 def test_binary_holding_a_short_restored_value_by_chance_is_not_withheld() -> None:
     from codemode.errors import PrivacyBlocked
-    from codemode.privacy.engine import _withhold_echoed_binary
+    from codemode.privacy.echo import withhold_echoed_binary
 
     image = b"\x89PNG\r\n\x1a\n\x00\xffUS\x00\xfe" + os.urandom(64)
-    _withhold_echoed_binary({"png": image}, {"US": "[COUNTRY_ab]"}, where="")  # passes
+    withhold_echoed_binary({"png": image}, {"US": "[COUNTRY_ab]"}, where="")  # passes
     with pytest.raises(PrivacyBlocked):
-        _withhold_echoed_binary({"png": image + PHONE.encode()}, {PHONE: "[PHONE_ab]"}, where="")
+        withhold_echoed_binary({"png": image + PHONE.encode()}, {PHONE: "[PHONE_ab]"}, where="")
 
 
 def test_expired_values_are_purged_as_the_engine_scans_with_no_call_to_purge() -> None:

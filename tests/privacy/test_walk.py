@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from codemode.privacy.walk import Leaves, _as_text
+from codemode.privacy.walk import Applier, Leaves, _as_text
 from codemode_worker.protocol import Blob
 
 
@@ -126,6 +126,37 @@ def test_changed_strings_land_where_they_were_and_nothing_else_moves() -> None:
         assert Leaves.collect(out).texts == expected
         if not changes:
             assert out is value
+
+
+def test_changes_written_in_batches_give_the_value_one_batch_gives() -> None:
+    """``Applier``: the engine writes the held values' changes and each part's as they
+    come (in any order, a text again with a later value, after a reset afresh)."""
+    rng = random.Random(11)
+    for _ in range(400):
+        value = _value(rng, 4, [0])
+        before = copy.deepcopy(value)
+        leaves = Leaves.collect(value)
+        texts = leaves.texts
+        picked = [i for i, t in enumerate(texts) if not t.isdigit() and rng.random() < 0.5]
+        changes = {i: f"<{i}>" for i in picked}
+        expected = leaves.apply_changes(changes)
+        applier = Applier(leaves)
+        if rng.random() < 0.2:  # written, then forgotten (the engine's crossing values)
+            applier.add({i: "<old>" for i in picked})
+            applier.reset()
+        order = list(changes.items())
+        if rng.random() < 0.5:
+            rng.shuffle(order)
+        stale = [(i, "<stale>") for i, _ in order if rng.random() < 0.2]
+        order = stale + order  # a later value wins
+        cuts = sorted(rng.sample(range(len(order) + 1), min(3, len(order) + 1)))
+        for a, b in zip([0, *cuts], [*cuts, len(order)], strict=True):
+            applier.add(dict(order[a:b]))
+        out = applier.done()
+        assert value == before
+        assert out == expected
+        assert Leaves.collect(out).texts == Leaves.collect(expected).texts
+        assert (out is value) == (expected is value)
 
 
 def test_a_dict_key_equal_to_its_value_is_renamed_and_its_value_replaced_apart() -> None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import bisect
 import gc
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from codemode.errors import PrivacyBlocked, ToolArgumentError, ToolError
 from codemode.redact import REDACTED, remember_environment
 from codemode.result import ErrorInfo, ExecutionResult
-from codemode_worker.protocol import Blob
 
 from . import splice
 from .config import PrivacyConfig
 from .detectors import DenyList, Detector, RegexDetector, builtin_detectors
+from .echo import replace_literals, withhold_echoed_binary
 from .known import KnownValues, replace_spans, resolve_held, with_held
 from .scan import Scanner, Span
 from .secrets import SecretDetector
@@ -43,7 +43,7 @@ from .sinks import SinkPolicy
 from .splice import SEP, copy_repeats, rebuild
 from .tokens import TOKEN_RE
 from .vault import Vault
-from .walk import Leaves, _as_text
+from .walk import Applier, Leaves
 
 if TYPE_CHECKING:
     from codemode.config import ServerConfig
@@ -149,10 +149,10 @@ class Privacy:
             return value
         leaves = Leaves.collect(value)
         if leaves.binary:
-            _withhold_echoed_binary(value, literal, where="")
+            withhold_echoed_binary(value, literal, where="")
         changes = {}
         for i, text in enumerate(leaves.texts):
-            replaced = _replace_literals(text, literal)
+            replaced = replace_literals(text, literal)
             if replaced is not text:
                 changes[i] = replaced
         return leaves.apply_changes(changes)
@@ -191,7 +191,7 @@ class Privacy:
         label = f" from {where}" if where else ""
         if leaves.binary:
             if literal:
-                _withhold_echoed_binary(value, literal, where=label)
+                withhold_echoed_binary(value, literal, where=label)
             if self.config.binary == "block":
                 raise PrivacyBlocked(
                     f"{leaves.binary} bytes of binary data{label} cannot be scanned for "
@@ -212,9 +212,13 @@ class Privacy:
             return value, report
         texts = leaves.texts
         if literal:
-            texts = [_replace_literals(t, literal) for t in texts]
+            texts = [replace_literals(t, literal) for t in texts]
         texts, whole, inside = self._replace_known(texts, report)
-        new = self._replace_all(texts, report)
+        # The changes are written into the copies as they come (``walk.Applier``): the
+        # held values' and each part's while the scanner process scans the next part.
+        held = {**inside, **whole} if inside else whole  # (final: "" in the scan)
+        applier = Applier(leaves)
+        new = self._replace_all(texts, report, applier, held)
         if self.config.action == "block" and report.found:
             raise PrivacyBlocked(
                 f"personal data ({report.summary()}){label} was withheld: privacy.action is 'block'"
@@ -222,12 +226,14 @@ class Privacy:
         if count:
             count_tokenized(report.found)
         if literal:
-            for i, t in enumerate(texts):
-                if i not in new and t is not leaves.texts[i] and i not in inside and i not in whole:
-                    new[i] = t
-        new.update(inside)
-        new.update(whole)
-        return leaves.apply_changes(new), report
+            applier.add(
+                {
+                    i: t
+                    for i, t in enumerate(texts)
+                    if i not in new and t is not leaves.texts[i] and i not in held
+                }
+            )
+        return applier.done(), report
 
     def index_soon(self) -> None:
         """Index the values the vault took for the held-values search in the background
@@ -255,19 +261,22 @@ class Privacy:
         resolved = {
             i: resolve_held(self.scanner.spans_raw(texts[i]), held) for i, held in inside.items()
         }
-        keys = [(e, texts[i]) for i, e in whole.items()]
+        # (C passes over the held texts: the same rows again hold 20,000 of them)
+        keys = list(zip(whole.values(), map(texts.__getitem__, whole), strict=True))
         keys += [(e, texts[i][a:b]) for i, spans in resolved.items() for a, b, e in spans]
         tokens = self._tokens_for(keys)
-        report.found.update(k[0] for k in keys)
-        replaced = replace_spans(texts, resolved, tokens[len(whole) :])
+        report.found.update(map(_entity_of, keys))
+        replaced = replace_spans(texts, resolved, tokens[len(whole) :]) if resolved else texts
         scan = list(texts)
-        for i in [*whole, *resolved]:
-            scan[i] = ""
+        deque(map(scan.__setitem__, chain(whole, resolved), repeat("")), 0)
         return scan, dict(zip(whole, tokens, strict=False)), {i: replaced[i] for i in resolved}
 
-    def _replace_all(self, texts: list[str], report: Report) -> dict[int, str]:
+    def _replace_all(
+        self, texts: list[str], report: Report, applier: Applier, held: dict[int, str]
+    ) -> dict[int, str]:
         """{index: new text} for the texts of ``texts`` that hold detected values, from
-        one scan of the texts joined by NUL.
+        one scan of the texts joined by NUL; those and ``held`` (the held values'
+        changes) written by ``applier``.
 
         A long text seen before right after the same text (the same key: the notes of
         many rows from a few templates) is scanned once when the detectors' context is
@@ -287,7 +296,9 @@ class Privacy:
         else:
             parts = _one(self.scanner.spans_raw(joined))
         try:
-            return self._replace_parts(texts, pieces, joined, copies, parts, origin, report)
+            return self._replace_parts(
+                texts, pieces, joined, copies, parts, origin, report, applier, held
+            )
         finally:
             parts.close()  # (an error meanwhile: the scanner process's part is given up)
 
@@ -300,12 +311,18 @@ class Privacy:
         parts: Iterator[list[tuple[int, int, str]]],
         origin: tuple[int, int] | None,
         report: Report,
+        applier: Applier,
+        held: dict[int, str],
     ) -> dict[int, str]:
         out: dict[int, str] = {}
         all_kr: list[int] = []
         all_entities: list[str] = []
         seen: list[tuple[int, int, str]] = []
+        unwritten = held
         for found in parts:
+            if unwritten:  # after the host's part: while the scanner process scans
+                applier.add(unwritten)
+                unwritten = {}
             if not found:
                 continue
             seen.extend(found)
@@ -318,7 +335,12 @@ class Privacy:
             located = splice.locate(pieces, joined, ss, ts, origin, values)
             if located is None:
                 seen.extend(f for part in parts for f in part)
-                return self._replace_crossing(texts, pieces, joined, copies, seen, report)
+                # (what was written is written again from what this finds: afresh)
+                applier.reset()
+                out = self._replace_crossing(texts, pieces, joined, copies, seen, report)
+                applier.add(held)
+                applier.add(out)
+                return out
             kr, bases = located
             if origin is not None:
                 origin = (ss[-1], kr[-1])
@@ -330,12 +352,17 @@ class Privacy:
                 bases, values = list(compress(bases, keep)), list(compress(values, keep))
             # (values by a comprehension: a third less than maps of slice objects)
             keys = list(zip(entities, values, strict=True))
-            out.update(rebuild(texts, bases, kr, ss, ts, self._tokens_for(keys)))
+            changed = rebuild(texts, bases, kr, ss, ts, self._tokens_for(keys))
+            out.update(changed)
+            applier.add(changed)  # (while the scanner process scans the next part)
             all_kr += kr
             all_entities += entities
+        if unwritten:
+            applier.add(unwritten)
         report.found.update(all_entities)
         if copies:
             copy_repeats(out, copies, all_kr, all_entities, report.found)
+            applier.add({c: out[c] for c in copies if c in out})
         return out
 
     def _replace_crossing(
@@ -544,41 +571,8 @@ def count_tokenized(found: Mapping[str, int]) -> None:
     signals.pii_tokenized_counts({e: n for e, n in found.items() if e != "SECRET"})
 
 
-def _withhold_echoed_binary(value: Any, literal: Mapping[str, str], *, where: str) -> None:
-    """Raise when binary data (which no detector reads and no token can be put into)
-    holds a value just restored into the call: a sink that echoes its arguments into an
-    image or a file would otherwise hand the real value to the sandbox."""
-    # Values of 4+ characters: a shorter one ("US", a deny-list code) is in random bytes
-    # often enough to withhold an innocent image (2 bytes: every 64 KB on average).
-    needles = [
-        v.encode(e) for v in literal if len(v) >= 4 for e in ("utf-8", "utf-16-le", "utf-16-be")
-    ]
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list | tuple):
-            stack.extend(v)
-        elif isinstance(v, bytes | bytearray | Blob):
-            data = bytes(v.data if isinstance(v, Blob) else v)
-            if any(n in data for n in needles) and _as_text(data)[0] is None:
-                raise PrivacyBlocked(
-                    f"binary data{where} holds a value restored into this call's arguments; "
-                    "it was withheld, as binary content cannot carry a token instead"
-                )
-
-
 def _one(found: list[tuple[int, int, str]]) -> Generator[list[tuple[int, int, str]], None, None]:
     yield found
-
-
-def _replace_literals(text: str, literal: Mapping[str, str]) -> str:
-    for value, token in literal.items():
-        if value and value in text:
-            text = text.replace(value, token)
-    return text
 
 
 def _warn(result: ExecutionResult, warnings: list[str]) -> ExecutionResult:

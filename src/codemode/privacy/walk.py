@@ -16,7 +16,7 @@ from typing import Any
 
 from codemode_worker.protocol import Blob
 
-__all__ = ["Leaves"]
+__all__ = ["Applier", "Leaves"]
 
 # Leaf kinds
 TEXT, KEY, BYTES, BLOB, LATIN1, BLOB_LATIN1 = 0, 1, 2, 3, 4, 5
@@ -188,34 +188,57 @@ class Leaves:
         """The value with ``texts[i]`` replaced by ``changes[i]`` (only those are visited)."""
         if not changes:
             return self.root
-        copies: dict[int, Any] = {}
-        renames: dict[int, dict[str, str]] = {}
+        applier = Applier(self)
+        applier.add(changes)
+        return applier.done()
 
-        def copy(node: int) -> Any:
-            """The copy of ``node``, made (with its ancestors) on first use; no recursion."""
-            got = copies.get(node)
-            if got is not None:
-                return got
-            path = []
-            while node not in copies and node >= 0:
-                path.append(node)
-                node = self.nodes[node][0]
-            for n in reversed(path):
-                parent, key, container = self.nodes[n]
-                dup: Any = dict(container) if isinstance(container, Mapping) else list(container)
-                copies[n] = dup
-                if parent >= 0:
-                    copies[parent][key] = dup
-            return copies[path[0]]
 
-        texts, nodes, keys, kinds = self.texts, self.nodes, self.keys, self.kinds
-        segments, segment_nodes = self.segments, self.segment_nodes
+class Applier:
+    """``Leaves.apply_changes`` in batches: each batch is written into the copies of the
+    containers as it comes, so the changes of one part of a large result are written
+    while the scanner process scans the next (``Privacy.protect``). A text's change must
+    come once, with its final value (or again with a later one, which wins); ``done``
+    gives the new value."""
+
+    def __init__(self, leaves: Leaves) -> None:
+        self.leaves = leaves
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every change written so far (the value is as ``leaves`` found it)."""
+        self.copies: dict[int, Any] = {}
+        self.renames: dict[int, dict[str, str]] = {}
+        # The segment walk's place (see ``add``), kept from one batch to the next.
+        self._at: tuple[int, int, int, int, bool, Any] = (-1, 0, -1, 0, False, None)
+
+    def _copy(self, node: int) -> Any:
+        """The copy of ``node``, made (with its ancestors) on first use; no recursion."""
+        copies, nodes = self.copies, self.leaves.nodes
+        got = copies.get(node)
+        if got is not None:
+            return got
+        path = []
+        while node not in copies and node >= 0:
+            path.append(node)
+            node = nodes[node][0]
+        for n in reversed(path):
+            parent, key, container = nodes[n]
+            dup: Any = dict(container) if isinstance(container, Mapping) else list(container)
+            copies[n] = dup
+            if parent >= 0:
+                copies[parent][key] = dup
+        return copies[path[0]]
+
+    def add(self, changes: Mapping[int, str]) -> None:
+        """Write ``changes`` ({index: new text}) into the copies."""
+        leaves, copies, renames, copy = self.leaves, self.copies, self.renames, self._copy
+        texts, nodes, keys, kinds = leaves.texts, leaves.nodes, leaves.keys, leaves.kinds
+        segments, segment_nodes = leaves.segments, leaves.segment_nodes
         last = len(segments) - 1
         # The segment of each change, found by a walk along the segments (the changes
         # come in order, most often: a search per change when one goes back), and the
         # copy of its container, looked up once per segment.
-        s, lo, hi = -1, 0, -1
-        node, mapping, target = 0, False, None
+        s, lo, hi, node, mapping, target = self._at
         for i, new in changes.items():
             if new == texts[i]:
                 continue
@@ -261,13 +284,18 @@ class Leaves:
                 target[key] = Blob(data, current.mime_type, current.kind, current.uri)
             else:
                 target[key] = new
+        self._at = (s, lo, hi, node, mapping, target)
+
+    def done(self) -> Any:
+        """The new value (``leaves.root`` itself when nothing changed)."""
+        copies = self.copies
         # Renamed keys: rebuild those dicts in place (their parents already point at them).
-        for node, names in renames.items():
+        for node, names in self.renames.items():
             d = copies[node]
             items = list(d.items())
             d.clear()
             d.update((names.get(k, k), v) for k, v in items)
-        return copies[0][0] if 0 in copies else self.root
+        return copies[0][0] if 0 in copies else self.leaves.root
 
 
 def _small_number(item: object) -> bool:

@@ -45,6 +45,11 @@ class TenantSpec(BaseModel):
     env_file: Path | None = Field(
         default=None, description="KEY=value lines: the only source of its ${VAR} secrets."
     )
+    allow_unjailed: bool = Field(
+        default=False,
+        description='Run its "isolation": "none" servers and "host: true" tools (refused '
+        "otherwise: they run as the server's own user, outside any jail).",
+    )
 
 
 class OAuthConfig(BaseModel):

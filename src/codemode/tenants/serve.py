@@ -54,7 +54,12 @@ async def serve_tenants(opts: ServeOptions) -> None:
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
         with secrets_of(name):  # the ${VAR} of its configuration are its secrets
             served = await open_served(
-                own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
+                own,
+                spec.workspace,
+                env=tenants.environment(name),
+                tenant=name,
+                cap=cap,
+                allow_unjailed=spec.allow_unjailed,
             )
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))

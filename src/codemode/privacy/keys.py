@@ -44,18 +44,37 @@ def _check_key(raw: str, where: str) -> bytes:
 
 
 def load_key(
-    config: VaultConfig, workspace: Path | None, env: Mapping[str, str] | None = None
+    config: VaultConfig,
+    workspace: Path | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    tenant: str | None = None,
 ) -> tuple[bytes, str]:
     """The vault key and where it came from (for ``codemode privacy status``).
 
     Order: ``CODEMODE_PRIVACY_KEY``, ``vault.key_file``, the default key file (created
     with mode 0600 on first use). Without a workspace and a key, a key for this process.
+
+    For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): its own
+    ``CODEMODE_PRIVACY_KEY``, its ``vault.key_file``, then the server's
+    ``CODEMODE_PRIVACY_KEY`` derived for it (``codemode.tenants.keys``), then the default
+    key file, found as before through the server's environment (one per workspace).
     """
     env = os.environ if env is None else env
     raw = env.get(KEY_ENV)
     if raw:
-        return _check_key(raw, KEY_ENV), f"${KEY_ENV}"
+        where = f"${KEY_ENV}" + (f" of tenant {tenant}'s env_file" if tenant else "")
+        return _check_key(raw, where), where
     path = config.key_file
+    if path is None and tenant is not None:
+        server = os.environ.get(KEY_ENV)
+        if server:
+            from ..tenants.keys import derive
+
+            master = base64.urlsafe_b64decode(_check_key(server, KEY_ENV))
+            own = base64.urlsafe_b64encode(derive(master, "privacy-vault", tenant))
+            return own, f"${KEY_ENV} of the server, derived for tenant {tenant}"
+        env = os.environ  # its key file stays where it was made (the server's HOME)
     if path is None:
         if workspace is None:
             return new_key().encode("ascii"), "process (not persisted)"

@@ -112,12 +112,17 @@ def _ephemeral(owner: object) -> bool:
 
 
 def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:
+    from codemode.workspace import Workspace, tenant_workspace
+
     workspace = Path(context.workspace) if context.workspace else None
     servers: dict[str, Any] = {}
     settings: Any = None
-    if workspace is not None:
-        from codemode.workspace import Workspace
-
+    # A tenant's of serve --tenants, as it was opened: its settings (a Redis vault), its
+    # servers and its keys come from its env_file, never from the server's environment.
+    tenant = tenant_workspace(context.workspace)
+    if tenant is not None:
+        servers, settings = tenant.servers, tenant.settings
+    elif workspace is not None:
         try:
             opened = Workspace.open(workspace)
             servers, settings = opened.servers, opened.settings
@@ -125,9 +130,13 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
             log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
     if workspace is not None:
         _warn_unknown_servers(config, servers, workspace)
+    store: Any
     if persist and workspace is not None:
-        key, _ = load_key(config.vault, workspace)
-        store: Any
+        if tenant is not None:
+            env = tenant.environment
+            key, _ = load_key(config.vault, workspace, env, tenant=tenant.settings.tenant)
+        else:
+            key, _ = load_key(config.vault, workspace)
         if settings is not None and settings.storage == "redis" and settings.redis_url:
             name = f"{settings.redis_prefix}:privacy:{context.tenant}:vault"
             store = RedisStore(settings.redis_url, name, key)

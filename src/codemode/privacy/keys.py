@@ -56,8 +56,9 @@ def load_key(
     with mode 0600 on first use). Without a workspace and a key, a key for this process.
 
     For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): its own
-    ``CODEMODE_PRIVACY_KEY``, its ``vault.key_file``, then the server's
-    ``CODEMODE_PRIVACY_KEY`` derived for it (``codemode.tenants.keys``), then the default
+    ``CODEMODE_PRIVACY_KEY`` as it is; else its ``vault.key_file`` (a path its own
+    config.json chose, maybe another tenant's key file) or the server's
+    ``CODEMODE_PRIVACY_KEY``, derived for it (``codemode.tenants.keys``); else the default
     key file, found as before through the server's environment (one per workspace).
     """
     env = os.environ if env is None else env
@@ -65,21 +66,27 @@ def load_key(
     if raw:
         where = f"${KEY_ENV}" + (f" of tenant {tenant}'s env_file" if tenant else "")
         return _check_key(raw, where), where
-    path = config.key_file
-    if path is None and tenant is not None:
+    if tenant is not None:
         server = os.environ.get(KEY_ENV)
-        if server:
+        if config.key_file is not None or server:
             from ..tenants.keys import derive
 
-            master = base64.urlsafe_b64decode(_check_key(server, KEY_ENV))
-            own = base64.urlsafe_b64encode(derive(master, "privacy-vault", tenant))
-            return own, f"${KEY_ENV} of the server, derived for tenant {tenant}"
+            if config.key_file is not None:
+                key, where = _read_key_file(config.key_file.expanduser())
+            else:
+                key, where = _check_key(server or "", KEY_ENV), f"${KEY_ENV} of the server"
+            own = derive(base64.urlsafe_b64decode(key), "privacy-vault", tenant)
+            return base64.urlsafe_b64encode(own), f"{where}, derived for tenant {tenant}"
         env = os.environ  # its key file stays where it was made (the server's HOME)
+    path = config.key_file
     if path is None:
         if workspace is None:
             return new_key().encode("ascii"), "process (not persisted)"
         path = default_key_path(workspace, env)
-    path = path.expanduser()
+    return _read_key_file(path.expanduser())
+
+
+def _read_key_file(path: Path) -> tuple[bytes, str]:
     if not path.exists():
         _create_key_file(path)
     try:

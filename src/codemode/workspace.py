@@ -45,7 +45,14 @@ if TYPE_CHECKING:
     from codemode.capability import Capability
     from codemode.tools.registry import ToolRegistry
 
-__all__ = ["BASE_ENV", "EXAMPLE_MCP_JSON", "Workspace", "default_base", "tenant_workspace"]
+__all__ = [
+    "BASE_ENV",
+    "EXAMPLE_MCP_JSON",
+    "Workspace",
+    "default_base",
+    "serving_tenants",
+    "tenant_workspace",
+]
 
 BASE_ENV = "CODEMODE_BASE"
 
@@ -83,6 +90,7 @@ _registries: dict[tuple[Path, str, str | None], ToolRegistry] = {}
 _registries_lock = threading.Lock()
 _tenants: dict[str, Workspace] = {}
 """The workspaces of ``codemode serve --tenants``, by path (``CallContext.workspace``)."""
+_tenants_lock = threading.Lock()  # its own: a registry is built under _registries_lock
 
 
 def default_base(env: Mapping[str, str] | None = None) -> Path:
@@ -174,7 +182,7 @@ class Workspace:
                 f'"allow_unjailed": true (tenants.{self.settings.tenant}.allow_unjailed in '
                 "the tenants file)"
             )
-        with _registries_lock:
+        with _tenants_lock:
             _tenants[str(self.path)] = self
 
     @classmethod
@@ -319,8 +327,14 @@ class Workspace:
 
 def tenant_workspace(path: str | None) -> Workspace | None:
     """The workspace of ``codemode serve --tenants`` at ``path`` (None: not a tenant's)."""
-    with _registries_lock:
+    with _tenants_lock:
         return _tenants.get(path) if path is not None else None
+
+
+def serving_tenants() -> bool:
+    """Whether this process serves tenants (``codemode serve --tenants``)."""
+    with _tenants_lock:
+        return bool(_tenants)
 
 
 def _files_stamp(folder: Path) -> list[tuple[str, int, int]]:

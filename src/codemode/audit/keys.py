@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +50,38 @@ class Keys:
         return cls(sub(b"chain"), sub(b"args"), source)
 
 
-def load_keys(config: AuditConfig, env: dict[str, str] | None = None) -> Keys:
-    """The configured key (environment, ``key_file``, then the default key file)."""
-    env = dict(os.environ) if env is None else env
+def load_keys(
+    config: AuditConfig, env: Mapping[str, str] | None = None, *, tenant: str | None = None
+) -> Keys:
+    """The configured key (environment, ``key_file``, then the default key file).
+
+    For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): ``key_env`` in its
+    ``env_file`` as it is; else the key found as above in the server's environment, derived
+    for it (``codemode.tenants.keys``): one key for all gave equal arguments of two tenants
+    equal HMACs, and a ``key_file`` its config.json names may be another tenant's.
+    """
+    if tenant is not None:
+        raw = (env or {}).get(config.key_env)
+        if raw:
+            where = f"${config.key_env} of tenant {tenant}'s env_file"
+            return Keys.derive(_checked(raw.strip(), where), where)
+        from ..tenants.keys import derive
+
+        try:
+            master, source = _master(config, os.environ)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (tenant {tenant}: or in its env_file)") from None
+        return Keys.derive(
+            derive(master, "audit", tenant), f"{source}, derived for tenant {tenant}"
+        )
+    master, source = _master(config, os.environ if env is None else env)
+    return Keys.derive(master, source)
+
+
+def _master(config: AuditConfig, env: Mapping[str, str]) -> tuple[bytes, str]:
     raw = env.get(config.key_env)
     if raw:
-        return Keys.derive(_checked(raw.strip(), f"${config.key_env}"), f"${config.key_env}")
+        return _checked(raw.strip(), f"${config.key_env}"), f"${config.key_env}"
     path = Path(config.key_file).expanduser() if config.key_file else default_key_file()
     if config.key_file or path.exists():
         try:
@@ -63,7 +90,7 @@ def load_keys(config: AuditConfig, env: dict[str, str] | None = None) -> Keys:
             raise ConfigError(
                 f"audit: cannot read the key file {path}: {exc.strerror or exc}"
             ) from None
-        return Keys.derive(_checked(text, str(path)), str(path))
+        return _checked(text, str(path)), str(path)
     raise ConfigError(
         f"audit is enabled but has no key: set {config.key_env}, or run "
         f"`codemode audit keygen` (writes {path}), or give audit.key_file; the key must "

@@ -61,6 +61,7 @@ async def serve_tenants(opts: ServeOptions) -> None:
                 cap=cap,
                 allow_unjailed=spec.allow_unjailed,
             )
+            _check_audit_key(served.context.workspace)
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
@@ -101,6 +102,16 @@ async def serve_tenants(opts: ServeOptions) -> None:
             router, sock, log_level=opts.log_level.lower(), stop=stop, proxies=opts.proxies
         )
         tg.cancel_scope.cancel()
+
+
+def _check_audit_key(workspace: Any) -> None:
+    """Find a tenant's audit key now (its env_file's, or the server's derived for it): a
+    missing one would otherwise fail each of its calls, long after the start."""
+    from ..audit.capability import AUDIT, trail_for
+
+    config = workspace.section(AUDIT) if workspace is not None else None
+    if config is not None and config.enabled:
+        trail_for(config).keys_for(str(workspace.path))
 
 
 def console_pages(apps: dict[str, Any]) -> dict[str, Any]:

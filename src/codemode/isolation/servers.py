@@ -256,7 +256,8 @@ def plan(cfg: StdioServerConfig, iso: Isolation, *, dry_run: bool = False) -> Se
             runtime += runtime_mounts(literal)
         elif os.path.isdir(parent) and parent != "/" and not _in_system(parent):
             files.append(named)  # a data file: what of it to show is decided below
-    if not root and not touches:
+    if not root and not touches and iso.refuse_unjailed is None:
+        # (a tenant's is jailed all the same: as the server's user it reads every tenant's)
         return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cwd, False,
                             "no jail needed: not root, no workspace path")  # fmt: skip
     why = jail.available()

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -110,3 +112,20 @@ async def test_a_tenants_own_key_and_redis_vault_come_from_its_env_file(
     finally:
         db.close()
     assert not (root / "globex" / "privacy" / "vault").exists()
+
+
+async def test_the_operator_reveals_a_tenants_tokens_with_its_key(
+    served: tuple[HttpServer, Path, RedisServer],
+) -> None:
+    server, root, _ = served
+    for name, extra in [("acme", ()), ("globex", ("--env-file", str(root / "globex.env")))]:
+        token = await _token_seen_by(server, name)
+        argv = [sys.executable, "-m", "codemode", "privacy", "reveal", "--base", str(root / name)]
+        shown = subprocess.run(
+            [*argv, "--tenant", name, *extra, f"write to {token}"],
+            env={**os.environ, "CODEMODE_PRIVACY_KEY": SERVER_KEY},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shown.stdout.strip() == f"write to {EMAIL}", shown.stdout + shown.stderr

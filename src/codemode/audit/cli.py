@@ -8,7 +8,6 @@ with (the same ``CODEMODE_AUDIT_KEY`` or key file as the server).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -168,11 +167,9 @@ def verify(base: Path | None, tenant: str | None, env_file: Path | None) -> None
 
     env: dict[str, str] | None = None
     if tenant is not None:
-        from dotenv import dotenv_values
+        from ..tenants.config import environment_of
 
-        env = {"HOME": os.environ.get("HOME", "/root")}  # as serve --tenants reads it
-        if env_file is not None:
-            env.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+        env = environment_of(env_file)  # as serve --tenants reads it
     elif env_file is not None:
         raise click.UsageError("--env-file is a tenant's: give --tenant too")
     config, path, head = _paths(base, env, tenant)

@@ -26,21 +26,46 @@ BASE = click.option(
 )
 
 
-def _open(base: Path | None) -> tuple[Workspace, PrivacyConfig]:
+TENANT = click.option(
+    "--tenant",
+    default=None,
+    help="The workspace is this tenant's of serve --tenants (its vault, its key).",
+)
+ENV_FILE = click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --tenant: the tenant's env_file (its settings and key, if it sets them).",
+)
+
+
+def _open(
+    base: Path | None, tenant: str | None = None, env_file: Path | None = None
+) -> tuple[Workspace, PrivacyConfig]:
     from codemode.workspace import Workspace
 
     from .config import PrivacyConfig
 
-    ws = Workspace.open(base)
+    if tenant is None:
+        if env_file is not None:
+            raise click.UsageError("--env-file is a tenant's: give --tenant too")
+        ws = Workspace.open(base)
+    else:
+        from codemode.tenants.config import environment_of
+
+        ws = Workspace.open(base, env=environment_of(env_file), tenant=tenant)
+        ws.serve_as_tenant()  # read as serve --tenants reads it: its key, its vault
     cfg = ws.sections.get("privacy")
     assert isinstance(cfg, PrivacyConfig)
     return ws, cfg
 
 
-def _engine(base: Path | None) -> tuple[Workspace, PrivacyConfig, Privacy]:
+def _engine(
+    base: Path | None, tenant: str | None = None, env_file: Path | None = None
+) -> tuple[Workspace, PrivacyConfig, Privacy]:
     from .layers import engine_for
 
-    ws, cfg = _open(base)
+    ws, cfg = _open(base, tenant, env_file)
     context = CallContext(tenant=ws.settings.tenant, workspace=str(ws.path))
     return ws, cfg, engine_for(cfg, context)
 
@@ -52,14 +77,16 @@ def privacy() -> None:
 
 @privacy.command("status")
 @BASE
-def status(base: Path | None) -> None:
+@TENANT
+@ENV_FILE
+def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None:
     """Whether privacy is on, the key's location, the vault and the sinks."""
     from .layers import vault_dir
     from .vault import load_key
 
     try:
-        ws, cfg, engine = _engine(base)
-        _, where = load_key(cfg.vault, ws.path)
+        ws, cfg, engine = _engine(base, tenant, env_file)
+        _, where = load_key(cfg.vault, ws.path, ws.environment, tenant=tenant)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(
@@ -103,8 +130,10 @@ def scan(base: Path | None, file: TextIO, as_json: bool) -> None:
 
 @privacy.command("reveal")
 @BASE
+@TENANT
+@ENV_FILE
 @click.argument("text", required=False)
-def reveal(base: Path | None, text: str | None) -> None:
+def reveal(base: Path | None, tenant: str | None, env_file: Path | None, text: str | None) -> None:
     """Print TEXT (or stdin) with the workspace's tokens replaced by real values.
 
     For the operator on the host: it reads the vault with the key. Unknown tokens stay.
@@ -112,7 +141,7 @@ def reveal(base: Path | None, text: str | None) -> None:
     from .tokens import TOKEN_RE
 
     try:
-        _, _, engine = _engine(base)
+        _, _, engine = _engine(base, tenant, env_file)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     source = text if text is not None else sys.stdin.read()

@@ -81,12 +81,15 @@ def privacy() -> None:
 @ENV_FILE
 def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None:
     """Whether privacy is on, the key's location, the vault and the sinks."""
-    from .layers import vault_dir
-    from .vault import load_key
+    from codemode.workspace import tenant_workspace
+
+    from .layers import vault_store
+    from .vaultkey import store_name
 
     try:
         ws, cfg, engine = _engine(base, tenant, env_file)
-        _, where = load_key(cfg.vault, ws.path, ws.environment, tenant=tenant)
+        own = tenant_workspace(str(ws.path)) if tenant is not None else None
+        _, where, store = vault_store(cfg, ws.path, ws.settings, ws.settings.tenant, own)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(
@@ -97,7 +100,7 @@ def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None
     click.echo(f"entities: {', '.join(active)}; action: {cfg.action}")
     click.echo(f"key: {where}")
     click.echo(
-        f"vault: {vault_dir(ws.path, ws.settings.tenant)} ({len(engine.vault)} tokens, "
+        f"vault: {store_name(store)} ({len(engine.vault)} tokens, "
         f"scope {cfg.vault.scope}, ttl {cfg.vault.ttl})"
     )
     for name, sink in engine.sinks.describe().items():

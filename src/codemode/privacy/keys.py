@@ -13,7 +13,7 @@ from codemode.errors import ConfigError
 
 from .config import KEY_ENV, VaultConfig
 
-__all__ = ["default_key_path", "load_key", "new_key"]
+__all__ = ["default_key_path", "load_key", "new_key", "shared_key"]
 
 
 def new_key() -> str:
@@ -67,14 +67,11 @@ def load_key(
         where = f"${KEY_ENV}" + (f" of tenant {tenant}'s env_file" if tenant else "")
         return _check_key(raw, where), where
     if tenant is not None:
-        server = os.environ.get(KEY_ENV)
-        if config.key_file is not None or server:
+        shared = shared_key(config)
+        if shared is not None:
             from ..tenants.keys import derive
 
-            if config.key_file is not None:
-                key, where = _read_key_file(config.key_file.expanduser())
-            else:
-                key, where = _check_key(server or "", KEY_ENV), f"${KEY_ENV} of the server"
+            key, where = shared
             own = derive(base64.urlsafe_b64decode(key), "privacy-vault", tenant)
             return base64.urlsafe_b64encode(own), f"{where}, derived for tenant {tenant}"
         env = os.environ  # its key file stays where it was made (the server's HOME)
@@ -84,6 +81,18 @@ def load_key(
             return new_key().encode("ascii"), "process (not persisted)"
         path = default_key_path(workspace, env)
     return _read_key_file(path.expanduser())
+
+
+def shared_key(config: VaultConfig) -> tuple[bytes, str] | None:
+    """The server-wide key a tenant without its own key derives its key from (its
+    ``vault.key_file``, else the server's ``CODEMODE_PRIVACY_KEY``), and where it is; None
+    when there is none (the tenant then has a default key file of its own)."""
+    if config.key_file is not None:
+        return _read_key_file(config.key_file.expanduser())
+    server = os.environ.get(KEY_ENV)
+    if server:
+        return _check_key(server, KEY_ENV), f"${KEY_ENV} of the server"
+    return None
 
 
 def _read_key_file(path: Path) -> tuple[bytes, str]:

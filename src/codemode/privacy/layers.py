@@ -42,7 +42,8 @@ from codemode.result import ExecutionResult
 from .config import PrivacyConfig
 from .engine import Privacy
 from .stream import StreamScanner
-from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
+from .vault import FileStore, MemoryStore, RedisStore, Vault, VaultStore, load_key
+from .vaultkey import tenant_key
 
 if TYPE_CHECKING:
     from codemode.server.toolset import Call
@@ -132,21 +133,34 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
         _warn_unknown_servers(config, servers, workspace)
     store: Any
     if persist and workspace is not None:
-        if tenant is not None:
-            env = tenant.environment
-            key, _ = load_key(config.vault, workspace, env, tenant=tenant.settings.tenant)
-        else:
-            key, _ = load_key(config.vault, workspace)
-        if settings is not None and settings.storage == "redis" and settings.redis_url:
-            name = f"{settings.redis_prefix}:privacy:{context.tenant}:vault"
-            store = RedisStore(settings.redis_url, name, key)
-        else:
-            store = FileStore(vault_dir(workspace, context.tenant), key)
+        key, _, store = vault_store(config, workspace, settings, context.tenant, tenant)
     else:
         key, _ = load_key(config.vault, None, env={})
         store = MemoryStore()
     vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
     return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+def vault_store(
+    config: PrivacyConfig, workspace: Path, settings: Any, name: str, tenant: Any
+) -> tuple[bytes, str, VaultStore]:
+    """The key (and where it came from) and the store of the vault of ``workspace`` and
+    tenant ``name``; ``tenant``: its ``Workspace`` under ``serve --tenants``, whose key may
+    be the server's when its vault was written before tenants had their own (vaultkey)."""
+
+    def store_for(key: bytes) -> VaultStore:
+        if settings is not None and settings.storage == "redis" and settings.redis_url:
+            return RedisStore(
+                settings.redis_url, f"{settings.redis_prefix}:privacy:{name}:vault", key
+            )
+        return FileStore(vault_dir(workspace, name), key)
+
+    if tenant is not None:
+        env, own = tenant.environment, tenant.settings.tenant
+        key, where = tenant_key(config.vault, workspace, env, own, store_for)
+    else:
+        key, where = load_key(config.vault, workspace)
+    return key, where, store_for(key)
 
 
 _warned: set[tuple[Path, str]] = set()

@@ -174,16 +174,19 @@ def verify(base: Path | None, tenant: str | None, env_file: Path | None) -> None
         raise click.UsageError("--env-file is a tenant's: give --tenant too")
     config, path, head = _paths(base, env, tenant)
     try:
-        keys = load_keys(config, env, tenant=tenant)
+        keys = load_keys(config, env, tenant=tenant, log=path if tenant else None)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from None
     report = check(path, head, keys)
-    for note in report.notes:
-        click.echo(f"note: {note}")
+    if tenant is not None:  # derived for it, or the server's kept for an older log
+        report.notes.append(f"key: {keys.source}")
     if report.ok:
         click.echo(
             f"ok: {report.records} records, chain whole up to seq {report.last.seq} ({path})"
         )
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    if report.ok:
         return
     for problem in report.problems:
         click.echo(f"BROKEN: {problem}", err=True)

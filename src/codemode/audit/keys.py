@@ -51,14 +51,20 @@ class Keys:
 
 
 def load_keys(
-    config: AuditConfig, env: Mapping[str, str] | None = None, *, tenant: str | None = None
+    config: AuditConfig,
+    env: Mapping[str, str] | None = None,
+    *,
+    tenant: str | None = None,
+    log: Path | None = None,
 ) -> Keys:
     """The configured key (environment, ``key_file``, then the default key file).
 
     For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): ``key_env`` in its
     ``env_file`` as it is; else the key found as above in the server's environment, derived
     for it (``codemode.tenants.keys``): one key for all gave equal arguments of two tenants
-    equal HMACs, and a ``key_file`` its config.json names may be another tenant's.
+    equal HMACs, and a ``key_file`` its config.json names may be another tenant's. But
+    when its ``log``'s last line was signed with the server's key as it is (written before
+    tenants had their own), it keeps that key (``shared_if_written_so``).
     """
     if tenant is not None:
         raw = (env or {}).get(config.key_env)
@@ -71,9 +77,12 @@ def load_keys(
             master, source = _master(config, os.environ)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (tenant {tenant}: or in its env_file)") from None
-        return Keys.derive(
-            derive(master, "audit", tenant), f"{source}, derived for tenant {tenant}"
-        )
+        own = Keys.derive(derive(master, "audit", tenant), f"{source}, derived for tenant {tenant}")
+        if log is None:
+            return own
+        from .legacy import shared_if_written_so
+
+        return shared_if_written_so(own, Keys.derive(master, source), log, tenant)
     master, source = _master(config, os.environ if env is None else env)
     return Keys.derive(master, source)
 

@@ -90,7 +90,8 @@ class Trail:
         tenant = tenant_workspace(workspace)
         if tenant is None:
             return self.keys
-        return load_keys(self.config, tenant.environment, tenant=tenant.settings.tenant)
+        path = log_path(self.config, workspace)  # written with the server's key: kept
+        return load_keys(self.config, tenant.environment, tenant=tenant.settings.tenant, log=path)
 
     def log_for(self, workspace: str | None) -> AuditLog:
         got = self._logs.get(workspace)

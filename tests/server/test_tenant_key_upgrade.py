@@ -1,0 +1,220 @@
+"""Upgrading to per-tenant keys under ``--tenants`` loses nothing.
+
+A tenant without a key in its ``env_file`` now gets the server's key derived for its name.
+Its vault and audit log written before, with the server's key as it is, then stopped
+working: saved tokens became "unknown token", the same value got a new token, and its
+audit chain verified BROKEN at the first new line. Now such a tenant keeps the server's
+key, with a warning at start; a new tenant still gets the derived key. The old state is
+written here through the library's own classes with the server's key, as the old
+``serve --tenants`` wrote it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codemode.audit.config import AuditConfig
+from codemode.audit.keys import Keys
+from codemode.audit.log import AuditLog
+from codemode.audit.trail import head_path
+from codemode.privacy.layers import vault_dir
+from codemode.privacy.vault import FileStore, MemoryStore, RedisStore, Vault, new_key
+from codemode.tenants.keys import derive
+
+from .conftest import REPO, HttpServer, http_client, start_http_server
+
+sys.path.insert(0, str(REPO / "tests" / "storage"))
+from redis_server import RedisServer
+
+pytestmark = pytest.mark.anyio
+
+TOKENS = {
+    "acme": "acme-token-" + "a" * 32,  # an old file vault and an old audit log
+    "globex": "globex-token-" + "g" * 32,  # an old Redis vault
+    "initech": "initech-token-" + "i" * 32,  # new: nothing written before
+}
+EMAIL = "ada.lovelace@example.com"
+SERVER_KEY = new_key()
+AUDIT_KEY = "server-audit-key-" + "s" * 32
+OUTBOX = REPO / "tests" / "fixtures" / "servers" / "outbox_server.py"
+
+
+@dataclass
+class Upgraded:
+    server: HttpServer
+    root: Path
+    env: dict[str, str]
+    old_tokens: dict[str, str]
+
+
+def _write_old_vault(name: str, store: FileStore | RedisStore) -> str:
+    vault = Vault(SERVER_KEY.encode(), store)
+    token = vault.token("EMAIL", EMAIL)
+    vault.flush()
+    return token
+
+
+def _write_old_log(ws: Path, state: Path) -> None:
+    path = ws / "audit" / "audit.jsonl"
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)  # where the server finds the heads
+    try:
+        head = head_path(AuditConfig(enabled=True), path)
+    finally:
+        if before is None:
+            del os.environ["XDG_STATE_HOME"]
+        else:
+            os.environ["XDG_STATE_HOME"] = before
+    old = AuditLog(path, Keys.derive(AUDIT_KEY.encode(), ""), head=head, max_bytes=1 << 20)
+    old.append({"kind": "run", "code": "print(1)", "outcome": "ok"})
+    old.append({"kind": "run", "code": "print(2)", "outcome": "ok"})
+    old.close()
+
+
+@pytest.fixture(scope="module")
+def upgraded() -> Iterator[Upgraded]:
+    redis = RedisServer().start()
+    root = Path(tempfile.mkdtemp(prefix="codemode-tenant-upgrade-"))
+    root.chmod(0o755)
+    spec: dict[str, dict[str, str]] = {}
+    for name in TOKENS:
+        ws = root / name
+        (ws / "files").mkdir(parents=True)
+        outbox = {
+            "command": sys.executable,
+            "args": [str(OUTBOX)],
+            "env": {"OUTBOX_FILE": str(root / f"{name}-outbox.jsonl")},
+        }
+        (ws / "mcp.json").write_text(json.dumps({"mcpServers": {"outbox": outbox}}))
+        config = {"privacy": True, "audit": {"enabled": True}}
+        (ws / "config.json").write_text(json.dumps(config))
+        spec[name] = {"workspace": str(ws), "token_env": f"{name.upper()}_TOKEN"}
+    (root / "globex.env").write_text(
+        f"CODEMODE_STORAGE=redis\nCODEMODE_REDIS_URL={redis.url}\nCODEMODE_REDIS_PREFIX=globex\n"
+    )
+    spec["globex"]["env_file"] = str(root / "globex.env")
+    (root / "tenants.json").write_text(json.dumps({"tenants": spec}))
+    old_tokens = {
+        "acme": _write_old_vault(
+            "acme", FileStore(vault_dir(root / "acme", "acme"), SERVER_KEY.encode())
+        ),
+        "globex": _write_old_vault(
+            "globex", RedisStore(redis.url, "globex:privacy:globex:vault", SERVER_KEY.encode())
+        ),
+    }
+    _write_old_log(root / "acme", root / "state")
+    env = {
+        **{f"{n.upper()}_TOKEN": t for n, t in TOKENS.items()},
+        "CODEMODE_PRIVACY_KEY": SERVER_KEY,
+        "CODEMODE_AUDIT_KEY": AUDIT_KEY,
+        "XDG_STATE_HOME": str(root / "state"),
+    }
+    server = start_http_server(
+        None, "--tenants", str(root / "tenants.json"), token=None, executor="subprocess", env=env
+    )
+    try:
+        yield Upgraded(server, root, env, old_tokens)
+    finally:
+        server.stop()
+        redis.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _run(up: Upgraded, tenant: str, code: str) -> str:
+    async with http_client(up.server.url, token=TOKENS[tenant]) as client:
+        result = await client.call_tool("run_code", {"code": code})
+    shown = " ".join(getattr(b, "text", "") for b in result.content)
+    assert not result.is_error, shown
+    return shown
+
+
+def _outbox(up: Upgraded, tenant: str) -> list[dict[str, str]]:
+    path = up.root / f"{tenant}-outbox.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("tenant", ["acme", "globex"])
+async def test_an_old_token_still_reaches_a_sink_as_its_value(
+    upgraded: Upgraded, tenant: str
+) -> None:
+    old = upgraded.old_tokens[tenant]
+    code = f"print(tools.outbox.send(to={old!r}, subject='hi', body='saved earlier'))"
+    await _run(upgraded, tenant, code)
+    sent = [e for e in _outbox(upgraded, tenant) if e["body"] == "saved earlier"]
+    assert sent and sent[-1]["to"] == EMAIL, sent
+
+
+@pytest.mark.parametrize("tenant", ["acme", "globex"])
+async def test_a_value_seen_again_gets_its_old_token(upgraded: Upgraded, tenant: str) -> None:
+    shown = await _run(upgraded, tenant, f"print({EMAIL!r})")
+    found = re.findall(r"\[EMAIL_[a-z0-9]+\]", shown)
+    assert found == [upgraded.old_tokens[tenant]], shown
+
+
+async def test_a_new_tenant_gets_the_derived_key(upgraded: Upgraded) -> None:
+    shown = await _run(upgraded, "initech", f"print({EMAIL!r})")
+    master = base64.urlsafe_b64decode(SERVER_KEY)
+    own = base64.urlsafe_b64encode(derive(master, "privacy-vault", "initech"))
+    assert Vault(own, MemoryStore()).token("EMAIL", EMAIL) in shown, shown
+    assert upgraded.old_tokens["acme"] not in shown
+
+
+def test_the_start_says_which_tenants_keep_the_servers_key(upgraded: Upgraded) -> None:
+    said = " ".join("".join(upgraded.server.lines).split())  # rich wraps its lines
+    assert said.count("privacy: the vault key of tenant") == 2, said[-3000:]
+    assert said.count("audit: the key of tenant") == 1, said[-3000:]
+    assert said.count("NOT derived for tenant acme") == 2  # its vault and its log
+    assert "NOT derived for tenant globex" in said
+    assert "tenant initech" not in said
+
+
+def _cli(up: Upgraded, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codemode", *argv],
+        env={**os.environ, **up.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_an_old_audit_log_goes_on_intact(upgraded: Upgraded) -> None:
+    for tenant in ("acme", "initech"):
+        await _run(upgraded, tenant, "print('after the upgrade')")
+    log = upgraded.root / "acme" / "audit" / "audit.jsonl"
+    deadline = time.monotonic() + 15
+    while len(log.read_text().splitlines()) <= 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the two old lines, then the new ones
+    assert len(log.read_text().splitlines()) > 2
+    done = _cli(
+        upgraded, "audit", "verify", "--base", str(upgraded.root / "acme"), "--tenant", "acme"
+    )
+    assert done.returncode == 0 and done.stdout.startswith("ok:"), done.stdout + done.stderr
+    assert "NOT derived for tenant acme" in done.stdout
+    fresh = _cli(
+        upgraded, "audit", "verify", "--base", str(upgraded.root / "initech"), "--tenant", "initech"
+    )
+    assert fresh.returncode == 0 and "derived for tenant initech" in fresh.stdout, (
+        fresh.stdout + fresh.stderr
+    )
+
+
+def test_privacy_status_says_the_tenant_keeps_the_servers_key(upgraded: Upgraded) -> None:
+    done = _cli(
+        upgraded, "privacy", "status", "--base", str(upgraded.root / "acme"), "--tenant", "acme"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "NOT derived for tenant acme" in done.stdout, done.stdout

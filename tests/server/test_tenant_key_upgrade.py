@@ -45,10 +45,12 @@ TOKENS = {
     "acme": "acme-token-" + "a" * 32,  # an old file vault and an old audit log
     "globex": "globex-token-" + "g" * 32,  # an old Redis vault
     "initech": "initech-token-" + "i" * 32,  # new: nothing written before
+    "hooli": "hooli-token-" + "h" * 32,  # an old file vault, rekeyed before the start
 }
 EMAIL = "ada.lovelace@example.com"
 SERVER_KEY = new_key()
 AUDIT_KEY = "server-audit-key-" + "s" * 32
+CLI = (sys.executable, "-m", "codemode")
 OUTBOX = REPO / "tests" / "fixtures" / "servers" / "outbox_server.py"
 
 
@@ -115,6 +117,9 @@ def upgraded() -> Iterator[Upgraded]:
             "globex", RedisStore(redis.url, "globex:privacy:globex:vault", SERVER_KEY.encode())
         ),
     }
+    old_tokens["hooli"] = _write_old_vault(
+        "hooli", FileStore(vault_dir(root / "hooli", "hooli"), SERVER_KEY.encode())
+    )
     _write_old_log(root / "acme", root / "state")
     env = {
         **{f"{n.upper()}_TOKEN": t for n, t in TOKENS.items()},
@@ -122,6 +127,14 @@ def upgraded() -> Iterator[Upgraded]:
         "CODEMODE_AUDIT_KEY": AUDIT_KEY,
         "XDG_STATE_HOME": str(root / "state"),
     }
+    rekeyed = subprocess.run(
+        [*CLI, "privacy", "rekey", "--base", str(root / "hooli"), "--tenant", "hooli"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rekeyed.returncode == 0 and "rekeyed 1 entries" in rekeyed.stdout, rekeyed
     server = start_http_server(
         None, "--tenants", str(root / "tenants.json"), token=None, executor="subprocess", env=env
     )
@@ -146,7 +159,7 @@ def _outbox(up: Upgraded, tenant: str) -> list[dict[str, str]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize("tenant", ["acme", "globex"])
+@pytest.mark.parametrize("tenant", ["acme", "globex", "hooli"])
 async def test_an_old_token_still_reaches_a_sink_as_its_value(
     upgraded: Upgraded, tenant: str
 ) -> None:
@@ -157,7 +170,7 @@ async def test_an_old_token_still_reaches_a_sink_as_its_value(
     assert sent and sent[-1]["to"] == EMAIL, sent
 
 
-@pytest.mark.parametrize("tenant", ["acme", "globex"])
+@pytest.mark.parametrize("tenant", ["acme", "globex", "hooli"])
 async def test_a_value_seen_again_gets_its_old_token(upgraded: Upgraded, tenant: str) -> None:
     shown = await _run(upgraded, tenant, f"print({EMAIL!r})")
     found = re.findall(r"\[EMAIL_[a-z0-9]+\]", shown)
@@ -178,12 +191,12 @@ def test_the_start_says_which_tenants_keep_the_servers_key(upgraded: Upgraded) -
     assert said.count("audit: the key of tenant") == 1, said[-3000:]
     assert said.count("NOT derived for tenant acme") == 2  # its vault and its log
     assert "NOT derived for tenant globex" in said
-    assert "tenant initech" not in said
+    assert "tenant initech" not in said and "tenant hooli" not in said
 
 
 def _cli(up: Upgraded, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "codemode", *argv],
+        [*CLI, *argv],
         env={**os.environ, **up.env},
         capture_output=True,
         text=True,
@@ -218,3 +231,15 @@ def test_privacy_status_says_the_tenant_keeps_the_servers_key(upgraded: Upgraded
     )
     assert done.returncode == 0, done.stderr
     assert "NOT derived for tenant acme" in done.stdout, done.stdout
+
+
+def test_a_rekeyed_tenant_uses_its_own_key(upgraded: Upgraded) -> None:
+    base = str(upgraded.root / "hooli")
+    done = _cli(upgraded, "privacy", "status", "--base", base, "--tenant", "hooli")
+    assert "derived for tenant hooli" in done.stdout and "NOT" not in done.stdout, done.stdout
+    master = base64.urlsafe_b64decode(SERVER_KEY)
+    own = base64.urlsafe_b64encode(derive(master, "privacy-vault", "hooli"))
+    entries = FileStore(vault_dir(upgraded.root / "hooli", "hooli"), own).load()
+    assert entries[upgraded.old_tokens["hooli"]].value == EMAIL
+    kept = list((upgraded.root / "hooli" / "privacy" / "vault").glob(".hooli.before-rekey-*"))
+    assert len(kept) == 1  # the old vault, for the operator to remove

@@ -151,6 +151,23 @@ def reveal(base: Path | None, tenant: str | None, env_file: Path | None, text: s
     click.echo(TOKEN_RE.sub(lambda m: engine.vault.value(m.group()) or m.group(), source))
 
 
+@privacy.command("rekey")
+@BASE
+@click.option("--tenant", required=True, help="The tenant of serve --tenants whose vault it is.")
+@ENV_FILE
+def rekey(base: Path | None, tenant: str, env_file: Path | None) -> None:
+    """Move a tenant's vault written with the server's key to a key of its own (the
+    server's derived for it), keeping its tokens. Stop codemode serve first."""
+    from .rekey import rekey as move
+
+    try:
+        ws, cfg = _open(base, tenant, env_file)
+        done = move(cfg.vault, ws.path, ws.settings, ws.environment or {}, ws.settings.tenant)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(done)
+
+
 @privacy.command("keygen")
 def keygen() -> None:
     """Print a new key (for CODEMODE_PRIVACY_KEY or privacy.vault.key_file)."""

@@ -8,7 +8,7 @@ a vault does not decrypt, its tokens saved in artifacts stop resolving, and a va
 again gets another token (token ids are keyed with the vault key, ``privacy.tokens``).
 So when one stored entry opens with the server's key and not with the derived one, the
 tenant keeps the server's key, for encryption and token ids alike, and a warning says so
-and what to do. An empty vault, or a new tenant, gets the
+and how to move (``codemode privacy rekey``). An empty vault, or a new tenant, gets the
 derived key. The check reads one segment or one Redis field: cheap, once per engine.
 """
 
@@ -67,9 +67,9 @@ def tenant_key(
     legacy = (
         f"{shared[1]} as it is, NOT derived for tenant {tenant}: its vault ({name}) was "
         "written with that key before each tenant had a key of its own, so it keeps it "
-        "(its tokens still resolve; it shares the key with the server). To say so "
-        f"explicitly, set {KEY_ENV} in its env_file to that key; a key of its own means "
-        "a new vault (move the old one away once its tokens may stop resolving)"
+        "(its tokens still resolve; it shares the key with the server). To move it to "
+        "a key of its own, keeping its tokens, stop the server and run: codemode privacy "
+        f"rekey --base {workspace} --tenant {tenant} [--env-file FILE]"
     )
     if name not in _warned:
         _warned.add(name)

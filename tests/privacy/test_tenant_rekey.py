@@ -94,18 +94,44 @@ def test_a_vault_of_another_key_is_left_as_it_is(tmp_path: Path) -> None:
     _old_token(FileStore(directory, new_key().encode()))
     before = sorted(p.name for p in directory.iterdir())
     done = _codemode("privacy", "rekey", "--base", str(ws), "--tenant", "acme")
-    assert done.returncode == 1 and "neither its own key nor the server's" in done.stderr
+    assert done.returncode == 1 and "none of the keys tried" in done.stderr, done.stderr
     assert sorted(p.name for p in directory.iterdir()) == before
     assert [p.name for p in directory.parent.iterdir()] == ["acme"]
 
 
-def test_a_tenant_with_its_own_key_has_nothing_to_rekey(tmp_path: Path) -> None:
+def test_a_tenants_own_key_replaces_the_servers_once_rekeyed(tmp_path: Path) -> None:
+    # Its env_file's key was ignored before: its vault was written with the server's.
     ws = _workspace(tmp_path)
+    token = _old_token(FileStore(vault_dir(ws, "acme"), SERVER_KEY.encode()))
     own = new_key()
-    _old_token(FileStore(vault_dir(ws, "acme"), own.encode()), own)
     env_file = tmp_path / "acme.env"
     env_file.write_text(f"CODEMODE_PRIVACY_KEY={own}\n")
-    done = _codemode(
-        "privacy", "rekey", "--base", str(ws), "--tenant", "acme", "--env-file", str(env_file)
+    tenant = ("--base", str(ws), "--tenant", "acme", "--env-file", str(env_file))
+    status = _codemode("privacy", "status", *tenant)
+    assert "as it is, instead of its own key ($CODEMODE_PRIVACY_KEY of tenant acme" in status.stdout
+    done = _codemode("privacy", "rekey", *tenant)
+    assert done.returncode == 0 and "rekeyed 1 entries" in done.stdout, done.stdout + done.stderr
+    assert FileStore(vault_dir(ws, "acme"), own.encode()).load()[token].value == EMAIL
+    again = _codemode("privacy", "rekey", *tenant)
+    assert "already uses its own key" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_file_vault_left_behind_moves_into_the_tenants_redis(tmp_path: Path, redis: Any) -> None:
+    # Its env_file chose Redis, but the server's environment chose the storage before.
+    ws = _workspace(tmp_path)
+    token = _old_token(FileStore(vault_dir(ws, "acme"), SERVER_KEY.encode()))
+    env_file = tmp_path / "acme.env"
+    env_file.write_text(
+        f"CODEMODE_STORAGE=redis\nCODEMODE_REDIS_URL={redis.url}\nCODEMODE_REDIS_PREFIX=acme\n"
     )
-    assert done.returncode == 0 and "nothing to rekey" in done.stdout, done.stdout + done.stderr
+    tenant = ("--base", str(ws), "--tenant", "acme", "--env-file", str(env_file))
+    status = _codemode("privacy", "status", *tenant)
+    assert "WARNING: tenant acme's vault is in redis" in status.stdout, status.stdout
+    done = _codemode("privacy", "rekey", *tenant)
+    assert done.returncode == 0 and "moved 1 entries" in done.stdout, done.stdout + done.stderr
+    name = "acme:privacy:acme:vault"
+    assert RedisStore(redis.url, name, _own("acme")).load()[token].value == EMAIL
+    shown = _codemode("privacy", "reveal", *tenant, f"to {token}")
+    assert shown.stdout.strip() == f"to {EMAIL}", shown.stdout + shown.stderr
+    assert not vault_dir(ws, "acme").exists()  # kept aside, named in the output
+    assert "moved-to-redis" in done.stdout

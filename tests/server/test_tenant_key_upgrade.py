@@ -1,12 +1,12 @@
 """Upgrading to per-tenant keys under ``--tenants`` loses nothing.
 
-A tenant without a key in its ``env_file`` now gets the server's key derived for its name.
-Its vault and audit log written before, with the server's key as it is, then stopped
-working: saved tokens became "unknown token", the same value got a new token, and its
-audit chain verified BROKEN at the first new line. Now such a tenant keeps the server's
-key, with a warning at start; a new tenant still gets the derived key. The old state is
-written here through the library's own classes with the server's key, as the old
-``serve --tenants`` wrote it.
+A tenant's keys are now its ``env_file``'s, else the server's derived for its name. Its
+vault and audit log written before, with the server's key as it is (whatever its
+``env_file`` said), then stopped working: saved tokens became "unknown token", the same
+value got a new token, and its audit chain verified BROKEN at the first new line. Now
+such a tenant keeps the server's key, with a warning at start; a new tenant gets its own
+key. The old state is written here through the library's own classes with the server's
+key, as the old ``serve --tenants`` wrote it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.anyio
 
 TOKENS = {
     "acme": "acme-token-" + "a" * 32,  # an old file vault and an old audit log
-    "globex": "globex-token-" + "g" * 32,  # an old Redis vault
+    "globex": "globex-token-" + "g" * 32,  # an old Redis vault and log; keys in its env_file
     "initech": "initech-token-" + "i" * 32,  # new: nothing written before
     "hooli": "hooli-token-" + "h" * 32,  # an old file vault, rekeyed before the start
 }
@@ -106,6 +106,7 @@ def upgraded() -> Iterator[Upgraded]:
         spec[name] = {"workspace": str(ws), "token_env": f"{name.upper()}_TOKEN"}
     (root / "globex.env").write_text(
         f"CODEMODE_STORAGE=redis\nCODEMODE_REDIS_URL={redis.url}\nCODEMODE_REDIS_PREFIX=globex\n"
+        f"CODEMODE_PRIVACY_KEY={new_key()}\nCODEMODE_AUDIT_KEY=globex-audit-key-{'g' * 32}\n"
     )
     spec["globex"]["env_file"] = str(root / "globex.env")
     (root / "tenants.json").write_text(json.dumps({"tenants": spec}))
@@ -121,6 +122,7 @@ def upgraded() -> Iterator[Upgraded]:
         "hooli", FileStore(vault_dir(root / "hooli", "hooli"), SERVER_KEY.encode())
     )
     _write_old_log(root / "acme", root / "state")
+    _write_old_log(root / "globex", root / "state")
     env = {
         **{f"{n.upper()}_TOKEN": t for n, t in TOKENS.items()},
         "CODEMODE_PRIVACY_KEY": SERVER_KEY,
@@ -187,10 +189,13 @@ async def test_a_new_tenant_gets_the_derived_key(upgraded: Upgraded) -> None:
 
 def test_the_start_says_which_tenants_keep_the_servers_key(upgraded: Upgraded) -> None:
     said = " ".join("".join(upgraded.server.lines).split())  # rich wraps its lines
+    said = re.sub(r" \S+\.py:\d+ ", " ", said)  # and names the source on a record's first
     assert said.count("privacy: the vault key of tenant") == 2, said[-3000:]
-    assert said.count("audit: the key of tenant") == 1, said[-3000:]
-    assert said.count("NOT derived for tenant acme") == 2  # its vault and its log
-    assert "NOT derived for tenant globex" in said
+    assert said.count("audit: the key of tenant") == 2, said[-3000:]
+    server = "$CODEMODE_PRIVACY_KEY of the server as it is, instead of its own key"
+    assert f"tenant acme is {server} ($CODEMODE_PRIVACY_KEY of the server, derived" in said
+    assert "tenant acme is $CODEMODE_AUDIT_KEY as it is, instead of its own key" in said
+    assert f"tenant globex is {server} ($CODEMODE_PRIVACY_KEY of tenant globex's env_file)" in said
     assert "tenant initech" not in said and "tenant hooli" not in said
 
 
@@ -205,38 +210,34 @@ def _cli(up: Upgraded, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_an_old_audit_log_goes_on_intact(upgraded: Upgraded) -> None:
-    for tenant in ("acme", "initech"):
+    for tenant in ("acme", "globex", "initech"):
         await _run(upgraded, tenant, "print('after the upgrade')")
-    log = upgraded.root / "acme" / "audit" / "audit.jsonl"
-    deadline = time.monotonic() + 15
-    while len(log.read_text().splitlines()) <= 2 and time.monotonic() < deadline:
-        time.sleep(0.1)  # the two old lines, then the new ones
-    assert len(log.read_text().splitlines()) > 2
-    done = _cli(
-        upgraded, "audit", "verify", "--base", str(upgraded.root / "acme"), "--tenant", "acme"
-    )
-    assert done.returncode == 0 and done.stdout.startswith("ok:"), done.stdout + done.stderr
-    assert "NOT derived for tenant acme" in done.stdout
-    fresh = _cli(
-        upgraded, "audit", "verify", "--base", str(upgraded.root / "initech"), "--tenant", "initech"
-    )
-    assert fresh.returncode == 0 and "derived for tenant initech" in fresh.stdout, (
-        fresh.stdout + fresh.stderr
-    )
+    for tenant in ("acme", "globex"):
+        log = upgraded.root / tenant / "audit" / "audit.jsonl"
+        deadline = time.monotonic() + 15
+        while len(log.read_text().splitlines()) <= 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the two old lines, then the new ones
+        assert len(log.read_text().splitlines()) > 2
+    env_file = ("--env-file", str(upgraded.root / "globex.env"))
+    for tenant, extra in [("acme", ()), ("globex", env_file), ("initech", ())]:
+        base = str(upgraded.root / tenant)
+        done = _cli(upgraded, "audit", "verify", "--base", base, "--tenant", tenant, *extra)
+        assert done.returncode == 0 and done.stdout.startswith("ok:"), done.stdout + done.stderr
+        kept = "as it is, instead of its own key" in done.stdout
+        assert kept == (tenant != "initech"), done.stdout
 
 
 def test_privacy_status_says_the_tenant_keeps_the_servers_key(upgraded: Upgraded) -> None:
-    done = _cli(
-        upgraded, "privacy", "status", "--base", str(upgraded.root / "acme"), "--tenant", "acme"
-    )
+    base = str(upgraded.root / "acme")
+    done = _cli(upgraded, "privacy", "status", "--base", base, "--tenant", "acme")
     assert done.returncode == 0, done.stderr
-    assert "NOT derived for tenant acme" in done.stdout, done.stdout
+    assert "of the server as it is, instead of its own key" in done.stdout, done.stdout
 
 
 def test_a_rekeyed_tenant_uses_its_own_key(upgraded: Upgraded) -> None:
     base = str(upgraded.root / "hooli")
     done = _cli(upgraded, "privacy", "status", "--base", base, "--tenant", "hooli")
-    assert "derived for tenant hooli" in done.stdout and "NOT" not in done.stdout, done.stdout
+    assert "derived for tenant hooli" in done.stdout and "as it is" not in done.stdout, done.stdout
     master = base64.urlsafe_b64decode(SERVER_KEY)
     own = base64.urlsafe_b64encode(derive(master, "privacy-vault", "hooli"))
     entries = FileStore(vault_dir(upgraded.root / "hooli", "hooli"), own).load()

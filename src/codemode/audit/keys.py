@@ -64,27 +64,39 @@ def load_keys(
     for it (``codemode.tenants.keys``): one key for all gave equal arguments of two tenants
     equal HMACs, and a ``key_file`` its config.json names may be another tenant's. But
     when its ``log``'s last line was signed with the server's key as it is (written before
-    tenants had their own), it keeps that key (``shared_if_written_so``).
+    tenants had their own, whatever its env_file said), it keeps that key (``legacy``).
     """
     if tenant is not None:
-        raw = (env or {}).get(config.key_env)
-        if raw:
-            where = f"${config.key_env} of tenant {tenant}'s env_file"
-            return Keys.derive(_checked(raw.strip(), where), where)
-        from ..tenants.keys import derive
-
-        try:
-            master, source = _master(config, os.environ)
-        except ConfigError as exc:
-            raise ConfigError(f"{exc} (tenant {tenant}: or in its env_file)") from None
-        own = Keys.derive(derive(master, "audit", tenant), f"{source}, derived for tenant {tenant}")
-        if log is None:
+        own, server = _tenant_keys(config, env or {}, tenant)
+        if log is None or server is None:
             return own
         from .legacy import shared_if_written_so
 
-        return shared_if_written_so(own, Keys.derive(master, source), log, tenant)
+        return shared_if_written_so(own, server, log, tenant)
     master, source = _master(config, os.environ if env is None else env)
     return Keys.derive(master, source)
+
+
+def _tenant_keys(
+    config: AuditConfig, env: Mapping[str, str], tenant: str
+) -> tuple[Keys, Keys | None]:
+    """(tenant ``tenant``'s key, the server's key as it is, which signed every tenant's
+    log before tenants had their own, even one whose ``env_file`` had a key; None: none)."""
+    from ..tenants.keys import derive
+
+    try:
+        master, source = _master(config, os.environ)
+        server: Keys | None = Keys.derive(master, source)
+    except ConfigError as exc:
+        missing, server = exc, None
+    raw = env.get(config.key_env)
+    if raw:
+        where = f"${config.key_env} of tenant {tenant}'s env_file"
+        return Keys.derive(_checked(raw.strip(), where), where), server
+    if server is None:
+        raise ConfigError(f"{missing} (tenant {tenant}: or in its env_file)") from None
+    where = f"{source}, derived for tenant {tenant}"
+    return Keys.derive(derive(master, "audit", tenant), where), server
 
 
 def _master(config: AuditConfig, env: Mapping[str, str]) -> tuple[bytes, str]:

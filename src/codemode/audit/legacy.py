@@ -1,11 +1,12 @@
 """A tenant's audit log written before tenants had keys of their own.
 
-Under ``codemode serve --tenants`` a tenant without its own ``CODEMODE_AUDIT_KEY`` gets
-the server's key derived for its name (``codemode.tenants.keys``). A log it wrote before
-was signed with the server's key as it is: chained on with the derived key, it would
-verify BROKEN at the first new line. So when its last line verifies with the server's
-key and not with the derived one, the tenant keeps the server's key, with a warning that
-says so and what to do; a new or empty log gets the derived key.
+Under ``codemode serve --tenants`` a tenant's audit key is ``CODEMODE_AUDIT_KEY`` of its
+``env_file``, else the server's key derived for its name (``codemode.tenants.keys``). A
+log it wrote before was signed with the server's key as it is, whatever its ``env_file``
+said: chained on with the new key, it would verify BROKEN at the first new line. So when
+its last line verifies with the server's key and not with the tenant's, the tenant keeps
+the server's key, with a warning that says so and what to do; a new or empty log gets
+the tenant's key.
 
 Why not a key-rotation record in the chain (a line signed with the old key naming the
 new one)? Every line before it still needs the old key to verify, so the tenant would
@@ -54,16 +55,16 @@ def last_line(path: Path) -> bytes | None:
 
 def shared_if_written_so(own: Keys, shared: Keys, path: Path, tenant: str) -> Keys:
     """``shared`` when the last line of the log at ``path`` is signed with it and not with
-    ``own`` (tenant ``tenant``'s derived key); else ``own``."""
+    ``own`` (tenant ``tenant``'s key); else ``own``."""
     raw = last_line(path)
     parts = split_line(raw) if raw is not None else None
     if parts is None:
-        return own  # no log yet (or a cut line: verify reports it, with the derived key)
+        return own  # no log yet (or a cut line: verify reports it, with the tenant's key)
     body, mac = parts
     if sign(own, body) == mac or sign(shared, body) != mac:
         return own
     source = (
-        f"{shared.source} as it is, NOT derived for tenant {tenant}: its log {path} was "
+        f"{shared.source} as it is, instead of its own key ({own.source}): its log {path} was "
         "written with that key before each tenant had a key of its own, so it keeps it "
         "(the chain goes on unbroken; it shares the key with the server). To say so "
         "explicitly, set the key in its env_file; a key of its own means a new log (verify "

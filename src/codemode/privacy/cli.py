@@ -83,13 +83,13 @@ def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None
     """Whether privacy is on, the key's location, the vault and the sinks."""
     from codemode.workspace import tenant_workspace
 
-    from .layers import vault_store
-    from .vaultkey import store_name
+    from .layers import vault_dir, vault_store
+    from .vaultkey import store_name, stranded
 
     try:
         ws, cfg, engine = _engine(base, tenant, env_file)
         own = tenant_workspace(str(ws.path)) if tenant is not None else None
-        _, where, store = vault_store(cfg, ws.path, ws.settings, ws.settings.tenant, own)
+        key, where, store = vault_store(cfg, ws.path, ws.settings, ws.settings.tenant, own)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(
@@ -103,6 +103,10 @@ def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None
         f"vault: {store_name(store)} ({len(engine.vault)} tokens, "
         f"scope {cfg.vault.scope}, ttl {cfg.vault.ttl})"
     )
+    if own is not None:
+        told = stranded(store, key, vault_dir(ws.path, ws.settings.tenant), ws.path, tenant or "")
+        if told is not None:
+            click.echo(f"WARNING: {told}")
     for name, sink in engine.sinks.describe().items():
         click.echo(f"server {name}: {'sink (receives real values)' if sink else 'not a sink'}")
 

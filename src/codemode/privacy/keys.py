@@ -13,7 +13,7 @@ from codemode.errors import ConfigError
 
 from .config import KEY_ENV, VaultConfig
 
-__all__ = ["default_key_path", "load_key", "new_key", "shared_key"]
+__all__ = ["default_key_path", "load_key", "new_key", "server_keys", "shared_key"]
 
 
 def new_key() -> str:
@@ -93,6 +93,19 @@ def shared_key(config: VaultConfig) -> tuple[bytes, str] | None:
     if server:
         return _check_key(server, KEY_ENV), f"${KEY_ENV} of the server"
     return None
+
+
+def server_keys(config: VaultConfig) -> list[tuple[bytes, str]]:
+    """The keys a tenant's vault was written with before tenants had keys of their own
+    (``privacy.vaultkey``): the server's ``CODEMODE_PRIVACY_KEY`` (first, as it was then),
+    then ``vault.key_file`` if it exists (never created here)."""
+    out: list[tuple[bytes, str]] = []
+    server = os.environ.get(KEY_ENV)
+    if server:
+        out.append((_check_key(server, KEY_ENV), f"${KEY_ENV} of the server"))
+    if config.key_file is not None and config.key_file.expanduser().exists():
+        out.append(_read_key_file(config.key_file.expanduser()))
+    return out
 
 
 def _read_key_file(path: Path) -> tuple[bytes, str]:

@@ -43,7 +43,7 @@ from .config import PrivacyConfig
 from .engine import Privacy
 from .stream import StreamScanner
 from .vault import FileStore, MemoryStore, RedisStore, Vault, VaultStore, load_key
-from .vaultkey import tenant_key
+from .vaultkey import stranded, tenant_key
 
 if TYPE_CHECKING:
     from codemode.server.toolset import Call
@@ -155,12 +155,14 @@ def vault_store(
             )
         return FileStore(vault_dir(workspace, name), key)
 
-    if tenant is not None:
-        env, own = tenant.environment, tenant.settings.tenant
-        key, where = tenant_key(config.vault, workspace, env, own, store_for)
-    else:
+    if tenant is None:
         key, where = load_key(config.vault, workspace)
-    return key, where, store_for(key)
+        return key, where, store_for(key)
+    env, own = tenant.environment, tenant.settings.tenant
+    key, where = tenant_key(config.vault, workspace, env, own, store_for)
+    store = store_for(key)
+    stranded(store, key, vault_dir(workspace, name), workspace, own)  # warns
+    return key, where, store
 
 
 _warned: set[tuple[Path, str]] = set()

@@ -10,7 +10,9 @@ running server holds the old key and would go on writing entries with it.
 Nothing is lost: the entries are written beside the vault under the new key, then swapped
 in at once (a directory exchange, ``renameat2``; in Redis, two ``RENAME`` in one
 ``MULTI`` under ``WATCH``, retried when a writer changed the vault meanwhile), and the
-old vault is kept beside it, named in the output, for the operator to remove.
+old vault is kept beside it, named in the output, for the operator to remove. A vault
+left in files when the tenant's ``env_file`` chose Redis (``vaultkey.stranded``) is moved
+into Redis the same way, under the tenant's key.
 """
 
 from __future__ import annotations
@@ -21,16 +23,16 @@ import errno
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from codemode.errors import ConfigError
 
-from .config import KEY_ENV, VaultConfig
-from .keys import load_key, shared_key
-from .vault import FileStore, RedisStore
-from .vaultkey import opens, store_name
+from .config import VaultConfig
+from .keys import load_key, server_keys
+from .vault import Entry, FileStore, RedisStore
+from .vaultkey import opener, opens, store_name
 
 __all__ = ["rekey"]
 
@@ -41,43 +43,58 @@ _AT_FDCWD = -100
 def rekey(
     config: VaultConfig, workspace: Path, settings: Any, env: Mapping[str, str], tenant: str
 ) -> str:
-    """Re-encrypt tenant ``tenant``'s vault under its own key; what was done, for the
-    operator (nothing, when it has nothing of the server's key)."""
+    """Re-encrypt tenant ``tenant``'s vault under its own key (moving it into its Redis
+    vault when it was left in files, ``vaultkey.stranded``); what was done, for the
+    operator (nothing, when nothing is on another key or in another place)."""
     from .layers import vault_dir
 
     key, where = load_key(config, workspace, env, tenant=tenant)
-    if env.get(KEY_ENV):
-        return f"tenant {tenant}'s vault key is its own ({where}): nothing to rekey"
-    shared = shared_key(config)
-    if shared is None:
-        return f"tenant {tenant}'s vault key is its own key file ({where}): nothing to rekey"
-    old_key = shared[0]
+    directory = vault_dir(workspace, tenant)
     redis = settings is not None and settings.storage == "redis" and settings.redis_url
     name = f"{settings.redis_prefix}:privacy:{tenant}:vault" if redis else ""
     store: FileStore | RedisStore = (
-        RedisStore(settings.redis_url, name, key)
-        if redis
-        else FileStore(vault_dir(workspace, tenant), key)
+        RedisStore(settings.redis_url, name, key) if redis else FileStore(directory, key)
     )
     blob = store.sample()
+    if redis and blob is None and (files := FileStore(directory, key).sample()) is not None:
+        old = _key_of(files, [(key, where), *server_keys(config)], str(directory))
+        entries = FileStore(directory, old).load()
+        count, _ = _to_redis(
+            settings.redis_url, name, lambda: {**entries, **store.load()}, key, keep=False
+        )
+        kept = directory.with_name(f".{directory.name}.moved-to-redis-{_stamp()}")
+        os.rename(directory, kept)
+        return (
+            f"moved {count} entries of tenant {tenant}'s vault from {directory} to "
+            f"{store_name(store)}, under its own key ({where}); its tokens still resolve. "
+            f"The files are kept in {kept}: remove them once the tenant works"
+        )
     if blob is None:
         return f"tenant {tenant}'s vault ({store_name(store)}) is empty: it gets its own key"
     if opens(key, blob):
         return f"tenant {tenant}'s vault ({store_name(store)}) already uses its own key"
-    if not opens(old_key, blob):
-        raise ConfigError(
-            f"tenant {tenant}'s vault ({store_name(store)}) was written with neither its "
-            f"own key nor the server's ({shared[1]}): nothing was changed"
-        )
+    old = _key_of(blob, server_keys(config), store_name(store))
     if redis:
-        count, kept = _rekey_redis(settings.redis_url, name, old_key, key)
+        old_store = RedisStore(settings.redis_url, name, old)
+        count, moved = _to_redis(settings.redis_url, name, old_store.load, key, keep=True)
     else:
-        count, kept = _rekey_files(vault_dir(workspace, tenant), old_key, key)
+        count, moved = _rekey_files(directory, old, key)
     return (
         f"rekeyed {count} entries of tenant {tenant}'s vault ({store_name(store)}) to its "
-        f"own key ({where}); its tokens still resolve. The old vault is kept in {kept}: "
+        f"own key ({where}); its tokens still resolve. The old vault is kept in {moved}: "
         "remove it once the tenant works"
     )
+
+
+def _key_of(blob: bytes, keys: list[tuple[bytes, str]], where: str) -> bytes:
+    found = opener(blob, keys)
+    if found is None:
+        tried = ", ".join(w for _, w in keys) or "no key"
+        raise ConfigError(
+            f"the vault in {where} was written with none of the keys tried ({tried}): "
+            "nothing was changed"
+        )
+    return found[0]
 
 
 def _rekey_files(directory: Path, old_key: bytes, key: bytes) -> tuple[int, str]:
@@ -95,31 +112,38 @@ def _rekey_files(directory: Path, old_key: bytes, key: bytes) -> tuple[int, str]
     return len(entries) + len(late), str(kept)
 
 
-def _rekey_redis(url: str, name: str, old_key: bytes, key: bytes) -> tuple[int, str]:
+def _to_redis(
+    url: str, name: str, collect: Callable[[], Mapping[str, Entry]], key: bytes, *, keep: bool
+) -> tuple[int, str]:
+    """Write ``collect()`` under ``key`` beside ``name`` and rename it over ``name`` in one
+    ``MULTI`` (``keep``: ``name`` is renamed aside first, to keep the old vault), under
+    ``WATCH``: a writer that changed the vault meanwhile makes it collect again."""
     import redis
 
     from codemode.errors import StorageUnavailable
 
     client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
-    fresh, kept = f"{name}:rekey-{secrets.token_hex(4)}", f"{name}:before-rekey-{_stamp()}"
+    fresh = f"{name}:rekey-{secrets.token_hex(4)}"
+    aside = f"{name}:before-rekey-{_stamp()}"
     try:
-        RedisStore(url, name, old_key).load()  # drops expired fields first: not a change below
+        collect()  # drops expired fields first: not a change for the WATCH below
         for _ in range(20):
             with client.pipeline() as pipe:
                 pipe.watch(name)  # type: ignore[no-untyped-call]
-                entries = RedisStore(url, name, old_key).load()
+                entries = collect()
                 if not entries:  # every entry expired meanwhile: its own key from now on
                     return 0, "nowhere (nothing was left to keep)"
                 client.delete(fresh)
                 RedisStore(url, fresh, key).append(entries)
                 pipe.multi()
-                pipe.rename(name, kept)
+                if keep:
+                    pipe.rename(name, aside)
                 pipe.rename(fresh, name)
                 try:
                     pipe.execute()
                 except redis.WatchError:
                     continue  # a writer changed the vault meanwhile: again, with its entries
-                return len(entries), f"redis {kept}"
+                return len(entries), f"redis {aside}"
         raise ConfigError(f"redis {name}: the vault kept changing; stop the server and retry")
     except redis.RedisError as exc:
         raise StorageUnavailable(f"privacy vault in redis {name}: {exc}") from exc

@@ -23,7 +23,7 @@ from pathlib import Path
 from .keys import Keys
 from .log import log_files, sign, split_line
 
-__all__ = ["last_line", "shared_if_written_so"]
+__all__ = ["last_signed", "shared_if_written_so"]
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +31,23 @@ _warned: set[Path] = set()
 _CHUNK = 1 << 16
 
 
-def last_line(path: Path) -> bytes | None:
-    """The last line of the log at ``path`` (the newest non-empty file: the active one
-    may have just been rotated), without its newline; None when there is none."""
+def last_signed(path: Path) -> tuple[bytes, str] | None:
+    """(the signed bytes, the mac) of the log's last signed line, in the newest file that
+    has one (the active file may have just been rotated; a crash may have cut its end);
+    None when there is none."""
     for file in reversed(log_files(path)):
         try:
             with file.open("rb") as f:
-                size = f.seek(0, 2)
-                chunk = _CHUNK
+                size, chunk = f.seek(0, 2), _CHUNK
                 while size:
                     start = max(size - chunk, 0)
                     f.seek(start)
-                    lines = f.read(size - start).rstrip(b"\n").split(b"\n")
-                    if len(lines) > 1 or start == 0:
-                        if lines[-1]:
-                            return lines[-1]
+                    lines = f.read(size - start).split(b"\n")
+                    for raw in reversed(lines if start == 0 else lines[1:]):
+                        parts = split_line(raw)
+                        if parts is not None:
+                            return parts
+                    if start == 0:
                         break
                     chunk *= 4  # a line longer than the chunk: read more of the end
         except OSError:
@@ -56,10 +58,9 @@ def last_line(path: Path) -> bytes | None:
 def shared_if_written_so(own: Keys, shared: Keys, path: Path, tenant: str) -> Keys:
     """``shared`` when the last line of the log at ``path`` is signed with it and not with
     ``own`` (tenant ``tenant``'s key); else ``own``."""
-    raw = last_line(path)
-    parts = split_line(raw) if raw is not None else None
+    parts = last_signed(path)
     if parts is None:
-        return own  # no log yet (or a cut line: verify reports it, with the tenant's key)
+        return own  # no log yet
     body, mac = parts
     if sign(own, body) == mac or sign(shared, body) != mac:
         return own

@@ -2,10 +2,10 @@
 
 A tenant of ``serve --tenants`` whose vault was written with the server's key before
 tenants had keys of their own keeps that key (``vaultkey``). This re-encrypts its entries
-under the key of its own (the server's derived for its name), each under the token it has:
-saved tokens still resolve, and a value seen again gets its token while the entry lives
-(``Vault`` finds a value it holds before hashing it). Run it with the server stopped: a
-running server holds the old key and would go on writing entries with it.
+under its own key (its env_file's, else the server's derived for its name), each under
+the token it has: saved tokens still resolve, and a value seen again gets its token while
+the entry lives (``Vault`` finds a value it holds before hashing it). Run it with the
+server stopped: a running server holds the old key and would go on writing with it.
 
 Nothing is lost: the entries are written beside the vault under the new key, then swapped
 in at once (a directory exchange, ``renameat2``; in Redis, two ``RENAME`` in one

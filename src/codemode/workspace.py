@@ -45,7 +45,14 @@ if TYPE_CHECKING:
     from codemode.capability import Capability
     from codemode.tools.registry import ToolRegistry
 
-__all__ = ["BASE_ENV", "EXAMPLE_MCP_JSON", "Workspace", "default_base"]
+__all__ = [
+    "BASE_ENV",
+    "EXAMPLE_MCP_JSON",
+    "Workspace",
+    "default_base",
+    "serving_tenants",
+    "tenant_workspace",
+]
 
 BASE_ENV = "CODEMODE_BASE"
 
@@ -79,8 +86,11 @@ EXAMPLE_MCP_JSON = """\
 }
 """
 
-_registries: dict[tuple[Path, str], ToolRegistry] = {}
+_registries: dict[tuple[Path, str, str | None], ToolRegistry] = {}
 _registries_lock = threading.Lock()
+_tenants: dict[str, Workspace] = {}
+"""The workspaces of ``codemode serve --tenants``, by path (``CallContext.workspace``)."""
+_tenants_lock = threading.Lock()  # its own: a registry is built under _registries_lock
 
 
 def default_base(env: Mapping[str, str] | None = None) -> Path:
@@ -115,6 +125,9 @@ class Workspace:
         """The environment it was opened with, when not the process's: a tenant's (its
         ``env_file``), which whatever else reads settings for it (its model's key) must
         use too, never the server's."""
+        self.unjailed_refused: str | None = None
+        """Why its ``"isolation": "none"`` servers and ``host: true`` tools are refused (a
+        tenant's under ``--tenants``, naming the setting that allows them); None: allowed."""
 
     @classmethod
     def open(
@@ -155,6 +168,22 @@ class Workspace:
         if env is not os.environ:
             opened.environment = dict(env)
         return opened
+
+    def serve_as_tenant(self, *, allow_unjailed: bool = False) -> None:
+        """Make this the workspace of tenant ``settings.tenant`` of ``codemode serve
+        --tenants``: layers that find a workspace by a call's context (privacy's vault, the
+        audit's keys) then read its settings and environment, never the server's; and
+        unless ``allow_unjailed``, nothing of it runs as the server's own user."""
+        if not allow_unjailed:
+            self.unjailed_refused = (
+                "under codemode serve --tenants a tenant's servers and tools run jailed "
+                "(unjailed, they would run as the server's own user, who reads every "
+                "tenant's files); the operator may allow it for this tenant with "
+                f'"allow_unjailed": true (tenants.{self.settings.tenant}.allow_unjailed in '
+                "the tenants file)"
+            )
+        with _tenants_lock:
+            _tenants[str(self.path)] = self
 
     @classmethod
     def from_config(
@@ -250,7 +279,7 @@ class Workspace:
         Shared by every session of the process on the same base and configuration, so each
         upstream server has one connection per process. Nothing connects until first use.
         """
-        key = (self.path, self._fingerprint())
+        key = (self.path, self._fingerprint(), self.unjailed_refused)
         with _registries_lock:
             reg = _registries.get(key)
             if reg is None:
@@ -277,6 +306,7 @@ class Workspace:
             tenant=tenant,
             private=tuple(self.private_paths()),
             prepare=self.make_private,
+            refuse_unjailed=self.unjailed_refused,
         )
         for name, cfg in self.enabled_servers.items():
             reg.add_source(
@@ -293,6 +323,18 @@ class Workspace:
             reg.add_source(source)  # tools/*.yaml of the workspace, then plugins' sources
         configure_registry(reg, self.capabilities, self.sections)
         return reg
+
+
+def tenant_workspace(path: str | None) -> Workspace | None:
+    """The workspace of ``codemode serve --tenants`` at ``path`` (None: not a tenant's)."""
+    with _tenants_lock:
+        return _tenants.get(path) if path is not None else None
+
+
+def serving_tenants() -> bool:
+    """Whether this process serves tenants (``codemode serve --tenants``)."""
+    with _tenants_lock:
+        return bool(_tenants)
 
 
 def _files_stamp(folder: Path) -> list[tuple[str, int, int]]:

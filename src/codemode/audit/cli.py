@@ -24,14 +24,17 @@ from ..printable import printable
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the raw records.")
 
 
-def _paths(base: Path | None) -> tuple[Any, Path, Path]:
-    """(the audit config, the log, its head file) of the workspace at ``base``."""
+def _paths(
+    base: Path | None, env: dict[str, str] | None = None, tenant: str | None = None
+) -> tuple[Any, Path, Path]:
+    """(the audit config, the log, its head file) of the workspace at ``base`` (as
+    ``tenant`` of ``serve --tenants`` with its ``env_file``'s ``env``, when given)."""
     from ..workspace import Workspace
     from .config import AuditConfig
     from .trail import head_path, log_path
 
     try:
-        ws = Workspace.open(base)
+        ws = Workspace.open(base, env=env, tenant=tenant)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from None
     config = ws.sections.get("audit")
@@ -146,23 +149,44 @@ def search(
 
 @audit.command("verify")
 @base_option
-def verify(base: Path | None) -> None:
+@click.option(
+    "--tenant",
+    default=None,
+    help="The workspace is this tenant's of serve --tenants: its key is its own.",
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --tenant: the tenant's env_file (its own audit key, if it sets one).",
+)
+def verify(base: Path | None, tenant: str | None, env_file: Path | None) -> None:
     """Check the HMAC chain and the head: exit 1 on an edited, deleted or cut-off line."""
     from .keys import load_keys
     from .verify import verify as check
 
-    config, path, head = _paths(base)
+    env: dict[str, str] | None = None
+    if tenant is not None:
+        from ..tenants.config import environment_of
+
+        env = environment_of(env_file)  # as serve --tenants reads it
+    elif env_file is not None:
+        raise click.UsageError("--env-file is a tenant's: give --tenant too")
+    config, path, head = _paths(base, env, tenant)
     try:
-        keys = load_keys(config)
+        keys = load_keys(config, env, tenant=tenant, log=path if tenant else None)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from None
     report = check(path, head, keys)
-    for note in report.notes:
-        click.echo(f"note: {note}")
+    if tenant is not None:  # derived for it, or the server's kept for an older log
+        report.notes.append(f"key: {keys.source}")
     if report.ok:
         click.echo(
             f"ok: {report.records} records, chain whole up to seq {report.last.seq} ({path})"
         )
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    if report.ok:
         return
     for problem in report.problems:
         click.echo(f"BROKEN: {problem}", err=True)

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +50,59 @@ class Keys:
         return cls(sub(b"chain"), sub(b"args"), source)
 
 
-def load_keys(config: AuditConfig, env: dict[str, str] | None = None) -> Keys:
-    """The configured key (environment, ``key_file``, then the default key file)."""
-    env = dict(os.environ) if env is None else env
+def load_keys(
+    config: AuditConfig,
+    env: Mapping[str, str] | None = None,
+    *,
+    tenant: str | None = None,
+    log: Path | None = None,
+) -> Keys:
+    """The configured key (environment, ``key_file``, then the default key file).
+
+    For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): ``key_env`` in its
+    ``env_file`` as it is; else the key found as above in the server's environment, derived
+    for it (``codemode.tenants.keys``): one key for all gave equal arguments of two tenants
+    equal HMACs, and a ``key_file`` its config.json names may be another tenant's. But
+    when its ``log``'s last line was signed with the server's key as it is (written before
+    tenants had their own, whatever its env_file said), it keeps that key (``legacy``).
+    """
+    if tenant is not None:
+        own, server = _tenant_keys(config, env or {}, tenant)
+        if log is None or server is None:
+            return own
+        from .legacy import shared_if_written_so
+
+        return shared_if_written_so(own, server, log, tenant)
+    master, source = _master(config, os.environ if env is None else env)
+    return Keys.derive(master, source)
+
+
+def _tenant_keys(
+    config: AuditConfig, env: Mapping[str, str], tenant: str
+) -> tuple[Keys, Keys | None]:
+    """(tenant ``tenant``'s key, the server's key as it is, which signed every tenant's
+    log before tenants had their own, even one whose ``env_file`` had a key; None: none)."""
+    from ..tenants.keys import derive
+
+    try:
+        master, source = _master(config, os.environ)
+        server: Keys | None = Keys.derive(master, source)
+    except ConfigError as exc:
+        missing, server = exc, None
     raw = env.get(config.key_env)
     if raw:
-        return Keys.derive(_checked(raw.strip(), f"${config.key_env}"), f"${config.key_env}")
+        where = f"${config.key_env} of tenant {tenant}'s env_file"
+        return Keys.derive(_checked(raw.strip(), where), where), server
+    if server is None:
+        raise ConfigError(f"{missing} (tenant {tenant}: or in its env_file)") from None
+    where = f"{source}, derived for tenant {tenant}"
+    return Keys.derive(derive(master, "audit", tenant), where), server
+
+
+def _master(config: AuditConfig, env: Mapping[str, str]) -> tuple[bytes, str]:
+    raw = env.get(config.key_env)
+    if raw:
+        return _checked(raw.strip(), f"${config.key_env}"), f"${config.key_env}"
     path = Path(config.key_file).expanduser() if config.key_file else default_key_file()
     if config.key_file or path.exists():
         try:
@@ -63,7 +111,7 @@ def load_keys(config: AuditConfig, env: dict[str, str] | None = None) -> Keys:
             raise ConfigError(
                 f"audit: cannot read the key file {path}: {exc.strerror or exc}"
             ) from None
-        return Keys.derive(_checked(text, str(path)), str(path))
+        return _checked(text, str(path)), str(path)
     raise ConfigError(
         f"audit is enabled but has no key: set {config.key_env}, or run "
         f"`codemode audit keygen` (writes {path}), or give audit.key_file; the key must "

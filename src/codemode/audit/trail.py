@@ -58,11 +58,40 @@ class Trail:
     """The audit of one configuration: its key, and one open log per workspace."""
 
     def __init__(self, config: AuditConfig, keys: Keys | None = None) -> None:
+        from ..workspace import serving_tenants
+
         self.config = config
-        self.keys = keys if keys is not None else load_keys(config)
+        self._keys = keys
+        self._missing: ConfigError | None = None
+        if keys is None:
+            try:
+                self._keys = load_keys(config)
+            except ConfigError as exc:
+                if not serving_tenants():  # each tenant may have its own key: see keys_for
+                    raise
+                self._missing = exc
         self._logs: dict[str | None, AuditLog] = {}
         self._by_path: dict[Path, AuditLog] = {}
         self._lock = threading.Lock()
+
+    @property
+    def keys(self) -> Keys:
+        """The key of a workspace served alone (not a tenant's)."""
+        if self._keys is None:
+            assert self._missing is not None
+            raise self._missing
+        return self._keys
+
+    def keys_for(self, workspace: str | None) -> Keys:
+        """A tenant's of ``serve --tenants``: from its ``env_file``, else the server's derived
+        for it (``load_keys``); any other workspace's: the process's."""
+        from ..workspace import tenant_workspace
+
+        tenant = tenant_workspace(workspace)
+        if tenant is None:
+            return self.keys
+        path = log_path(self.config, workspace)  # written with the server's key: kept
+        return load_keys(self.config, tenant.environment, tenant=tenant.settings.tenant, log=path)
 
     def log_for(self, workspace: str | None) -> AuditLog:
         got = self._logs.get(workspace)
@@ -81,12 +110,18 @@ class Trail:
             check_outside(head, Path(workspace), "head file")
             if self.config.key_file:
                 check_outside(Path(self.config.key_file).expanduser(), Path(workspace), "key file")
+        keys = self.keys_for(workspace)
         same = self._by_path.get(path.resolve())
+        if same is not None and same.keys.chain != keys.chain:
+            raise ConfigError(
+                f"audit: {path} is the log of another tenant (an absolute audit.path): give "
+                "each tenant a log of its own"
+            )
         if same is not None:  # one file, one writer in this process: a run's line then
             return same  # writes its tool calls' pending lines first
         opened = self._by_path[path.resolve()] = AuditLog(
             path,
-            self.keys,
+            keys,
             head=head,
             max_bytes=self.config.max_bytes,
             keep=self.config.keep,
@@ -116,8 +151,10 @@ class Trail:
         except (OSError, ConfigError) as exc:
             log.error("audit: could not record a %s event: %s", record.get("kind"), exc)
 
-    def args_hmac(self, args: Any) -> str:
-        return hmac.digest(self.keys.args, canonical(args), hashlib.sha256).hex()
+    def args_hmac(self, args: Any, into: AuditLog | None = None) -> str:
+        """Keyed with the key of the log ``into`` (a tenant's own), else the process's."""
+        keys = into.keys if into is not None else self.keys
+        return hmac.digest(keys.args, canonical(args), hashlib.sha256).hex()
 
     def flush(self) -> None:
         """Write every log's pending lines now."""
@@ -162,7 +199,7 @@ _NOTED = ("bytes", "policy", "approval", "budget")
 def tool_layer(trail: Trail) -> Middleware:
     async def layer(call: ToolCall, call_next: NextCall) -> Any:
         into = trail.log_for(call.context.workspace)  # a misconfigured log stops the call first
-        digest = trail.args_hmac(call.args)  # before inner layers may rewrite them
+        digest = trail.args_hmac(call.args, into)  # before inner layers may rewrite them
         start = time.perf_counter()
         failure: BaseException | None = None
         try:

@@ -67,6 +67,9 @@ class Isolation:
     private: tuple[str, ...] = ()
     """Files and directories of codemode's no server may see (the workspace's configured
     keys, token files, logs): shown empty wherever a server's mounts hold them."""
+    refuse_unjailed: str | None = None
+    """Why a server may not run unjailed (``isolation: none``): a tenant's under ``serve
+    --tenants`` (``Workspace.serve_as_tenant``); None: it may."""
     prepare: Callable[[], None] | None = field(default=None, compare=False)
     """Makes those of ``private`` that codemode would otherwise create at first use (an
     absolute audit log's directory, a key): called before each server starts, since a
@@ -231,6 +234,10 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
     cwd = server_cwd(cfg)
     if not os.path.isdir(cwd):
         raise ServerUnavailable(f"its working directory {cwd} does not exist", server=name)
+    if cfg.isolation == "none" and iso.refuse_unjailed is not None:
+        raise ServerUnavailable(
+            f'"isolation": "none" is refused: {iso.refuse_unjailed}', server=name
+        )
     if cfg.isolation == "none":
         (log.info if dry_run else log.warning)(
             "MCP server %r runs WITHOUT isolation (isolation: none in its config): as uid %d, "
@@ -277,7 +284,8 @@ def _plan(cfg: StdioServerConfig, iso: Isolation, dry_run: bool, held: list[int]
             runtime += runtime_mounts(literal)
         elif os.path.isdir(parent) and parent != "/" and not _in_system(parent):
             files.append(named)  # a data file: what of it to show is decided below
-    if not root and not touches:
+    if not root and not touches and iso.refuse_unjailed is None:
+        # (a tenant's is jailed all the same: as the server's user it reads every tenant's)
         return ServerLaunch(cfg.command, list(cfg.args), dict(cfg.env) or None, cwd, False,
                             "no jail needed: not root, no workspace path")  # fmt: skip
     why = jail.available()

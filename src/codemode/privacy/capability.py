@@ -52,13 +52,18 @@ def _private(config: PrivacyConfig, workspace: Path) -> Iterable[Path]:
 def _make_private(config: PrivacyConfig, workspace: Path) -> None:
     """A configured vault key file that does not exist yet is made now, as its first use
     would (0600): a server started before that could make it and know the key."""
+    from codemode.workspace import tenant_workspace
+
     path = config.vault.key_file
-    if not config.enabled or path is None or os.environ.get(KEY_ENV):
+    tenant = tenant_workspace(str(workspace))  # a tenant's key comes from its env_file
+    env = tenant.environment if tenant is not None else None
+    if not config.enabled or path is None or (os.environ if env is None else env).get(KEY_ENV):
         return
     if not os.path.lexists(path.expanduser()):
         from .vault import load_key
 
-        load_key(config.vault, workspace)
+        name = tenant.settings.tenant if tenant is not None else None
+        load_key(config.vault, workspace, env, tenant=name)
 
 
 def _command(name: str) -> click.Command:

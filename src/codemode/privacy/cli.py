@@ -26,21 +26,46 @@ BASE = click.option(
 )
 
 
-def _open(base: Path | None) -> tuple[Workspace, PrivacyConfig]:
+TENANT = click.option(
+    "--tenant",
+    default=None,
+    help="The workspace is this tenant's of serve --tenants (its vault, its key).",
+)
+ENV_FILE = click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --tenant: the tenant's env_file (its settings and key, if it sets them).",
+)
+
+
+def _open(
+    base: Path | None, tenant: str | None = None, env_file: Path | None = None
+) -> tuple[Workspace, PrivacyConfig]:
     from codemode.workspace import Workspace
 
     from .config import PrivacyConfig
 
-    ws = Workspace.open(base)
+    if tenant is None:
+        if env_file is not None:
+            raise click.UsageError("--env-file is a tenant's: give --tenant too")
+        ws = Workspace.open(base)
+    else:
+        from codemode.tenants.config import environment_of
+
+        ws = Workspace.open(base, env=environment_of(env_file), tenant=tenant)
+        ws.serve_as_tenant()  # read as serve --tenants reads it: its key, its vault
     cfg = ws.sections.get("privacy")
     assert isinstance(cfg, PrivacyConfig)
     return ws, cfg
 
 
-def _engine(base: Path | None) -> tuple[Workspace, PrivacyConfig, Privacy]:
+def _engine(
+    base: Path | None, tenant: str | None = None, env_file: Path | None = None
+) -> tuple[Workspace, PrivacyConfig, Privacy]:
     from .layers import engine_for
 
-    ws, cfg = _open(base)
+    ws, cfg = _open(base, tenant, env_file)
     context = CallContext(tenant=ws.settings.tenant, workspace=str(ws.path))
     return ws, cfg, engine_for(cfg, context)
 
@@ -52,14 +77,19 @@ def privacy() -> None:
 
 @privacy.command("status")
 @BASE
-def status(base: Path | None) -> None:
+@TENANT
+@ENV_FILE
+def status(base: Path | None, tenant: str | None, env_file: Path | None) -> None:
     """Whether privacy is on, the key's location, the vault and the sinks."""
-    from .layers import vault_dir
-    from .vault import load_key
+    from codemode.workspace import tenant_workspace
+
+    from .layers import vault_dir, vault_store
+    from .vaultkey import store_name, stranded
 
     try:
-        ws, cfg, engine = _engine(base)
-        _, where = load_key(cfg.vault, ws.path)
+        ws, cfg, engine = _engine(base, tenant, env_file)
+        own = tenant_workspace(str(ws.path)) if tenant is not None else None
+        key, where, store = vault_store(cfg, ws.path, ws.settings, ws.settings.tenant, own)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(
@@ -70,9 +100,13 @@ def status(base: Path | None) -> None:
     click.echo(f"entities: {', '.join(active)}; action: {cfg.action}")
     click.echo(f"key: {where}")
     click.echo(
-        f"vault: {vault_dir(ws.path, ws.settings.tenant)} ({len(engine.vault)} tokens, "
+        f"vault: {store_name(store)} ({len(engine.vault)} tokens, "
         f"scope {cfg.vault.scope}, ttl {cfg.vault.ttl})"
     )
+    if own is not None:
+        told = stranded(store, key, vault_dir(ws.path, ws.settings.tenant), ws.path, tenant or "")
+        if told is not None:
+            click.echo(f"WARNING: {told}")
     for name, sink in engine.sinks.describe().items():
         click.echo(f"server {name}: {'sink (receives real values)' if sink else 'not a sink'}")
 
@@ -103,8 +137,10 @@ def scan(base: Path | None, file: TextIO, as_json: bool) -> None:
 
 @privacy.command("reveal")
 @BASE
+@TENANT
+@ENV_FILE
 @click.argument("text", required=False)
-def reveal(base: Path | None, text: str | None) -> None:
+def reveal(base: Path | None, tenant: str | None, env_file: Path | None, text: str | None) -> None:
     """Print TEXT (or stdin) with the workspace's tokens replaced by real values.
 
     For the operator on the host: it reads the vault with the key. Unknown tokens stay.
@@ -112,11 +148,28 @@ def reveal(base: Path | None, text: str | None) -> None:
     from .tokens import TOKEN_RE
 
     try:
-        _, _, engine = _engine(base)
+        _, _, engine = _engine(base, tenant, env_file)
     except CodemodeError as exc:
         raise click.ClickException(str(exc)) from exc
     source = text if text is not None else sys.stdin.read()
     click.echo(TOKEN_RE.sub(lambda m: engine.vault.value(m.group()) or m.group(), source))
+
+
+@privacy.command("rekey")
+@BASE
+@click.option("--tenant", required=True, help="The tenant of serve --tenants whose vault it is.")
+@ENV_FILE
+def rekey(base: Path | None, tenant: str, env_file: Path | None) -> None:
+    """Move a tenant's vault written with the server's key to a key of its own (the
+    server's derived for it), keeping its tokens. Stop codemode serve first."""
+    from .rekey import rekey as move
+
+    try:
+        ws, cfg = _open(base, tenant, env_file)
+        done = move(cfg.vault, ws.path, ws.settings, ws.environment or {}, ws.settings.tenant)
+    except CodemodeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(done)
 
 
 @privacy.command("keygen")

@@ -13,7 +13,7 @@ from codemode.errors import ConfigError
 
 from .config import KEY_ENV, VaultConfig
 
-__all__ = ["default_key_path", "load_key", "new_key"]
+__all__ = ["default_key_path", "load_key", "new_key", "server_keys", "shared_key"]
 
 
 def new_key() -> str:
@@ -44,23 +44,71 @@ def _check_key(raw: str, where: str) -> bytes:
 
 
 def load_key(
-    config: VaultConfig, workspace: Path | None, env: Mapping[str, str] | None = None
+    config: VaultConfig,
+    workspace: Path | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    tenant: str | None = None,
 ) -> tuple[bytes, str]:
     """The vault key and where it came from (for ``codemode privacy status``).
 
     Order: ``CODEMODE_PRIVACY_KEY``, ``vault.key_file``, the default key file (created
     with mode 0600 on first use). Without a workspace and a key, a key for this process.
+
+    For a ``tenant`` of ``serve --tenants`` (``env``: its ``env_file``): its own
+    ``CODEMODE_PRIVACY_KEY`` as it is; else its ``vault.key_file`` (a path its own
+    config.json chose, maybe another tenant's key file) or the server's
+    ``CODEMODE_PRIVACY_KEY``, derived for it (``codemode.tenants.keys``); else the default
+    key file, found as before through the server's environment (one per workspace).
     """
     env = os.environ if env is None else env
     raw = env.get(KEY_ENV)
     if raw:
-        return _check_key(raw, KEY_ENV), f"${KEY_ENV}"
+        where = f"${KEY_ENV}" + (f" of tenant {tenant}'s env_file" if tenant else "")
+        return _check_key(raw, where), where
+    if tenant is not None:
+        shared = shared_key(config)
+        if shared is not None:
+            from ..tenants.keys import derive
+
+            key, where = shared
+            own = derive(base64.urlsafe_b64decode(key), "privacy-vault", tenant)
+            return base64.urlsafe_b64encode(own), f"{where}, derived for tenant {tenant}"
+        env = os.environ  # its key file stays where it was made (the server's HOME)
     path = config.key_file
     if path is None:
         if workspace is None:
             return new_key().encode("ascii"), "process (not persisted)"
         path = default_key_path(workspace, env)
-    path = path.expanduser()
+    return _read_key_file(path.expanduser())
+
+
+def shared_key(config: VaultConfig) -> tuple[bytes, str] | None:
+    """The server-wide key a tenant without its own key derives its key from (its
+    ``vault.key_file``, else the server's ``CODEMODE_PRIVACY_KEY``), and where it is; None
+    when there is none (the tenant then has a default key file of its own)."""
+    if config.key_file is not None:
+        return _read_key_file(config.key_file.expanduser())
+    server = os.environ.get(KEY_ENV)
+    if server:
+        return _check_key(server, KEY_ENV), f"${KEY_ENV} of the server"
+    return None
+
+
+def server_keys(config: VaultConfig) -> list[tuple[bytes, str]]:
+    """The keys a tenant's vault was written with before tenants had keys of their own
+    (``privacy.vaultkey``): the server's ``CODEMODE_PRIVACY_KEY`` (first, as it was then),
+    then ``vault.key_file`` if it exists (never created here)."""
+    out: list[tuple[bytes, str]] = []
+    server = os.environ.get(KEY_ENV)
+    if server:
+        out.append((_check_key(server, KEY_ENV), f"${KEY_ENV} of the server"))
+    if config.key_file is not None and config.key_file.expanduser().exists():
+        out.append(_read_key_file(config.key_file.expanduser()))
+    return out
+
+
+def _read_key_file(path: Path) -> tuple[bytes, str]:
     if not path.exists():
         _create_key_file(path)
     try:

@@ -42,7 +42,8 @@ from codemode.result import ExecutionResult
 from .config import PrivacyConfig
 from .engine import Privacy
 from .stream import StreamScanner
-from .vault import FileStore, MemoryStore, RedisStore, Vault, load_key
+from .vault import FileStore, MemoryStore, RedisStore, Vault, VaultStore, load_key
+from .vaultkey import stranded, tenant_key
 
 if TYPE_CHECKING:
     from codemode.server.toolset import Call
@@ -112,12 +113,17 @@ def _ephemeral(owner: object) -> bool:
 
 
 def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Privacy:
+    from codemode.workspace import Workspace, tenant_workspace
+
     workspace = Path(context.workspace) if context.workspace else None
     servers: dict[str, Any] = {}
     settings: Any = None
-    if workspace is not None:
-        from codemode.workspace import Workspace
-
+    # A tenant's of serve --tenants, as it was opened: its settings (a Redis vault), its
+    # servers and its keys come from its env_file, never from the server's environment.
+    tenant = tenant_workspace(context.workspace)
+    if tenant is not None:
+        servers, settings = tenant.servers, tenant.settings
+    elif workspace is not None:
         try:
             opened = Workspace.open(workspace)
             servers, settings = opened.servers, opened.settings
@@ -125,19 +131,38 @@ def _build(config: PrivacyConfig, context: CallContext, *, persist: bool) -> Pri
             log.warning("privacy: cannot read the configuration of %s: %s", workspace, exc)
     if workspace is not None:
         _warn_unknown_servers(config, servers, workspace)
+    store: Any
     if persist and workspace is not None:
-        key, _ = load_key(config.vault, workspace)
-        store: Any
-        if settings is not None and settings.storage == "redis" and settings.redis_url:
-            name = f"{settings.redis_prefix}:privacy:{context.tenant}:vault"
-            store = RedisStore(settings.redis_url, name, key)
-        else:
-            store = FileStore(vault_dir(workspace, context.tenant), key)
+        key, _, store = vault_store(config, workspace, settings, context.tenant, tenant)
     else:
         key, _ = load_key(config.vault, None, env={})
         store = MemoryStore()
     vault = Vault(key, store, ttl=config.vault.ttl.total_seconds())
     return Privacy(config, vault, servers=servers, workspace=workspace)
+
+
+def vault_store(
+    config: PrivacyConfig, workspace: Path, settings: Any, name: str, tenant: Any
+) -> tuple[bytes, str, VaultStore]:
+    """The key (and where it came from) and the store of the vault of ``workspace`` and
+    tenant ``name``; ``tenant``: its ``Workspace`` under ``serve --tenants``, whose key may
+    be the server's when its vault was written before tenants had their own (vaultkey)."""
+
+    def store_for(key: bytes) -> VaultStore:
+        if settings is not None and settings.storage == "redis" and settings.redis_url:
+            return RedisStore(
+                settings.redis_url, f"{settings.redis_prefix}:privacy:{name}:vault", key
+            )
+        return FileStore(vault_dir(workspace, name), key)
+
+    if tenant is None:
+        key, where = load_key(config.vault, workspace)
+        return key, where, store_for(key)
+    env, own = tenant.environment, tenant.settings.tenant
+    key, where = tenant_key(config.vault, workspace, env, own, store_for)
+    store = store_for(key)
+    stranded(store, key, vault_dir(workspace, name), workspace, own)  # warns
+    return key, where, store
 
 
 _warned: set[tuple[Path, str]] = set()

@@ -183,6 +183,13 @@ class FileStore:
     def get(self, token: str) -> Entry | None:
         return self.refresh().get(token)
 
+    def sample(self) -> bytes | None:
+        """The oldest segment as stored (encrypted), to tell which key wrote the vault."""
+        for name in self._segments():
+            with contextlib.suppress(FileNotFoundError):
+                return (self.directory / name).read_bytes()
+        return None
+
     def _write(self, entries: Mapping[str, Entry]) -> str:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         doc = {"v": 2, "groups": _groups(entries)}
@@ -266,6 +273,21 @@ class RedisStore:
     def get(self, token: str) -> Entry | None:
         blob = self._call(lambda: self._redis.hget(self.name, token))
         return self._decode(token, blob) if isinstance(blob, bytes) else None
+
+    def sample(self) -> bytes | None:
+        """One entry as stored (encrypted), to tell which key wrote the vault."""
+        cursor = 0
+
+        def scan() -> object:
+            return self._redis.hscan(self.name, cursor)
+
+        for _ in range(64):  # HSCAN may return nothing for a while
+            cursor, found = cast(tuple[int, dict[bytes, bytes]], self._call(scan))
+            for blob in found.values():
+                return bytes(blob)
+            if not cursor:
+                break
+        return None
 
     def append(self, entries: Mapping[str, Entry]) -> None:
         if entries:

@@ -375,6 +375,7 @@ async def open_served(
     env: Mapping[str, str] | None = None,
     tenant: str | None = None,
     cap: SessionCap | None = None,
+    allow_unjailed: bool = False,
 ) -> Served:
     """Open the workspace at ``base`` (as ``tenant``, its ``${VAR}`` from ``env``), start
     its executor and build its MCP server: one per tenant when serving several (``cap``:
@@ -388,7 +389,7 @@ async def open_served(
     from .custom import server_context
 
     workspace, registry, memory, settings = _open_workspace(
-        base, env=env, tenant=tenant, privacy=opts.privacy
+        base, env=env, tenant=tenant, privacy=opts.privacy, allow_unjailed=allow_unjailed
     )
     if workspace.section(MEMORY).install_deps:
         added = await memory.prepare(install_deps=True)
@@ -572,6 +573,7 @@ def _open_workspace(
     env: Mapping[str, str] | None = None,
     tenant: str | None = None,
     privacy: bool = False,
+    allow_unjailed: bool = False,
 ) -> tuple[Workspace, ToolRegistry, Memory, Settings]:
     """The workspace (created with an example mcp.json on first start), its tool
     registry (one upstream connection per server, shared by all sessions), its memory
@@ -581,4 +583,6 @@ def _open_workspace(
 
     privacy_on = {"enabled": True} if privacy else None
     workspace = Workspace.open(base, env=env, tenant=tenant, privacy=privacy_on)
+    if tenant is not None:  # one of serve --tenants (codemode.tenants.serve)
+        workspace.serve_as_tenant(allow_unjailed=allow_unjailed)
     return workspace, workspace.registry(), Memory.for_workspace(workspace), workspace.settings

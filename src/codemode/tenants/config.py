@@ -45,6 +45,11 @@ class TenantSpec(BaseModel):
     env_file: Path | None = Field(
         default=None, description="KEY=value lines: the only source of its ${VAR} secrets."
     )
+    allow_unjailed: bool = Field(
+        default=False,
+        description='Run its "isolation": "none" servers and "host: true" tools (refused '
+        "otherwise: they run as the server's own user, outside any jail).",
+    )
 
 
 class OAuthConfig(BaseModel):
@@ -133,12 +138,18 @@ class Tenants:
     def environment(self, name: str) -> dict[str, str]:
         """What tenant ``name``'s config and ``mcp.json`` expand ``${VAR}`` from."""
         env_file = self.spec.tenants[name].env_file
-        values: dict[str, str] = {"HOME": os.environ.get("HOME", "/root")}
-        if env_file is not None:
-            if not env_file.is_file():
-                raise ConfigError(f"{self.source}: tenant {name!r}: env_file {env_file} is missing")
-            values.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
-        return values
+        if env_file is not None and not env_file.is_file():
+            raise ConfigError(f"{self.source}: tenant {name!r}: env_file {env_file} is missing")
+        return environment_of(env_file)
+
+
+def environment_of(env_file: Path | None) -> dict[str, str]:
+    """A tenant's environment: the server's ``HOME`` and its ``env_file``'s lines (the CLI
+    reads a tenant's workspace with it as ``serve --tenants`` does)."""
+    values: dict[str, str] = {"HOME": os.environ.get("HOME", "/root")}
+    if env_file is not None:
+        values.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+    return values
 
 
 def _check_apart(spec: TenantsFile, source: Path) -> None:
@@ -217,4 +228,11 @@ def load_tenants(path: Path, env: dict[str, str] | None = None) -> Tenants:
     return Tenants(spec, path, dict(os.environ) if env is None else env)
 
 
-__all__ = ["OAuthConfig", "TenantSpec", "Tenants", "TenantsFile", "load_tenants"]
+__all__ = [
+    "OAuthConfig",
+    "TenantSpec",
+    "Tenants",
+    "TenantsFile",
+    "environment_of",
+    "load_tenants",
+]

@@ -10,6 +10,7 @@ of the tenant its token names.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,6 +19,8 @@ from ..redact import secrets_of
 from .asgi import TenantRouter
 from .auth import Authenticator
 from .config import Tenants, load_tenants
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..server.cli import ServeOptions
@@ -54,8 +57,15 @@ async def serve_tenants(opts: ServeOptions) -> None:
         own = dataclasses.replace(opts, base=spec.workspace, token=None)
         with secrets_of(name):  # the ${VAR} of its configuration are its secrets
             served = await open_served(
-                own, spec.workspace, env=tenants.environment(name), tenant=name, cap=cap
+                own,
+                spec.workspace,
+                env=tenants.environment(name),
+                tenant=name,
+                cap=cap,
+                allow_unjailed=spec.allow_unjailed,
             )
+            _check_audit_key(served.context.workspace)
+            _check_vault_key(served.context.workspace)
         registries.append(served.context.tools)
         stops.append(GracefulStop(opts.shutdown_grace))
         # One process, many tenants: the console leaves out the process-wide metrics.
@@ -96,6 +106,33 @@ async def serve_tenants(opts: ServeOptions) -> None:
             router, sock, log_level=opts.log_level.lower(), stop=stop, proxies=opts.proxies
         )
         tg.cancel_scope.cancel()
+
+
+def _check_audit_key(workspace: Any) -> None:
+    """Find a tenant's audit key now (its env_file's, or the server's derived for it): a
+    missing one would otherwise fail each of its calls, long after the start."""
+    from ..audit.capability import AUDIT, trail_for
+
+    config = workspace.section(AUDIT) if workspace is not None else None
+    if config is not None and config.enabled:
+        trail_for(config).keys_for(str(workspace.path))
+
+
+def _check_vault_key(workspace: Any) -> None:
+    """Find a tenant's vault key now: a vault written with the server's key before tenants
+    had their own keeps that key, and the warning that says so belongs to the start."""
+    from ..errors import StorageUnavailable
+    from ..privacy.layers import vault_store
+
+    config = workspace.sections.get("privacy") if workspace is not None else None
+    if config is None or not config.enabled or config.vault.scope != "workspace":
+        return
+    try:
+        vault_store(
+            config, workspace.path, workspace.settings, workspace.settings.tenant, workspace
+        )
+    except StorageUnavailable as exc:  # its first call says so again
+        log.warning("privacy: tenant %s's vault: %s", workspace.settings.tenant, exc)
 
 
 def console_pages(apps: dict[str, Any]) -> dict[str, Any]:

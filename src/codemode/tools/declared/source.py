@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config.files import load_document, validate_document
-from ...errors import ConfigError, ToolArgumentError, ToolNotFound
+from ...errors import ConfigError, ToolArgumentError, ToolError, ToolNotFound
 from ..spec import ToolCallResult, ToolSpec
 from .command import CommandRunner
 from .http import HttpRunner
@@ -40,6 +40,7 @@ class DeclaredSource:
         sandbox: Callable[[], Any],
         env: Mapping[str, str] | None = None,
         origin: str = "",
+        host_refused: str | None = None,
     ) -> None:
         self._name = name
         self.definition = definition
@@ -50,8 +51,13 @@ class DeclaredSource:
         self._tools = {t.name: t for t in definition.tools}
         self._commands = CommandRunner(files_dir, sandbox, env)
         self._http = HttpRunner(definition.http, env) if definition.http is not None else None
+        self._host_refused = host_refused
+        """Why its ``host: true`` tools may not run (``Workspace.unjailed_refused``)."""
         for tool in definition.tools:
-            if tool.kind == "command" and tool.host:
+            if tool.kind == "command" and tool.host and host_refused is not None:
+                log.warning("tool %s.%s (%s) is refused: host: true, and %s",
+                            name, tool.name, origin, host_refused)  # fmt: skip
+            elif tool.kind == "command" and tool.host:
                 log.warning(
                     "tool %s.%s (%s) runs on the HOST, outside the sandbox (host: true)",
                     name,
@@ -86,6 +92,12 @@ class DeclaredSource:
         found = self._tools.get(tool)
         if found is None:
             raise ToolNotFound(f"no tool {tool!r}", server=self._name, tool=tool)
+        if found.kind == "command" and found.host and self._host_refused is not None:
+            raise ToolError(
+                f"it runs on the host (host: true), which is refused: {self._host_refused}",
+                server=self._name,
+                tool=tool,
+            )
         args = _arguments(found, arguments)
         if found.kind == "command":
             return await self._commands.run(found, args, timeout)
@@ -140,10 +152,13 @@ def workspace_sources(workspace: Any) -> list[DeclaredSource]:
     # ``${VAR}`` from the environment the workspace was opened with: a tenant's is its
     # env_file, never the server's (which holds every tenant's token).
     env = getattr(workspace, "environment", None)
+    refused = getattr(workspace, "unjailed_refused", None)
     out: list[DeclaredSource] = []
     for path in sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES):
         try:
-            out.append(load_file(path, files_dir=files_dir, sandbox=sandbox, env=env))
+            out.append(
+                load_file(path, files_dir=files_dir, sandbox=sandbox, env=env, host_refused=refused)
+            )
         except ConfigError as exc:
             log.warning("tool definitions %s are ignored: %s", path, exc)
     return out

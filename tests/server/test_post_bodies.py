@@ -83,3 +83,13 @@ def test_a_stream_asked_to_resume_is_opened_fresh(http_server: HttpServer) -> No
     with httpx2.stream("GET", http_server.url, headers=headers, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
+
+
+@pytest.mark.parametrize("code", ["x = 1\x00", "1+" * 200_000 + "1"])
+def test_a_cell_that_cannot_be_parsed_names_no_frame_of_the_workers_python(
+    http_server: HttpServer, code: str
+) -> None:
+    answer = post(http_server, session(http_server), run(9, code)).json()
+    error = answer["result"]["structuredContent"]["error"]
+    assert error["type"] in ("SyntaxError", "RecursionError"), error
+    assert "File " not in error["traceback"] and "ast.py" not in error["traceback"], error

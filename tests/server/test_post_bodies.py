@@ -93,3 +93,15 @@ def test_a_cell_that_cannot_be_parsed_names_no_frame_of_the_workers_python(
     error = answer["result"]["structuredContent"]["error"]
     assert error["type"] in ("SyntaxError", "RecursionError"), error
     assert "File " not in error["traceback"] and "ast.py" not in error["traceback"], error
+
+
+def test_a_progress_token_too_long_to_repeat_is_refused_with_its_id(
+    http_server: HttpServer,
+) -> None:
+    body = run(10, "print(1)")
+    body["params"]["_meta"] = {"progressToken": "t" * 3_000_000}
+    response = post(http_server, session(http_server), body)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["id"] == 10 and error["error"]["code"] == -32602, error
+    assert "3,000,000 characters" in error["error"]["message"]

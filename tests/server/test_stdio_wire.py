@@ -242,3 +242,18 @@ def test_a_message_over_the_limit_with_its_id_last_is_refused_with_its_id(raw: R
     got = raw.ask(json.dumps(inner).encode())  # no id of its own: the nested one is not it
     assert got["id"] is None and got["error"]["code"] == -32600, got
     assert raw.ask(ping(17))["result"] == {}
+
+
+def test_a_progress_token_too_long_to_repeat_is_refused_with_its_id(raw: Raw) -> None:
+    call = {"name": "run_code", "arguments": {"code": "print(1)"}}
+    params = {**call, "_meta": {"progressToken": "t" * 100_000}}
+    got = raw.ask({"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": params})
+    assert got["id"] == 40 and got["error"]["code"] == -32602, got
+    assert "progressToken of 100,000 characters" in got["error"]["message"]
+    params = {**call, "_meta": {"progressToken": "t" * 1024}}
+    raw.send({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params})
+    got = raw.recv()
+    while "id" not in got:  # its live output first, each note naming the token
+        assert got["params"]["progressToken"] == "t" * 1024, got
+        got = raw.recv()
+    assert got["id"] == 41 and "result" in got, got

@@ -15,9 +15,11 @@ stdio wire (:mod:`.stdio_wire`) already answers them clearly:
 
 Each is now answered ``400`` with a JSON-RPC ``-32600`` (invalid request) and ``id:
 null`` (the id of a request still running would hand the client's waiter for that one
-this error). Anything else goes to the SDK unchanged, which answers the rest (parse
-errors, a body over its 4 MiB limit: ``413``); a body over that limit is not parsed here.
-This module knows only JSON-RPC and ASGI, not MCP's methods.
+this error). A request whose progress token is over :data:`MAX_PROGRESS_TOKEN` is
+answered ``-32602`` with its id (the stdio wire refuses it too). Anything else goes to
+the SDK unchanged, which answers the rest (parse errors, a body over its 4 MiB limit:
+``413``); a body over that limit is not parsed here.
+This module knows JSON-RPC, ASGI and ``_meta.progressToken``, not MCP's methods.
 """
 
 from __future__ import annotations
@@ -31,13 +33,31 @@ import pydantic_core
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.types import Message, Receive
 
-__all__ = ["BodyCheck", "InFlightIds", "read_body"]
+__all__ = ["MAX_PROGRESS_TOKEN", "BodyCheck", "InFlightIds", "long_progress_token", "read_body"]
+
+MAX_PROGRESS_TOKEN = 1024
+"""The longest progress token taken, in characters. Every progress notification of a
+call repeats its token: a 3 MB one made the server hold ~27 MB per call for a client
+that did not read its stream (a few copies waiting in the SDK's buffers), and serialize
+3 MB per printed chunk for one that did."""
 
 _BATCH = (
     "Invalid Request: a batch (a JSON array of messages) is not accepted: MCP removed "
     "JSON-RPC batches (protocol 2025-06-18); POST one message at a time"
 )
 _BAD_ID = "Invalid Request: an id must be a string or an integer (MCP: never null)"
+
+
+def long_progress_token(params: Any) -> str | None:
+    """Why a request's ``params`` cannot be taken (a progress token over the limit), or None."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if not isinstance(token, str) or len(token) <= MAX_PROGRESS_TOKEN:
+        return None
+    return (
+        f"Invalid params: a progressToken of {len(token):,} characters; this server takes at "
+        f"most {MAX_PROGRESS_TOKEN:,} (every progress notification repeats it)"
+    )
 
 
 def _reused(key: str) -> str:
@@ -121,6 +141,8 @@ class BodyCheck:
         found = data["id"]
         if isinstance(found, bool) or not isinstance(found, int | str):
             self.error = _invalid(_BAD_ID)
+        elif (why := long_progress_token(data.get("params"))) is not None:
+            self.error = _invalid(why, types.INVALID_PARAMS, found)
         else:
             self.key = str(found)
 
@@ -129,12 +151,11 @@ class BodyCheck:
         return _invalid(_reused(self.key))
 
 
-def _invalid(message: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": types.INVALID_REQUEST, "message": message},
-    }
+def _invalid(
+    message: str, code: int = types.INVALID_REQUEST, id_: str | int | None = None
+) -> dict[str, Any]:
+    """The error; with the id only of a request that will not run (never one running)."""
+    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
 
 
 MAX_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE

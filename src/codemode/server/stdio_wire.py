@@ -11,6 +11,8 @@ it reads a line of any length into memory. Here:
 - a line longer than the limit (``CODEMODE_STDIO_MAX_MESSAGE_MB``, default 16 MiB; HTTP
   takes 4 MiB) is skipped as it streams by, never held whole, and answered ``-32600``
   with its ``id`` when the line's head names one, or its end (``"id"`` written last);
+- a request whose progress token is over 1,024 characters is answered ``-32602`` with
+  its id (:mod:`.posts`: every progress notification repeats the token);
 - blank lines are ignored;
 - at most ``CODEMODE_STDIO_MAX_IN_FLIGHT`` requests (default 256) are in progress at
   once; one more is answered ``-32000`` at once, not queued. A client that wrote
@@ -38,6 +40,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .connections import env_number
+from .posts import long_progress_token
 
 MAX_MESSAGE_ENV = "CODEMODE_STDIO_MAX_MESSAGE_MB"
 DEFAULT_MAX_MESSAGE_MB = 16
@@ -207,6 +210,10 @@ def message_of(line: bytes | Oversized, limit: int) -> tuple[SessionMessage | No
     except ValidationError:
         pass
     else:
+        if isinstance(message, types.JSONRPCRequest):
+            why = long_progress_token(message.params)
+            if why is not None:
+                return _error(message.id, types.INVALID_PARAMS, why), True
         if not (isinstance(message, types.JSONRPCNotification) and _has_id(text)):
             return SessionMessage(message), False
         # An id MCP does not allow (null, an object): read as a notification, it would

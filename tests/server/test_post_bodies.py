@@ -105,3 +105,19 @@ def test_a_progress_token_too_long_to_repeat_is_refused_with_its_id(
     error = response.json()
     assert error["id"] == 10 and error["error"]["code"] == -32602, error
     assert "3,000,000 characters" in error["error"]["message"]
+
+
+def test_a_body_read_in_pieces_reaches_the_sdk_whole_and_one_over_its_limit_is_413(
+    http_server: HttpServer,
+) -> None:
+    headers = session(http_server)
+    small = json.dumps({"jsonrpc": "2.0", "id": 11, "method": "ping"}).encode()
+    pieces = iter([small[:10], small[10:]])
+    answer = httpx2.post(http_server.url, content=pieces, headers=headers, timeout=60)
+    assert answer.json() == {"jsonrpc": "2.0", "id": 11, "result": {}}
+    big = json.dumps(
+        {"jsonrpc": "2.0", "id": 12, "method": "ping", "params": {"x": "a" * 6_000_000}}
+    )
+    chunks = (big[i : i + 65536].encode() for i in range(0, len(big), 65536))
+    answer = httpx2.post(http_server.url, content=chunks, headers=headers, timeout=60)
+    assert answer.status_code == 413

@@ -17,7 +17,9 @@ it reads a line of any length into memory. Here:
 - at most ``CODEMODE_STDIO_MAX_IN_FLIGHT`` requests (default 256) are in progress at
   once; one more is answered ``-32000`` at once, not queued. A client that wrote
   requests without reading the answers grew the server's memory without bound (100,000
-  pings: 1.1 GB); now, once the answers fill the pipe, the server stops reading.
+  pings: 1.1 GB); now, once the answers fill the pipe, the server stops reading. Answers
+  not yet written count as well (``stdio.py``): a request cancelled at once frees its
+  slot, but not its answer, already on its way to a client that does not read it.
 
 Like the SDK, fd 0 is pointed at ``/dev/null`` while serving (a handler or child that
 reads stdin gets EOF instead of stealing the client's messages); the wire is a private
@@ -90,8 +92,8 @@ def too_many(message: SessionMessage, most: int) -> SessionMessage | None:
     if not isinstance(request, types.JSONRPCRequest):
         return None
     text = (
-        f"this client already has {most} requests in progress ({MAX_IN_FLIGHT_ENV}): "
-        "wait for their answers before sending more"
+        f"this client already has {most} requests in progress or answers not read yet "
+        f"({MAX_IN_FLIGHT_ENV}): read their answers before sending more"
     )
     return _error(request.id, BUSY, text)
 

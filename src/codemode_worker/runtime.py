@@ -347,7 +347,12 @@ class Runtime:
     def _compile(self, code: str, filename: str) -> tuple[CodeType, bool]:
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
-        tree = ast.parse(code, filename, "exec")
+        try:
+            tree = ast.parse(code, filename, "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            # The cell itself is at fault (a NUL byte, nesting too deep): no frame of the
+            # parser, whose path names the worker's Python installation, is the agent's.
+            raise exc.with_traceback(None) from None
         wants_value = False
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
             last = tree.body[-1]

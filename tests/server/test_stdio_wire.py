@@ -4,10 +4,12 @@ skipped without being held whole, and the server keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,3 +244,62 @@ def test_a_message_over_the_limit_with_its_id_last_is_refused_with_its_id(raw: R
     got = raw.ask(json.dumps(inner).encode())  # no id of its own: the nested one is not it
     assert got["id"] is None and got["error"]["code"] == -32600, got
     assert raw.ask(ping(17))["result"] == {}
+
+
+def test_a_progress_token_too_long_to_repeat_is_refused_with_its_id(raw: Raw) -> None:
+    call = {"name": "run_code", "arguments": {"code": "print(1)"}}
+    params = {**call, "_meta": {"progressToken": "t" * 100_000}}
+    got = raw.ask({"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": params})
+    assert got["id"] == 40 and got["error"]["code"] == -32602, got
+    assert "progressToken of 100,000 characters" in got["error"]["message"]
+    params = {**call, "_meta": {"progressToken": "t" * 1024}}
+    raw.send({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params})
+    got = raw.recv()
+    while "id" not in got:  # its live output first, each note naming the token
+        assert got["params"]["progressToken"] == "t" * 1024, got
+        got = raw.recv()
+    assert got["id"] == 41 and "result" in got, got
+
+
+def test_a_client_that_cancels_each_request_and_reads_nothing_is_no_longer_read_from(
+    workspace: tuple[Path, Path],
+) -> None:
+    # Each cancel freed its request's slot while its answer waited for the unread pipe:
+    # 30,000 such pairs grew the server to 2 GB. Now unwritten answers hold slots too.
+    r = _capped(workspace, 4)
+    pairs = 3000
+    written = [0]
+
+    def flood() -> None:
+        assert r.proc.stdin is not None
+        try:
+            for n in range(100, 100 + pairs):
+                cancel = {"requestId": n}
+                for message in (
+                    {"jsonrpc": "2.0", "id": n, "method": "tools/list"},
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel},
+                ):
+                    r.proc.stdin.write(json.dumps(message).encode() + b"\n")
+                r.proc.stdin.flush()
+                written[0] += 1
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the server was stopped at the end of the test
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    try:
+        last, still = -1, 0.0
+        deadline = time.monotonic() + WAIT
+        while still < 3 and time.monotonic() < deadline:  # until the writer is held back
+            time.sleep(0.5)
+            still = still + 0.5 if written[0] == last else 0.0
+            last = written[0]
+        assert written[0] < pairs, "the server read every request of a client that reads nothing"
+    finally:
+        r.proc.kill()
+        r.proc.wait()
+        thread.join(timeout=10)
+        for pipe in (r.proc.stdin, r.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()

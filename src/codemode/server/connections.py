@@ -14,7 +14,10 @@ itself enforces, per process:
   limit): at the cap, a new connection takes the place of the one that has waited longest
   without sending a request (refused only when every connection is busy with one);
 - a cap per client address (``max_per_client``, half the total), so that one address
-  cannot take them all: a connection beyond it is closed at once.
+  cannot take them all: at it, a new connection from that address takes the place of the
+  one of that address that has waited longest without sending a request (closed at once
+  only when every one is busy with a request). Refusing it instead let one local process
+  holding idle sockets shut out every other client on loopback, ``/healthz`` included.
 
 Settings: ``CODEMODE_HTTP_HEADER_TIMEOUT``, ``CODEMODE_HTTP_MAX_CONNECTIONS``,
 ``CODEMODE_HTTP_MAX_PER_CLIENT``, and ``CODEMODE_HTTP_MAX_MCP_SESSIONS`` for the SDK's MCP
@@ -113,9 +116,16 @@ def guarded_protocol(
             if open_by_client[peer] >= limits.max_per_client and not (
                 proxies and proxies.trusts(peer)
             ):
-                refuse(peer)
-                transport.abort()
-                return
+                # Room is made from this address's connection that has waited longest
+                # without a request: idle sockets held by one process on an address
+                # (on loopback: every local client's) cannot keep the others out.
+                own = next((c for c in waiting if c._peer == peer), None)
+                if own is None:
+                    refuse(peer)
+                    transport.abort()
+                    return
+                own.release()
+                own.transport.abort()
             if opened >= limits.max_connections:
                 # Room is made from the connection that has waited longest without sending
                 # a request: many addresses holding idle sockets cannot keep others out.

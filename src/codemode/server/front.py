@@ -20,6 +20,8 @@ The rules (docs/server.md, "HTTP"), outermost first:
    tells the session manager whether its client is still there (see :mod:`.http`); a
    POST whose event stream would carry only its answer is answered as JSON
    (:mod:`.answers`: its connection is reused).
+5. ``POST /mcp``: a batch, an id MCP does not allow, or an id still in progress in the
+   same MCP session is answered here (:mod:`.posts`), never by the SDK.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -37,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .answers import answer_plainly
 from .calls import ClientLink
 from .forwarded import TrustedProxies
+from .posts import MAX_BODY, BodyCheck, InFlightIds, read_body
 from .sessions import SessionManager
 from .toolset import LINK_SCOPE_KEY
 
@@ -205,6 +209,7 @@ class Front:
         self._open = open_paths
         self._mcp = mcp_path
         self._proxies = proxies
+        self._ids = InFlightIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -284,19 +289,33 @@ class Front:
                 "moment (or on another server)")}}  # fmt: skip
             await send_json(send, 503, error, [(b"retry-after", b"5")])
             return
-        stream = method == "GET"
-        if keys:
-            sessions.attach(keys[0])
-        if not stream:
-            self._traffic.begin()
-        try:
-            await self.app(
-                scope, watch_receive, answer_plainly(watch_send) if method == "POST" else watch_send
-            )
-        finally:
+        key = None
+        if method == "POST":
+            body, receive = await read_body(receive, MAX_BODY)
+            check = BodyCheck(body)
+            if check.error is not None:
+                await send_json(send, 400, check.error, [])
+                return
+            key = check.key if sid else None
+        elif method == "GET":  # no event store: a stream is never resumed, only opened
+            scope["headers"] = [h for h in scope["headers"] if h[0] != b"last-event-id"]
+        holding = self._ids.hold(sid, key) if sid and key is not None else nullcontext(True)
+        with holding as free:
+            if not free:
+                await send_json(send, 400, check.reused(), [])
+                return
+            stream = method == "GET"
+            if keys:
+                sessions.attach(keys[0])
             if not stream:
-                self._traffic.end()
-            for key in keys:  # an unknown session id (404) leaves no trace
-                sessions.detach(key, known=status < 400)
+                self._traffic.begin()
+            try:
+                answer = answer_plainly(watch_send) if method == "POST" else watch_send
+                await self.app(scope, watch_receive, answer)
+            finally:
+                if not stream:
+                    self._traffic.end()
+                for k in keys:  # an unknown session id (404) leaves no trace
+                    sessions.detach(k, known=status < 400)
         if method == "DELETE" and sid and 200 <= status < 300:
             await sessions.drop(f"mcp:{sid}")

@@ -108,6 +108,11 @@ class _Pending:
         self._changed = anyio.Event()
 
     @property
+    def unread(self) -> int:
+        """Messages handed to the writer and not flushed yet: the client is not reading."""
+        return self.sent - self.flushed
+
+    @property
     def quiet(self) -> bool:
         return not self.in_progress and self.flushed >= self.sent
 
@@ -255,7 +260,11 @@ async def serve_stdio(
                 message, is_error = message_of(line, limit)
                 if message is None:
                     continue
-                busy = too_many(message, most) if pending.in_progress >= most else None
+                # Answers waiting for a client that does not read count too: a cancel
+                # frees a request's slot, but not the answer already on its way out
+                # (30,000 requests each cancelled at once grew the server to 2 GB).
+                full = pending.in_progress >= most or pending.unread >= most
+                busy = too_many(message, most) if full else None
                 if not is_error and busy is not None:
                     message, is_error = busy, True
                 if not is_error:

@@ -11,11 +11,15 @@ it reads a line of any length into memory. Here:
 - a line longer than the limit (``CODEMODE_STDIO_MAX_MESSAGE_MB``, default 16 MiB; HTTP
   takes 4 MiB) is skipped as it streams by, never held whole, and answered ``-32600``
   with its ``id`` when the line's head names one, or its end (``"id"`` written last);
+- a request whose progress token is over 1,024 characters is answered ``-32602`` with
+  its id (:mod:`.posts`: every progress notification repeats the token);
 - blank lines are ignored;
 - at most ``CODEMODE_STDIO_MAX_IN_FLIGHT`` requests (default 256) are in progress at
   once; one more is answered ``-32000`` at once, not queued. A client that wrote
   requests without reading the answers grew the server's memory without bound (100,000
-  pings: 1.1 GB); now, once the answers fill the pipe, the server stops reading.
+  pings: 1.1 GB); now, once the answers fill the pipe, the server stops reading. Answers
+  not yet written count as well (``stdio.py``): a request cancelled at once frees its
+  slot, but not its answer, already on its way to a client that does not read it.
 
 Like the SDK, fd 0 is pointed at ``/dev/null`` while serving (a handler or child that
 reads stdin gets EOF instead of stealing the client's messages); the wire is a private
@@ -38,6 +42,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .connections import env_number
+from .posts import long_progress_token
 
 MAX_MESSAGE_ENV = "CODEMODE_STDIO_MAX_MESSAGE_MB"
 DEFAULT_MAX_MESSAGE_MB = 16
@@ -87,8 +92,8 @@ def too_many(message: SessionMessage, most: int) -> SessionMessage | None:
     if not isinstance(request, types.JSONRPCRequest):
         return None
     text = (
-        f"this client already has {most} requests in progress ({MAX_IN_FLIGHT_ENV}): "
-        "wait for their answers before sending more"
+        f"this client already has {most} requests in progress or answers not read yet "
+        f"({MAX_IN_FLIGHT_ENV}): read their answers before sending more"
     )
     return _error(request.id, BUSY, text)
 
@@ -207,6 +212,10 @@ def message_of(line: bytes | Oversized, limit: int) -> tuple[SessionMessage | No
     except ValidationError:
         pass
     else:
+        if isinstance(message, types.JSONRPCRequest):
+            why = long_progress_token(message.params)
+            if why is not None:
+                return _error(message.id, types.INVALID_PARAMS, why), True
         if not (isinstance(message, types.JSONRPCNotification) and _has_id(text)):
             return SessionMessage(message), False
         # An id MCP does not allow (null, an object): read as a notification, it would

@@ -107,7 +107,7 @@ def guarded_protocol(
 
     class Guarded(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
-        _peer: str | None = None
+        peer_address: str | None = None  # the address counted for it (None: not counted)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             nonlocal opened
@@ -119,7 +119,7 @@ def guarded_protocol(
                 # Room is made from this address's connection that has waited longest
                 # without a request: idle sockets held by one process on an address
                 # (on loopback: every local client's) cannot keep the others out.
-                own = next((c for c in waiting if c._peer == peer), None)
+                own = next((c for c in waiting if c.peer_address == peer), None)
                 if own is None:
                     refuse(peer)
                     transport.abort()
@@ -136,7 +136,7 @@ def guarded_protocol(
                     return
                 oldest.release()
                 oldest.transport.abort()
-            self._peer = peer
+            self.peer_address = peer
             open_by_client[peer] += 1
             opened += 1
             self._arm()
@@ -147,12 +147,12 @@ def guarded_protocol(
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
-            if self._peer is not None:
+            if self.peer_address is not None:
                 opened -= 1
-                open_by_client[self._peer] -= 1
-                if open_by_client[self._peer] <= 0:
-                    del open_by_client[self._peer]
-                self._peer = None
+                open_by_client[self.peer_address] -= 1
+                if open_by_client[self.peer_address] <= 0:
+                    del open_by_client[self.peer_address]
+                self.peer_address = None
 
         def connection_lost(self, exc: Exception | None) -> None:
             self.release()
@@ -165,7 +165,11 @@ def guarded_protocol(
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self._peer is not None and not self.transport.is_closing() and not self._busy():
+            if (
+                self.peer_address is not None
+                and not self.transport.is_closing()
+                and not self._busy()
+            ):
                 self._arm()  # the next request's head has its own deadline
 
         def _busy(self) -> bool:

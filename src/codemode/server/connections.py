@@ -105,6 +105,17 @@ def guarded_protocol(
                 peer,
             )
 
+    def _make_room(idle: Guarded | None, peer: str, transport: asyncio.Transport) -> bool:
+        """Close ``idle`` (a connection with no request in progress) for a newcomer from
+        ``peer``; with none to close, the newcomer is refused (False)."""
+        if idle is None:
+            refuse(peer)
+            transport.abort()
+            return False
+        idle.release()
+        idle.transport.abort()
+        return True
+
     class Guarded(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         peer_address: str | None = None  # the address counted for it (None: not counted)
@@ -120,22 +131,15 @@ def guarded_protocol(
                 # without a request: idle sockets held by one process on an address
                 # (on loopback: every local client's) cannot keep the others out.
                 own = next((c for c in waiting if c.peer_address == peer), None)
-                if own is None:
-                    refuse(peer)
-                    transport.abort()
+                if not _make_room(own, peer, transport):
                     return
-                own.release()
-                own.transport.abort()
-            if opened >= limits.max_connections:
-                # Room is made from the connection that has waited longest without sending
-                # a request: many addresses holding idle sockets cannot keep others out.
-                oldest = next(iter(waiting), None)
-                if oldest is None:
-                    refuse(peer)
-                    transport.abort()
-                    return
-                oldest.release()
-                oldest.transport.abort()
+            # At the total limit, room is made from the connection that has waited longest
+            # without sending a request: many addresses holding idle sockets cannot keep
+            # others out.
+            if opened >= limits.max_connections and not _make_room(
+                next(iter(waiting), None), peer, transport
+            ):
+                return
             self.peer_address = peer
             open_by_client[peer] += 1
             opened += 1

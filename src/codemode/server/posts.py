@@ -33,7 +33,14 @@ import pydantic_core
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.types import Message, Receive
 
-__all__ = ["MAX_PROGRESS_TOKEN", "BodyCheck", "InFlightIds", "long_progress_token", "read_body"]
+__all__ = [
+    "BAD_ID",
+    "MAX_PROGRESS_TOKEN",
+    "BodyCheck",
+    "InFlightIds",
+    "long_progress_token",
+    "read_body",
+]
 
 MAX_PROGRESS_TOKEN = 1024
 """The longest progress token taken, in characters. Every progress notification of a
@@ -45,7 +52,8 @@ _BATCH = (
     "Invalid Request: a batch (a JSON array of messages) is not accepted: MCP removed "
     "JSON-RPC batches (protocol 2025-06-18); POST one message at a time"
 )
-_BAD_ID = "Invalid Request: an id must be a string or an integer (MCP: never null)"
+BAD_ID = "Invalid Request: an id must be a string or an integer (MCP: never null)"
+"""The answer to a request whose id MCP does not allow (HTTP here, and the stdio wire)."""
 
 
 def long_progress_token(params: Any) -> str | None:
@@ -140,7 +148,7 @@ class BodyCheck:
             return
         found = data["id"]
         if isinstance(found, bool) or not isinstance(found, int | str):
-            self.error = _invalid(_BAD_ID)
+            self.error = _invalid(BAD_ID)
         elif (why := long_progress_token(data.get("params"))) is not None:
             self.error = _invalid(why, types.INVALID_PARAMS, found)
         else:

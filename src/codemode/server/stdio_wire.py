@@ -42,7 +42,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .connections import env_number
-from .posts import long_progress_token
+from .posts import BAD_ID, long_progress_token
 
 MAX_MESSAGE_ENV = "CODEMODE_STDIO_MAX_MESSAGE_MB"
 DEFAULT_MAX_MESSAGE_MB = 16
@@ -220,8 +220,7 @@ def message_of(line: bytes | Oversized, limit: int) -> tuple[SessionMessage | No
             return SessionMessage(message), False
         # An id MCP does not allow (null, an object): read as a notification, it would
         # never be answered while its sender waits.
-        why = "Invalid Request: an id must be a string or an integer (MCP: never null)"
-        return _error(None, types.INVALID_REQUEST, why), True
+        return _error(None, types.INVALID_REQUEST, BAD_ID), True
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
